@@ -1,0 +1,34 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+# Both create .venv and install the project (with test extras) when it is
+# missing or when pyproject.toml changed.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test bench lint format docs
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/slop-tui $(ARGS)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check slop_tui tests bench
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format slop_tui tests bench
+
+docs: $(STAMP)
+	$(PY) -m slop_tui.commands --markdown > docs/commands.md

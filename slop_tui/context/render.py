@@ -1,0 +1,67 @@
+"""`/context show`: a `Prompt` as readable text, layer by layer, with token counts.
+
+It renders the very object the provider adapter sends, so what is shown is
+what is sent (the adapter's JSON is `/context show --json`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from slop_tui.context.prompt import Prompt, PromptMessage
+
+
+def _call_line(name: str, call_id: str, arguments: dict) -> str:
+    args = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return f"  -> call {name} [{call_id}] {args}"
+
+
+def _message_header(index: int, msg: PromptMessage) -> str:
+    where = []
+    if msg.message_id is not None:
+        where.append(f"#{msg.message_id}")
+    if msg.group_id is not None:
+        where.append(f"group {msg.group_id}")
+    who = msg.role
+    if msg.role == "tool":
+        who = f"tool {msg.tool_name or '?'} [{msg.tool_call_id or '?'}]"
+    extra = []
+    if msg.tier:
+        extra.append(f"tier {msg.tier}")
+    if msg.truncated:
+        extra.append("truncated")
+    if msg.message_id is None:
+        extra.append("synthetic")
+    if msg.native is not None:
+        extra.append("native payload")
+    tail = f" · {', '.join(extra)}" if extra else ""
+    origin = f" ({', '.join(where)})" if where else ""
+    return f"[{index}] {who}{origin} · {msg.tokens} tokens{tail}"
+
+
+def render_prompt(prompt: Prompt) -> str:
+    """Human-readable text of a prompt with tokens per layer and per message."""
+    out: list[str] = []
+    history_tokens = sum(m.tokens for m in prompt.messages)
+    out.append(
+        f"=== Context for strategy {prompt.strategy} · {prompt.total_tokens} tokens "
+        f"({len(prompt.layers)} layer(s), {len(prompt.messages)} message(s)) ==="
+    )
+    for layer in prompt.layers:
+        out.append(f"\n--- layer: {layer.name} · {layer.tokens} tokens ---")
+        out.append(layer.text.strip("\n"))
+    out.append(f"\n--- history · {len(prompt.messages)} message(s) · {history_tokens} tokens ---")
+    for i, msg in enumerate(prompt.messages, start=1):
+        out.append(_message_header(i, msg))
+        if msg.text:
+            out.append(msg.text)
+        for call in msg.tool_calls:
+            out.append(_call_line(call.name, call.id, call.arguments))
+        out.append("")
+    if prompt.tools:
+        out.append(f"--- tools declared · {len(prompt.tools)} ---")
+        out.extend(f"- {t.name}" for t in prompt.tools)
+    if prompt.notes:
+        out.append("\n--- notes ---")
+        out.extend(f"- {n}" for n in prompt.notes)
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,61 @@
+"""The rolling window: the last N groups of a session (seed 000 §1).
+
+A group is one user prompt with every tool call, tool result and answer it
+caused. Groups are ordered by their newest message (max id), which is well
+defined even when ids of different groups interleave, unlike the reference
+tool's `SELECT DISTINCT ... ORDER BY created_at` (std_slop.md §3.7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from slop_tui.records import STATUS_DROPPED, STATUS_SUMMARIZED, Message
+
+# Rows in these states were removed from the model's view: `/context drop`
+# (reversible) or replaced by a summary. They neither appear nor count as a group.
+HIDDEN_STATUSES = frozenset({STATUS_DROPPED, STATUS_SUMMARIZED})
+
+
+def is_windowable(msg: Message) -> bool:
+    """True when a row may appear in a prompt at all.
+
+    Rows without a group are excluded: the reference tool put them in every
+    window forever (std_slop.md §3.7), which we treat as a bug.
+    """
+    return msg.group_id is not None and msg.status not in HIDDEN_STATUSES
+
+
+def _eligible(messages: Iterable[Message], lane: str | None) -> list[Message]:
+    return [m for m in messages if is_windowable(m) and (lane is None or m.lane == lane)]
+
+
+def groups_in(messages: Iterable[Message], lane: str | None = None) -> list[int]:
+    """Distinct group ids of the windowable rows, oldest group first (by max id)."""
+    newest: dict[int, int] = {}
+    for m in _eligible(messages, lane):
+        gid = m.group_id
+        assert gid is not None  # guaranteed by is_windowable; narrows the type
+        if m.id > newest.get(gid, -1):
+            newest[gid] = m.id
+    return sorted(newest, key=lambda g: (newest[g], g))
+
+
+def select_window(
+    messages: Iterable[Message], window_size: int, lane: str | None = None
+) -> list[Message]:
+    """The rows of the last `window_size` groups, strictly chronological (by id).
+
+    `window_size == 0` means full history. Dropped, summarized and ungrouped
+    rows are excluded and do not count towards N. With `lane` given, only rows
+    of that lane are considered.
+    """
+    if isinstance(window_size, bool) or not isinstance(window_size, int):
+        raise ValueError(f"window size must be an integer, got {window_size!r}")
+    if window_size < 0:
+        raise ValueError(f"window size must be 0 (full history) or more, got {window_size}")
+    rows = _eligible(messages, lane)
+    if window_size > 0:
+        keep = set(groups_in(rows)[-window_size:])
+        rows = [m for m in rows if m.group_id in keep]
+    return sorted(rows, key=lambda m: m.id)

@@ -1,0 +1,27 @@
+"""The SQLite ledger: the source of truth, and the only code that touches SQLite.
+
+`await Ledger.open(path)` gives one long-lived connection (WAL, foreign keys,
+a busy timeout) with the schema migrated forward. Every method is async and
+returns frozen records from `slop_tui.records`, never rows or dicts.
+"""
+
+from __future__ import annotations
+
+from slop_tui.ledger.core import LedgerError
+from slop_tui.ledger.history import HistoryMixin, check_session_name, snippet
+from slop_tui.ledger.knowledge import KnowledgeMixin, normalise_tags
+from slop_tui.ledger.schema import SCHEMA_VERSION
+
+
+class Ledger(HistoryMixin, KnowledgeMixin):
+    """Sessions, messages, STATE, usage, memos, skills, tools and summaries."""
+
+
+__all__ = [
+    "Ledger",
+    "LedgerError",
+    "SCHEMA_VERSION",
+    "check_session_name",
+    "normalise_tags",
+    "snippet",
+]

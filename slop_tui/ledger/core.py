@@ -1,0 +1,216 @@
+"""Opening the ledger: one long-lived aiosqlite connection, pragmas, migrations.
+
+This module and its siblings are the only code that touches SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+
+import aiosqlite
+
+from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS, SCHEMA_VERSION
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5000
+# Beyond the busy timeout, a write that still meets a lock is retried this many
+# times with a short pause, so two workspaces on one database never surface
+# "database is locked" to the user.
+LOCK_RETRIES = 20
+
+
+class LedgerError(Exception):
+    """A ledger problem the user can act on; the message is one sentence."""
+
+
+def now() -> float:
+    return time.time()
+
+
+def _chars_over_four(text: str) -> int:
+    return (len(text) + 3) // 4 if text else 0
+
+
+def _header_check(path: Path) -> None:
+    """Refuse a file that is not SQLite or is from a newer schema, without writing it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise LedgerError(
+            f"{path} is not a slop-tui database (not SQLite); it was left untouched. "
+            "Point --db or SLOP_DB at another file."
+        )
+    if len(header) >= 64:
+        version = int.from_bytes(header[60:64], "big")
+        _check_version(path, version)
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"{path} was written by a newer slop-tui (schema {version}, this one knows "
+            f"{SCHEMA_VERSION}); it was left untouched. Upgrade slop-tui to open it."
+        )
+
+
+class LedgerBase:
+    """Connection, transactions and migrations; query mixins build on this."""
+
+    def __init__(
+        self, db: aiosqlite.Connection, path: Path, count_tokens: Callable[[str], int]
+    ) -> None:
+        self._db = db
+        self.path = path
+        self.count_tokens = count_tokens
+        self._write_lock = asyncio.Lock()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], count_tokens: Callable[[str], int] | None = None
+    ):
+        """Open (creating when missing) the ledger at `path` and migrate it forward."""
+        p = Path(path).expanduser()
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(
+                f"cannot create the database folder {p.parent}: {exc.strerror}."
+            ) from exc
+        _header_check(p)
+        if p.exists() and not os.access(p, os.R_OK | os.W_OK):
+            raise LedgerError(f"cannot open the database {p}: permission denied.")
+        if not p.exists() and not os.access(p.parent, os.W_OK):
+            raise LedgerError(f"cannot create the database {p}: the folder is not writable.")
+        try:
+            db = await aiosqlite.connect(
+                str(p), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open the database {p}: {exc}.") from exc
+        ledger = cls(db, p, count_tokens or _chars_over_four)
+        try:
+            await ledger._prepare()
+        except sqlite3.DatabaseError as exc:
+            await db.close()
+            raise LedgerError(f"cannot open the database {p}: {exc}.") from exc
+        except BaseException:
+            await db.close()
+            raise
+        return ledger
+
+    async def _prepare(self) -> None:
+        db = self._db
+        db.row_factory = sqlite3.Row
+        cur = await db.execute("PRAGMA user_version")
+        version = (await cur.fetchone())[0]
+        _check_version(self.path, version)
+        await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        await db.execute("PRAGMA foreign_keys=ON")
+        # Some file systems refuse WAL; the ledger still works, only slower,
+        # and `journal_mode` says which one is in force.
+        mode = await (await db.execute("PRAGMA journal_mode=WAL")).fetchone()
+        self.journal_mode = str(mode[0]).lower() if mode else "unknown"
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await self._migrate(version)
+
+    async def _migrate(self, version: int) -> None:
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            async with self.transaction() as db:
+                cur = await db.execute("PRAGMA user_version")
+                current = (await cur.fetchone())[0]
+                if current >= target:  # another process migrated meanwhile
+                    continue
+                for stmt in MIGRATIONS[target - 1]:
+                    await db.execute(stmt)
+                if target == 1:
+                    await db.executemany(
+                        "INSERT OR IGNORE INTO skills(name, description, prompt_patch) VALUES (?,?,?)",
+                        DEFAULT_SKILLS,
+                    )
+                await db.execute(f"PRAGMA user_version={target}")
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._db.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- transactions ------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction (BEGIN IMMEDIATE), serialised within this process."""
+        async with self._write_lock:
+            await self._begin_immediate()
+            try:
+                yield self._db
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    await self._db.execute("ROLLBACK")
+                raise
+            else:
+                await self._db.execute("COMMIT")
+
+    async def _begin_immediate(self) -> None:
+        for attempt in range(LOCK_RETRIES):
+            try:
+                await self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if attempt == LOCK_RETRIES - 1:
+                    raise LedgerError(
+                        "the database stayed locked by another process for too long; try again."
+                    ) from exc
+                await asyncio.sleep(0.05 * (attempt + 1))
+
+    # -- small query helpers ----------------------------------------------
+
+    async def _all(self, sql: str, params: Iterable[object] | dict = ()) -> list[sqlite3.Row]:
+        cur = await self._db.execute(sql, params if isinstance(params, dict) else tuple(params))
+        rows = await cur.fetchall()
+        await cur.close()
+        return list(rows)
+
+    async def _one(self, sql: str, params: Iterable[object] | dict = ()) -> sqlite3.Row | None:
+        cur = await self._db.execute(sql, params if isinstance(params, dict) else tuple(params))
+        row = await cur.fetchone()
+        await cur.close()
+        return row
+
+    async def schema_sql(self) -> list[tuple[str, str]]:
+        """`CREATE` statements of the user tables (for `/schema` and `describe_db`)."""
+        rows = await self._all(
+            "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE 'memos_fts_%' ORDER BY name"
+        )
+        return [(r["name"], r["sql"]) for r in rows]
+
+    # -- app state ---------------------------------------------------------
+
+    async def get_setting(self, key: str, default: str | None = None) -> str | None:
+        row = await self._one("SELECT value FROM app_state WHERE key=?", (key,))
+        return row["value"] if row else default
+
+    async def set_setting(self, key: str, value: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO app_state(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )

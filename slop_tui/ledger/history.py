@@ -1,0 +1,574 @@
+"""Sessions, messages, groups, STATE versions and usage in the ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from slop_tui.ledger.core import LedgerBase, LedgerError, now
+from slop_tui.records import (
+    DEFAULT_LANE,
+    DEFAULT_WINDOW,
+    STATUS_DROPPED,
+    STATUS_SUMMARIZED,
+    GroupSummary,
+    HistoryHit,
+    Message,
+    NewMessage,
+    Session,
+    SessionSummary,
+    StateVersion,
+    Usage,
+    UsageTotal,
+)
+
+_MSG_COLS = (
+    "id, session_id, group_id, lane, role, content, status, payload, tool_call_id, "
+    "tool_name, parsing_strategy, tokens, created_at"
+)
+_HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
+
+
+def _message(r: sqlite3.Row) -> Message:
+    return Message(
+        id=r["id"],
+        session=r["session_id"],
+        group_id=r["group_id"],
+        lane=r["lane"],
+        role=r["role"],
+        content=r["content"],
+        status=r["status"],
+        payload=r["payload"],
+        tool_call_id=r["tool_call_id"],
+        tool_name=r["tool_name"],
+        strategy=r["parsing_strategy"],
+        tokens=r["tokens"],
+        created_at=r["created_at"],
+    )
+
+
+def _session(r: sqlite3.Row) -> Session:
+    return Session(
+        name=r["name"],
+        window_size=r["window_size"],
+        scratchpad=r["scratchpad"],
+        provider=r["provider"],
+        model=r["model"],
+        lane=r["lane"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        message_count=r["message_count"],
+        token_total=r["token_total"],
+    )
+
+
+def check_session_name(name: str) -> str:
+    """Names are taken literally; only empty or whitespace-only names are refused."""
+    if not isinstance(name, str) or not name.strip():
+        raise LedgerError("a session name cannot be empty.")
+    if "\x00" in name:
+        raise LedgerError("a session name cannot contain a NUL character.")
+    return name
+
+
+def snippet(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class HistoryMixin(LedgerBase):
+    # -- sessions ----------------------------------------------------------
+
+    async def get_session(self, name: str) -> Session | None:
+        row = await self._one("SELECT * FROM sessions WHERE name=?", (name,))
+        return _session(row) if row else None
+
+    async def session_or_default(self, name: str) -> Session:
+        """The stored session, or the defaults a not-yet-written session has."""
+        return await self.get_session(name) or Session(name=name)
+
+    async def _ensure_session(self, db, name: str) -> None:
+        t = now()
+        await db.execute(
+            "INSERT OR IGNORE INTO sessions(name, created_at, updated_at) VALUES (?,?,?)",
+            (check_session_name(name), t, t),
+        )
+
+    async def ensure_session(self, name: str) -> Session:
+        async with self.transaction() as db:
+            await self._ensure_session(db, name)
+        return await self.session_or_default(name)
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        rows = await self._all(
+            """SELECT s.name, s.message_count, s.token_total, s.updated_at,
+                  (SELECT COUNT(DISTINCT group_id) FROM messages
+                     WHERE session_id = s.name AND group_id IS NOT NULL) AS groups,
+                  (SELECT content FROM messages WHERE session_id = s.name AND role = 'user'
+                     ORDER BY id LIMIT 1) AS preview
+               FROM sessions s ORDER BY s.updated_at DESC, s.name"""
+        )
+        return [
+            SessionSummary(
+                name=r["name"],
+                groups=r["groups"],
+                messages=r["message_count"],
+                tokens=r["token_total"],
+                last_used=r["updated_at"],
+                preview=snippet(r["preview"] or ""),
+            )
+            for r in rows
+        ]
+
+    async def remove_session(self, name: str) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute("DELETE FROM sessions WHERE name=?", (name,))
+            return cur.rowcount > 0
+
+    async def clear_session(self, name: str) -> None:
+        """History, usage, STATE and summaries go; scratchpad and window size stay."""
+        async with self.transaction() as db:
+            for table in ("messages", "usage", "state_versions", "summaries"):
+                await db.execute(f"DELETE FROM {table} WHERE session_id=?", (name,))
+
+    async def clone_session(self, source: str, target: str) -> Session:
+        """Copy messages, STATE, scratchpad, usage and summaries in one transaction."""
+        check_session_name(target)
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "SELECT 1 FROM sessions WHERE name=? UNION ALL "
+                "SELECT 1 FROM messages WHERE session_id=? LIMIT 1",
+                (target, target),
+            )
+            if await cur.fetchone():
+                raise LedgerError(f"session '{target}' already exists; pick another name.")
+            await self._ensure_session(db, source)
+            t = now()
+            await db.execute(
+                """INSERT INTO sessions(name, window_size, scratchpad, provider, model, lane,
+                       created_at, updated_at)
+                   SELECT ?, window_size, scratchpad, provider, model, lane, ?, ?
+                   FROM sessions WHERE name=?""",
+                (target, t, t, source),
+            )
+            # New ids are the old ones shifted past every id ever used, so group
+            # ids (the id of each group's user message) stay consistent.
+            row = await (
+                await db.execute("SELECT MIN(id) AS lo FROM messages WHERE session_id=?", (source,))
+            ).fetchone()
+            if row["lo"] is not None:
+                seq = await (
+                    await db.execute(
+                        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name='messages'),0)"
+                    )
+                ).fetchone()
+                delta = seq[0] + 1 - row["lo"]
+                await db.execute(
+                    """INSERT INTO messages(id, session_id, group_id, lane, role, content, payload,
+                           tool_call_id, tool_name, status, status_before, parsing_strategy,
+                           tokens, created_at)
+                       SELECT id + :d, :t, group_id + :d, lane, role, content, payload,
+                           tool_call_id, tool_name, status, status_before, parsing_strategy,
+                           tokens, created_at
+                       FROM messages WHERE session_id = :s ORDER BY id""",
+                    {"d": delta, "t": target, "s": source},
+                )
+            else:
+                delta = 0
+            await db.execute(
+                """INSERT INTO state_versions(session_id, group_id, content, created_at)
+                   SELECT ?, group_id + ?, content, created_at FROM state_versions
+                   WHERE session_id=? ORDER BY id""",
+                (target, delta, source),
+            )
+            await db.execute(
+                """INSERT INTO usage(session_id, group_id, provider, model, prompt_tokens,
+                       completion_tokens, cached_tokens, created_at)
+                   SELECT ?, group_id + ?, provider, model, prompt_tokens, completion_tokens,
+                       cached_tokens, created_at FROM usage WHERE session_id=? ORDER BY id""",
+                (target, delta, source),
+            )
+            await db.execute(
+                """INSERT INTO summaries(session_id, lane, kind, first_message_id,
+                       last_message_id, content, version, created_at)
+                   SELECT ?, lane, kind, first_message_id + ?, last_message_id + ?, content,
+                       version, created_at FROM summaries WHERE session_id=? ORDER BY id""",
+                (target, delta, delta, source),
+            )
+        return await self.session_or_default(target)
+
+    async def _update_session(self, name: str, column: str, value: object) -> Session:
+        async with self.transaction() as db:
+            await self._ensure_session(db, name)
+            await db.execute(
+                f"UPDATE sessions SET {column}=?, updated_at=? WHERE name=?", (value, now(), name)
+            )
+        return await self.session_or_default(name)
+
+    async def set_window(self, name: str, size: int) -> Session:
+        if size < 0:
+            raise LedgerError("the window size must be 0 (full history) or more.")
+        return await self._update_session(name, "window_size", size)
+
+    async def set_scratchpad(self, name: str, text: str) -> Session:
+        return await self._update_session(name, "scratchpad", text)
+
+    async def set_lane(self, name: str, lane: str) -> Session:
+        return await self._update_session(name, "lane", lane)
+
+    async def set_provider(self, name: str, provider: str | None, model: str | None) -> Session:
+        async with self.transaction() as db:
+            await self._ensure_session(db, name)
+            await db.execute(
+                "UPDATE sessions SET provider=?, model=?, updated_at=? WHERE name=?",
+                (provider, model, now(), name),
+            )
+        return await self.session_or_default(name)
+
+    # -- messages ----------------------------------------------------------
+
+    async def _insert(self, db, session: str, group_id: int | None, m: NewMessage, lane: str):
+        tokens = m.tokens if m.tokens is not None else self.count_tokens(m.content)
+        cur = await db.execute(
+            """INSERT INTO messages(session_id, group_id, lane, role, content, payload,
+                   tool_call_id, tool_name, status, parsing_strategy, tokens, created_at)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (
+                session,
+                group_id,
+                m.lane or lane,
+                m.role,
+                m.content,
+                m.payload,
+                m.tool_call_id,
+                m.tool_name,
+                m.status,
+                m.strategy,
+                tokens,
+                now(),
+            ),
+        )
+        return cur.lastrowid
+
+    async def _session_lane(self, db, session: str) -> str:
+        cur = await db.execute("SELECT lane FROM sessions WHERE name=?", (session,))
+        row = await cur.fetchone()
+        return row["lane"] if row else DEFAULT_LANE
+
+    async def append_user(
+        self, session: str, text: str, *, lane: str | None = None, strategy: str | None = None
+    ) -> Message:
+        """Write a user prompt; it opens a new group whose id is the prompt's own id."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)
+            lane = lane or await self._session_lane(db, session)
+            msg_id = await self._insert(
+                db, session, None, NewMessage(role="user", content=text, strategy=strategy), lane
+            )
+            await db.execute("UPDATE messages SET group_id=id WHERE id=?", (msg_id,))
+        msg = await self.get_message(msg_id)
+        assert msg is not None
+        return msg
+
+    async def append(
+        self, session: str, group_id: int | None, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Append messages to a group in one transaction (one user-visible event)."""
+        ids: list[int] = []
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)
+            lane = DEFAULT_LANE
+            if group_id is not None:
+                cur = await db.execute("SELECT lane FROM messages WHERE id=?", (group_id,))
+                row = await cur.fetchone()
+                lane = row["lane"] if row else await self._session_lane(db, session)
+            for m in messages:
+                ids.append(await self._insert(db, session, group_id, m, lane))
+        return await self.messages_by_ids(ids)
+
+    async def update_message(
+        self,
+        message_id: int,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        payload: str | None = None,
+        tokens: int | None = None,
+    ) -> Message | None:
+        sets: list[str] = []
+        params: list[object] = []
+        if content is not None:
+            sets.append("content=?")
+            params.append(content)
+            if tokens is None:
+                tokens = self.count_tokens(content)
+        for col, val in (("status", status), ("payload", payload), ("tokens", tokens)):
+            if val is not None:
+                sets.append(f"{col}=?")
+                params.append(val)
+        if sets:
+            async with self.transaction() as db:
+                await db.execute(
+                    f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*params, message_id)
+                )
+        return await self.get_message(message_id)
+
+    async def get_message(self, message_id: int) -> Message | None:
+        row = await self._one(f"SELECT {_MSG_COLS} FROM messages WHERE id=?", (message_id,))
+        return _message(row) if row else None
+
+    async def messages_by_ids(self, ids: Sequence[int]) -> list[Message]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = await self._all(
+            f"SELECT {_MSG_COLS} FROM messages WHERE id IN ({marks}) ORDER BY id", ids
+        )
+        return [_message(r) for r in rows]
+
+    async def window(self, session: str, size: int, lane: str | None = None) -> list[Message]:
+        """Rows of the last `size` visible groups (0: all), oldest first.
+
+        Dropped and summarized rows neither appear nor count; rows without a
+        group never appear.
+        """
+        lane_sql = " AND lane = :lane" if lane else ""
+        params = {"s": session, "n": size, "lane": lane}
+        if size <= 0:
+            sql = (
+                f"SELECT {_MSG_COLS} FROM messages WHERE session_id = :s AND group_id IS NOT NULL "
+                f"AND status NOT IN {_HIDDEN}{lane_sql} ORDER BY id"
+            )
+        else:
+            sql = f"""SELECT {_MSG_COLS} FROM messages
+                WHERE session_id = :s AND status NOT IN {_HIDDEN} AND group_id IN (
+                    SELECT group_id FROM messages
+                    WHERE session_id = :s AND group_id IS NOT NULL
+                      AND status NOT IN {_HIDDEN}{lane_sql}
+                    GROUP BY group_id ORDER BY group_id DESC LIMIT :n)
+                ORDER BY id"""
+        return [_message(r) for r in await self._all(sql, params)]
+
+    async def session_messages(self, session: str) -> list[Message]:
+        """Every row of a session, dropped ones included, oldest first."""
+        rows = await self._all(
+            f"SELECT {_MSG_COLS} FROM messages WHERE session_id=? ORDER BY id", (session,)
+        )
+        return [_message(r) for r in rows]
+
+    async def group_messages(self, session: str, group_id: int) -> list[Message]:
+        rows = await self._all(
+            f"SELECT {_MSG_COLS} FROM messages WHERE session_id=? AND group_id=? ORDER BY id",
+            (session, group_id),
+        )
+        return [_message(r) for r in rows]
+
+    async def last_group_id(self, session: str) -> int | None:
+        row = await self._one(
+            "SELECT MAX(group_id) AS g FROM messages WHERE session_id=?", (session,)
+        )
+        return row["g"] if row else None
+
+    async def list_groups(
+        self, session: str, limit: int | None = None, lane: str | None = None
+    ) -> list[GroupSummary]:
+        """Groups of a session, newest first."""
+        lane_sql = " AND m.lane = :lane" if lane else ""
+        rows = await self._all(
+            f"""SELECT m.group_id AS gid, MIN(m.lane) AS lane, COUNT(*) AS n,
+                   SUM(m.tokens) AS tokens, MIN(m.created_at) AS created,
+                   MAX(m.status = 'dropped') AS dropped,
+                   MAX(m.status = 'summarized') AS summarized,
+                   MAX(m.status = 'interrupted') AS interrupted,
+                   MAX(m.status = 'error') AS error,
+                   (SELECT content FROM messages u WHERE u.id = m.group_id) AS prompt
+               FROM messages m WHERE m.session_id = :s AND m.group_id IS NOT NULL{lane_sql}
+               GROUP BY m.group_id ORDER BY m.group_id DESC LIMIT :n""",
+            {"s": session, "n": limit if limit else -1, "lane": lane},
+        )
+        out = []
+        for r in rows:
+            status = "completed"
+            for name in ("dropped", "summarized", "interrupted", "error"):
+                if r[name]:
+                    status = name
+                    break
+            out.append(
+                GroupSummary(
+                    group_id=r["gid"],
+                    lane=r["lane"],
+                    prompt=r["prompt"] or "",
+                    messages=r["n"],
+                    tokens=r["tokens"] or 0,
+                    status=status,
+                    created_at=r["created"],
+                )
+            )
+        return out
+
+    async def set_group_dropped(self, session: str, group_id: int, dropped: bool) -> int:
+        """Soft drop (or restore) a group; returns how many rows changed."""
+        async with self.transaction() as db:
+            if dropped:
+                cur = await db.execute(
+                    "UPDATE messages SET status_before=status, status='dropped' "
+                    "WHERE session_id=? AND group_id=? AND status!='dropped'",
+                    (session, group_id),
+                )
+            else:
+                cur = await db.execute(
+                    "UPDATE messages SET status=COALESCE(status_before,'completed'), "
+                    "status_before=NULL WHERE session_id=? AND group_id=? AND status='dropped'",
+                    (session, group_id),
+                )
+            return cur.rowcount
+
+    async def remove_group(self, session: str, group_id: int) -> int:
+        """Hard delete a group and the STATE versions it produced."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM messages WHERE session_id=? AND group_id=?", (session, group_id)
+            )
+            await db.execute(
+                "DELETE FROM state_versions WHERE session_id=? AND group_id=?", (session, group_id)
+            )
+            return cur.rowcount
+
+    async def set_message_status(self, message_id: int, status: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE messages SET status_before=status, status=? WHERE id=?",
+                (status, message_id),
+            )
+
+    async def search_history(
+        self, text: str, role: str | None = None, limit: int = 20
+    ) -> list[HistoryHit]:
+        """Case-insensitive substring search across all sessions, newest first."""
+        if not text:
+            return []
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        role_sql = " AND role = :role" if role else ""
+        rows = await self._all(
+            f"""SELECT id, session_id, group_id, role, content, created_at FROM messages
+                WHERE content LIKE :p ESCAPE '\\'{role_sql} AND status != 'dropped'
+                ORDER BY id DESC LIMIT :n""",
+            {"p": pattern, "role": role, "n": limit},
+        )
+        hits = []
+        for r in rows:
+            content = r["content"]
+            at = content.lower().find(text.lower())
+            start = max(0, at - 30) if at >= 0 else 0
+            hits.append(
+                HistoryHit(
+                    message_id=r["id"],
+                    session=r["session_id"],
+                    group_id=r["group_id"],
+                    role=r["role"],
+                    snippet=snippet(content[start : start + 200], 80),
+                    created_at=r["created_at"],
+                )
+            )
+        return hits
+
+    # -- STATE -------------------------------------------------------------
+
+    async def add_state(self, session: str, group_id: int | None, content: str) -> StateVersion:
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)
+            cur = await db.execute(
+                "INSERT INTO state_versions(session_id, group_id, content, created_at) "
+                "VALUES (?,?,?,?)",
+                (session, group_id, content, now()),
+            )
+            sid = cur.lastrowid
+        return StateVersion(sid, session, group_id, content, now())
+
+    async def current_state(self, session: str) -> StateVersion | None:
+        """The newest STATE whose group is still present and not dropped."""
+        row = await self._one(
+            """SELECT * FROM state_versions sv WHERE session_id = ? AND (
+                   sv.group_id IS NULL OR EXISTS (
+                       SELECT 1 FROM messages m WHERE m.id = sv.group_id AND m.status != 'dropped'))
+               ORDER BY id DESC LIMIT 1""",
+            (session,),
+        )
+        if not row:
+            return None
+        return StateVersion(
+            row["id"], row["session_id"], row["group_id"], row["content"], row["created_at"]
+        )
+
+    async def state_versions(self, session: str) -> list[StateVersion]:
+        rows = await self._all(
+            "SELECT * FROM state_versions WHERE session_id=? ORDER BY id", (session,)
+        )
+        return [
+            StateVersion(r["id"], r["session_id"], r["group_id"], r["content"], r["created_at"])
+            for r in rows
+        ]
+
+    # -- usage -------------------------------------------------------------
+
+    async def record_usage(
+        self,
+        session: str,
+        group_id: int | None,
+        provider: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+    ) -> Usage:
+        t = now()
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)
+            cur = await db.execute(
+                """INSERT INTO usage(session_id, group_id, provider, model, prompt_tokens,
+                       completion_tokens, cached_tokens, created_at) VALUES (?,?,?,?,?,?,?,?)""",
+                (
+                    session,
+                    group_id,
+                    provider,
+                    model,
+                    prompt_tokens,
+                    completion_tokens,
+                    cached_tokens,
+                    t,
+                ),
+            )
+        return Usage(
+            cur.lastrowid,
+            session,
+            group_id,
+            provider,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            t,
+        )
+
+    async def usage_totals(self, session: str | None = None) -> list[UsageTotal]:
+        where = "WHERE session_id = ?" if session is not None else ""
+        rows = await self._all(
+            f"""SELECT provider, model, COUNT(*) AS calls, SUM(prompt_tokens) AS p,
+                   SUM(completion_tokens) AS c, SUM(cached_tokens) AS k FROM usage {where}
+                GROUP BY provider, model ORDER BY provider, model""",
+            (session,) if session is not None else (),
+        )
+        return [
+            UsageTotal(r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"]) for r in rows
+        ]
+
+    async def prompt_token_series(self, session: str, limit: int = 50) -> list[int]:
+        """Prompt tokens of the last provider calls, oldest first (the gauge's sparkline)."""
+        rows = await self._all(
+            "SELECT prompt_tokens FROM usage WHERE session_id=? ORDER BY id DESC LIMIT ?",
+            (session, limit),
+        )
+        return [r[0] for r in reversed(rows)]
+
+
+__all__ = ["HistoryMixin", "check_session_name", "snippet", "DEFAULT_WINDOW"]

@@ -1,0 +1,164 @@
+"""The ledger's schema, as ordered forward migrations keyed by `PRAGMA user_version`.
+
+A migration is a list of SQL statements run in one transaction; the version
+is bumped in the same transaction, so a crash leaves the old version intact.
+Append new migrations at the end; never edit a released one.
+"""
+
+from __future__ import annotations
+
+_STATUSES = "'completed','tool_call','error','dropped','interrupted','summarized'"
+
+_V1 = [
+    """CREATE TABLE sessions(
+        name TEXT PRIMARY KEY,
+        window_size INTEGER NOT NULL DEFAULT 5,
+        scratchpad TEXT NOT NULL DEFAULT '',
+        provider TEXT,
+        model TEXT,
+        lane TEXT NOT NULL DEFAULT 'main',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        token_total INTEGER NOT NULL DEFAULT 0
+    )""",
+    f"""CREATE TABLE messages(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        group_id INTEGER,
+        lane TEXT NOT NULL DEFAULT 'main',
+        role TEXT NOT NULL CHECK(role IN ('system','user','assistant','tool')),
+        content TEXT NOT NULL DEFAULT '',
+        payload TEXT,
+        tool_call_id TEXT,
+        tool_name TEXT,
+        status TEXT NOT NULL DEFAULT 'completed' CHECK(status IN ({_STATUSES})),
+        status_before TEXT,
+        parsing_strategy TEXT,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    )""",
+    # "last N groups of a session (and lane)" and "one group" are index searches.
+    "CREATE INDEX ix_messages_session_group ON messages(session_id, group_id, id)",
+    "CREATE INDEX ix_messages_session_lane_group ON messages(session_id, lane, group_id)",
+    "CREATE INDEX ix_messages_group ON messages(group_id)",
+    # Per-session totals are kept by triggers so nothing has to scan to show them.
+    """CREATE TRIGGER trg_messages_insert AFTER INSERT ON messages BEGIN
+        UPDATE sessions SET message_count = message_count + 1,
+                            token_total = token_total + NEW.tokens,
+                            updated_at = NEW.created_at
+        WHERE name = NEW.session_id;
+    END""",
+    """CREATE TRIGGER trg_messages_delete AFTER DELETE ON messages BEGIN
+        UPDATE sessions SET message_count = message_count - 1,
+                            token_total = token_total - OLD.tokens
+        WHERE name = OLD.session_id;
+    END""",
+    """CREATE TRIGGER trg_messages_tokens AFTER UPDATE OF tokens ON messages BEGIN
+        UPDATE sessions SET token_total = token_total - OLD.tokens + NEW.tokens
+        WHERE name = NEW.session_id;
+    END""",
+    """CREATE TABLE state_versions(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        group_id INTEGER,
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_state_session ON state_versions(session_id, id)",
+    """CREATE TABLE usage(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        group_id INTEGER,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        cached_tokens INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_usage_session ON usage(session_id)",
+    """CREATE TABLE memos(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        content TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL
+    )""",
+    """CREATE VIRTUAL TABLE memos_fts USING fts5(
+        content, tags, content='memos', content_rowid='id'
+    )""",
+    """CREATE TRIGGER trg_memos_insert AFTER INSERT ON memos BEGIN
+        INSERT INTO memos_fts(rowid, content, tags) VALUES (NEW.id, NEW.content, NEW.tags);
+    END""",
+    """CREATE TRIGGER trg_memos_delete AFTER DELETE ON memos BEGIN
+        INSERT INTO memos_fts(memos_fts, rowid, content, tags)
+        VALUES ('delete', OLD.id, OLD.content, OLD.tags);
+    END""",
+    """CREATE TRIGGER trg_memos_update AFTER UPDATE ON memos BEGIN
+        INSERT INTO memos_fts(memos_fts, rowid, content, tags)
+        VALUES ('delete', OLD.id, OLD.content, OLD.tags);
+        INSERT INTO memos_fts(rowid, content, tags) VALUES (NEW.id, NEW.content, NEW.tags);
+    END""",
+    """CREATE TABLE skills(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        prompt_patch TEXT NOT NULL DEFAULT '',
+        activation_count INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE tools(
+        name TEXT PRIMARY KEY,
+        description TEXT NOT NULL DEFAULT '',
+        schema_json TEXT NOT NULL DEFAULT '{}',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        call_count INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE summaries(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        lane TEXT NOT NULL DEFAULT 'main',
+        kind TEXT NOT NULL,
+        first_message_id INTEGER NOT NULL,
+        last_message_id INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_summaries_session_lane ON summaries(session_id, lane, id)",
+    # The running workspace's own state: current session, active skills,
+    # throttle, learned token factor, theme. Not per session (seed 001).
+    """CREATE TABLE app_state(
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+]
+
+# Default skills are seeded once, when the ledger is created, so a user who
+# deletes one does not see it come back (the reference tool re-seeds).
+DEFAULT_SKILLS = (
+    (
+        "planner",
+        "Plan only: study, then write a checklist plan into the scratchpad.",
+        "You are in planning mode. Check memos first. Investigate with read-only tools, "
+        "then write a numbered checklist plan into the scratchpad (manage_scratchpad). "
+        "Do not modify files or run commands that change anything. Ask for approval "
+        "of the plan before any implementation.",
+    ),
+    (
+        "code_reviewer",
+        "Review only: read the change and report problems before anything is implemented.",
+        "You are a strict code reviewer. Read the diff and the surrounding code, then "
+        "list correctness bugs, missing tests, unclear names and risky changes, most "
+        "serious first, each with file and line. Do not implement fixes until the user "
+        "approves them.",
+    ),
+    (
+        "dba",
+        "Database specialist: schema design, query plans, migrations.",
+        "You are a database specialist. Prefer explicit schemas, indexes that match the "
+        "queries, forward-only migrations and EXPLAIN QUERY PLAN before claiming speed.",
+    ),
+)
+
+MIGRATIONS: list[list[str]] = [_V1]
+SCHEMA_VERSION = len(MIGRATIONS)

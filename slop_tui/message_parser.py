@@ -1,0 +1,185 @@
+"""The one parser of stored provider JSON (seed 000, "Centralized Message Parsing").
+
+Every layer that needs the tool calls or the text of a stored assistant row
+asks this module, so the UI, the orchestrator and the context engine cannot
+disagree about what a row means.
+
+Stored shapes (see `records.Message`):
+
+- `openai` tool-call rows: `payload` is the whole assistant message object,
+  `{"role": "assistant", "content": str | null, "tool_calls": [{"id", "type",
+  "function": {"name", "arguments": "<json string>"}}]}`.
+- `gemini` / `gemini_gca` rows: `payload` is a JSON list of parts, each as
+  google-genai's `part.model_dump(mode="json", exclude_none=True)` (snake_case:
+  `function_call`, `thought_signature`, `text`, `thought`). camelCase
+  (`functionCall`, `thoughtSignature`) and a bare part object are accepted too.
+
+Nothing here raises on malformed JSON: a row that cannot be parsed yields no
+tool calls and its plain `content`, because a corrupt row must never make a
+whole session unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from slop_tui.records import (
+    STATUS_TOOL_CALL,
+    STRATEGY_GEMINI,
+    STRATEGY_OPENAI,
+    Message,
+    ToolCall,
+    strategy_family,
+)
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def native_payload(msg: Message) -> object | None:
+    """The parsed `payload` JSON of a row, or None when absent or malformed."""
+    if not msg.payload:
+        return None
+    try:
+        return json.loads(msg.payload)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _family(msg: Message, payload: object) -> str | None:
+    family = strategy_family(msg.strategy)
+    if family in (STRATEGY_OPENAI, STRATEGY_GEMINI):
+        return family
+    # A row without a known strategy (older data, tests): fall back to the shape,
+    # which is unambiguous between the two families.
+    if isinstance(payload, dict) and "tool_calls" in payload:
+        return STRATEGY_OPENAI
+    if isinstance(payload, list) or (
+        isinstance(payload, dict) and ("function_call" in payload or "functionCall" in payload)
+    ):
+        return STRATEGY_GEMINI
+    return None
+
+
+def _gemini_parts(payload: object) -> list[dict]:
+    """The dict parts of a Gemini payload (a list, or one bare part object)."""
+    if isinstance(payload, dict):
+        return [payload]
+    if isinstance(payload, list):
+        return [p for p in payload if isinstance(p, dict)]
+    return []
+
+
+def _get(part: dict, snake: str, camel: str) -> object:
+    value = part.get(snake)
+    return part.get(camel) if value is None else value
+
+
+def _parse_arguments(raw: object) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str) and raw.strip():
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError):
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def _openai_calls(payload: object) -> tuple[ToolCall, ...]:
+    if not isinstance(payload, dict):
+        return ()
+    raw_calls = payload.get("tool_calls")
+    if not isinstance(raw_calls, list):
+        return ()
+    calls: list[ToolCall] = []
+    for index, raw in enumerate(c for c in raw_calls if isinstance(c, dict)):
+        function = raw.get("function")
+        function = function if isinstance(function, dict) else {}
+        name = function.get("name")
+        name = name if isinstance(name, str) and name else "unknown"
+        call_id = raw.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else f"{name}#{index}"
+        calls.append(ToolCall(call_id, name, _parse_arguments(function.get("arguments"))))
+    return tuple(calls)
+
+
+def _gemini_calls(payload: object) -> tuple[ToolCall, ...]:
+    calls: list[ToolCall] = []
+    for part in _gemini_parts(payload):
+        fc = _get(part, "function_call", "functionCall")
+        if not isinstance(fc, dict):
+            continue
+        name = fc.get("name")
+        name = name if isinstance(name, str) and name else "unknown"
+        call_id = fc.get("id")
+        # Gemini often omits call ids; the index among this row's calls makes a
+        # stable id the tool-result row can point back to.
+        index = len(calls)
+        call_id = call_id if isinstance(call_id, str) and call_id else f"{name}#{index}"
+        calls.append(ToolCall(call_id, name, _parse_arguments(fc.get("args"))))
+    return tuple(calls)
+
+
+def tool_calls(msg: Message) -> tuple[ToolCall, ...]:
+    """The provider-neutral tool calls of a `tool_call` row (empty for any other row)."""
+    if msg.status != STATUS_TOOL_CALL:
+        return ()
+    payload = native_payload(msg)
+    family = _family(msg, payload)
+    if family == STRATEGY_OPENAI:
+        return _openai_calls(payload)
+    if family == STRATEGY_GEMINI:
+        return _gemini_calls(payload)
+    return ()
+
+
+def _payload_text(msg: Message, payload: object) -> str:
+    family = _family(msg, payload)
+    if family == STRATEGY_OPENAI and isinstance(payload, dict):
+        content = payload.get("content")
+        return content if isinstance(content, str) else ""
+    if family == STRATEGY_GEMINI:
+        # Thought summaries are the model's private reasoning, not its answer.
+        texts = [
+            p["text"]
+            for p in _gemini_parts(payload)
+            if isinstance(p.get("text"), str) and not p.get("thought")
+        ]
+        return "".join(texts)
+    return ""
+
+
+def assistant_text(msg: Message) -> str:
+    """The human-readable text of a row.
+
+    `content` is authoritative (the ledger stores the text there for every
+    row); the payload is consulted only when a tool-call row has no content.
+    """
+    if msg.content or msg.status != STATUS_TOOL_CALL:
+        return msg.content
+    return _payload_text(msg, native_payload(msg))
+
+
+def _snake(key: str) -> str:
+    return _CAMEL_BOUNDARY.sub(lambda m: "_" + m.group(1).lower(), key)
+
+
+def gemini_parts_for_replay(msg: Message) -> list[dict]:
+    """The stored Gemini parts of a row, ready to replay to a Gemini model.
+
+    Parts keep everything they were stored with (notably `thought_signature`,
+    which Gemini 3 requires on the first function call of the active loop);
+    top-level keys are normalised to snake_case so adapters see one shape.
+    Without usable stored parts the row's text becomes a single text part;
+    a row with neither yields an empty list.
+    """
+    payload = native_payload(msg)
+    parts = _gemini_parts(payload) if _family(msg, payload) == STRATEGY_GEMINI else []
+    normalised = [{_snake(k): v for k, v in part.items()} for part in parts]
+    normalised = [p for p in normalised if p]
+    if normalised:
+        return normalised
+    text = assistant_text(msg)
+    return [{"text": text}] if text else []

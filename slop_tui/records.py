@@ -1,0 +1,225 @@
+"""Frozen records that every layer speaks.
+
+The ledger maps SQLite rows to these; the context engine consumes them; the
+UI renders them. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Message roles and statuses -------------------------------------------------
+
+ROLES = ("system", "user", "assistant", "tool")
+
+STATUS_COMPLETED = "completed"
+STATUS_TOOL_CALL = "tool_call"
+STATUS_ERROR = "error"
+STATUS_DROPPED = "dropped"
+STATUS_INTERRUPTED = "interrupted"
+STATUS_SUMMARIZED = "summarized"
+STATUSES = (
+    STATUS_COMPLETED,
+    STATUS_TOOL_CALL,
+    STATUS_ERROR,
+    STATUS_DROPPED,
+    STATUS_INTERRUPTED,
+    STATUS_SUMMARIZED,
+)
+
+# Parsing strategies (provider payload families) -----------------------------
+
+STRATEGY_OPENAI = "openai"
+STRATEGY_GEMINI = "gemini"
+STRATEGY_GEMINI_GCA = "gemini_gca"
+STRATEGIES = (STRATEGY_OPENAI, STRATEGY_GEMINI, STRATEGY_GEMINI_GCA)
+
+DEFAULT_LANE = "main"
+DEFAULT_SESSION = "default_session"
+DEFAULT_WINDOW = 5
+
+
+def strategy_family(strategy: str | None) -> str | None:
+    """`gemini` and `gemini_gca` share one tool-call family."""
+    if strategy in (STRATEGY_GEMINI, STRATEGY_GEMINI_GCA):
+        return STRATEGY_GEMINI
+    return strategy
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One ledger row of the `messages` table."""
+
+    id: int
+    session: str
+    group_id: int | None
+    lane: str
+    role: str
+    content: str
+    status: str = STATUS_COMPLETED
+    payload: str | None = None  # provider-native JSON (tool-call rows, Gemini parts)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    strategy: str | None = None
+    tokens: int = 0
+    created_at: float = 0.0  # epoch seconds, sub-second precision
+
+    @property
+    def is_tool_related(self) -> bool:
+        return self.role == "tool" or self.status == STATUS_TOOL_CALL
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One row of `sessions` plus the totals the ledger keeps without scanning."""
+
+    name: str
+    window_size: int = DEFAULT_WINDOW
+    scratchpad: str = ""
+    provider: str | None = None
+    model: str | None = None
+    lane: str = DEFAULT_LANE
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    message_count: int = 0
+    token_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """A line of `/session list`."""
+
+    name: str
+    groups: int
+    messages: int
+    tokens: int
+    last_used: float
+    preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """A line of `/message list` and of the workspace's group list."""
+
+    group_id: int
+    lane: str
+    prompt: str
+    messages: int
+    tokens: int
+    status: str  # completed | dropped | interrupted | error | summarized (worst of the group)
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StateVersion:
+    """One version of the `### STATE` anchor, tied to the group that produced it."""
+
+    id: int
+    session: str
+    group_id: int | None
+    content: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One provider call."""
+
+    id: int
+    session: str
+    group_id: int | None
+    provider: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """Usage summed per provider and model."""
+
+    provider: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Memo:
+    id: int
+    content: str
+    tags: tuple[str, ...]
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    id: int
+    name: str
+    description: str
+    prompt_patch: str
+    activation_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    name: str
+    description: str
+    schema_json: str
+    enabled: bool = True
+    call_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A rolling summary of a span of messages (compaction, lanes)."""
+
+    id: int
+    session: str
+    lane: str
+    kind: str
+    first_message_id: int
+    last_message_id: int
+    content: str
+    version: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHit:
+    """A `/history search` result."""
+
+    message_id: int
+    session: str
+    group_id: int | None
+    role: str
+    snippet: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to append; the ledger assigns id, time and (for users) the group."""
+
+    role: str
+    content: str
+    status: str = STATUS_COMPLETED
+    payload: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    strategy: str | None = None
+    tokens: int | None = None  # None: the ledger counts them with its token counter
+    lane: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A provider-neutral tool call extracted by the message parser."""
+
+    id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
