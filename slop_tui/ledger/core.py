@@ -41,8 +41,11 @@ def _header_check(path: Path) -> None:
     """Refuse a file that is not SQLite or is from a newer schema, without writing it."""
     if not path.exists() or path.stat().st_size == 0:
         return
-    with path.open("rb") as fh:
-        header = fh.read(100)
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:  # a folder, or a file we may not read
+        raise LedgerError(f"cannot open the database {path}: {exc.strerror}.") from exc
     if not header.startswith(SQLITE_MAGIC):
         raise LedgerError(
             f"{path} is not a slop-tui database (not SQLite); it was left untouched. "
@@ -118,10 +121,25 @@ class LedgerBase:
         await db.execute("PRAGMA foreign_keys=ON")
         # Some file systems refuse WAL; the ledger still works, only slower,
         # and `journal_mode` says which one is in force.
-        mode = await (await db.execute("PRAGMA journal_mode=WAL")).fetchone()
+        mode = await self._journal_mode_wal()
         self.journal_mode = str(mode[0]).lower() if mode else "unknown"
         await db.execute("PRAGMA synchronous=NORMAL")
         await self._migrate(version)
+
+    async def _journal_mode_wal(self) -> sqlite3.Row | None:
+        # Switching a fresh file to WAL needs an exclusive lock and SQLite does not
+        # call the busy handler for it, so two workspaces creating the database at
+        # once would see "database is locked" here without this retry.
+        for attempt in range(LOCK_RETRIES):
+            try:
+                return await (await self._db.execute("PRAGMA journal_mode=WAL")).fetchone()
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or (
+                    attempt == LOCK_RETRIES - 1
+                ):
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        return None
 
     async def _migrate(self, version: int) -> None:
         for target in range(version + 1, SCHEMA_VERSION + 1):

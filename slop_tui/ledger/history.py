@@ -134,6 +134,8 @@ class HistoryMixin(LedgerBase):
     async def clone_session(self, source: str, target: str) -> Session:
         """Copy messages, STATE, scratchpad, usage and summaries in one transaction."""
         check_session_name(target)
+        if target == source:  # the source is created lazily below, so check first
+            raise LedgerError(f"session '{target}' already exists; pick another name.")
         async with self.transaction() as db:
             cur = await db.execute(
                 "SELECT 1 FROM sessions WHERE name=? UNION ALL "
@@ -363,9 +365,11 @@ class HistoryMixin(LedgerBase):
         )
         return [_message(r) for r in rows]
 
-    async def last_group_id(self, session: str) -> int | None:
+    async def last_group_id(self, session: str, *, visible: bool = True) -> int | None:
+        """The newest group; with `visible`, the newest one not dropped (what /undo takes)."""
+        hidden = " AND status != 'dropped'" if visible else ""
         row = await self._one(
-            "SELECT MAX(group_id) AS g FROM messages WHERE session_id=?", (session,)
+            f"SELECT MAX(group_id) AS g FROM messages WHERE session_id=?{hidden}", (session,)
         )
         return row["g"] if row else None
 
@@ -475,15 +479,16 @@ class HistoryMixin(LedgerBase):
     # -- STATE -------------------------------------------------------------
 
     async def add_state(self, session: str, group_id: int | None, content: str) -> StateVersion:
+        t = now()
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             cur = await db.execute(
                 "INSERT INTO state_versions(session_id, group_id, content, created_at) "
                 "VALUES (?,?,?,?)",
-                (session, group_id, content, now()),
+                (session, group_id, content, t),
             )
             sid = cur.lastrowid
-        return StateVersion(sid, session, group_id, content, now())
+        return StateVersion(sid, session, group_id, content, t)
 
     async def current_state(self, session: str) -> StateVersion | None:
         """The newest STATE whose group is still present and not dropped."""

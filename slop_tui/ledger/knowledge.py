@@ -158,6 +158,8 @@ class KnowledgeMixin(LedgerBase):
         self, skill_id: int, *, name: str, description: str, prompt_patch: str
     ) -> Skill:
         """Keyed by id, so renaming works (the reference tool keyed by the new name)."""
+        if not name.strip() or name.strip().isdigit():
+            raise LedgerError("a skill needs a name that is not only digits.")
         async with self.transaction() as db:
             try:
                 cur = await db.execute(
@@ -224,6 +226,7 @@ class KnowledgeMixin(LedgerBase):
     ) -> Summary:
         t = now()
         async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
             cur = await db.execute(
                 "SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE session_id=? AND lane=?",
                 (session, lane),

@@ -1,0 +1,141 @@
+"""Command line: `slop-tui` (the workspace), `slop-tui exec`, `slop-tui ask`.
+
+Exit codes: 0 success, 1 failure, 2 usage error. Every error is one line on
+stderr; nothing the user typed is lost (a prompt is in the ledger before any
+network call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from slop_tui import __version__
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--db", default=default, help="ledger file (default ./.slop/slop.db, env SLOP_DB)")
+    parser.add_argument("--session", default=default, help="session name (env SLOP_SESSION)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slop-tui",
+        description="A terminal workspace for long LLM tasks. Without a subcommand it opens the workspace.",
+    )
+    parser.add_argument("--version", action="version", version=f"slop-tui {__version__}")
+    _global_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command")
+    exec_p = sub.add_parser("exec", help="run one slash command headlessly and print its result")
+    _global_options(exec_p, suppress=True)
+    exec_p.add_argument("line", help='the command, e.g. "/session list"')
+    ask_p = sub.add_parser("ask", help="run one whole turn headlessly and print the answer")
+    _global_options(ask_p, suppress=True)
+    ask_p.add_argument("--provider", help="provider name (see /provider)")
+    ask_p.add_argument("--model", help="model name")
+    ask_p.add_argument("--approve", choices=("none", "reads", "all"), default=None,
+                       help="which tools run without asking (default: reads)")
+    ask_p.add_argument("--output", choices=("text", "json"), default="text")
+    ask_p.add_argument("prompt", help="what to ask")
+    return parser
+
+
+def _session(args: argparse.Namespace) -> str | None:
+    return getattr(args, "session", None) or os.environ.get("SLOP_SESSION") or None
+
+
+def _fail(message: str, code: int = EXIT_FAIL) -> int:
+    print(f"slop-tui: {message}", file=sys.stderr)
+    return code
+
+
+async def _run_exec(args: argparse.Namespace) -> int:
+    from slop_tui.commands import dispatch, is_command
+    from slop_tui.config import load_config
+    from slop_tui.ledger import LedgerError
+    from slop_tui.workspace import Workspace
+
+    if not is_command(args.line):
+        return _fail("exec runs a slash command (e.g. \"/session list\"); use 'ask' to talk to the model.",
+                     EXIT_USAGE)
+    config = load_config(db=getattr(args, "db", None))
+    for warning in config.warnings:
+        print(f"slop-tui: warning: {warning}", file=sys.stderr)
+    try:
+        ws = await Workspace.open(config, _session(args))
+    except LedgerError as exc:
+        return _fail(str(exc))
+    try:
+        result = await dispatch(ws, args.line)
+    finally:
+        await ws.close()
+    if result.ok:
+        if result.text:
+            print(result.text)
+        return EXIT_OK
+    return _fail(result.text, result.exit_code)
+
+
+async def _run_ask(args: argparse.Namespace) -> int:
+    from slop_tui.config import load_config
+    from slop_tui.ledger import LedgerError
+    from slop_tui.orchestrator import run_headless_turn
+    from slop_tui.workspace import Workspace
+
+    config = load_config(db=getattr(args, "db", None))
+    for warning in config.warnings:
+        print(f"slop-tui: warning: {warning}", file=sys.stderr)
+    try:
+        ws = await Workspace.open(config, _session(args))
+    except LedgerError as exc:
+        return _fail(str(exc))
+    try:
+        outcome = await run_headless_turn(
+            ws,
+            args.prompt,
+            provider=args.provider,
+            model=args.model,
+            approve=args.approve or config.approve,
+            echo=None if args.output == "json" else sys.stdout,
+        )
+    finally:
+        await ws.close()
+    if args.output == "json":
+        print(json.dumps(outcome.events_json(), indent=2, ensure_ascii=False))
+    if outcome.error:
+        return _fail(outcome.error)
+    return EXIT_OK
+
+
+def _run_tui(args: argparse.Namespace) -> int:
+    from slop_tui.ui.app import run_app
+
+    return run_app(db=args.db, session=_session(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse prints its own usage line
+        return int(exc.code or 0) and EXIT_USAGE
+    try:
+        if args.command == "exec":
+            return asyncio.run(_run_exec(args))
+        if args.command == "ask":
+            return asyncio.run(_run_ask(args))
+        return _run_tui(args)
+    except KeyboardInterrupt:
+        print("slop-tui: cancelled.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

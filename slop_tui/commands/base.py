@@ -1,0 +1,179 @@
+"""The command table and the one dispatcher every surface calls.
+
+The TUI's prompt, its command palette, its keys and `slop-tui exec` all call
+`dispatch`, so a click and a slash command cannot drift apart. The same table
+renders `/help` and `docs/commands.md`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slop_tui.workspace import Workspace
+
+CATEGORIES = (
+    "Core",
+    "Sessions",
+    "Context & history",
+    "Memory & skills",
+    "Models & tools",
+)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did, for any surface to render."""
+
+    ok: bool = True
+    text: str = ""
+    error_kind: str | None = None  # "unknown" | "usage" | "failed"
+    data: object | None = None
+    send: str | None = None  # text to send to the model as the user's message
+    changed: frozenset[str] = frozenset()  # what the UI should refresh
+    quit: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.ok:
+            return 0
+        return 2 if self.error_kind in ("unknown", "usage") else 1
+
+
+class UsageError(Exception):
+    """Wrong arguments; the message is the one-line usage."""
+
+
+class CommandError(Exception):
+    """The command could not be carried out; the message says why in one sentence."""
+
+
+Handler = Callable[["Workspace", str], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # "session"
+    sub: str | None  # "activate", or None for a command without subcommands
+    usage: str  # "/session activate NAME"
+    summary: str
+    category: str
+    handler: Handler
+    aliases: tuple[str, ...] = ()  # alternative subcommand names (or command names)
+
+    @property
+    def label(self) -> str:
+        return f"/{self.name} {self.sub}" if self.sub else f"/{self.name}"
+
+
+@dataclass
+class CommandTable:
+    commands: list[Command] = field(default_factory=list)
+    command_aliases: dict[str, str] = field(default_factory=dict)  # "messages" -> "message"
+    default_sub: dict[str, str] = field(default_factory=dict)  # "/session" alone -> "list"
+
+    def add(self, cmd: Command) -> None:
+        self.commands.append(cmd)
+
+    def names(self) -> list[str]:
+        return sorted({c.name for c in self.commands} | set(self.command_aliases))
+
+    def find(self, name: str, sub: str | None) -> Command | None:
+        for c in self.commands:
+            if c.name == name and (c.sub == sub or (sub is not None and sub in c.aliases)):
+                return c
+        return None
+
+    def subs(self, name: str) -> list[Command]:
+        return [c for c in self.commands if c.name == name and c.sub]
+
+
+TABLE = CommandTable()
+
+
+def command(
+    name: str,
+    sub: str | None,
+    usage: str,
+    summary: str,
+    category: str,
+    aliases: tuple[str, ...] = (),
+) -> Callable[[Handler], Handler]:
+    def wrap(fn: Handler) -> Handler:
+        TABLE.add(Command(name, sub, usage, summary, category, fn, aliases))
+        return fn
+
+    return wrap
+
+
+def ok(text: str = "", *, changed: tuple[str, ...] = (), data: object = None) -> CommandResult:
+    return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data)
+
+
+def split_first(text: str) -> tuple[str, str]:
+    """Split on the first run of whitespace: ('session', 'activate my name')."""
+    parts = text.strip().split(None, 1)
+    if not parts:
+        return "", ""
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def parse_int(value: str, what: str, usage: str, minimum: int | None = None) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise UsageError(f"{what} must be a whole number. Usage: {usage}") from None
+    if minimum is not None and n < minimum:
+        raise UsageError(f"{what} must be {minimum} or more. Usage: {usage}")
+    return n
+
+
+def parse_options(args: str, options: dict[str, str], usage: str) -> tuple[str, dict[str, str]]:
+    """Split `TEXT --opt VALUE` into the free text and the given options."""
+    try:
+        tokens = shlex.split(args)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Usage: {usage}") from None
+    free: list[str] = []
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in options:
+            if i + 1 >= len(tokens):
+                raise UsageError(f"{tok} needs a value. Usage: {usage}")
+            found[options[tok]] = tokens[i + 1]
+            i += 2
+            continue
+        if tok.startswith("--"):
+            raise UsageError(f"unknown option {tok}. Usage: {usage}")
+        free.append(tok)
+        i += 1
+    return " ".join(free), found
+
+
+def edit_in_editor(ws: Workspace, initial: str, suffix: str = ".md") -> str | None:
+    """Open text in the workspace's editor ($EDITOR by default); None if it failed."""
+    if ws.editor is not None:
+        return ws.editor(initial, suffix)
+    editor = ws.env.get("VISUAL") or ws.env.get("EDITOR") or "vi"
+    fd, path = tempfile.mkstemp(prefix="slop-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(initial)
+        try:
+            code = subprocess.call([*shlex.split(editor), path])
+        except OSError as exc:
+            raise CommandError(f"cannot start the editor '{editor}': {exc.strerror}.") from exc
+        if code != 0:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    finally:
+        os.unlink(path)

@@ -1,0 +1,204 @@
+"""Context and history commands (seed 000 §6, seed 003 history search)."""
+
+from __future__ import annotations
+
+import json
+
+from slop_tui.commands.base import (
+    CommandError,
+    CommandResult,
+    UsageError,
+    command,
+    ok,
+    parse_int,
+    parse_options,
+)
+from slop_tui.context import extract_state, render_prompt
+from slop_tui.ledger import snippet
+
+CAT = "Context & history"
+
+
+async def _group(ws, args: str, usage: str) -> int:
+    gid = parse_int(args, "the group id", usage, minimum=1)
+    if not await ws.ledger.group_messages(ws.session, gid):
+        raise CommandError(f"session '{ws.session}' has no group {gid}.")
+    return gid
+
+
+@command("context", "window", "/context window N",
+         "Keep the last N groups in the request (0 = full history).", CAT)
+async def context_window(ws, args: str) -> CommandResult:
+    usage = "/context window N"
+    if not args.strip():
+        sess = await ws.current()
+        return ok(f"Window: {sess.window_size or 'full history'}.")
+    n = parse_int(args, "N", usage, minimum=0)
+    await ws.ledger.set_window(ws.session, n)
+    label = "Full history mode." if n == 0 else f"Rolling window: the last {n} group(s)."
+    return ok(label, changed=("window",))
+
+
+@command("context", "show", "/context show [--json]",
+         "The exact next request: layer by layer with tokens, or the provider's JSON body.", CAT)
+async def context_show(ws, args: str) -> CommandResult:
+    flag = args.strip()
+    if flag not in ("", "--json"):
+        raise UsageError("Usage: /context show [--json]")
+    choice = await ws.provider_choice()
+    prompt = await ws.prompt(choice.strategy)
+    if flag == "--json":
+        from slop_tui.providers import create_provider
+
+        provider = create_provider(ws.provider_configs()[choice.name])
+        try:
+            body = provider.request_body(prompt, choice.model)
+        finally:
+            await provider.aclose()
+        return ok(json.dumps(body, indent=2, ensure_ascii=False), data=body)
+    header = f"# Context for session '{ws.session}' → {choice.name} ({choice.model})\n\n"
+    return ok(header + render_prompt(prompt), data=prompt)
+
+
+async def _drop(ws, args: str, dropped: bool) -> CommandResult:
+    usage = "/context drop GID" if dropped else "/context restore GID"
+    gid = await _group(ws, args, usage)
+    changed = await ws.ledger.set_group_dropped(ws.session, gid, dropped)
+    verb = "Dropped" if dropped else "Restored"
+    if changed == 0:
+        return ok(f"Group {gid} was already {'dropped' if dropped else 'active'}.")
+    state = await ws.ledger.current_state(ws.session)
+    note = f" STATE now from group {state.group_id}." if state else " No STATE remains."
+    return ok(f"{verb} group {gid} ({changed} messages).{note}",
+              changed=("history", "state"))
+
+
+@command("context", "drop", "/context drop GID",
+         "Soft-drop a group: hidden from the model, kept in the ledger, reversible.", CAT)
+async def context_drop(ws, args: str) -> CommandResult:
+    return await _drop(ws, args, True)
+
+
+@command("context", "restore", "/context restore GID", "Undo a soft drop.", CAT)
+async def context_restore(ws, args: str) -> CommandResult:
+    return await _drop(ws, args, False)
+
+
+@command("context", "rebuild", "/context rebuild",
+         "Write a fresh STATE from the current window (asks the model when one is reachable).", CAT)
+async def context_rebuild(ws, args: str) -> CommandResult:
+    if ws.rebuild_state is not None:
+        text = await ws.rebuild_state()
+        if text:
+            return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
+    return await rederive_state(ws, "no model was reachable, so")
+
+
+async def rederive_state(ws, why: str) -> CommandResult:
+    """Re-derive STATE from the window's own answers (no model call)."""
+    sess = await ws.current()
+    window = await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)
+    for msg in reversed(window):
+        if msg.role == "assistant" and msg.status == "completed":
+            state = extract_state(msg.content)
+            if state:
+                await ws.ledger.add_state(ws.session, msg.group_id, state)
+                return ok(f"{why.capitalize()} STATE was re-derived from group {msg.group_id}.",
+                          changed=("state",))
+    return ok(f"{why.capitalize()} the window holds no STATE block; the anchor is unchanged.")
+
+
+@command("undo", None, "/undo", "Remove the last group and restore the STATE before it.", CAT)
+async def undo(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/undo takes no arguments.")
+    gid = await ws.ledger.last_group_id(ws.session)
+    if gid is None:
+        return ok("Nothing to undo.")
+    n = await ws.ledger.remove_group(ws.session, gid)
+    return ok(f"Undid the last interaction (group {gid}, {n} messages).",
+              changed=("history", "state"))
+
+
+@command("message", "list", "/message list [N]",
+         "The last N groups (default 10): id, prompt, messages, tokens, status.", CAT)
+async def message_list(ws, args: str) -> CommandResult:
+    n = parse_int(args, "N", "/message list [N]", minimum=1) if args.strip() else 10
+    groups = await ws.ledger.list_groups(ws.session, n)
+    if not groups:
+        return ok(f"Session '{ws.session}' has no messages yet.", data=[])
+    lines = ["| group | prompt | messages | tokens | status |", "|---|---|---|---|---|"]
+    for g in groups:
+        prompt = snippet(g.prompt, 48).replace("|", "\\|")
+        lines.append(f"| {g.group_id} | {prompt} | {g.messages} | {g.tokens} | {g.status} |")
+    return ok("\n".join(lines), data=groups)
+
+
+@command("message", "show", "/message show GID", "Every message of one group, in full.", CAT,
+         aliases=("view",))
+async def message_show(ws, args: str) -> CommandResult:
+    gid = await _group(ws, args, "/message show GID")
+    msgs = await ws.ledger.group_messages(ws.session, gid)
+    parts = []
+    for m in msgs:
+        extra = f" {m.tool_name}" if m.tool_name else ""
+        parts.append(f"#### #{m.id} {m.role}{extra} [{m.status}] ({m.tokens} tokens)\n\n{m.content}")
+    return ok("\n\n".join(parts), data=msgs)
+
+
+@command("message", "remove", "/message remove GID",
+         "Permanently delete one group of this session.", CAT)
+async def message_remove(ws, args: str) -> CommandResult:
+    gid = await _group(ws, args, "/message remove GID")
+    n = await ws.ledger.remove_group(ws.session, gid)
+    return ok(f"Deleted group {gid} ({n} messages).", changed=("history", "state"))
+
+
+@command("history", "search", "/history search TEXT [--role ROLE] [--limit N]",
+         "Case-insensitive search across all sessions, newest first.", CAT)
+async def history_search(ws, args: str) -> CommandResult:
+    usage = "/history search TEXT [--role ROLE] [--limit N]"
+    text, opts = parse_options(args, {"--role": "role", "--limit": "limit"}, usage)
+    if not text:
+        raise UsageError(f"what to search for is needed. Usage: {usage}")
+    role = opts.get("role")
+    if role and role not in ("user", "assistant", "tool", "system"):
+        raise UsageError("--role must be user, assistant, tool or system.")
+    limit = parse_int(opts["limit"], "--limit", usage, minimum=1) if "limit" in opts else 20
+    hits = await ws.ledger.search_history(text, role=role, limit=min(limit, 500))
+    if not hits:
+        return ok(f"No message contains '{text}'.", data=[])
+    lines = ["| message | session | group | role | text |", "|---|---|---|---|---|"]
+    for h in hits:
+        lines.append(f"| {h.message_id} | {h.session} | {h.group_id} | {h.role} | "
+                     f"{h.snippet.replace('|', chr(92) + '|')} |")
+    return ok("\n".join(lines), data=hits)
+
+
+@command("stats", None, "/stats", "Usage per model, tool calls and skill activations.", CAT,
+         aliases=("usage",))
+async def stats(ws, args: str) -> CommandResult:
+    totals = await ws.ledger.usage_totals(ws.session)
+    lines = [f"## Usage for session '{ws.session}'"]
+    if totals:
+        lines += ["| provider | model | calls | prompt | completion | cached |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {t.provider} | {t.model} | {t.calls} | {t.prompt_tokens} | "
+                  f"{t.completion_tokens} | {t.cached_tokens} |" for t in totals]
+    else:
+        lines.append("No usage recorded yet.")
+    tools = [t for t in await ws.ledger.list_tools() if t.call_count]
+    if tools:
+        lines += ["", "## Tool calls (all sessions)", "| tool | calls |", "|---|---|"]
+        lines += [f"| {t.name} | {t.call_count} |" for t in tools]
+    skills = [s for s in await ws.ledger.list_skills() if s.activation_count]
+    if skills:
+        lines += ["", "## Skill activations", "| skill | activations |", "|---|---|"]
+        lines += [f"| {s.name} | {s.activation_count} |" for s in skills]
+    return ok("\n".join(lines), data=totals)
+
+
+@command("schema", None, "/schema", "The ledger's CREATE statements.", CAT)
+async def schema(ws, args: str) -> CommandResult:
+    rows = await ws.ledger.schema_sql()
+    return ok("\n\n".join(f"```sql\n{sql};\n```" for _name, sql in rows))

@@ -1,0 +1,267 @@
+"""Memo, skill and tool-registry commands."""
+
+from __future__ import annotations
+
+import json
+
+from slop_tui.commands.base import (
+    CommandError,
+    CommandResult,
+    UsageError,
+    command,
+    edit_in_editor,
+    ok,
+    parse_int,
+    split_first,
+)
+from slop_tui.context import extract_keywords, rank_memos
+from slop_tui.ledger import snippet
+
+CAT = "Memory & skills"
+
+
+def _memo_form(tags: tuple[str, ...], content: str) -> str:
+    return f"# Tags: {', '.join(tags)}\n\n{content}"
+
+
+def _parse_memo_form(text: str) -> tuple[list[str], str]:
+    lines = text.splitlines()
+    tags: list[str] = []
+    if lines and lines[0].lower().startswith("# tags:"):
+        tags = [t.strip() for t in lines[0].split(":", 1)[1].split(",") if t.strip()]
+        lines = lines[1:]
+    return tags, "\n".join(lines).strip()
+
+
+async def _memo(ws, args: str, usage: str):
+    memo_id = parse_int(args, "the memo id", usage, minimum=1)
+    memo = await ws.ledger.get_memo(memo_id)
+    if memo is None:
+        raise CommandError(f"there is no memo {memo_id}.")
+    return memo
+
+
+@command("memo", "list", "/memo list", "Every memo with its tags.", CAT)
+async def memo_list(ws, args: str) -> CommandResult:
+    memos = await ws.ledger.list_memos()
+    if not memos:
+        return ok("No memos yet.", data=[])
+    lines = ["| id | tags | memo |", "|---|---|---|"]
+    lines += [f"| {m.id} | {', '.join(m.tags)} | {snippet(m.content, 57).replace('|', chr(92) + '|')} |"
+              for m in memos]
+    return ok("\n".join(lines), data=memos)
+
+
+@command("memo", "show", "/memo show ID", "One memo in full.", CAT)
+async def memo_show(ws, args: str) -> CommandResult:
+    memo = await _memo(ws, args, "/memo show ID")
+    return ok(f"### Memo {memo.id}\n**Tags**: {', '.join(memo.tags)}\n\n---\n\n{memo.content}",
+              data=memo)
+
+
+@command("memo", "add", "/memo add TAG[,TAG…] CONTENT", "Save a memo (global to the project).", CAT)
+async def memo_add(ws, args: str) -> CommandResult:
+    tags_text, content = split_first(args)
+    if not tags_text or not content.strip():
+        raise UsageError("tags and content are needed. Usage: /memo add TAG[,TAG…] CONTENT")
+    memo = await ws.ledger.add_memo(content.strip(), tags_text.split(","))
+    return ok(f"Saved memo {memo.id} [{', '.join(memo.tags)}].", changed=("memos",), data=memo)
+
+
+@command("memo", "edit", "/memo edit ID", "Edit a memo in $EDITOR (empty text deletes it).", CAT)
+async def memo_edit(ws, args: str) -> CommandResult:
+    memo = await _memo(ws, args, "/memo edit ID")
+    form = _memo_form(memo.tags, memo.content)
+    edited = edit_in_editor(ws, form, ".md")
+    if edited is None:
+        raise CommandError("the editor failed; the memo was not changed.")
+    if edited == form:
+        return ok("No changes made.")
+    tags, content = _parse_memo_form(edited)
+    if not content:
+        await ws.ledger.remove_memo(memo.id)
+        return ok(f"Memo {memo.id} deleted (the edited text was empty).", changed=("memos",))
+    await ws.ledger.update_memo(memo.id, content, tags)
+    return ok(f"Memo {memo.id} updated.", changed=("memos",))
+
+
+@command("memo", "remove", "/memo remove ID", "Delete a memo.", CAT, aliases=("delete",))
+async def memo_remove(ws, args: str) -> CommandResult:
+    memo = await _memo(ws, args, "/memo remove ID")
+    await ws.ledger.remove_memo(memo.id)
+    return ok(f"Memo {memo.id} deleted.", changed=("memos",))
+
+
+@command("memo", "search", "/memo search QUERY",
+         "Memos matching the query's keywords (tags first, then full text).", CAT)
+async def memo_search(ws, args: str) -> CommandResult:
+    if not args.strip():
+        raise UsageError("a query is needed. Usage: /memo search QUERY")
+    keywords = extract_keywords(args.replace(",", " ")) or [args.strip().lower()]
+    candidates, bm25 = await ws.ledger.memo_candidates(keywords)
+    memos = rank_memos(keywords, candidates, bm25, limit=20)
+    if not memos:
+        return ok("No memo matches.", data=[])
+    lines = ["| id | tags | memo |", "|---|---|---|"]
+    lines += [f"| {m.id} | {', '.join(m.tags)} | {snippet(m.content, 57)} |" for m in memos]
+    return ok("\n".join(lines), data=memos)
+
+
+# -- skills -----------------------------------------------------------------
+
+SKILL_TEMPLATE = "# Name: {name}\n# Description: {description}\n\n# System Prompt Patch\n{patch}"
+
+
+def _parse_skill_form(text: str) -> tuple[str, str, str]:
+    name = description = ""
+    patch_lines: list[str] = []
+    in_patch = False
+    for line in text.splitlines():
+        low = line.lower()
+        if not in_patch and low.startswith("# name:"):
+            name = line.split(":", 1)[1].strip()
+        elif not in_patch and low.startswith("# description:"):
+            description = line.split(":", 1)[1].strip()
+        elif not in_patch and low.strip() == "# system prompt patch":
+            in_patch = True
+        elif in_patch:
+            patch_lines.append(line)
+    return name, description, "\n".join(patch_lines).strip()
+
+
+async def _skill(ws, ref: str, usage: str):
+    if not ref.strip():
+        raise UsageError(f"a skill name or id is needed. Usage: {usage}")
+    skill = await ws.ledger.get_skill(ref.strip())
+    if skill is None:
+        raise CommandError(f"there is no skill '{ref.strip()}'.")
+    return skill
+
+
+@command("skill", "list", "/skill list", "Skills, their activations and which are active.", CAT)
+async def skill_list(ws, args: str) -> CommandResult:
+    skills = await ws.ledger.list_skills()
+    lines = ["| id | skill | description | activations | active |", "|---|---|---|---|---|"]
+    for s in skills:
+        mark = "✓" if s.name in ws.active_skills else ""
+        desc = snippet(s.description, 57).replace("|", "\\|")
+        lines.append(f"| {s.id} | {s.name} | {desc} | {s.activation_count} | {mark} |")
+    return ok("\n".join(lines), data=skills)
+
+
+@command("skill", "show", "/skill show NAME|ID", "A skill's description and prompt patch.", CAT)
+async def skill_show(ws, args: str) -> CommandResult:
+    s = await _skill(ws, args, "/skill show NAME|ID")
+    return ok(f"### Skill {s.id}: {s.name}\n{s.description}\n\n{s.prompt_patch}", data=s)
+
+
+@command("skill", "add", "/skill add NAME [PATCH…]",
+         "Create a skill; without PATCH it opens $EDITOR on a template.", CAT)
+async def skill_add(ws, args: str) -> CommandResult:
+    name, patch = split_first(args)
+    if not name:
+        raise UsageError("a name is needed. Usage: /skill add NAME [PATCH…]")
+    description = ""
+    if not patch.strip():
+        edited = edit_in_editor(ws, SKILL_TEMPLATE.format(name=name, description="", patch=""))
+        if edited is None or not edited.strip():
+            return ok("No skill added.")
+        name, description, patch = _parse_skill_form(edited)
+        if not name or not patch:
+            raise CommandError("the form needs a '# Name:' line and a patch; no skill added.")
+    s = await ws.ledger.add_skill(name, description, patch.strip())
+    return ok(f"Skill '{s.name}' added (id {s.id}).", changed=("skills",), data=s)
+
+
+@command("skill", "edit", "/skill edit NAME|ID", "Edit a skill in $EDITOR (renames work).", CAT)
+async def skill_edit(ws, args: str) -> CommandResult:
+    s = await _skill(ws, args, "/skill edit NAME|ID")
+    form = SKILL_TEMPLATE.format(name=s.name, description=s.description, patch=s.prompt_patch)
+    edited = edit_in_editor(ws, form)
+    if edited is None:
+        raise CommandError("the editor failed; the skill was not changed.")
+    if edited == form:
+        return ok("No changes made.")
+    name, description, patch = _parse_skill_form(edited)
+    if not name:
+        raise CommandError("the form lost its '# Name:' line; the skill was not changed.")
+    updated = await ws.ledger.update_skill(s.id, name=name, description=description,
+                                           prompt_patch=patch)
+    if s.name in ws.active_skills and updated.name != s.name:
+        await ws.set_active_skills([updated.name if n == s.name else n for n in ws.active_skills])
+    return ok(f"Skill {updated.id} saved as '{updated.name}'.", changed=("skills",))
+
+
+@command("skill", "delete", "/skill delete NAME|ID", "Delete a skill.", CAT, aliases=("remove",))
+async def skill_delete(ws, args: str) -> CommandResult:
+    s = await _skill(ws, args, "/skill delete NAME|ID")
+    await ws.ledger.delete_skill(s.id)
+    if s.name in ws.active_skills:
+        await ws.set_active_skills([n for n in ws.active_skills if n != s.name])
+    return ok(f"Skill '{s.name}' deleted.", changed=("skills",))
+
+
+@command("skill", "activate", "/skill activate NAME|ID",
+         "Add a skill's prompt patch to every request (kept across sessions).", CAT)
+async def skill_activate(ws, args: str) -> CommandResult:
+    s = await _skill(ws, args, "/skill activate NAME|ID")
+    if s.name in ws.active_skills:
+        return ok(f"Skill '{s.name}' is already active.")
+    await ws.set_active_skills([*ws.active_skills, s.name])
+    await ws.ledger.count_skill_activation(s.id)
+    return ok(f"Skill '{s.name}' activated.", changed=("skills",))
+
+
+@command("skill", "deactivate", "/skill deactivate NAME|ID", "Stop applying a skill.", CAT)
+async def skill_deactivate(ws, args: str) -> CommandResult:
+    s = await _skill(ws, args, "/skill deactivate NAME|ID")
+    if s.name not in ws.active_skills:
+        return ok(f"Skill '{s.name}' was not active.")
+    await ws.set_active_skills([n for n in ws.active_skills if n != s.name])
+    return ok(f"Skill '{s.name}' deactivated.", changed=("skills",))
+
+
+# -- tools --------------------------------------------------------------------
+
+TOOLS = "Models & tools"
+
+
+async def _tool(ws, args: str, usage: str):
+    name = args.strip()
+    if not name:
+        raise UsageError(f"a tool name is needed. Usage: {usage}")
+    tool = await ws.ledger.get_tool(name)
+    if tool is None:
+        raise CommandError(f"there is no tool '{name}'.")
+    return tool
+
+
+@command("tool", "list", "/tool list", "The agent's tools, enabled or not, with call counts.", TOOLS)
+async def tool_list(ws, args: str) -> CommandResult:
+    tools = await ws.ledger.list_tools()
+    lines = ["| tool | enabled | calls | description |", "|---|---|---|---|"]
+    lines += [f"| {t.name} | {'✅' if t.enabled else '❌'} | {t.call_count} | "
+              f"{snippet(t.description, 60)} |" for t in tools]
+    return ok("\n".join(lines), data=tools)
+
+
+@command("tool", "show", "/tool show NAME", "A tool's description and JSON schema.", TOOLS)
+async def tool_show(ws, args: str) -> CommandResult:
+    t = await _tool(ws, args, "/tool show NAME")
+    schema = json.dumps(json.loads(t.schema_json), indent=2)
+    return ok(f"### {t.name}\n{t.description}\n\n```json\n{schema}\n```", data=t)
+
+
+@command("tool", "enable", "/tool enable NAME", "Offer a tool to the model again.", TOOLS)
+async def tool_enable(ws, args: str) -> CommandResult:
+    t = await _tool(ws, args, "/tool enable NAME")
+    await ws.ledger.set_tool_enabled(t.name, True)
+    return ok(f"Tool '{t.name}' enabled.", changed=("tools",))
+
+
+@command("tool", "disable", "/tool disable NAME",
+         "Stop offering a tool; its past calls become placeholders in the request.", TOOLS)
+async def tool_disable(ws, args: str) -> CommandResult:
+    t = await _tool(ws, args, "/tool disable NAME")
+    await ws.ledger.set_tool_enabled(t.name, False)
+    return ok(f"Tool '{t.name}' disabled.", changed=("tools",))

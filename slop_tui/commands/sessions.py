@@ -1,0 +1,130 @@
+"""Session commands (seed 001) and the workspace-wide throttle."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict
+
+from slop_tui.commands.base import (
+    CommandError,
+    CommandResult,
+    UsageError,
+    command,
+    edit_in_editor,
+    ok,
+    split_first,
+)
+from slop_tui.records import DEFAULT_SESSION
+
+CAT = "Sessions"
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
+
+
+def _name(args: str, usage: str) -> str:
+    name = args.strip()
+    if not name:
+        raise UsageError(f"a session name is needed. Usage: {usage}")
+    return name
+
+
+@command("session", "activate", "/session activate NAME",
+         "Switch to session NAME (created on its first message).", CAT, aliases=("switch",))
+async def session_activate(ws, args: str) -> CommandResult:
+    name = _name(args, "/session activate NAME")
+    await ws.switch_session(name)
+    exists = await ws.ledger.get_session(name) is not None
+    note = "" if exists else " (new: it is created with its first message)"
+    return ok(f"Switched to session '{name}'{note}.", changed=("session",))
+
+
+@command("session", "list", "/session list",
+         "Sessions with groups, messages, tokens, last use and first prompt.", CAT)
+async def session_list(ws, args: str) -> CommandResult:
+    rows = await ws.ledger.list_sessions()
+    names = [r.name for r in rows]
+    lines = ["| | session | groups | messages | tokens | last used | first prompt |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mark = "✓" if r.name == ws.session else ""
+        preview = r.preview.replace("|", "\\|")
+        lines.append(f"| {mark} | {r.name} | {r.groups} | {r.messages} | {r.tokens} | "
+                     f"{_when(r.last_used)} | {preview} |")
+    if ws.session not in names:
+        lines.append(f"| ✓ | {ws.session} | 0 | 0 | 0 | - | (not written yet) |")
+    return ok("\n".join(lines), data=[asdict(r) for r in rows])
+
+
+@command("session", "remove", "/session remove NAME",
+         "Delete session NAME and everything in it; the current one moves to default_session.", CAT)
+async def session_remove(ws, args: str) -> CommandResult:
+    name = _name(args, "/session remove NAME")
+    removed = await ws.ledger.remove_session(name)
+    if not removed:
+        raise CommandError(f"there is no session named '{name}'.")
+    text = f"Removed session '{name}'."
+    if name == ws.session:
+        await ws.switch_session(DEFAULT_SESSION)
+        text += f" Now in '{DEFAULT_SESSION}'."
+    return ok(text, changed=("session", "history"))
+
+
+@command("session", "clear", "/session clear",
+         "Delete this session's history, usage and STATE; keep its scratchpad and window.", CAT)
+async def session_clear(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/session clear takes no arguments (it clears the current session).")
+    await ws.ledger.clear_session(ws.session)
+    return ok(f"Cleared session '{ws.session}' (scratchpad and window size kept).",
+              changed=("history", "state"))
+
+
+@command("session", "clone", "/session clone NAME",
+         "Copy this session (messages, STATE, scratchpad, usage) to NAME and switch to it.", CAT)
+async def session_clone(ws, args: str) -> CommandResult:
+    name = _name(args, "/session clone NAME")
+    await ws.ledger.clone_session(ws.session, name)
+    source = ws.session
+    await ws.switch_session(name)
+    return ok(f"Cloned '{source}' to '{name}' and switched to it.", changed=("session",))
+
+
+@command("session", "scratchpad", "/session scratchpad [show | edit | set TEXT]",
+         "Show, edit ($EDITOR) or set this session's scratchpad.", CAT)
+async def session_scratchpad(ws, args: str) -> CommandResult:
+    op, rest = split_first(args)
+    sess = await ws.current()
+    if op in ("", "show", "read"):
+        body = sess.scratchpad or "(empty)"
+        return ok(f"## Scratchpad [{ws.session}]\n\n{body}", data=sess.scratchpad)
+    if op == "set":
+        text = args.strip()[3:].lstrip(" ")
+        await ws.ledger.set_scratchpad(ws.session, text)
+        return ok(f"Scratchpad set ({len(text)} characters).", changed=("scratchpad",))
+    if op == "edit":
+        edited = edit_in_editor(ws, sess.scratchpad, ".md")
+        if edited is None:
+            raise CommandError("the editor failed; the scratchpad was not changed.")
+        if edited == sess.scratchpad:
+            return ok("No changes made.")
+        await ws.ledger.set_scratchpad(ws.session, edited)
+        return ok(f"Scratchpad saved ({len(edited)} characters).", changed=("scratchpad",))
+    raise UsageError("unknown scratchpad operation. Usage: /session scratchpad [show | edit | set TEXT]")
+
+
+@command("throttle", None, "/throttle [SECONDS]",
+         "Show or set the pause between tool-loop iterations (kept across sessions).", "Models & tools")
+async def throttle(ws, args: str) -> CommandResult:
+    if not args.strip():
+        return ok(f"Current throttle: {ws.throttle:g} seconds.")
+    try:
+        seconds = float(args.strip())
+    except ValueError:
+        raise UsageError("the throttle must be a number of seconds. Usage: /throttle [SECONDS]") from None
+    if seconds < 0 or seconds != seconds or seconds > 3600:
+        raise UsageError("the throttle must be between 0 and 3600 seconds.")
+    await ws.set_throttle(seconds)
+    return ok(f"Throttle set to {seconds:g} seconds between tool-loop iterations.")
+

@@ -1,0 +1,178 @@
+"""Configuration: where the ledger lives and what `config.toml` says.
+
+Precedence, highest first: command-line options, environment variables, the
+project's `.slop/config.toml`, the user's `~/.config/slop-tui/config.toml`
+(or `$SLOP_CONFIG`), built-in defaults. A broken file never stops the app:
+its problems are collected as one-line warnings and the defaults are used.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DB = Path(".slop") / "slop.db"
+
+# Known top-level keys and tables; anything else is reported, not fatal.
+_KNOWN = {
+    "default_provider": str,
+    "theme": str,
+    "approve": str,
+    "providers": dict,
+    "keymap": dict,
+    "truncation": dict,
+    "context": dict,
+    "tools": dict,
+}
+_TOOLS_KEYS = {
+    "max_iterations": int,
+    "parallel": int,
+    "bash_timeout": (int, float),
+    "query_time_limit": (int, float),
+}
+_CONTEXT_KEYS = {"window": int, "layout": str}
+
+
+@dataclass(frozen=True)
+class Config:
+    db_path: Path
+    project_root: Path
+    config_files: tuple[Path, ...] = ()
+    default_provider: str | None = None
+    theme: str | None = None
+    approve: str = "reads"
+    providers: Mapping[str, Any] = field(default_factory=dict)
+    keymap: Mapping[str, str] = field(default_factory=dict)
+    truncation: Mapping[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def max_iterations(self) -> int:
+        return int(self.tools.get("max_iterations", 50))
+
+    @property
+    def parallel_tools(self) -> int:
+        return int(self.tools.get("parallel", 4))
+
+    @property
+    def bash_timeout(self) -> float:
+        return float(self.tools.get("bash_timeout", 180))
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    if env.get("SLOP_CONFIG"):
+        return Path(env["SLOP_CONFIG"]).expanduser()
+    base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "slop-tui" / "config.toml"
+
+
+def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
+    return user_config_path(env if env is not None else os.environ).parent
+
+
+def _read_toml(path: Path, warnings: list[str]) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        warnings.append(f"{path}: TOML syntax error ({exc}); using defaults for this file.")
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read ({exc.strerror}); using defaults for this file.")
+    return {}
+
+
+def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[str, Any]:
+    clean: dict[str, Any] = {}
+    for key, value in data.items():
+        expected = _KNOWN.get(key)
+        if expected is None:
+            warnings.append(f"{path}: unknown key '{key}' ignored.")
+            continue
+        if not isinstance(value, expected):
+            warnings.append(
+                f"{path}: '{key}' should be a {expected.__name__}, not {type(value).__name__}; ignored."
+            )
+            continue
+        clean[key] = value
+    for table, spec in (("tools", _TOOLS_KEYS), ("context", _CONTEXT_KEYS)):
+        if table in clean:
+            checked = {}
+            for k, v in clean[table].items():
+                want = spec.get(k)
+                if want is None:
+                    warnings.append(f"{path}: unknown key '{table}.{k}' ignored.")
+                elif isinstance(v, bool) or not isinstance(v, want):
+                    warnings.append(f"{path}: '{table}.{k}' has the wrong type; ignored.")
+                else:
+                    checked[k] = v
+            clean[table] = checked
+    if "truncation" in clean:
+        from slop_tui.context.tiers import TruncationSettings
+
+        try:
+            TruncationSettings.from_mapping(clean["truncation"])
+        except (TypeError, ValueError) as exc:
+            warnings.append(f"{path}: [truncation] {exc}; using the default limits.")
+            clean.pop("truncation")
+    if "keymap" in clean:
+        clean["keymap"] = {str(k): str(v) for k, v in clean["keymap"].items() if isinstance(v, str)}
+    if "approve" in clean and clean["approve"] not in ("none", "reads", "all"):
+        warnings.append(f"{path}: 'approve' must be none, reads or all; using 'reads'.")
+        clean.pop("approve")
+    return clean
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    *,
+    db: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Config:
+    """Read configuration from files and the environment; never raises for bad files."""
+    env = os.environ if env is None else env
+    cwd = (cwd or Path.cwd()).resolve()
+    warnings: list[str] = []
+    files = [user_config_path(env), cwd / ".slop" / "config.toml"]
+    merged: dict[str, Any] = {}
+    used: list[Path] = []
+    for path in files:
+        data = _read_toml(path, warnings)
+        if data:
+            used.append(path)
+            merged = _merge(merged, _check_types(data, path, warnings))
+    db_value = db or env.get("SLOP_DB")
+    db_path = Path(db_value).expanduser() if db_value else cwd / DEFAULT_DB
+    if not db_path.is_absolute():
+        db_path = cwd / db_path
+    return Config(
+        db_path=db_path,
+        project_root=cwd,
+        config_files=tuple(used),
+        default_provider=merged.get("default_provider"),
+        theme=merged.get("theme"),
+        approve=merged.get("approve", "reads"),
+        providers=merged.get("providers", {}),
+        keymap=merged.get("keymap", {}),
+        truncation=merged.get("truncation", {}),
+        context=merged.get("context", {}),
+        tools=merged.get("tools", {}),
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,1 @@
+"""The Textual workspace. Only this package imports Textual."""
