@@ -10,8 +10,35 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Header, Input, Markdown, OptionList, Static
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Header, Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
+
+
+class ApprovalScreen(ModalScreen[str]):
+    """Allow once / always for this session / deny, for a writing tool or the shell."""
+
+    BINDINGS = [Binding("escape", "deny", "Deny", id="approval_deny")]
+
+    def __init__(self, name: str, arguments: str) -> None:
+        super().__init__()
+        self.tool_name = name
+        self.arguments = arguments
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="approval"):
+            yield Static(f"The model wants to run **{self.tool_name}**", classes="pane-title")
+            yield Static(self.arguments[:2000], markup=False)
+            with Horizontal():
+                yield Button("Allow once", id="allow", variant="primary")
+                yield Button("Always this session", id="allow_session")
+                yield Button("Deny", id="deny", variant="error")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "deny")
+
+    def action_deny(self) -> None:
+        self.dismiss("deny")
 
 
 class SlopApp(App):
@@ -28,6 +55,7 @@ class SlopApp(App):
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit"),
         Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
+        Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn"),
     ]
 
     def __init__(self, db: str | None = None, session: str | None = None) -> None:
@@ -35,7 +63,10 @@ class SlopApp(App):
         self._db = db
         self._session_arg = session
         self.workspace = None
+        self.orchestrator = None
         self.startup_error: str | None = None
+        self.busy = False
+        self.ready = False  # the ledger is open and the panes show it
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -74,13 +105,17 @@ class SlopApp(App):
             self.notify(str(exc), severity="error", timeout=30)
             return
         await self.refresh_panes()
+        self.ready = True
 
     async def refresh_panes(self) -> None:
         ws = self.workspace
         if ws is None:
             return
         sess = await ws.current()
-        self.sub_title = f"session {ws.session} · window {sess.window_size or 'all'}"
+        choice = await ws.provider_choice()
+        label = "DEMO (offline, scripted)" if choice.name == "demo" else f"{choice.name} {choice.model}"
+        state = " · busy" if self.busy else ""
+        self.sub_title = f"session {ws.session} · {label} · window {sess.window_size or 'all'}{state}"
         groups = await ws.ledger.list_groups(ws.session, 500)
         options = self.query_one("#group-list", OptionList)
         options.clear_options()
@@ -103,18 +138,77 @@ class SlopApp(App):
             self.exit()
             return
         if result.send is not None:
-            self.notify("Sending prompts arrives with the providers issue.", severity="warning")
-            event.input.value = text  # never lose what the user typed
+            if self.busy:
+                self.notify("A turn is running; Esc cancels it.", severity="warning")
+                event.input.value = text  # never lose what the user typed
+                return
+            self.run_turn(text)
             return
         transcript = self.query_one("#transcript", Markdown)
         await transcript.update(result.text if result.ok else f"**Error:** {result.text}")
         if result.changed:
             await self.refresh_panes()
 
+    @work(exclusive=True, group="turn")
+    async def run_turn(self, text: str) -> None:
+        import json
+
+        from slop_tui.orchestrator import (
+            ErrorEvent,
+            Notice,
+            Orchestrator,
+            TextChunk,
+            ToolCallEvent,
+            ToolResultEvent,
+        )
+
+        ws = self.workspace
+        if self.orchestrator is None:
+            self.orchestrator = Orchestrator(ws, approve=ws.config.approve, approver=self.ask_approval)
+        transcript = self.query_one("#transcript", Markdown)
+        await transcript.update(f"> {text}\n\n")
+        stream = Markdown.get_stream(transcript)
+        self.busy = True
+        await self.refresh_panes()
+
+        async def on_event(ev) -> None:
+            if isinstance(ev, TextChunk):
+                await stream.write(ev.text)
+            elif isinstance(ev, ToolCallEvent):
+                args = json.dumps(ev.arguments, ensure_ascii=False)[:120]
+                await stream.write(f"\n\n`🛠 {ev.name} {args}`\n\n")
+            elif isinstance(ev, ToolResultEvent):
+                mark = "✅" if ev.ok else "❌"
+                await stream.write(f"`┗ {mark} {ev.name}: {len(ev.text.splitlines())} lines`\n\n")
+            elif isinstance(ev, Notice):
+                self.notify(ev.text, severity="warning")
+            elif isinstance(ev, ErrorEvent):
+                self.notify(ev.message, severity="error", timeout=15)
+
+        try:
+            await self.orchestrator.run_turn(text, on_event)
+        finally:
+            await stream.stop()
+            self.busy = False
+            await self.refresh_panes()
+
+    async def ask_approval(self, call) -> str:
+        import json
+
+        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        return await self.push_screen_wait(ApprovalScreen(call.name, args))
+
+    def action_cancel_turn(self) -> None:
+        if self.busy:
+            self.workers.cancel_group(self, "turn")
+            self.notify("Turn cancelled; the partial answer is kept as interrupted.")
+
     def action_focus_prompt(self) -> None:
         self.query_one("#prompt", Input).focus()
 
     async def on_unmount(self) -> None:
+        if self.orchestrator is not None:
+            await self.orchestrator.aclose()
         if self.workspace is not None:
             await self.workspace.close()
 

@@ -1,0 +1,65 @@
+"""Which tool calls may run without asking the user.
+
+Policies (`--approve`, default `reads`):
+- `none`: nothing is approved automatically and nobody is asked: read tools
+  run, every write and shell call is refused (headless, untrusted tasks);
+- `reads`: read tools run freely; write and shell calls need the user's
+  approval (the TUI asks; "allow for this session" adds the tool's name to
+  `session_allowed`). Headless has nobody to ask, so it refuses them;
+- `all`: everything runs.
+
+A tool's kind is its approval class, not whether it writes somewhere: the
+ledger-only tools (scratchpad, memos, skills) are "read" because they only
+change the agent's own notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from enum import StrEnum
+
+from slop_tui.tools.base import KIND_READ, Tool, ToolResult, error_result
+from slop_tui.tools.registry import get_tool
+
+POLICY_NONE = "none"
+POLICY_READS = "reads"
+POLICY_ALL = "all"
+POLICIES = (POLICY_NONE, POLICY_READS, POLICY_ALL)
+DEFAULT_POLICY = POLICY_READS
+
+
+class Decision(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+def approval_decision(
+    tool: Tool | str, policy: str, session_allowed: Set[str] = frozenset()
+) -> Decision:
+    """allow, ask or deny one call of `tool` under `policy`.
+
+    An unknown tool name is allowed: it cannot do anything, and `run_tool`
+    answers it with an "unknown tool" error the model can learn from.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown approval policy {policy!r}; use one of {', '.join(POLICIES)}")
+    found = get_tool(tool) if isinstance(tool, str) else tool
+    if found is None or found.kind == KIND_READ or policy == POLICY_ALL:
+        return Decision.ALLOW
+    if policy == POLICY_NONE:
+        return Decision.DENY
+    return Decision.ALLOW if found.name in session_allowed else Decision.ASK
+
+
+def needs_approval(tool: Tool | str, policy: str) -> bool:
+    """Whether a call cannot run without an explicit yes (ask) or cannot run at all (deny)."""
+    return approval_decision(tool, policy) is not Decision.ALLOW
+
+
+def refused_result(name: str, reason: str = "") -> ToolResult:
+    """The result recorded and sent to the model when a call is not approved."""
+    why = reason or "the user did not approve it"
+    return error_result(
+        name, f"{name} was not run: {why}. Do not retry it; ask the user or use another way."
+    )

@@ -1,0 +1,163 @@
+"""What a tool is, the context it runs in, and how its result is framed.
+
+A tool is declared once with `@tool(...)`: the decorator turns the async run
+function into a `Tool` carrying the name, description, JSON-schema parameters
+and kind, so the schema the model sees and the code that runs cannot drift.
+Run functions return the result body as text, or raise `ToolError` for a
+failure the model can act on; `registry.run_tool` frames both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slop_tui.context.prompt import ToolSpec
+
+if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
+    from slop_tui.ledger import Ledger
+
+KIND_READ = "read"
+KIND_WRITE = "write"
+KIND_SHELL = "shell"
+KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL)
+
+ERROR_PREFIX = "Error: "
+RESULT_HEADER = "### TOOL_RESULT: "
+RESULT_FOOTER = "\n\n---"
+
+
+class ToolError(Exception):
+    """A failure reported to the model as `Error: <message>`, optionally with detail.
+
+    `detail` is output that helps the model recover (a failing command's
+    stdout/stderr); it follows the one-line message.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def body(self) -> str:
+        text = ERROR_PREFIX + self.message
+        return f"{text}\n{self.detail}" if self.detail else text
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch: the ledger, the session, the project folder."""
+
+    ledger: Ledger
+    session: str
+    project_root: Path
+    bash_timeout: float = 180.0
+    # What a tool returns at most, before the context engine's tiers cut it further.
+    max_output_chars: int = 200_000
+    cancel_event: asyncio.Event | None = None
+    # query_db limits (tests lower the time limit).
+    db_time_limit: float = 2.0
+    db_max_rows: int = 200
+    db_max_chars: int = 100_000
+
+    @property
+    def root(self) -> Path:
+        """The project root with symlinks resolved: the fence for every file tool."""
+        return Path(self.project_root).resolve()
+
+    def cancelled(self) -> bool:
+        return self.cancel_event is not None and self.cancel_event.is_set()
+
+
+def frame(name: str, body: str) -> str:
+    """`### TOOL_RESULT: <name>\\n<body>\\n\\n---`, the reference tool's framing."""
+    return f"{RESULT_HEADER}{name}\n{body}{RESULT_FOOTER}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A framed tool result; `ok` is False when the body starts with `Error: `."""
+
+    text: str
+    ok: bool
+    name: str
+
+    @property
+    def body(self) -> str:
+        """The text without the `### TOOL_RESULT` frame (for the UI)."""
+        head = f"{RESULT_HEADER}{self.name}\n"
+        text = self.text
+        if text.startswith(head):
+            text = text[len(head) :]
+        if text.endswith(RESULT_FOOTER):
+            text = text[: -len(RESULT_FOOTER)]
+        return text
+
+
+def ok_result(name: str, body: str) -> ToolResult:
+    return ToolResult(frame(name, body), True, name)
+
+
+def error_result(name: str, message: str, detail: str = "") -> ToolResult:
+    return ToolResult(frame(name, ToolError(message, detail).body()), False, name)
+
+
+RunFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One agent tool: its declaration and its code."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: str
+    run: RunFn = field(repr=False, compare=False)
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+def tool(
+    name: str,
+    description: str,
+    kind: str,
+    properties: dict[str, dict[str, Any]] | None = None,
+    required: Sequence[str] = (),
+) -> Callable[[RunFn], Tool]:
+    """Declare a tool: `@tool("read_file", "...", "read", {...}, ["path"])`."""
+    if kind not in KINDS:
+        raise ValueError(f"tool kind must be one of {KINDS}, not {kind!r}")
+    props = dict(properties or {})
+    missing = [r for r in required if r not in props]
+    if missing:
+        raise ValueError(f"{name}: required parameters without a schema: {missing}")
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = list(required)
+
+    def wrap(fn: RunFn) -> Tool:
+        return Tool(name, description, schema, kind, fn)
+
+    return wrap
+
+
+def cap_text(text: str, limit: int, what: str = "output") -> str:
+    """Keep the head and the tail of an over-long text, with a note between them.
+
+    The tail usually holds what matters (the error at the end of a build log),
+    so it gets the larger share.
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    note = (
+        f"\n\n... [{len(text) - limit:,} characters of {what} omitted; capped at {limit:,}] ...\n\n"
+    )
+    keep = max(0, limit - len(note))
+    head = keep // 4
+    tail = keep - head
+    return text[:head] + note + (text[-tail:] if tail else "")

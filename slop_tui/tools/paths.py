@@ -1,0 +1,170 @@
+"""Keeping file tools inside the project root.
+
+Every path a model names is resolved the way the OS would (symlinks followed,
+`..` applied) and must land inside the resolved project root; only then is it
+opened, and it is opened by its resolved name with `O_NOFOLLOW`, so a symlink
+swapped in after the check is not followed at the last step. Non-regular
+files (devices, FIFOs, sockets) are refused before opening and again with
+`fstat` after opening with `O_NONBLOCK` (opening a FIFO must not hang).
+
+What this does not defend against: a process that swaps a *directory*
+component for a symlink between the check and the open. The agent's own
+shell tool could do that, but it already runs with the user's rights.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from slop_tui.tools.base import ToolError
+
+BINARY_SNIFF_BYTES = 8192
+MAX_TEXT_BYTES = 100 * 1024 * 1024  # read_file / apply_patch refuse bigger files
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+
+
+def resolve_inside(root: Path, raw: str, tool: str) -> Path:
+    """The resolved path for `raw` (relative to root, or absolute inside it)."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ToolError(f"{tool}: the path is empty")
+    if "\x00" in raw:
+        raise ToolError(f"{tool}: the path contains a NUL character")
+    given = Path(raw)
+    candidate = given if given.is_absolute() else root / given
+    try:
+        resolved = candidate.resolve(strict=False)
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError in 3.11)
+        raise ToolError(f"{tool}: cannot resolve '{raw}': {exc}") from None
+    if resolved != root and not resolved.is_relative_to(root):
+        why = "a symlink leads" if _through_symlink(root, candidate) else "it points"
+        raise ToolError(
+            f"{tool}: '{raw}' is outside the project root ({why} outside {root}); "
+            "file tools only work inside the project"
+        )
+    return resolved
+
+
+def _through_symlink(root: Path, candidate: Path) -> bool:
+    """Whether the lexical path stays inside root (so only a symlink made it escape)."""
+    lexical = Path(os.path.normpath(candidate))
+    return lexical == root or lexical.is_relative_to(root)
+
+
+def display(root: Path, path: Path) -> str:
+    """The root-relative POSIX path shown to the model (`.` for the root)."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return str(path)
+    return rel.as_posix() if rel.parts else "."
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def require_regular(path: Path, shown: str, tool: str) -> os.stat_result:
+    """stat() the path and refuse anything but an existing regular file."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ToolError(f"{tool}: '{shown}' does not exist") from None
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot access '{shown}': {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        hint = "; use list_directory" if stat.S_ISDIR(st.st_mode) else ""
+        raise ToolError(f"{tool}: '{shown}' is {_kind(st.st_mode)}, not a file{hint}")
+    return st
+
+
+def open_regular(path: Path, shown: str, tool: str) -> int:
+    """A read-only descriptor for a regular file (checked again after opening)."""
+    require_regular(path, shown, tool)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot open '{shown}': {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ToolError(f"{tool}: '{shown}' is {_kind(st.st_mode)}, not a file")
+    if st.st_size > MAX_TEXT_BYTES:
+        os.close(fd)
+        raise ToolError(
+            f"{tool}: '{shown}' is {st.st_size / 1e6:.0f} MB, over the {MAX_TEXT_BYTES // 2**20} MB "
+            "limit; use grep, or execute_bash with head/sed"
+        )
+    return fd
+
+
+def binary_refusal(shown: str, tool: str) -> ToolError:
+    return ToolError(f"{tool}: binary file refused: '{shown}' is not UTF-8 text")
+
+
+def read_text(path: Path, shown: str, tool: str) -> str:
+    """The whole file as UTF-8 text; binary or non-UTF-8 content is refused."""
+    fd = open_regular(path, shown, tool)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise binary_refusal(shown, tool)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise binary_refusal(shown, tool) from None
+
+
+def write_text(root: Path, path: Path, shown: str, text: str, tool: str) -> bool:
+    """Write `text` atomically; returns True when the file was created.
+
+    An existing file is replaced through a temporary sibling and `os.replace`,
+    keeping its permission bits, so a failure never leaves it half-written.
+    Missing parent folders are created (they are inside root: `path` is).
+    """
+    data = text.encode("utf-8")
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot access '{shown}': {exc.strerror}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{tool}: '{shown}' is {_kind(st.st_mode)}, not a file")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        if parent.resolve() != root and not parent.resolve().is_relative_to(root):
+            raise ToolError(f"{tool}: '{shown}' is outside the project root")
+        if st is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+            fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return True
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".slop-tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return False
+    except FileExistsError:
+        raise ToolError(f"{tool}: '{shown}' appeared while writing; try again") from None
+    except NotADirectoryError:
+        raise ToolError(f"{tool}: a parent of '{shown}' is a file, not a folder") from None
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot write '{shown}': {exc.strerror}") from None

@@ -1,0 +1,242 @@
+"""query_db / describe_db: answers SELECTs on the ledger and cannot change it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from slop_tui.records import NewMessage
+from slop_tui.tools import ToolContext, run_tool
+from tests.test_tools_support import SESSION, body, db_checksum, tool_context
+
+# One ledger for the whole module (every test leaves it unchanged, and the hostile
+# tests prove it); each test gets its own copy of the context to adjust.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_ctx(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ToolContext]:
+    async with tool_context(tmp_path_factory.mktemp("db"), db_time_limit=0.5) as c:
+        user = await c.ledger.append_user(SESSION, "find the bug in parser.py")
+        await c.ledger.append(
+            SESSION,
+            user.group_id,
+            [NewMessage(role="assistant", content="It is on line 42. 🙂")],
+        )
+        await c.ledger.add_memo("use WAL", ["sqlite", "arch-decision"])
+        yield c
+
+
+@pytest.fixture
+def ctx(shared_ctx: ToolContext) -> ToolContext:
+    return dataclasses.replace(shared_ctx)
+
+
+async def query(ctx: ToolContext, sql: str) -> tuple[bool, str]:
+    result = await run_tool("query_db", {"sql": sql}, ctx)
+    return result.ok, body(result)
+
+
+async def test_select_messages_appended_with_the_ledger(ctx: ToolContext) -> None:
+    ok, text = await query(
+        ctx, "SELECT id, role, content FROM messages WHERE session_id = 'tools-test' ORDER BY id"
+    )
+    assert ok, text
+    rows = json.loads(text)
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+    assert rows[1]["content"] == "It is on line 42. 🙂"
+
+
+async def test_select_values_functions_cte_and_fts(ctx: ToolContext) -> None:
+    ok, text = await query(ctx, "SELECT 1 AS val")
+    assert ok and json.loads(text) == [{"val": 1}]
+    ok, text = await query(ctx, "WITH x(n) AS (VALUES (1), (2)) SELECT sum(n) AS s FROM x")
+    assert ok and json.loads(text) == [{"s": 3}]
+    ok, text = await query(
+        ctx, "SELECT rowid FROM memos_fts WHERE memos_fts MATCH 'wal'"
+    )  # FTS5 works through the guard
+    assert ok and json.loads(text) == [{"rowid": 1}], text
+    ok, text = await query(
+        ctx, "SELECT j.value AS tag FROM memos, json_each(memos.tags) j ORDER BY 1"
+    )
+    assert ok and [r["tag"] for r in json.loads(text)] == ["arch-decision", "sqlite"]
+    ok, text = await query(ctx, "SELECT name FROM pragma_table_info('memos') ORDER BY cid")
+    assert ok and [r["name"] for r in json.loads(text)][:2] == ["id", "content"]
+    ok, text = await query(ctx, "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE id = 1")
+    assert ok, text
+    ok, text = await query(ctx, "SELECT 1; -- a trailing comment is fine")
+    assert ok, text
+
+
+async def test_values_are_converted(ctx: ToolContext) -> None:
+    ok, text = await query(
+        ctx,
+        "SELECT x'00ff' AS small, zeroblob(1000) AS big, CAST(x'ff41' AS TEXT) AS bad_utf8, "
+        "1e999 AS inf, NULL AS empty, 1 AS a, 2 AS a",
+    )
+    assert ok, text
+    row = json.loads(text)[0]
+    assert row["small"] == "0x00ff"
+    assert row["big"] == "<blob 1000 bytes>"
+    assert row["bad_utf8"] == "\ufffdA"
+    assert row["inf"] == "inf" and row["empty"] is None
+    assert row["a"] == 1 and row["a (2)"] == 2
+
+
+async def test_row_cap(ctx: ToolContext) -> None:
+    ok, text = await query(
+        ctx,
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 100000) SELECT x FROM c",
+    )
+    assert ok
+    data, note = text.rsplit("\n", 1)
+    assert len(json.loads(data)) == 200
+    assert note == "[capped: 200 rows shown; add LIMIT/OFFSET or substr() to page]"
+
+
+async def test_size_cap_and_single_huge_value(ctx: ToolContext) -> None:
+    ok, text = await query(
+        ctx,
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 150) "
+        "SELECT x, printf('%.2000c', 'y') AS pad FROM c",
+    )
+    assert ok and len(text) <= ctx.db_max_chars + 200
+    data, note = text.rsplit("\n", 1)
+    shown = len(json.loads(data))
+    assert 0 < shown < 150 and note.startswith(f"[capped: {shown} rows shown;")
+    ok, text = await query(ctx, "SELECT printf('%.300000c', 'z') AS content")
+    assert ok and len(text) <= ctx.db_max_chars + 300
+    assert "page with substr(content, " in text and "[capped: 1 rows shown" in text
+
+
+# Each must be refused, and the ledger must be byte-for-byte the same afterwards.
+HOSTILE = {
+    "drop_table": "DROP TABLE messages",
+    "delete": "DELETE FROM messages",
+    "update": "UPDATE sessions SET scratchpad = 'pwned'",
+    "insert": "INSERT INTO memos(content, tags, created_at) VALUES ('x', '[]', 0)",
+    "replace": "REPLACE INTO app_state(key, value) VALUES ('active_skills', '[\"x\"]')",
+    "create_table": "CREATE TABLE evil(a)",
+    "create_temp_table": "CREATE TEMP TABLE evil(a)",
+    "create_trigger": "CREATE TRIGGER t AFTER INSERT ON messages BEGIN DELETE FROM memos; END",
+    "create_view": "CREATE VIEW v AS SELECT 1",
+    "create_index": "CREATE INDEX ix ON memos(content)",
+    "alter_table": "ALTER TABLE memos ADD COLUMN evil TEXT",
+    "attach": "ATTACH DATABASE '/tmp/slop-evil.db' AS evil",
+    "detach": "DETACH DATABASE main",
+    "writable_schema": "PRAGMA writable_schema=ON",
+    "journal_mode": "PRAGMA journal_mode=DELETE",
+    "query_only_off": "PRAGMA query_only=OFF",
+    "pragma_read": "PRAGMA table_info(messages)",
+    "load_extension": "SELECT load_extension('x')",
+    "vacuum": "VACUUM",
+    "vacuum_into": "VACUUM INTO '/tmp/slop-evil-copy.db'",
+    "reindex": "REINDEX",
+    "analyze": "ANALYZE",
+    "begin": "BEGIN",
+    "begin_immediate": "BEGIN IMMEDIATE",
+    "commit": "COMMIT",
+    "savepoint": "SAVEPOINT s1",
+    "two_statements": "SELECT 1; DELETE FROM messages",
+    "select_then_drop": "SELECT 1;DROP TABLE memos;",
+    "cte_delete": "WITH x AS (SELECT 1) DELETE FROM messages",
+    "fts_delete_all": "INSERT INTO memos_fts(memos_fts) VALUES ('delete-all')",
+    "explain_delete": "EXPLAIN DELETE FROM messages",
+}
+
+
+@pytest.mark.parametrize("sql", list(HOSTILE.values()), ids=list(HOSTILE))
+async def test_hostile_statement_refused(ctx: ToolContext, sql: str) -> None:
+    db = ctx.ledger.path
+    before = db_checksum(db)
+    ok, text = await query(ctx, sql)
+    assert not ok, text
+    assert text.startswith("Error: query_db: ")
+    assert "\n" not in text  # one clear line
+    assert db_checksum(db) == before
+    assert not Path("/tmp/slop-evil-copy.db").exists()
+    assert not Path("/tmp/slop-evil.db").exists()
+
+
+async def test_refusal_names_what_was_refused(ctx: ToolContext) -> None:
+    assert "DELETE on messages" in (await query(ctx, "DELETE FROM messages"))[1]
+    assert "PRAGMA writable_schema=ON" in (await query(ctx, "PRAGMA writable_schema=ON"))[1]
+    assert "load_extension()" in (await query(ctx, "SELECT load_extension('x')"))[1]
+    assert "only one statement" in (await query(ctx, "SELECT 1; SELECT 2"))[1]
+
+
+async def test_recursive_cte_bomb_stops_at_the_time_limit(ctx: ToolContext) -> None:
+    before = db_checksum(ctx.ledger.path)
+    start = time.monotonic()
+    ok, text = await query(
+        ctx, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
+    )
+    elapsed = time.monotonic() - start
+    assert not ok and "0.5 s time limit" in text
+    assert elapsed < 1.5
+    assert db_checksum(ctx.ledger.path) == before
+
+
+async def test_memory_bomb_is_refused(ctx: ToolContext) -> None:
+    start = time.monotonic()
+    ok, text = await query(ctx, "SELECT randomblob(1e9) AS b")
+    assert not ok and "MiB limit" in text
+    ok, text = await query(ctx, "SELECT length(zeroblob(2e9)) AS n")
+    assert not ok
+    ok, text = await query(ctx, "SELECT group_concat(randomblob(1e6)) FROM messages, messages m2")
+    assert ok  # small enough: shown as a blob size, not as data
+    assert time.monotonic() - start < 3
+
+
+async def test_huge_result_set_is_capped(ctx: ToolContext) -> None:
+    ok, text = await query(
+        ctx,
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+        "SELECT x, randomblob(10) FROM c",
+    )
+    assert ok and "[capped: 200 rows shown" in text
+
+
+async def test_errors_are_one_line(ctx: ToolContext) -> None:
+    ok, text = await query(ctx, "SELEC 1")
+    assert not ok and "syntax error" in text
+    ok, text = await query(ctx, "SELECT * FROM no_such_table")
+    assert not ok and "no such table" in text
+    ok, text = await query(ctx, "   ")
+    assert not ok and "empty" in text
+    ok, text = await query(ctx, "-- only a comment")
+    assert not ok
+
+
+async def test_cancel_event_interrupts_a_query(ctx: ToolContext) -> None:
+    import asyncio
+
+    ctx.db_time_limit = 30
+    ctx.cancel_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.1, ctx.cancel_event.set)
+    start = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await query(
+            ctx,
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c",
+        )
+    assert time.monotonic() - start < 2
+
+
+async def test_describe_db(ctx: ToolContext) -> None:
+    result = await run_tool("describe_db", {}, ctx)
+    assert result.ok
+    text = body(result)
+    assert "CREATE TABLE messages(" in text and "CREATE TABLE memos(" in text
+    assert "CREATE VIRTUAL TABLE memos_fts" in text
+    assert "memos_fts_data" not in text and "sqlite_sequence" not in text
+    assert "substr(" in text.splitlines()[0]
+    counted = await ctx.ledger.get_tool("describe_db")
+    assert counted is not None and counted.call_count >= 1
