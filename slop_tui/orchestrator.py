@@ -222,7 +222,7 @@ class Orchestrator:
                 return outcome
             await ws.ledger.record_usage(ws.session, gid, provider.name, model, reply.prompt_tokens,
                                          reply.completion_tokens, reply.cached_tokens)
-            self._learn_tokens(prompt.total_tokens, reply.prompt_tokens)
+            await ws.learn_tokens(prompt.total_tokens, reply.prompt_tokens)
             await send(UsageEvent(prompt_tokens=reply.prompt_tokens,
                                   completion_tokens=reply.completion_tokens,
                                   cached_tokens=reply.cached_tokens))
@@ -357,12 +357,6 @@ class Orchestrator:
         for m in victims:
             await ws.ledger.set_message_status(m.id, STATUS_DROPPED)
         return len(victims)
-
-    def _learn_tokens(self, estimated: int, reported: int) -> None:
-        from slop_tui.context.tokens import default_counter
-
-        if reported:
-            default_counter().learn(estimated, reported)
 
     # -- STATE rebuild -------------------------------------------------------
 

@@ -17,6 +17,7 @@ from slop_tui.config import Config
 from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings, assemble
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
 from slop_tui.context.prompt import Prompt, ToolSpec
+from slop_tui.context.tokens import TokenCounter
 from slop_tui.ledger import Ledger, LedgerError, check_session_name
 from slop_tui.records import DEFAULT_SESSION, Session, Skill
 
@@ -26,12 +27,6 @@ KEY_THROTTLE = "throttle"
 KEY_TOKEN_FACTOR = "token_factor"
 
 Editor = Callable[[str, str], "str | None"]
-
-
-def _count_tokens(text: str) -> int:
-    from slop_tui.context.tokens import default_counter
-
-    return default_counter().count(text)
 
 
 @dataclass
@@ -54,6 +49,9 @@ class Workspace:
     # Set by the orchestrator: asks the model for a fresh STATE (None: no model).
     rebuild_state: Callable[[], Awaitable[str | None]] | None = None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    # Counts tokens for the session's model: exact o200k for OpenAI-family
+    # models, otherwise an estimate times a factor learned from provider usage.
+    counter: TokenCounter = field(default_factory=TokenCounter)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -66,9 +64,12 @@ class Workspace:
         count_tokens: Callable[[str], int] | None = None,
         env: dict[str, str] | None = None,
     ) -> Workspace:
-        ledger = await Ledger.open(config.db_path, count_tokens=count_tokens or _count_tokens)
+        ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
+            if count_tokens is None:
+                # Messages are counted once, when written, with the current model's counter.
+                ledger.count_tokens = lambda text: ws.counter.count(text)
             if env is not None:
                 ws.env = env
             stored = await ledger.get_setting(KEY_SESSION)
@@ -109,6 +110,14 @@ class Workspace:
         self.active_skills = _json_list(await self.ledger.get_setting(KEY_SKILLS))
         return self.active_skills
 
+    async def learn_tokens(self, estimated: int, reported: int) -> None:
+        """Correct the estimate for non-OpenAI models from provider-reported prompt tokens."""
+        if self.counter.is_exact or reported <= 0 or estimated <= 0:
+            return
+        base = round(estimated / self.counter.factor)
+        factor = self.counter.learn(base, reported)
+        await self.ledger.set_setting(f"{KEY_TOKEN_FACTOR}:{self.counter.model}", repr(factor))
+
     async def set_throttle(self, seconds: float) -> None:
         if seconds < 0:
             raise LedgerError("the throttle must be 0 seconds or more.")
@@ -142,6 +151,9 @@ class Workspace:
             name = wanted if wanted in configs else default_provider_name(configs, self.env)
         cfg = configs[name]
         model = sess.model if (sess.provider == name and sess.model) else cfg.model
+        if self.counter.model != model:
+            stored = await self.ledger.get_setting(KEY_TOKEN_FACTOR + ":" + model)
+            self.counter = TokenCounter(model, factor=float(stored) if stored else 1.0)
         strategy = "openai" if cfg.kind in ("openai", "demo") else cfg.kind
         return ProviderChoice(name=name, model=model, strategy=strategy)
 

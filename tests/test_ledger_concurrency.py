@@ -91,7 +91,9 @@ def _run_workers(db: Path, session: str, names: list[str], rounds: int) -> list[
 
 def _check(db: Path, session: str, names: list[str], rounds: int) -> None:
     with contextlib.closing(sqlite3.connect(db)) as con:
-        total, distinct = con.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM messages").fetchone()
+        total, distinct = con.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM messages"
+        ).fetchone()
         assert total == distinct == len(names) * rounds * 2
         contents = [r[0] for r in con.execute("SELECT content FROM messages WHERE role='user'")]
         assert sorted(contents) == sorted(f"{w} prompt {i}" for w in names for i in range(rounds))
@@ -103,9 +105,10 @@ def _check(db: Path, session: str, names: list[str], rounds: int) -> None:
         assert bad == 0
         sizes = {r[0] for r in con.execute("SELECT COUNT(*) FROM messages GROUP BY group_id")}
         assert sizes == {2}
-        assert con.execute("SELECT COUNT(*) FROM messages WHERE status != 'completed'").fetchone()[
-            0
-        ] == 0
+        assert (
+            con.execute("SELECT COUNT(*) FROM messages WHERE status != 'completed'").fetchone()[0]
+            == 0
+        )
         count, tokens = con.execute(
             "SELECT message_count, token_total FROM sessions WHERE name=?", (session,)
         ).fetchone()

@@ -384,9 +384,7 @@ async def test_token_totals_follow_every_change(ledger: Ledger) -> None:
             rows = await ledger.session_messages(session)
             await ledger.update_message(rnd.choice(rows).id, content="y" * rnd.randint(0, 90))
         elif op < 0.82:
-            await ledger.set_group_dropped(
-                session, rnd.choice(groups[session]), rnd.random() < 0.5
-            )
+            await ledger.set_group_dropped(session, rnd.choice(groups[session]), rnd.random() < 0.5)
         elif op < 0.9:
             gid = groups[session].pop(rnd.randrange(len(groups[session])))
             await ledger.remove_group(session, gid)

@@ -89,7 +89,12 @@ async def test_scripted_turn_uses_the_tools_and_ends_with_state(demo: DemoProvid
     assert "`query_db`: 2 rows" in final
     state = extract_state(final)
     assert state is not None
-    for field in ("Goal: Show me around", "Context:", "Resolved: list_directory", "Technical Anchors:"):
+    for field in (
+        "Goal: Show me around",
+        "Context:",
+        "Resolved: list_directory",
+        "Technical Anchors:",
+    ):
         assert field in state
 
 

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from slop_tui.providers import ProviderConfig, ProviderError, TextDelta, Thinkin
 from slop_tui.providers.gemini_payload import DUMMY_THOUGHT_SIGNATURE
 from slop_tui.providers.gemini_provider import GeminiProvider
 from slop_tui.records import STATUS_TOOL_CALL, Message, ToolCall
-from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply, b64
+from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply, b64, wait_for
 from tests.test_providers_support import (
     WEATHER,
     assistant,
@@ -36,10 +37,8 @@ async def provider(fake_llm: FakeLLMServer) -> AsyncIterator[GeminiProvider]:
     await p.aclose()
 
 
-def _row(id: int, role: str, content: str, **kw: object) -> Message:
-    return Message(
-        id=id, session="s", group_id=1, lane="main", role=role, content=content, **kw
-    )  # type: ignore[arg-type]
+def _row(id: int, role: str, content: str, **kw: Any) -> Message:
+    return Message(id=id, session="s", group_id=1, lane="main", role=role, content=content, **kw)
 
 
 async def test_streams_text_and_thoughts(fake_llm: FakeLLMServer, provider: GeminiProvider) -> None:
@@ -368,7 +367,11 @@ async def test_connection_refused(fake_llm: FakeLLMServer) -> None:
     finally:
         await provider.aclose()
     assert out.error is not None
-    assert (out.error.kind, out.error.output_started, out.error.retryable) == ("network", False, True)
+    assert (out.error.kind, out.error.output_started, out.error.retryable) == (
+        "network",
+        False,
+        True,
+    )
 
 
 async def test_read_timeout(fake_llm: FakeLLMServer) -> None:
@@ -400,6 +403,8 @@ async def test_cancel_mid_stream_and_next_request_works(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert 0 < len(seen) < 40
+    # The HTTP stream was really closed: the server's next write failed.
+    await wait_for(None, lambda: fake_llm.chat_requests[0].disconnected, timeout=5)
 
     fake_llm.enqueue(Reply(text="fresh"))
     out = await collect(provider.stream(prompt(user("again"), strategy="gemini")))

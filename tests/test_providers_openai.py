@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from slop_tui import message_parser
-from slop_tui.providers import ProviderError, TextDelta
+from slop_tui.providers import ProviderConfig, ProviderError, TextDelta
 from slop_tui.providers.openai_provider import OpenAIProvider
 from slop_tui.records import STATUS_TOOL_CALL, Message, ToolCall
-from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
+from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply, wait_for
 from tests.test_providers_support import (
     WEATHER,
     assistant,
@@ -247,7 +247,13 @@ def _chunk(content: str) -> bytes:
             True,
             "abcdefgh",
         ),
-        (Reply(text="Hi", in_stream_error="overloaded mid-stream"), "stream_error", None, True, "Hi"),
+        (
+            Reply(text="Hi", in_stream_error="overloaded mid-stream"),
+            "stream_error",
+            None,
+            True,
+            "Hi",
+        ),
     ],
     ids=[
         "429",
@@ -302,7 +308,11 @@ async def test_connection_refused(fake_llm: FakeLLMServer) -> None:
     finally:
         await provider.aclose()
     assert out.error is not None
-    assert (out.error.kind, out.error.output_started, out.error.retryable) == ("network", False, True)
+    assert (out.error.kind, out.error.output_started, out.error.retryable) == (
+        "network",
+        False,
+        True,
+    )
 
 
 async def test_read_timeout(fake_llm: FakeLLMServer) -> None:
@@ -316,16 +326,12 @@ async def test_read_timeout(fake_llm: FakeLLMServer) -> None:
 
 
 async def test_missing_key_is_a_config_error() -> None:
-    config = openai_config("http://127.0.0.1:9/v1")
-    provider = OpenAIProvider(type(config)(name="openai", kind="openai", model="m"))
+    provider = OpenAIProvider(ProviderConfig(name="openai", kind="openai", model="m"))
     with pytest.raises(ProviderError) as info:
-        await collect_raw(provider)
+        async for _ in provider.stream(prompt(user("hi"))):
+            pass
     assert info.value.kind == "config" and "OPENAI_API_KEY" in info.value.message
-
-
-async def collect_raw(provider: OpenAIProvider) -> None:
-    async for _ in provider.stream(prompt(user("hi"))):
-        pass
+    assert provider.request_body(prompt(user("hi")))["model"] == "m"  # shown without a key
 
 
 async def test_cancel_mid_stream_closes_it_and_the_next_request_works(
@@ -347,6 +353,8 @@ async def test_cancel_mid_stream_closes_it_and_the_next_request_works(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert 0 < len(seen) < 40
+    # The HTTP stream was really closed: the server's next write failed.
+    await wait_for(None, lambda: fake_llm.chat_requests[0].disconnected, timeout=5)
 
     fake_llm.enqueue(Reply(text="fresh"))
     out = await collect(provider.stream(prompt(user("again"))))

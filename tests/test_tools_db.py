@@ -169,6 +169,10 @@ async def test_refusal_names_what_was_refused(ctx: ToolContext) -> None:
     assert "PRAGMA writable_schema=ON" in (await query(ctx, "PRAGMA writable_schema=ON"))[1]
     assert "load_extension()" in (await query(ctx, "SELECT load_extension('x')"))[1]
     assert "only one statement" in (await query(ctx, "SELECT 1; SELECT 2"))[1]
+    ok, text = await query(ctx, "SELECT * FROM pragma_index_info('ix_messages_group')")
+    assert not ok and "json_each" in text
+    ok, text = await query(ctx, "SELECT 1\x00")
+    assert not ok and "null character" in text
 
 
 async def test_recursive_cte_bomb_stops_at_the_time_limit(ctx: ToolContext) -> None:

@@ -155,6 +155,15 @@ async def test_output_is_capped(ctx: ToolContext, monkeypatch: pytest.MonkeyPatc
     assert "characters of output omitted; capped at 5,000" in text
 
 
+async def test_status_and_queued_cancellation(ctx: ToolContext) -> None:
+    assert (await run_tool("list_directory", {}, ctx)).status == "completed"
+    assert (await run_tool("read_file", {}, ctx)).status == "error"
+    ctx.cancel_event = asyncio.Event()
+    ctx.cancel_event.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run_tool("list_directory", {}, ctx)
+
+
 async def test_a_closed_ledger_does_not_lose_the_result(tmp_path: Path) -> None:
     async with tool_context(tmp_path) as c:
         pass  # closed on exit

@@ -173,8 +173,8 @@ async def test_grep_without_git(ctx: ToolContext) -> None:
     ok, text = await grep(ctx, pattern="needle")
     assert ok
     assert sorted(text.splitlines()) == [
-        "./notes.txt:1:a needle in notes",
-        "./src/app.py:2:    return 'needle'",
+        "notes.txt:1:a needle in notes",
+        "src/app.py:2:    return 'needle'",
     ]
     ok, text = await grep(ctx, pattern="absent-word")
     assert ok and text == "No matches for /absent-word/ in . (grep)."

@@ -109,10 +109,16 @@ class _Walker:
     disabled_names: set[str] = field(default_factory=set)
     count_tokens: Callable[[str], int] | None = None
 
-    def emit(self, **fields: Any) -> None:
-        """Append one message, counting its tokens when a counter was given."""
+    def emit(self, stored: Message | None = None, **fields: Any) -> None:
+        """Append one message, counting its tokens when a counter was given.
+
+        A message sent exactly as stored reuses the count taken when it was
+        written (counted once), so assembly does not re-tokenise history.
+        """
         tokens = 0
-        if self.count_tokens is not None:
+        if stored is not None and stored.tokens > 0 and fields["text"] == stored.content:
+            tokens = stored.tokens
+        elif self.count_tokens is not None:
             tokens = message_tokens(fields["text"], fields.get("tool_calls", ()), self.count_tokens)
         self.out.append(PromptMessage(tokens=tokens, **fields))
 
@@ -140,7 +146,9 @@ class _Walker:
             # A provider rejects empty turns; a hidden row's missing text is expected.
             self.counts["empty"] += 0 if quiet else 1
             return
-        self.emit(role=role, text=text, message_id=msg.id, group_id=msg.group_id, native=native)
+        self.emit(
+            msg, role=role, text=text, message_id=msg.id, group_id=msg.group_id, native=native
+        )
 
     def tool_call_row(self, msg: Message) -> None:
         text = message_parser.assistant_text(msg)
@@ -193,6 +201,7 @@ class _Walker:
             call, _ = self.pending.pop(cid)
             tiered = self.tiers.get(msg.id)
             self.emit(
+                msg,
                 role="tool",
                 text=tiered.text if tiered else msg.content,
                 message_id=msg.id,

@@ -11,7 +11,9 @@ the same code as a real turn. Nothing leaves the machine.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +23,8 @@ from typing import Any
 from slop_tui.providers.config import ProviderConfig, with_overrides
 from slop_tui.providers.demo_script import DEMO_MODEL, DemoStep, next_step
 from slop_tui.providers.openai_provider import OpenAIProvider
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DELAY = 0.01  # seconds between streamed events: slow enough to look like typing
 DELAY_HEADER = "x-slop-demo-delay"
@@ -167,12 +171,23 @@ def _completion(body: Mapping[str, Any], step: DemoStep) -> dict[str, Any]:
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The stdlib prints a traceback to stderr, which would scribble over the
+        # TUI; a client that hangs up (a cancelled turn) is routine anyway.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            return
+        log.warning("demo server: error while serving %s", client_address, exc_info=True)
+
+
 class DemoServer:
     """The loopback server; one per process, see `demo_server()`."""
 
     def __init__(self) -> None:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", 0), _Handler)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="slop-demo-server", daemon=True

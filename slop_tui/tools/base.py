@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slop_tui.context.prompt import ToolSpec
+from slop_tui.records import STATUS_COMPLETED, STATUS_ERROR
 
 if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
     from slop_tui.ledger import Ledger
@@ -84,6 +85,11 @@ class ToolResult:
     text: str
     ok: bool
     name: str
+
+    @property
+    def status(self) -> str:
+        """The ledger status for the tool row: `completed` or `error`."""
+        return STATUS_COMPLETED if self.ok else STATUS_ERROR
 
     @property
     def body(self) -> str:

@@ -102,7 +102,7 @@ def _rows_json(cur: sqlite3.Cursor, max_rows: int, max_chars: int) -> str:
     return body
 
 
-def _refusal(guard: Guard, exc: sqlite3.Error) -> ToolError:
+def _refusal(guard: Guard) -> ToolError:
     return ToolError(
         f"query_db: refused: {guard.refused} is not allowed. query_db is read-only: "
         "one SELECT (or WITH ... SELECT) statement per call"
@@ -126,6 +126,8 @@ def _query(ctx: ToolContext, sql: str) -> Callable[[StopFlag, float], str]:
                 raise ToolError(f"query_db: {exc}") from None
             except sqlite3.DatabaseError as exc:
                 raise _translate(exc, guard, stop, ctx.db_time_limit) from None
+            except ValueError as exc:  # e.g. a NUL character in the SQL text
+                raise ToolError(f"query_db: {exc}") from None
         finally:
             conn.close()
 
@@ -135,7 +137,7 @@ def _query(ctx: ToolContext, sql: str) -> Callable[[StopFlag, float], str]:
 def _translate(exc: sqlite3.Error, guard: Guard, stop: StopFlag, limit: float) -> ToolError:
     text = str(exc)
     if guard.refused is not None:
-        return _refusal(guard, exc)
+        return _refusal(guard)
     if "interrupted" in text:
         if stop():
             return ToolError("query_db: cancelled")

@@ -195,7 +195,9 @@ async def _wait(
                 return True
             pending = {f for f in (readers, waiter, cancel_wait) if f is not None and not f.done()}
             # The short poll notices an exit whose output is still held open by a child.
-            await asyncio.wait(pending, timeout=min(POLL, remaining), return_when="FIRST_COMPLETED")
+            await asyncio.wait(
+                pending, timeout=min(POLL, remaining), return_when=asyncio.FIRST_COMPLETED
+            )
     finally:
         if cancel_wait is not None:
             cancel_wait.cancel()

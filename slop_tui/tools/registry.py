@@ -49,6 +49,8 @@ async def run_tool(
     name: str, arguments: dict[str, Any] | str | None, ctx: ToolContext
 ) -> ToolResult:
     """Run one tool call and frame its result; counts successful calls in the ledger."""
+    if ctx.cancelled():  # cancelled while queued: do not start it
+        raise asyncio.CancelledError("tool call cancelled before it started")
     tool = REGISTRY.get(name)
     if tool is None:
         known = ", ".join(REGISTRY)

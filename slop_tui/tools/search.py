@@ -78,7 +78,8 @@ def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
 
 
 def _format(stdout: str) -> tuple[list[str], int]:
-    lines = stdout.splitlines()
+    # grep -r prints `./path` for the root; git grep prints `path`: show one form.
+    lines = [line.removeprefix("./") for line in stdout.splitlines()]
     shown = [
         line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ...[line cut]"
         for line in lines[:MAX_LINES]

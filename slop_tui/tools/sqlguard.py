@@ -108,6 +108,14 @@ class Guard:
                 return sqlite3.SQLITE_OK
             if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in INTERNAL_PRAGMAS:
                 return sqlite3.SQLITE_OK  # prepared by FTS5 / pragma_* inside a SELECT
+            if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+                # A virtual table not connected up front declaring its schema.
+                self.refused = self.refused or (
+                    "this virtual table or table-valued function (available: the ledger's "
+                    "own tables, json_each, json_tree, pragma_table_info, pragma_index_list, "
+                    "pragma_foreign_key_list)"
+                )
+                return sqlite3.SQLITE_DENY
         if self.refused is None:
             self.refused = _describe(action, arg1, arg2)
         return sqlite3.SQLITE_DENY
