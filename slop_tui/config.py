@@ -27,6 +27,8 @@ _KNOWN = {
     "truncation": dict,
     "context": dict,
     "tools": dict,
+    "models": dict,
+    "compaction": dict,
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -50,6 +52,8 @@ class Config:
     truncation: Mapping[str, Any] = field(default_factory=dict)
     context: Mapping[str, Any] = field(default_factory=dict)
     tools: Mapping[str, Any] = field(default_factory=dict)
+    models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME] window overrides
+    compaction: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -174,5 +178,7 @@ def load_config(
         truncation=merged.get("truncation", {}),
         context=merged.get("context", {}),
         tools=merged.get("tools", {}),
+        models=merged.get("models", {}),
+        compaction=merged.get("compaction", {}),
         warnings=tuple(warnings),
     )

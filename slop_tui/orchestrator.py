@@ -24,7 +24,6 @@ from slop_tui.providers.retry import RetryPolicy, stream_with_retries
 from slop_tui.records import (
     STATUS_COMPLETED,
     STATUS_DROPPED,
-    STATUS_ERROR,
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
     NewMessage,
@@ -300,7 +299,7 @@ class Orchestrator:
     async def _store_results(self, calls, results, strategy: str, gid: int):
         # One transaction for the whole batch, in call order.
         return await self.ws.ledger.append(self.ws.session, gid, [
-            NewMessage(role="tool", content=r.text, status=STATUS_COMPLETED if r.ok else STATUS_ERROR,
+            NewMessage(role="tool", content=r.text, status=r.status,
                        tool_call_id=c.id, tool_name=c.name, strategy=strategy)
             for c, r in zip(calls, results, strict=True)
         ])

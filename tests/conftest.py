@@ -159,6 +159,9 @@ def _fail_on_blocked_network(network_guard: NetworkGuard) -> Iterator[None]:
 
 # Anything that could point an SDK or the app at a real service or a real user file.
 _ENV = (
+    "GEMINI_API_VERSION",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_API_BASE",

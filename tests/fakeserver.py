@@ -93,6 +93,17 @@ class FakeToolCall:
         return json.loads(self.args) if isinstance(self.args, str) else dict(self.args)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client dropping an idle keep-alive connection is normal, not an error to print."""
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 @dataclass
 class Reply:
     """A provider-neutral scripted answer; each endpoint renders it in its own wire format,
@@ -223,7 +234,7 @@ class FakeLLMServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = _QuietServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self.port = httpd.server_address[1]

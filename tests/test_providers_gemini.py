@@ -444,3 +444,26 @@ async def test_vertex_mode_constructs_offline() -> None:
         assert provider._get_client().vertexai
     finally:
         await provider.aclose()
+
+
+async def test_unreadable_stored_parts_fall_back_to_rebuilt_calls(
+    provider: GeminiProvider,
+) -> None:
+    call = ToolCall("get_weather#0", "get_weather", {"city": "Rome"})
+    readable = [{"text": "Sure.", "from_a_newer_sdk": 1}]  # unknown field: dropped
+    broken = [{"function_call": {"name": "get_weather", "args": "not an object"}}]
+    p = prompt(
+        user("Rome?"),
+        assistant("Sure.", native=readable),
+        assistant("", (call,), native=broken),
+        tool("get_weather#0", "get_weather", "hot"),
+        strategy="gemini",
+    )
+    model = provider.request_body(p)["contents"][1]
+    assert model["parts"] == [
+        {"text": "Sure."},
+        {
+            "functionCall": {"args": {"city": "Rome"}, "name": "get_weather"},
+            "thoughtSignature": DUMMY_THOUGHT_SIGNATURE,
+        },
+    ]

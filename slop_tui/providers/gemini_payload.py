@@ -65,15 +65,19 @@ def _function_call_ids(parts: Iterable[Mapping[str, Any]]) -> set[str]:
 
 
 def gemini_contents(
-    prompt: Prompt, known_part_fields: frozenset[str] | None = None
+    prompt: Prompt, known_part_fields: frozenset[str] | None = None, replay_native: bool = True
 ) -> list[dict[str, Any]]:
-    """`contents` for `generateContent`, as snake_case dicts (`types.Content` input)."""
+    """`contents` for `generateContent`, as snake_case dicts (`types.Content` input).
+
+    `replay_native=False` rebuilds every model message from its text and calls
+    (the fallback when a stored part no longer validates).
+    """
     contents: list[dict[str, Any]] = []
     sent_ids: set[str] = set()
     for msg in prompt.messages:
         if msg.role == "assistant":
             role = "model"
-            parts = _native_parts(msg, known_part_fields)
+            parts = _native_parts(msg, known_part_fields) if replay_native else None
             if parts is None:
                 parts = _rebuilt_parts(msg)
             sent_ids |= _function_call_ids(parts)

@@ -174,7 +174,12 @@ class GeminiProvider(Provider):
         from google.genai import types
 
         known = frozenset(types.Part.model_fields)
-        contents = [types.Content.model_validate(c) for c in gemini_contents(prompt, known)]
+        try:
+            contents = [types.Content.model_validate(c) for c in gemini_contents(prompt, known)]
+        except ValueError:
+            # A stored part this SDK cannot read must not make the session unusable.
+            rebuilt = gemini_contents(prompt, known, replay_native=False)
+            contents = [types.Content.model_validate(c) for c in rebuilt]
         config: dict[str, Any] = {
             k: v for k, v in self.config.extra.items() if k not in _CONFIG_ONLY
         }

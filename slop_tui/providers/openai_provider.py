@@ -41,6 +41,7 @@ _COMPLETE_FINISH = {"stop", "tool_calls", "function_call"}
 # Compatible servers stream reasoning under one of these delta fields.
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 _CONNECT_TIMEOUT = 10.0
+_OWNED_FIELDS = ("model", "messages", "stream", "stream_options", "tools")
 
 
 def _call_json(call: ToolCall) -> dict[str, Any]:
@@ -233,7 +234,8 @@ class OpenAIProvider(Provider):
         return body
 
     def _extra_body(self) -> dict[str, Any]:
-        return {k: v for k, v in self.config.extra.items() if k not in ("model", "messages")}
+        # Fields this adapter owns are not overridable: changing them would break parsing.
+        return {k: v for k, v in self.config.extra.items() if k not in _OWNED_FIELDS}
 
     def _get_client(self) -> openai.AsyncOpenAI:
         if self._client is None:

@@ -16,6 +16,23 @@ MAX_TIMEOUT = 3600.0
 _ENV_OVERRIDES = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
 
+# The model's shell must not be able to read the user's provider credentials
+# (a prompt-injected `env | curl …` would leak them), so they are removed.
+_SECRET_SUFFIXES = ("_API_KEY", "_API_TOKEN", "_ACCESS_TOKEN", "_SECRET", "_SECRET_KEY", "_PASSWORD")
+_SECRET_NAMES = {"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"}
+
+
+def shell_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a shell tool gets: the user's, minus credentials, plus overrides."""
+    env = dict(os.environ if base is None else base)
+    for name in list(env):
+        upper = name.upper()
+        if upper in _SECRET_NAMES or upper.endswith(_SECRET_SUFFIXES):
+            del env[name]
+    env.update(_ENV_OVERRIDES)
+    return env
+
+
 def _exit_text(code: int) -> str:
     if code < 0:
         try:
@@ -57,7 +74,7 @@ async def execute_bash(args: dict[str, Any], ctx: ToolContext) -> str:
         # Room for the STDERR header and exit line; if both streams are huge,
         # run_tool's final cap trims the sum.
         max_bytes=max(1000, ctx.max_output_chars - 200),
-        env={**os.environ, **_ENV_OVERRIDES},
+        env=shell_env(),
     )
     parts: list[str] = []
     if outcome.stdout:
