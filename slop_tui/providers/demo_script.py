@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slop_tui.context.assemble import BEGIN_MARKER, END_MARKER
+
 DEMO_MODEL = "slop-demo"
 HISTORY_SQL = (
     "SELECT id, role, substr(content,1,60) AS preview FROM messages ORDER BY id DESC LIMIT 5"
@@ -69,6 +71,10 @@ def _turn(messages: Sequence[Any]) -> tuple[str, list[str], dict[str, str]]:
         if isinstance(msg, Mapping) and msg.get("role") == "user":
             start = i
     prompt = _text_of(messages[start].get("content")) if messages else ""
+    # The context engine marks the history's first and last messages; the
+    # demo answers the user's words, not the markers.
+    for marker in (BEGIN_MARKER, END_MARKER):
+        prompt = prompt.replace(marker, "")
     names_by_id: dict[str, str] = {}
     called: list[str] = []
     results: dict[str, str] = {}
