@@ -46,9 +46,9 @@ def corpus(seed: int, size: int = 200_000) -> str:
     n = 0
     while n < size:
         word = rnd.choice(_WORDS)
-        sep = rnd.choices([" ", "\n", ", ", ". ", "(", ")", " = ", ": "], [60, 6, 5, 5, 1, 1, 1, 1])[
-            0
-        ]
+        sep = rnd.choices(
+            [" ", "\n", ", ", ". ", "(", ")", " = ", ": "], [60, 6, 5, 5, 1, 1, 1, 1]
+        )[0]
         out.append(word + sep)
         n += len(word) + len(sep)
     return "".join(out)

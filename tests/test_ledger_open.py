@@ -12,7 +12,7 @@ import pytest
 
 from slop_tui.ledger import SCHEMA_VERSION, Ledger, LedgerError
 from slop_tui.ledger.core import BUSY_TIMEOUT_MS
-from slop_tui.ledger.schema import DEFAULT_SKILLS
+from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS
 
 
 @pytest.fixture
@@ -83,6 +83,33 @@ async def test_reopen_is_idempotent(tmp_path: Path) -> None:
             assert len(await led.session_messages("s")) == 1
         finally:
             await led.close()
+
+
+@pytest.mark.parametrize("old", range(1, SCHEMA_VERSION))
+async def test_older_database_migrates_forward_keeping_data(tmp_path: Path, old: int) -> None:
+    """A database left at any older version reaches the current schema, rows intact."""
+    fresh = tmp_path / "fresh.db"
+    async with await Ledger.open(fresh) as led:
+        want = await led.schema_sql()
+    path = tmp_path / f"v{old}.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as con:
+        for migration in MIGRATIONS[:old]:
+            for stmt in migration:
+                con.execute(stmt)
+        con.execute("INSERT INTO sessions(name, created_at, updated_at) VALUES ('s', 1, 1)")
+        con.execute(
+            "INSERT INTO messages(session_id, group_id, role, content, tokens, created_at) "
+            "VALUES ('s', 1, 'user', 'kept', 4, 1.5)"
+        )
+        con.execute(f"PRAGMA user_version={old}")
+    for _ in range(2):  # and reopening the migrated file changes nothing
+        async with await Ledger.open(path) as led:
+            assert await _pragma(led, "user_version") == SCHEMA_VERSION
+            assert await led.schema_sql() == want
+            (msg,) = await led.window("s", 0)
+            assert (msg.id, msg.group_id, msg.content, msg.tokens) == (1, 1, "kept", 4)
+            session = await led.get_session("s")
+            assert session is not None and (session.message_count, session.token_total) == (1, 4)
 
 
 async def test_default_skills_are_seeded_once(ledger: Ledger) -> None:
@@ -168,6 +195,25 @@ async def test_sqlite_magic_with_garbage_is_refused_and_untouched(tmp_path: Path
     with pytest.raises(LedgerError, match="cannot open"):
         await Ledger.open(path)
     assert _digest(path) == before
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    ["CREATE TABLE photos(x)", "CREATE TABLE messages(x)"],
+    ids=["unrelated-tables", "clashing-table"],
+)
+async def test_another_programs_sqlite_database_is_refused_and_untouched(
+    tmp_path: Path, ddl: str
+) -> None:
+    """SQLite, but not ours (tables, no schema version): no tables added, no WAL switch."""
+    path = tmp_path / "photos.sqlite"
+    _sqlite(path, ddl, ddl.replace("CREATE TABLE", "INSERT INTO").replace("(x)", " VALUES (1)"))
+    before = _digest(path)
+    with pytest.raises(LedgerError, match="another program") as err:
+        await Ledger.open(path)
+    assert str(path) in str(err.value) and "untouched" in str(err.value)
+    assert _digest(path) == before
+    assert _siblings(path) == []
 
 
 async def test_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:

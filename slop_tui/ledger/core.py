@@ -117,6 +117,15 @@ class LedgerBase:
         cur = await db.execute("PRAGMA user_version")
         version = (await cur.fetchone())[0]
         _check_version(self.path, version)
+        if version == 0:
+            # Tables without our schema version: another program's database. Refuse
+            # before the WAL switch or a migration writes to it.
+            cur = await db.execute("SELECT COUNT(*) FROM sqlite_master")
+            if (await cur.fetchone())[0]:
+                raise LedgerError(
+                    f"{self.path} is a SQLite database of another program, not a slop-tui "
+                    "database; it was left untouched. Point --db or SLOP_DB at another file."
+                )
         await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         await db.execute("PRAGMA foreign_keys=ON")
         # Some file systems refuse WAL; the ledger still works, only slower,
