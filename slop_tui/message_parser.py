@@ -21,6 +21,7 @@ whole session unusable.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -124,10 +125,20 @@ def _gemini_calls(payload: object) -> tuple[ToolCall, ...]:
 
 def tool_calls(msg: Message) -> tuple[ToolCall, ...]:
     """The provider-neutral tool calls of a `tool_call` row (empty for any other row)."""
-    if msg.status != STATUS_TOOL_CALL:
+    if msg.status != STATUS_TOOL_CALL or not msg.payload:
         return ()
-    payload = native_payload(msg)
-    family = _family(msg, payload)
+    return _calls_of(msg.strategy, msg.payload)
+
+
+@functools.lru_cache(maxsize=4096)
+def _calls_of(strategy: str | None, payload_json: str) -> tuple[ToolCall, ...]:
+    # Stored payloads never change, and every assembly re-reads the same
+    # window, so parsing each payload once per process is enough. ToolCall
+    # records are frozen; callers must not mutate their `arguments`.
+    probe = Message(0, "", None, "", "assistant", "", STATUS_TOOL_CALL, payload_json,
+                    strategy=strategy)
+    payload = native_payload(probe)
+    family = _family(probe, payload)
     if family == STRATEGY_OPENAI:
         return _openai_calls(payload)
     if family == STRATEGY_GEMINI:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
 from slop_tui.context import extract_scratchpad_signal, extract_state
+from slop_tui.context.isolation import message_tokens
 from slop_tui.context.prompt import PromptMessage
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
@@ -262,10 +263,12 @@ class Orchestrator:
 
     async def _tool_step(self, reply: ProviderReply, strategy: str, gid: int, send) -> None:
         ws = self.ws
+        # Counted once, as the context engine will count it: text plus the calls.
+        tokens = message_tokens(reply.text, reply.tool_calls, ws.ledger.count_tokens)
         await ws.ledger.append(ws.session, gid, [NewMessage(
             role="assistant", content=reply.text, status=STATUS_TOOL_CALL, payload=reply.payload,
             tool_call_id=reply.tool_calls[0].id, tool_name=reply.tool_calls[0].name,
-            strategy=strategy)])
+            strategy=strategy, tokens=tokens)])
         for call in reply.tool_calls:
             await send(ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments)))
         cancel = asyncio.Event()

@@ -181,6 +181,7 @@ class _Walker:
             return
         native = _native(msg, self.strategy) if len(usable) == stored else None
         self.emit(
+            msg if len(usable) == stored else None,
             role="assistant",
             text=body,
             message_id=msg.id,

@@ -133,6 +133,9 @@ class LedgerBase:
         mode = await self._journal_mode_wal()
         self.journal_mode = str(mode[0]).lower() if mode else "unknown"
         await db.execute("PRAGMA synchronous=NORMAL")
+        # A long session's full history is a few MB; the default 2 MB page
+        # cache would re-read it from the OS on every full-history request.
+        await db.execute("PRAGMA cache_size=-32000")
         await self._migrate(version)
 
     async def _journal_mode_wal(self) -> sqlite3.Row | None:

@@ -30,21 +30,9 @@ _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
 
 
 def _message(r: sqlite3.Row) -> Message:
-    return Message(
-        id=r["id"],
-        session=r["session_id"],
-        group_id=r["group_id"],
-        lane=r["lane"],
-        role=r["role"],
-        content=r["content"],
-        status=r["status"],
-        payload=r["payload"],
-        tool_call_id=r["tool_call_id"],
-        tool_name=r["tool_name"],
-        strategy=r["parsing_strategy"],
-        tokens=r["tokens"],
-        created_at=r["created_at"],
-    )
+    # `_MSG_COLS` lists the columns in Message's field order, so the row can be
+    # passed positionally (measurably faster than by name for long histories).
+    return Message(*r)
 
 
 def _session(r: sqlite3.Row) -> Session:
