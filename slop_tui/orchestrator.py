@@ -1,9 +1,31 @@
 """The turn loop: the only place that sequences a turn.
 
-persist the user message → assemble → stream → run tools → persist → loop,
-then parse STATE and SCRATCHPAD blocks from the final answer. Every step
-emits an event; the UI, `slop-tui ask` and the tests subscribe to them. No
-Textual import here.
+persist the user message → assemble → guard → stream → run tools → persist →
+loop, then parse STATE and SCRATCHPAD blocks from the final answer. Every
+step emits an event; the UI, `slop-tui ask` and the tests subscribe to them.
+No Textual import here.
+
+Before EVERY request (inside a tool loop too) the guard ladder runs
+(`context.guards.plan_reduction`): a `BudgetWarning` once when the request
+crosses `warn_pct` (80 %); at `reduce_pct` (90 %) tool results are elided,
+then older history is summarised (a model call, `Compaction` events, the
+summary stored in the ledger), then emergency truncation and file shedding;
+a request that still cannot fit ends the turn with one `ErrorEvent`
+(`context_overflow`). Elide, emergency and shed steps are audited in
+`compaction_log` when they differ from the previous request's.
+
+After the answer is delivered, background work runs in
+`Orchestrator.compaction_task` (await it, or `wait_background()`): after-reply
+compaction when the history is above `compaction_trigger_tokens`, then the
+lane's rolling summary when one is due (`compactor.py`). Its `Compaction`
+events go to the same `emit` callback as the turn's. The next turn waits for
+it (after persisting its user message), so a compaction always takes effect
+on the next request.
+
+Handoffs: a `checkpoint` one every `[compaction] checkpoint_interval` tool-loop
+iterations; the `## Resuming` layer of `Workspace.pending_handoff` is sent in
+every request of the first turn after a resume and consumed once that turn's
+first request went through.
 """
 
 from __future__ import annotations
@@ -16,9 +38,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
+from slop_tui.compactor import Compactor
 from slop_tui.context import extract_scratchpad_signal, extract_state
+from slop_tui.context.budget import LEVEL_OK
+from slop_tui.context.guards import (
+    STEP_ELIDE,
+    STEP_EMERGENCY,
+    STEP_SHED,
+    GuardPlan,
+    apply_plan,
+    plan_reduction,
+)
 from slop_tui.context.isolation import message_tokens
-from slop_tui.context.prompt import PromptMessage
+from slop_tui.context.prompt import Prompt, PromptMessage
+from slop_tui.handoff import should_checkpoint
+from slop_tui.ledger import LedgerError
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
@@ -27,6 +61,7 @@ from slop_tui.records import (
     STATUS_DROPPED,
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
+    Handoff,
     NewMessage,
     ToolCall,
 )
@@ -102,6 +137,31 @@ class ErrorEvent(Event):
 
 
 @dataclass(frozen=True)
+class BudgetWarning(Event):
+    """The request crossed `warn_pct` of the input budget (sent once per crossing)."""
+
+    percent: float = 0.0
+    text: str = ""
+    kind: str = "budget_warning"
+
+
+@dataclass(frozen=True)
+class Compaction(Event):
+    """A summary before a request, or the background compaction after a reply.
+
+    phase: "started" | "done" | "failed"; case: "summarize" | "truncate" |
+    "none" ("" while it is not decided yet).
+    """
+
+    phase: str = ""
+    case: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    text: str = ""
+    kind: str = "compaction"
+
+
+@dataclass(frozen=True)
 class TurnFinished(Event):
     group_id: int = 0
     text: str = ""
@@ -131,6 +191,20 @@ class TurnOutcome:
         return [asdict(e) for e in self.events]
 
 
+@dataclass
+class _Turn:
+    """What the steps of one turn share."""
+
+    gid: int
+    send: Callable[[Event], Awaitable[None]]
+    outcome: TurnOutcome
+    resume: Handoff | None = None
+    consumed: bool = False  # the resume handoff was marked consumed
+    sent: Prompt | None = None  # the last request sent
+    strategy: str = "openai"
+    model: str = ""
+
+
 class Orchestrator:
     """Runs turns for one workspace."""
 
@@ -153,6 +227,11 @@ class Orchestrator:
         self.session_allowed: set[str] = set()
         self._provider: Provider | None = None
         self._provider_key: tuple | None = None
+        self.compactor = Compactor(ws, self._call_model)
+        # The background job after a reply (compaction, lane summary); await it.
+        self.compaction_task: asyncio.Task | None = None
+        self._warned: set[tuple[str, str]] = set()  # (session, lane) above warn_pct
+        self._guard_seen: dict[tuple[str, str, str], tuple] = {}  # last logged step per kind
         ws.rebuild_state = self.rebuild_state
 
     # -- providers -----------------------------------------------------------
@@ -168,6 +247,12 @@ class Orchestrator:
         return self._provider, choice.model
 
     async def aclose(self) -> None:
+        """Cancel background work still running and close the provider client."""
+        task = self.compaction_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         if self._provider is not None:
             with contextlib.suppress(Exception):
                 await self._provider.aclose()
@@ -187,24 +272,53 @@ class Orchestrator:
                     await result
 
         ws = self.ws
+        ws.turn_ran = True
         choice = await ws.provider_choice()
         user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
         gid = user.group_id
         outcome.group_id = gid
         await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
+        await self.wait_background()  # a compaction still running takes effect first
+        for warning in ws.pop_warnings():
+            await send(Notice(text=f"Configuration: {warning}"))
+        resume = ws.pending_handoff
+        if resume is not None and resume.session != ws.session:
+            resume = None
+        turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume)
+        try:
+            reply = await self._loop(turn)
+        finally:
+            if turn.consumed and ws.pending_handoff is resume:
+                ws.pending_handoff = None
+        if reply is None:
+            return outcome
+        await self._finish(reply, turn.strategy, gid, send, outcome)
+        self._schedule_background(turn, reply.text)
+        return outcome
+
+    async def _loop(self, turn: _Turn) -> ProviderReply | None:
+        """Requests and tool steps until a final answer (None: the turn ended with an error)."""
+        ws = self.ws
+        send, gid, outcome = turn.send, turn.gid, turn.outcome
         fixed_history = False
         iteration = 0
         while True:
             if iteration >= ws.config.max_iterations:
-                msg = (f"Stopped after {iteration} tool-loop iterations (the limit is "
-                       f"[tools] max_iterations = {ws.config.max_iterations}); ask again to continue.")
+                msg = (
+                    f"Stopped after {iteration} tool-loop iterations (the limit is "
+                    f"[tools] max_iterations = {ws.config.max_iterations}); ask again to continue."
+                )
                 await send(ErrorEvent(error_kind="max_iterations", message=msg))
                 outcome.error = msg
-                return outcome
+                return None
             if iteration > 0 and ws.throttle > 0:
                 await self.sleep(ws.throttle)
             provider, model = await self.provider()
-            prompt = await ws.prompt(provider.strategy)
+            turn.strategy, turn.model = provider.strategy, model
+            prompt, plan = await self._guarded_prompt(provider.strategy, model, send)
+            if plan.fails:
+                await self._overflow(plan, prompt, turn)
+                return None
             try:
                 reply = await self._stream(provider, prompt, model, gid, send)
             except ProviderError as err:
@@ -212,36 +326,252 @@ class Orchestrator:
                     dropped = await self._drop_last_tool_exchange(gid)
                     if dropped:
                         fixed_history = True
-                        await send(Notice(text=f"The provider rejected the request ({err.message}); "
-                                               f"dropped the most recent tool exchange ({dropped} "
-                                               "messages) and retried once."))
+                        await send(
+                            Notice(
+                                text=f"The provider rejected the request ({err.message}); "
+                                f"dropped the most recent tool exchange ({dropped} "
+                                "messages) and retried once."
+                            )
+                        )
                         continue
                 await self._keep_partial(gid, err.partial_text, provider.strategy)
                 await send(ErrorEvent(error_kind=err.kind, message=err.message))
                 outcome.error = err.message
-                return outcome
-            await ws.ledger.record_usage(ws.session, gid, provider.name, model, reply.prompt_tokens,
-                                         reply.completion_tokens, reply.cached_tokens)
-            await ws.learn_tokens(prompt.total_tokens, reply.prompt_tokens)
-            await send(UsageEvent(prompt_tokens=reply.prompt_tokens,
-                                  completion_tokens=reply.completion_tokens,
-                                  cached_tokens=reply.cached_tokens))
-            if reply.tool_calls:
-                await self._tool_step(reply, provider.strategy, gid, send)
-                iteration += 1
-                continue
-            return await self._finish(reply, provider.strategy, gid, send, outcome)
+                return None
+            turn.sent = prompt
+            if turn.resume is not None and not turn.consumed:
+                await ws.ledger.mark_handoff_consumed(turn.resume.id)
+                turn.consumed = True
+            await ws.ledger.record_usage(
+                ws.session,
+                gid,
+                provider.name,
+                model,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cached_tokens,
+            )
+            await ws.learn_tokens(prompt.request_tokens, reply.prompt_tokens)
+            await send(
+                UsageEvent(
+                    prompt_tokens=reply.prompt_tokens,
+                    completion_tokens=reply.completion_tokens,
+                    cached_tokens=reply.cached_tokens,
+                )
+            )
+            if not reply.tool_calls:
+                return reply
+            await self._tool_step(reply, provider.strategy, gid, send)
+            iteration += 1
+            interval = ws.compaction_settings().checkpoint_interval
+            if should_checkpoint(iteration, interval):
+                await ws._record_handoff(ws.session, "checkpoint")
 
-    async def _stream(self, provider: Provider, prompt, model: str, gid: int, send) -> ProviderReply:
+    # -- the guard ladder ------------------------------------------------------
+
+    async def _guarded_prompt(self, strategy: str, model: str, send) -> tuple[Prompt, GuardPlan]:
+        """The next request after the guard ladder (`plan.fails`: it cannot be sent)."""
+        ws = self.ws
+        settings = ws.compaction_settings()
+        info = ws.model_info(model)
+        count = ws.ledger.count_tokens
+        prompt = await ws.prompt(strategy)
+        plan = plan_reduction(prompt, info, settings, count)
+        sess = await ws.current()
+        key = (ws.session, sess.lane)
+        if plan.level == LEVEL_OK:
+            self._warned.discard(key)
+        elif key not in self._warned:
+            self._warned.add(key)
+            percent = round(plan.tokens_before * 100 / plan.max_input_tokens, 1)
+            await send(BudgetWarning(percent=percent, text=plan.warning or ""))
+        if plan.summarize is not None:
+            before = prompt.request_tokens
+            step = plan.summarize
+            trigger = (
+                f"request at {before * 100 / info.max_input_tokens:.1f} % of max input "
+                f"({before:,} of {info.max_input_tokens:,} tokens)"
+            )
+            await send(
+                Compaction(
+                    phase="started",
+                    case="summarize",
+                    tokens_before=before,
+                    tokens_after=before,
+                    text=step.detail,
+                )
+            )
+            summarized = False
+            try:
+                result = await self.compactor.summarize_for_request(
+                    apply_plan(prompt, plan, count), step, model, trigger
+                )
+            except (LedgerError, OSError, ValueError) as exc:
+                await send(
+                    Compaction(
+                        phase="failed",
+                        case="summarize",
+                        tokens_before=before,
+                        tokens_after=before,
+                        text=f"the summary was not stored: {exc}",
+                    )
+                )
+            else:
+                summarized = True
+                await send(
+                    Compaction(
+                        phase="done",
+                        case="summarize",
+                        tokens_before=before,
+                        tokens_after=result.tokens_after,
+                        text=result.text,
+                    )
+                )
+            prompt = await ws.prompt(strategy)
+            plan = plan_reduction(
+                prompt,
+                info,
+                settings,
+                count,
+                summarized=True,
+                before_summary=before if summarized else None,
+            )
+        await self._log_guard(plan, sess.lane, send)
+        return apply_plan(prompt, plan, count), plan
+
+    async def _log_guard(self, plan: GuardPlan, lane: str, send) -> None:
+        """Audit elide/emergency/shed steps that differ from the previous request's."""
+        ws = self.ws
+        taken = {s.kind: s for s in plan.steps if s.applied}
+        for kind in (STEP_ELIDE, STEP_EMERGENCY, STEP_SHED):
+            key = (ws.session, lane, kind)
+            step = taken.get(kind)
+            if step is None:
+                self._guard_seen.pop(key, None)
+                continue
+            signature = (step.message_ids, step.files, step.level)
+            if self._guard_seen.get(key) == signature:
+                continue
+            self._guard_seen[key] = signature
+            ids = step.message_ids
+            pct = step.tokens_before * 100 / plan.max_input_tokens
+            await ws.ledger.log_compaction(
+                ws.session,
+                case_kind=kind,
+                lane=lane,
+                trigger=f"request at {pct:.1f} % of max input",
+                tokens_before=step.tokens_before,
+                tokens_after=step.tokens_after,
+                first_message_id=min(ids) if ids else None,
+                last_message_id=max(ids) if ids else None,
+                detail=step.detail + (f" (messages {', '.join(map(str, ids))})" if ids else ""),
+            )
+            if kind != STEP_ELIDE:
+                await send(
+                    Notice(
+                        text=step.detail
+                        + (
+                            " (/file add puts them back)"
+                            if kind == STEP_SHED
+                            else "; query_db reads them back"
+                        )
+                    )
+                )
+
+    async def _overflow(self, plan: GuardPlan, prompt: Prompt, turn: _Turn) -> None:
+        """One clear error; when this turn's own messages are what cannot fit, set them aside."""
+        ws = self.ws
+        own = sum(m.tokens for m in prompt.messages if m.group_id == turn.gid)
+        msg = f"The request cannot be sent: {plan.reason}."
+        if own and plan.tokens_after - own <= plan.max_input_tokens:
+            await ws.ledger.set_group_dropped(ws.session, turn.gid, True)
+            msg += (
+                f" Group {turn.gid} alone is too large, so it was set aside "
+                f"(/context restore {turn.gid} brings it back)."
+            )
+        await turn.send(ErrorEvent(error_kind="context_overflow", message=msg))
+        turn.outcome.error = msg
+
+    # -- background work after the reply -----------------------------------------
+
+    def _schedule_background(self, turn: _Turn, reply_text: str) -> None:
+        self.compaction_task = asyncio.create_task(self._background(turn, reply_text))
+
+    async def wait_background(self) -> None:
+        """Wait for the background job of the last turn, if one is running."""
+        task = self.compaction_task
+        if task is not None and not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _background(self, turn: _Turn, reply_text: str) -> None:
+        """After-reply compaction, then the lane summary; errors become a `failed` event."""
+        send = turn.send
+
+        async def notify(phase: str, case: str, before: int, after: int, text: str) -> None:
+            await send(
+                Compaction(
+                    phase=phase, case=case, tokens_before=before, tokens_after=after, text=text
+                )
+            )
+
+        try:
+            await self.compactor.after_reply(
+                turn.sent, reply_text, turn.model, turn.strategy, notify
+            )
+            await self.compactor.lane_summary(turn.model, turn.strategy)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # background housekeeping must never break the app
+            with contextlib.suppress(Exception):
+                await notify("failed", "", 0, 0, f"compaction failed: {exc}")
+
+    async def _call_model(self, request: Prompt, model: str) -> str | None:
+        """One silent request for compaction (summary, topic boundary); None when it fails."""
+        ws = self.ws
+        try:
+            provider, _ = await self.provider()
+            reply = None
+            async for item in stream_with_retries(
+                provider, request, model, self.retry_policy, self.sleep
+            ):
+                if isinstance(item, ProviderReply):
+                    reply = item
+        except ProviderError:
+            return None
+        if reply is None:
+            return None
+        gid = await ws.ledger.last_group_id(ws.session)
+        await ws.ledger.record_usage(
+            ws.session,
+            gid,
+            provider.name,
+            model,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cached_tokens,
+        )
+        if reply.tool_calls or not reply.text.strip():
+            return None
+        return reply.text
+
+    async def _stream(
+        self, provider: Provider, prompt, model: str, gid: int, send
+    ) -> ProviderReply:
         partial: list[str] = []
 
         async def on_retry(err: ProviderError, delay: float, attempt: int) -> None:
-            await send(Notice(text=f"{err.message} Retrying in {delay:.0f} s "
-                                   f"(attempt {attempt} of {self.retry_policy.max_retries})."))
+            await send(
+                Notice(
+                    text=f"{err.message} Retrying in {delay:.0f} s "
+                    f"(attempt {attempt} of {self.retry_policy.max_retries})."
+                )
+            )
 
         try:
-            async for item in stream_with_retries(provider, prompt, model, self.retry_policy,
-                                                  self.sleep, on_retry):
+            async for item in stream_with_retries(
+                provider, prompt, model, self.retry_policy, self.sleep, on_retry
+            ):
                 if isinstance(item, TextDelta):
                     partial.append(item.text)
                     await send(TextChunk(text=item.text))
@@ -252,28 +582,58 @@ class Orchestrator:
         except asyncio.CancelledError:
             await asyncio.shield(self._keep_partial(gid, "".join(partial), provider.strategy))
             raise
-        raise ProviderError("truncated", f"{provider.name}: the stream ended without a reply.",
-                            output_started=bool(partial), partial_text="".join(partial))
+        raise ProviderError(
+            "truncated",
+            f"{provider.name}: the stream ended without a reply.",
+            output_started=bool(partial),
+            partial_text="".join(partial),
+        )
 
     async def _keep_partial(self, gid: int, text: str, strategy: str) -> None:
         """Partial text is kept as `interrupted`: shown, never replayed to the model."""
         if text:
-            await self.ws.ledger.append(self.ws.session, gid, [NewMessage(
-                role="assistant", content=text, status=STATUS_INTERRUPTED, strategy=strategy)])
+            await self.ws.ledger.append(
+                self.ws.session,
+                gid,
+                [
+                    NewMessage(
+                        role="assistant", content=text, status=STATUS_INTERRUPTED, strategy=strategy
+                    )
+                ],
+            )
 
     async def _tool_step(self, reply: ProviderReply, strategy: str, gid: int, send) -> None:
         ws = self.ws
         # Counted once, as the context engine will count it: text plus the calls.
         tokens = message_tokens(reply.text, reply.tool_calls, ws.ledger.count_tokens)
-        await ws.ledger.append(ws.session, gid, [NewMessage(
-            role="assistant", content=reply.text, status=STATUS_TOOL_CALL, payload=reply.payload,
-            tool_call_id=reply.tool_calls[0].id, tool_name=reply.tool_calls[0].name,
-            strategy=strategy, tokens=tokens)])
+        await ws.ledger.append(
+            ws.session,
+            gid,
+            [
+                NewMessage(
+                    role="assistant",
+                    content=reply.text,
+                    status=STATUS_TOOL_CALL,
+                    payload=reply.payload,
+                    tool_call_id=reply.tool_calls[0].id,
+                    tool_name=reply.tool_calls[0].name,
+                    strategy=strategy,
+                    tokens=tokens,
+                )
+            ],
+        )
         for call in reply.tool_calls:
-            await send(ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments)))
+            await send(
+                ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments))
+            )
         cancel = asyncio.Event()
-        ctx = ToolContext(ledger=ws.ledger, session=ws.session, project_root=ws.config.project_root,
-                          bash_timeout=ws.config.bash_timeout, cancel_event=cancel)
+        ctx = ToolContext(
+            ledger=ws.ledger,
+            session=ws.session,
+            project_root=ws.config.project_root,
+            bash_timeout=ws.config.bash_timeout,
+            cancel_event=cancel,
+        )
         limit = asyncio.Semaphore(max(1, ws.config.parallel_tools))
 
         async def one(call: ToolCall) -> ToolResult:
@@ -288,24 +648,40 @@ class Orchestrator:
             for t in tasks:
                 t.cancel()
             done = await asyncio.gather(*tasks, return_exceptions=True)
-            results = [r if isinstance(r, ToolResult) else
-                       error_result(c.name, "cancelled by the user before the tool finished.")
-                       for c, r in zip(reply.tool_calls, done, strict=True)]
+            results = [
+                r
+                if isinstance(r, ToolResult)
+                else error_result(c.name, "cancelled by the user before the tool finished.")
+                for c, r in zip(reply.tool_calls, done, strict=True)
+            ]
             await asyncio.shield(self._store_results(reply.tool_calls, results, strategy, gid))
             raise
         stored = await self._store_results(reply.tool_calls, results, strategy, gid)
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
-            await send(ToolResultEvent(call_id=call.id, name=call.name, ok=res.ok, text=res.text,
-                                       message_id=msg.id))
+            await send(
+                ToolResultEvent(
+                    call_id=call.id, name=call.name, ok=res.ok, text=res.text, message_id=msg.id
+                )
+            )
         await ws.reload_active_skills()
 
     async def _store_results(self, calls, results, strategy: str, gid: int):
         # One transaction for the whole batch, in call order.
-        return await self.ws.ledger.append(self.ws.session, gid, [
-            NewMessage(role="tool", content=r.text, status=r.status,
-                       tool_call_id=c.id, tool_name=c.name, strategy=strategy)
-            for c, r in zip(calls, results, strict=True)
-        ])
+        return await self.ws.ledger.append(
+            self.ws.session,
+            gid,
+            [
+                NewMessage(
+                    role="tool",
+                    content=r.text,
+                    status=r.status,
+                    tool_call_id=c.id,
+                    tool_name=c.name,
+                    strategy=strategy,
+                )
+                for c, r in zip(calls, results, strict=True)
+            ],
+        )
 
     async def _run_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = get_tool(call.name)
@@ -321,13 +697,24 @@ class Orchestrator:
             return error_result(call.name, "the user did not approve this call; it was not run.")
         return await run_tool(call.name, dict(call.arguments), ctx)
 
-    async def _finish(self, reply: ProviderReply, strategy: str, gid: int, send,
-                      outcome: TurnOutcome) -> TurnOutcome:
+    async def _finish(
+        self, reply: ProviderReply, strategy: str, gid: int, send, outcome: TurnOutcome
+    ) -> TurnOutcome:
         ws = self.ws
         status = STATUS_COMPLETED if reply.text.strip() else STATUS_INTERRUPTED
-        await ws.ledger.append(ws.session, gid, [NewMessage(
-            role="assistant", content=reply.text, status=status, payload=reply.payload,
-            strategy=strategy)])
+        await ws.ledger.append(
+            ws.session,
+            gid,
+            [
+                NewMessage(
+                    role="assistant",
+                    content=reply.text,
+                    status=status,
+                    payload=reply.payload,
+                    strategy=strategy,
+                )
+            ],
+        )
         state = extract_state(reply.text)
         if state:
             await ws.ledger.add_state(ws.session, gid, state)
@@ -335,10 +722,19 @@ class Orchestrator:
         if pad is not None:
             await ws.ledger.set_scratchpad(ws.session, pad)
         if not reply.complete:
-            await send(Notice(text=f"The model stopped early ({reply.finish_reason}); "
-                                   "the answer may be cut."))
-        await send(TurnFinished(group_id=gid, text=reply.text, state_updated=bool(state),
-                                scratchpad_updated=pad is not None))
+            await send(
+                Notice(
+                    text=f"The model stopped early ({reply.finish_reason}); the answer may be cut."
+                )
+            )
+        await send(
+            TurnFinished(
+                group_id=gid,
+                text=reply.text,
+                state_updated=bool(state),
+                scratchpad_updated=pad is not None,
+            )
+        )
         outcome.text = reply.text
         return outcome
 
@@ -354,8 +750,9 @@ class Orchestrator:
         from slop_tui import message_parser
 
         ids = {c.id for c in message_parser.tool_calls(last)}
-        victims = [last] + [m for m in window if m.role == "tool" and m.tool_call_id in ids
-                            and m.id > last.id]
+        victims = [last] + [
+            m for m in window if m.role == "tool" and m.tool_call_id in ids and m.id > last.id
+        ]
         for m in victims:
             await ws.ledger.set_message_status(m.id, STATUS_DROPPED)
         return len(victims)
@@ -367,11 +764,15 @@ class Orchestrator:
         try:
             provider, model = await self.provider()
             prompt = await self.ws.prompt(provider.strategy)
-            prompt = replace(prompt, tools=(), messages=(
-                *prompt.messages, PromptMessage(role="user", text=REBUILD_INSTRUCTION)))
+            prompt = replace(
+                prompt,
+                tools=(),
+                messages=(*prompt.messages, PromptMessage(role="user", text=REBUILD_INSTRUCTION)),
+            )
             reply = None
-            async for item in stream_with_retries(provider, prompt, model,
-                                                  RetryPolicy(max_retries=0), self.sleep):
+            async for item in stream_with_retries(
+                provider, prompt, model, RetryPolicy(max_retries=0), self.sleep
+            ):
                 if isinstance(item, ProviderReply):
                     reply = item
         except ProviderError:
@@ -399,7 +800,9 @@ async def run_headless_turn(
         choice = await ws.provider_choice()
         name = provider or choice.name
         if name not in configs:
-            return TurnOutcome(error=f"there is no provider '{name}'; configured: {', '.join(configs)}.")
+            return TurnOutcome(
+                error=f"there is no provider '{name}'; configured: {', '.join(configs)}."
+            )
         await ws.ledger.set_provider(ws.session, name, model or configs[name].model)
     orch = Orchestrator(ws, approve=approve)
 
@@ -410,13 +813,21 @@ async def run_headless_turn(
             echo.write(event.text)
             echo.flush()
         elif isinstance(event, ToolCallEvent):
-            echo.write(f"\n[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:120]}\n")
+            echo.write(
+                f"\n[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)[:120]}\n"
+            )
         elif isinstance(event, Notice):
             echo.write(f"\n[notice] {event.text}\n")
+        elif isinstance(event, BudgetWarning):
+            echo.write(f"\n[context] {event.text}\n")
+        elif isinstance(event, Compaction) and event.phase != "started":
+            echo.write(f"[compaction] {event.phase}: {event.text}\n")
         elif isinstance(event, TurnFinished):
             echo.write("\n")
 
     try:
-        return await orch.run_turn(prompt, show)
+        outcome = await orch.run_turn(prompt, show)
+        await orch.wait_background()  # nobody waits for input: let compaction finish
+        return outcome
     finally:
         await orch.aclose()

@@ -223,3 +223,70 @@ class ToolCall:
     id: str
     name: str
     arguments: dict = field(default_factory=dict)
+
+
+# Continuity (issue 6): compaction audit, handoffs, files in context, lanes ----
+
+COMPACTION_CASES = ("truncate", "summarize", "elide", "emergency", "shed")
+HANDOFF_REASONS = ("compaction", "session_switch", "exit", "checkpoint", "manual")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """One audited reduction of a request or of a lane's history (`/context log`)."""
+
+    id: int
+    session: str
+    lane: str
+    trigger: str  # what set it off, e.g. "90% of max input" or "history > 24000 tokens"
+    case_kind: str  # one of COMPACTION_CASES
+    tokens_before: int
+    tokens_after: int
+    summary_id: int | None
+    first_message_id: int | None
+    last_message_id: int | None
+    detail: str
+    created_at: float
+    undone: bool = False  # its summary was un-compacted (superseded)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """Where work stood: written at compaction, session switch, exit and checkpoints."""
+
+    session: str
+    reason: str  # one of HANDOFF_REASONS
+    task: str = ""
+    branch: str | None = None
+    head_commit: str | None = None
+    modified_files: tuple[str, ...] = ()
+    untracked_files: tuple[str, ...] = ()
+    completed: tuple[str, ...] = ()
+    remaining: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    continuation: str = ""
+    id: int = 0  # 0 until stored
+    created_at: float = 0.0
+    consumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    """A file the user put into a session's context with `/file add` (root-relative path)."""
+
+    session: str
+    path: str
+    added_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    """One lane of a session (`/lane list`); counts cover visible rows only."""
+
+    lane: str
+    groups: int  # groups with at least one visible row
+    messages: int  # visible rows (not dropped, not summarized)
+    tokens: int  # tokens of the visible rows
+    summarized: int  # rows covered by a summary
+    last_used: float  # newest row of the lane, any status
+    last_summary_at: float | None = None  # newest active summary of the lane

@@ -4,6 +4,22 @@ Per seed 001, the active skills and the request throttle belong to the
 workspace, not to a session: switching sessions keeps them. They are stored
 in the ledger's `app_state` so a restart keeps them too, together with the
 last used session (auto-restore, seed 003).
+
+`Workspace.prompt()` is the one function that reads the ledger and assembles
+a request: window, STATE, scratchpad, memos, the lane's active summaries,
+the `/file add` files, the `## Resuming` layer (first turn after a resume
+only), the quoted reply of a `reply:<gid>` lane and the focus note.
+
+Handoffs (issue 6): `open` and `switch_session` look up the session's newest
+unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
+`switch_session` records one for the session it leaves; `close` records an
+`exit` handoff when a turn ran in this process (so the app and `slop-tui ask`
+both write one without any caller doing more than closing the workspace).
+
+Settings that can be wrong in a config file (`[compaction]`, `[models]`,
+`[context] layout`) are read through `compaction_settings`, `model_info` and
+`context_settings`: a bad value gives a one-line warning (`warnings`, shown
+once by the orchestrator) and the defaults, never an exception.
 """
 
 from __future__ import annotations
@@ -11,15 +27,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from slop_tui.config import Config
 from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings, assemble
+from slop_tui.context.assemble import focus_note
+from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
 from slop_tui.context.prompt import Prompt, ToolSpec
 from slop_tui.context.tokens import TokenCounter
-from slop_tui.ledger import Ledger, LedgerError, check_session_name
-from slop_tui.records import DEFAULT_SESSION, Session, Skill
+from slop_tui.handoff import pending_resume, record_handoff, resume_text
+from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
+from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
 
 KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
@@ -52,6 +73,14 @@ class Workspace:
     # Counts tokens for the session's model: exact o200k for OpenAI-family
     # models, otherwise an estimate times a factor learned from provider usage.
     counter: TokenCounter = field(default_factory=TokenCounter)
+    # The handoff to inject as `## Resuming` in every request of the first turn
+    # after a resume (set by `open` and `switch_session`; cleared by the orchestrator).
+    pending_handoff: Handoff | None = None
+    # Set by the orchestrator when a turn starts: `close` then records an exit handoff.
+    turn_ran: bool = False
+    # One-line problems with config values that fell back to defaults (shown once).
+    warnings: list[str] = field(default_factory=list)
+    _warned: set[str] = field(default_factory=set, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -79,13 +108,30 @@ class Workspace:
             await ws._register_tools()
             if session and session != stored:
                 await ledger.set_setting(KEY_SESSION, session)
+            ws.pending_handoff = await pending_resume(ledger, ws.session)
+            ws.compaction_settings()  # surface config problems early, as warnings
+            ws.context_settings()
         except BaseException:
             await ledger.close()
             raise
         return ws
 
     async def close(self) -> None:
+        """Close the ledger; first record an `exit` handoff when a turn ran in this process."""
+        if self.turn_ran:
+            self.turn_ran = False
+            await self._record_handoff(self.session, "exit")
         await self.ledger.close()
+
+    async def _record_handoff(self, session: str, reason: str) -> Handoff | None:
+        """A handoff for `session` (skipped for an empty session); never raises for git or I/O."""
+        try:
+            return await record_handoff(
+                self.ledger, session, reason, self.config.project_root, skip_empty=True
+            )
+        except (LedgerError, OSError, ValueError) as exc:
+            self._warn(f"could not record the {reason} handoff for '{session}': {exc}")
+            return None
 
     async def _register_tools(self) -> None:
         from slop_tui.tools import registry_rows
@@ -98,8 +144,15 @@ class Workspace:
         return await self.ledger.session_or_default(self.session)
 
     async def switch_session(self, name: str) -> None:
-        self.session = check_session_name(name)
+        """Make `name` current: a handoff for the session left, the new one's pending resume."""
+        name = check_session_name(name)
+        old = self.session
+        if name != old:
+            await self._record_handoff(old, "session_switch")
+        self.session = name
         await self.ledger.set_setting(KEY_SESSION, self.session)
+        if name != old:
+            self.pending_handoff = await pending_resume(self.ledger, name)
 
     async def set_active_skills(self, names: list[str]) -> None:
         self.active_skills = list(dict.fromkeys(names))
@@ -131,6 +184,43 @@ class Workspace:
             if skill is not None:
                 active.append(skill)
         return active
+
+    # -- settings that may fall back to defaults ---------------------------
+
+    def _warn(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self.warnings.append(text)
+
+    def pop_warnings(self) -> list[str]:
+        """Warnings not shown yet (each one is returned once)."""
+        out, self.warnings = self.warnings, []
+        return out
+
+    def compaction_settings(self) -> CompactionSettings:
+        """`[compaction]`; a bad table gives a warning and the defaults."""
+        try:
+            return CompactionSettings.from_mapping(dict(self.config.compaction))
+        except (TypeError, ValueError) as exc:
+            self._warn(f"[compaction] {exc}; using the default compaction settings.")
+            return CompactionSettings()
+
+    def model_info(self, model: str) -> ModelInfo:
+        """The model's limits with `[models]` overrides; a bad override gives a warning."""
+        try:
+            return lookup_model_info(model, self.config.models)
+        except (TypeError, ValueError) as exc:
+            self._warn(f"[models] {exc}; using the built-in limits.")
+            return lookup_model_info(model)
+
+    def context_settings(self) -> ContextSettings:
+        """`[truncation]` and `[context] layout`; an unknown layout gives a warning."""
+        layout = self.config.context.get("layout", "default")
+        try:
+            return ContextSettings(truncation=self.truncation(), layout=layout)
+        except (TypeError, ValueError) as exc:
+            self._warn(f"[context] {exc}; using the default layout.")
+            return ContextSettings(truncation=self.truncation())
 
     # -- providers ---------------------------------------------------------
 
@@ -178,6 +268,10 @@ class Workspace:
         keywords = extract_keywords(latest_user_text(window))
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
+        files, notes = await self.context_files()
+        reply_to = lane_group(sess.lane)
+        quoted = await self._final_answer(reply_to) if reply_to is not None else ""
+        resume = self.pending_handoff
         inputs = AssemblyInputs(
             session=sess,
             messages=window,
@@ -187,9 +281,47 @@ class Workspace:
             memos=memos,
             skills=await self.skills(),
             tools=await self.enabled_tools(),
+            summaries=await self.ledger.active_summaries(self.session, sess.lane),
+            files=files,
+            resume=resume_text(resume) if resume and resume.session == self.session else "",
+            quoted=quoted,
+            quoted_group=reply_to,
+            focus=focus_note(reply_to, _last_answer_group(window)),
         )
-        settings = ContextSettings(truncation=self.truncation())
-        return assemble(inputs, settings, self.ledger.count_tokens)
+        prompt = assemble(inputs, self.context_settings(), self.ledger.count_tokens)
+        if notes:
+            prompt = replace(prompt, notes=(*prompt.notes, *notes))
+        return prompt
+
+    async def context_files(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """The `/file add` set as (path, text), and a note per file that cannot be read."""
+        from slop_tui.commands.base import CommandError
+        from slop_tui.commands.continuity import read_context_file
+
+        root = Path(self.config.project_root).resolve()
+        files: list[tuple[str, str]] = []
+        notes: list[str] = []
+        for f in await self.ledger.context_files(self.session):
+            try:
+                files.append(read_context_file(root, f.path))
+            except CommandError as exc:
+                notes.append(f"files: {f.path} left out ({exc}); /file remove {f.path} drops it")
+        return files, notes
+
+    async def _final_answer(self, group_id: int) -> str:
+        """The last completed answer of a group (the quoted layer of a reply lane)."""
+        rows = await self.ledger.group_messages(self.session, group_id)
+        for m in reversed(rows):
+            if m.role == "assistant" and m.status == STATUS_COMPLETED and m.content.strip():
+                return m.content
+        return ""
+
+
+def _last_answer_group(window: list[Message]) -> int | None:
+    for m in reversed(window):
+        if m.role == "assistant" and m.status == STATUS_COMPLETED:
+            return m.group_id
+    return None
 
 
 def _json_list(raw: str | None) -> list[str]:

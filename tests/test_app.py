@@ -8,6 +8,18 @@ from slop_tui.ui.app import ApprovalScreen, SlopApp
 from tests.fakeserver import FakeToolCall, Reply, wait_for
 
 
+async def started(pilot) -> None:
+    """Wait for the ledger, then close the first-run screen the demo set-up shows."""
+    from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.ready or app.startup_error is not None)
+    await pilot.pause()
+    if isinstance(app.screen, FirstRunScreen):
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen))
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "SLOP_DB", "SLOP_SESSION"):
@@ -19,18 +31,18 @@ def project(tmp_path, monkeypatch):
 
 
 async def test_starts_and_quits_cleanly(project):
-    app = SlopApp(db=str(project / "slop.db"))
+    app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ready)
+        await started(pilot)
         assert "DEMO" in app.sub_title
         await pilot.press("ctrl+q")
     assert app.return_code in (0, None)
 
 
 async def test_demo_turn_streams_and_updates_panes(project):
-    app = SlopApp(db=str(project / "slop.db"))
+    app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ready)
+        await started(pilot)
         await pilot.press(*"hello", "enter")
         await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=60)
         ws = app.workspace
@@ -43,14 +55,14 @@ async def test_demo_turn_streams_and_updates_panes(project):
 
 
 async def test_commands_run_from_the_prompt(project):
-    app = SlopApp(db=str(project / "slop.db"))
+    app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ready)
+        await started(pilot)
         await pilot.press(*"/session activate other", "enter")
         await wait_for(pilot, lambda: app.workspace.session == "other")
         await pilot.press(*"/nope", "enter")
         await pilot.pause()
-        assert app.query_one("#prompt").value == ""
+        assert app.query_one("#prompt").text == ""
 
 
 async def test_approval_dialog_allows_a_write(project, fake_llm, monkeypatch):
@@ -58,9 +70,9 @@ async def test_approval_dialog_allows_a_write(project, fake_llm, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
     fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("write_file", {"path": "out.txt", "content": "ok"})]),
                      Reply(text="written"))
-    app = SlopApp(db=str(project / "slop.db"))
+    app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ready)
+        await started(pilot)
         await pilot.press(*"write it", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=10)
         await pilot.click("#allow")

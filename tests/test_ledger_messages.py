@@ -399,6 +399,7 @@ async def test_token_totals_follow_every_change(ledger: Ledger) -> None:
     listed = {s.name: s.tokens for s in await ledger.list_sessions()}
     for name, tokens in listed.items():
         assert tokens == sum(m.tokens for m in await ledger.session_messages(name))
+    assert await ledger._all("PRAGMA foreign_key_check") == []
 
 
 # --- history search ------------------------------------------------------------------

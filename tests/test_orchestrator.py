@@ -52,8 +52,14 @@ async def orch(ws):
 
 
 async def test_text_turn_persists_state_and_usage(ws, orch, fake_llm):
-    fake_llm.enqueue(Reply(text="Hello!\n\n### STATE\nGoal: greet\nTechnical Anchors: port 8080",
-                           prompt_tokens=42, completion_tokens=7, cached_tokens=30))
+    fake_llm.enqueue(
+        Reply(
+            text="Hello!\n\n### STATE\nGoal: greet\nTechnical Anchors: port 8080",
+            prompt_tokens=42,
+            completion_tokens=7,
+            cached_tokens=30,
+        )
+    )
     events = []
     out = await orch.run_turn("hi there", events.append)
     assert out.error is None and out.text.startswith("Hello!")
@@ -71,21 +77,31 @@ async def test_text_turn_persists_state_and_usage(ws, orch, fake_llm):
 
 async def test_parallel_tool_calls_then_answer(ws, orch, fake_llm):
     fake_llm.enqueue(
-        Reply(text="Looking.", tool_calls=[FakeToolCall("list_directory", {"path": "."}),
-                                           FakeToolCall("read_file", {"path": "README.md"})]),
+        Reply(
+            text="Looking.",
+            tool_calls=[
+                FakeToolCall("list_directory", {"path": "."}),
+                FakeToolCall("read_file", {"path": "README.md"}),
+            ],
+        ),
         Reply(text="Done.\n### STATE\nGoal: read"),
     )
     events = []
     out = await orch.run_turn("what is here?", events.append)
     assert out.error is None
     results = [e for e in events if isinstance(e, ToolResultEvent)]
-    assert [r.name for r in results] == ["list_directory", "read_file"] and all(r.ok for r in results)
+    assert [r.name for r in results] == ["list_directory", "read_file"] and all(
+        r.ok for r in results
+    )
     second = fake_llm.chat_requests[-1].messages
     tool_msgs = [m for m in second if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == ["call_0", "call_1"]
     assert "1: # Demo project" in tool_msgs[1]["content"]
     assistant = [m for m in second if m["role"] == "assistant"][0]
-    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["list_directory", "read_file"]
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == [
+        "list_directory",
+        "read_file",
+    ]
     rows = await ws.ledger.session_messages(ws.session)
     assert [r.role for r in rows] == ["user", "assistant", "tool", "tool", "assistant"]
 
@@ -93,7 +109,9 @@ async def test_parallel_tool_calls_then_answer(ws, orch, fake_llm):
 async def test_three_iteration_loop_and_scratchpad_signal(ws, orch, fake_llm):
     fake_llm.enqueue(
         Reply(tool_calls=[FakeToolCall("query_db", {"sql": "SELECT COUNT(*) AS n FROM messages"})]),
-        Reply(tool_calls=[FakeToolCall("manage_scratchpad", {"action": "append", "content": "- a\n"})]),
+        Reply(
+            tool_calls=[FakeToolCall("manage_scratchpad", {"action": "append", "content": "- a\n"})]
+        ),
         Reply(tool_calls=[FakeToolCall("manage_scratchpad", {"action": "read"})]),
         Reply(text="ok\nSCRATCHPAD:## Plan\n- [x] a\n### STATE\nGoal: loop"),
     )
@@ -116,8 +134,10 @@ async def test_max_iterations_stops_clearly(ws, orch, fake_llm, tmp_path):
 
 
 async def test_provider_switch_isolates_tool_history(ws, orch, fake_llm):
-    fake_llm.enqueue(Reply(text="calling", tool_calls=[FakeToolCall("list_directory", {})]),
-                     Reply(text="openai answer"))
+    fake_llm.enqueue(
+        Reply(text="calling", tool_calls=[FakeToolCall("list_directory", {})]),
+        Reply(text="openai answer"),
+    )
     await orch.run_turn("first on openai")
     assert (await dispatch(ws, "/provider gemini")).ok
     fake_llm.enqueue(Reply(text="gemini answer"))
@@ -138,8 +158,10 @@ async def test_provider_switch_isolates_tool_history(ws, orch, fake_llm):
 
 
 async def test_retries_with_retry_after_then_succeeds(ws, orch, fake_llm):
-    fake_llm.enqueue(Reply(status=429, error_message="slow down", headers={"retry-after": "3"}),
-                     Reply(text="fine"))
+    fake_llm.enqueue(
+        Reply(status=429, error_message="slow down", headers={"retry-after": "3"}),
+        Reply(text="fine"),
+    )
     events = []
     out = await orch.run_turn("hello", events.append)
     assert out.error is None and out.text == "fine"
@@ -178,8 +200,9 @@ async def test_bad_request_drops_last_tool_exchange_and_retries_once(ws, orch, f
     events = []
     out = await orch.run_turn("second", events.append)
     assert out.text == "fixed"
-    assert any(isinstance(e, Notice) and "dropped the most recent tool exchange" in e.text
-               for e in events)
+    assert any(
+        isinstance(e, Notice) and "dropped the most recent tool exchange" in e.text for e in events
+    )
     statuses = [(r.role, r.status) for r in await ws.ledger.session_messages(ws.session)]
     assert ("assistant", "dropped") in statuses and ("tool", "dropped") in statuses
     assert not any(m["role"] == "tool" for m in fake_llm.last.messages)
@@ -212,8 +235,10 @@ async def test_write_tool_needs_approval(ws, orch, fake_llm, tmp_path):
         return "deny"
 
     orch.approver = deny
-    fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("write_file", {"path": "x.txt", "content": "hi"})]),
-                     Reply(text="ok"))
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "x.txt", "content": "hi"})]),
+        Reply(text="ok"),
+    )
     events = []
     await orch.run_turn("write it", events.append)
     assert asked == ["write_file"] and not (tmp_path / "x.txt").exists()
@@ -225,9 +250,11 @@ async def test_write_tool_needs_approval(ws, orch, fake_llm, tmp_path):
         return "allow_session"
 
     orch.approver = allow_session
-    fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("write_file", {"path": "x.txt", "content": "hi"})]),
-                     Reply(tool_calls=[FakeToolCall("write_file", {"path": "y.txt", "content": "yo"})]),
-                     Reply(text="ok"))
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "x.txt", "content": "hi"})]),
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "y.txt", "content": "yo"})]),
+        Reply(text="ok"),
+    )
     await orch.run_turn("write both")
     assert (tmp_path / "x.txt").read_text() == "hi" and (tmp_path / "y.txt").read_text() == "yo"
     assert asked == ["write_file", "write_file"]  # asked once, then allowed for the session
@@ -258,3 +285,44 @@ async def test_turn_finished_event(ws, orch, fake_llm):
     events = []
     await orch.run_turn("z", events.append)
     assert isinstance(events[-1], TurnFinished) and events[-1].state_updated
+
+
+async def test_token_learner_gets_the_whole_request_with_tool_declarations(ws, orch, fake_llm):
+    sent, learned = [], []
+    prompt_of = ws.prompt
+
+    async def recording_prompt(strategy=None):
+        p = await prompt_of(strategy)
+        sent.append(p)
+        return p
+
+    async def learn(estimated, reported):
+        learned.append((estimated, reported))
+
+    ws.prompt, ws.learn_tokens = recording_prompt, learn
+    fake_llm.enqueue(Reply(text="ok", prompt_tokens=4321))
+    await orch.run_turn("count me")
+    [(estimated, reported)] = learned
+    assert reported == 4321
+    assert estimated == sent[0].request_tokens == sent[0].total_tokens + sent[0].tool_tokens
+    assert sent[0].tool_tokens > 0
+
+
+async def test_headless_turn_waits_for_background_compaction(ws, fake_llm):
+    from slop_tui.orchestrator import run_headless_turn
+    from slop_tui.records import NewMessage
+
+    object.__setattr__(
+        ws.config, "compaction", {"compaction_trigger_tokens": 200, "verbatim_window_tokens": 50}
+    )
+    for i in range(4):
+        user = await ws.ledger.append_user(ws.session, f"question {i} " + "words " * 60)
+        await ws.ledger.append(ws.session, user.group_id, [NewMessage("assistant", f"answer {i}")])
+    fake_llm.enqueue(Reply(text="the answer"), Reply(text="<summary>short summary</summary>"))
+    outcome = await run_headless_turn(ws, "one more")
+    assert outcome.error is None and outcome.text == "the answer"
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert log.case_kind == "summarize"
+    done = [e for e in outcome.events_json() if e["kind"] == "compaction" and e["phase"] == "done"]
+    assert len(done) == 1 and done[0]["tokens_after"] < done[0]["tokens_before"]
+    assert (await ws.ledger.latest_handoff(ws.session)).reason == "compaction"

@@ -8,7 +8,7 @@ same table `/help` uses.
 
 from __future__ import annotations
 
-from slop_tui.commands import history, knowledge, models, sessions  # noqa: F401  (registration)
+from slop_tui.commands import continuity, export_cmds, history, knowledge, models, sessions  # noqa: F401  (registration)
 from slop_tui.commands.base import (
     CATEGORIES,
     TABLE,

@@ -26,8 +26,13 @@ async def _group(ws, args: str, usage: str) -> int:
     return gid
 
 
-@command("context", "window", "/context window N",
-         "Keep the last N groups in the request (0 = full history).", CAT)
+@command(
+    "context",
+    "window",
+    "/context window N",
+    "Keep the last N groups in the request (0 = full history).",
+    CAT,
+)
 async def context_window(ws, args: str) -> CommandResult:
     usage = "/context window N"
     if not args.strip():
@@ -39,8 +44,13 @@ async def context_window(ws, args: str) -> CommandResult:
     return ok(label, changed=("window",))
 
 
-@command("context", "show", "/context show [--json]",
-         "The exact next request: layer by layer with tokens, or the provider's JSON body.", CAT)
+@command(
+    "context",
+    "show",
+    "/context show [--json]",
+    "The exact next request: layer by layer with tokens, or the provider's JSON body.",
+    CAT,
+)
 async def context_show(ws, args: str) -> CommandResult:
     flag = args.strip()
     if flag not in ("", "--json"):
@@ -60,6 +70,60 @@ async def context_show(ws, args: str) -> CommandResult:
     return ok(header + render_prompt(prompt), data=prompt)
 
 
+@command(
+    "context",
+    "budget",
+    "/context budget",
+    "The token budget of the next request: history, limits, remaining, level, "
+    "whether a summary is due; tokens per layer.",
+    CAT,
+)
+async def context_budget(ws, args: str) -> CommandResult:
+    from slop_tui.context.budget import budget_report
+
+    if args.strip():
+        raise UsageError("/context budget takes no arguments.")
+    choice = await ws.provider_choice()
+    prompt = await ws.prompt(choice.strategy)
+    info = ws.model_info(choice.model)
+    settings = ws.compaction_settings()
+    r = budget_report(prompt, info, settings)
+    due = (
+        f"yes (history above {settings.compaction_trigger_tokens:,})"
+        if r.needs_summary
+        else f"no (trigger {settings.compaction_trigger_tokens:,})"
+    )
+    if not settings.enabled:
+        due = "no (compaction is disabled)"
+    lines = [
+        f"## Budget of the next request → {choice.name} ({choice.model})",
+        "",
+        "| | tokens |",
+        "|---|---|",
+        f"| context window ({info.source}) | {info.context_window:,} |",
+        f"| reserved for the answer | {info.max_output:,} |",
+        f"| max input | {r.max_input_tokens:,} |",
+        f"| this request | {r.total_tokens:,} |",
+        f"| remaining | {r.remaining:,} |",
+        f"| used | {r.percent:.1f} % · {r.level} (warn {settings.warn_pct} %, "
+        f"reduce {settings.reduce_pct} %) |",
+        f"| history | {r.history_tokens:,} |",
+        f"| max history (max input / 16) | {r.max_history_tokens:,} |",
+        f"| summary due | {due} |",
+        "",
+        "| layer | placement | tokens |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {la.name} | {la.placement} | {la.tokens:,} |" for la in prompt.layers]
+    lines.append(f"| history | messages | {prompt.history_tokens:,} |")
+    if prompt.tool_tokens:
+        lines.append(f"| tool declarations | tools | {prompt.tool_tokens:,} |")
+    warnings = [*ws.warnings, *(n for n in prompt.notes if "left out" in n)]
+    if warnings:
+        lines += ["", *(f"- {w}" for w in warnings)]
+    return ok("\n".join(lines), data=r)
+
+
 async def _drop(ws, args: str, dropped: bool) -> CommandResult:
     usage = "/context drop GID" if dropped else "/context restore GID"
     gid = await _group(ws, args, usage)
@@ -69,12 +133,16 @@ async def _drop(ws, args: str, dropped: bool) -> CommandResult:
         return ok(f"Group {gid} was already {'dropped' if dropped else 'active'}.")
     state = await ws.ledger.current_state(ws.session)
     note = f" STATE now from group {state.group_id}." if state else " No STATE remains."
-    return ok(f"{verb} group {gid} ({changed} messages).{note}",
-              changed=("history", "state"))
+    return ok(f"{verb} group {gid} ({changed} messages).{note}", changed=("history", "state"))
 
 
-@command("context", "drop", "/context drop GID",
-         "Soft-drop a group: hidden from the model, kept in the ledger, reversible.", CAT)
+@command(
+    "context",
+    "drop",
+    "/context drop GID",
+    "Soft-drop a group: hidden from the model, kept in the ledger, reversible.",
+    CAT,
+)
 async def context_drop(ws, args: str) -> CommandResult:
     return await _drop(ws, args, True)
 
@@ -84,8 +152,13 @@ async def context_restore(ws, args: str) -> CommandResult:
     return await _drop(ws, args, False)
 
 
-@command("context", "rebuild", "/context rebuild",
-         "Write a fresh STATE from the current window (asks the model when one is reachable).", CAT)
+@command(
+    "context",
+    "rebuild",
+    "/context rebuild",
+    "Write a fresh STATE from the current window (asks the model when one is reachable).",
+    CAT,
+)
 async def context_rebuild(ws, args: str) -> CommandResult:
     if ws.rebuild_state is not None:
         text = await ws.rebuild_state()
@@ -103,8 +176,10 @@ async def rederive_state(ws, why: str) -> CommandResult:
             state = extract_state(msg.content)
             if state:
                 await ws.ledger.add_state(ws.session, msg.group_id, state)
-                return ok(f"{why.capitalize()} STATE was re-derived from group {msg.group_id}.",
-                          changed=("state",))
+                return ok(
+                    f"{why.capitalize()} STATE was re-derived from group {msg.group_id}.",
+                    changed=("state",),
+                )
     return ok(f"{why.capitalize()} the window holds no STATE block; the anchor is unchanged.")
 
 
@@ -116,12 +191,18 @@ async def undo(ws, args: str) -> CommandResult:
     if gid is None:
         return ok("Nothing to undo.")
     n = await ws.ledger.remove_group(ws.session, gid)
-    return ok(f"Undid the last interaction (group {gid}, {n} messages).",
-              changed=("history", "state"))
+    return ok(
+        f"Undid the last interaction (group {gid}, {n} messages).", changed=("history", "state")
+    )
 
 
-@command("message", "list", "/message list [N]",
-         "The last N groups (default 10): id, prompt, messages, tokens, status.", CAT)
+@command(
+    "message",
+    "list",
+    "/message list [N]",
+    "The last N groups (default 10): id, prompt, messages, tokens, status.",
+    CAT,
+)
 async def message_list(ws, args: str) -> CommandResult:
     n = parse_int(args, "N", "/message list [N]", minimum=1) if args.strip() else 10
     groups = await ws.ledger.list_groups(ws.session, n)
@@ -134,28 +215,42 @@ async def message_list(ws, args: str) -> CommandResult:
     return ok("\n".join(lines), data=groups)
 
 
-@command("message", "show", "/message show GID", "Every message of one group, in full.", CAT,
-         aliases=("view",))
+@command(
+    "message",
+    "show",
+    "/message show GID",
+    "Every message of one group, in full.",
+    CAT,
+    aliases=("view",),
+)
 async def message_show(ws, args: str) -> CommandResult:
     gid = await _group(ws, args, "/message show GID")
     msgs = await ws.ledger.group_messages(ws.session, gid)
     parts = []
     for m in msgs:
         extra = f" {m.tool_name}" if m.tool_name else ""
-        parts.append(f"#### #{m.id} {m.role}{extra} [{m.status}] ({m.tokens} tokens)\n\n{m.content}")
+        parts.append(
+            f"#### #{m.id} {m.role}{extra} [{m.status}] ({m.tokens} tokens)\n\n{m.content}"
+        )
     return ok("\n\n".join(parts), data=msgs)
 
 
-@command("message", "remove", "/message remove GID",
-         "Permanently delete one group of this session.", CAT)
+@command(
+    "message", "remove", "/message remove GID", "Permanently delete one group of this session.", CAT
+)
 async def message_remove(ws, args: str) -> CommandResult:
     gid = await _group(ws, args, "/message remove GID")
     n = await ws.ledger.remove_group(ws.session, gid)
     return ok(f"Deleted group {gid} ({n} messages).", changed=("history", "state"))
 
 
-@command("history", "search", "/history search TEXT [--role ROLE] [--limit N]",
-         "Case-insensitive search across all sessions, newest first.", CAT)
+@command(
+    "history",
+    "search",
+    "/history search TEXT [--role ROLE] [--limit N]",
+    "Case-insensitive search across all sessions, newest first.",
+    CAT,
+)
 async def history_search(ws, args: str) -> CommandResult:
     usage = "/history search TEXT [--role ROLE] [--limit N]"
     text, opts = parse_options(args, {"--role": "role", "--limit": "limit"}, usage)
@@ -170,21 +265,34 @@ async def history_search(ws, args: str) -> CommandResult:
         return ok(f"No message contains '{text}'.", data=[])
     lines = ["| message | session | group | role | text |", "|---|---|---|---|---|"]
     for h in hits:
-        lines.append(f"| {h.message_id} | {h.session} | {h.group_id} | {h.role} | "
-                     f"{h.snippet.replace('|', chr(92) + '|')} |")
+        lines.append(
+            f"| {h.message_id} | {h.session} | {h.group_id} | {h.role} | "
+            f"{h.snippet.replace('|', chr(92) + '|')} |"
+        )
     return ok("\n".join(lines), data=hits)
 
 
-@command("stats", None, "/stats", "Usage per model, tool calls and skill activations.", CAT,
-         aliases=("usage",))
+@command(
+    "stats",
+    None,
+    "/stats",
+    "Usage per model, tool calls and skill activations.",
+    CAT,
+    aliases=("usage",),
+)
 async def stats(ws, args: str) -> CommandResult:
     totals = await ws.ledger.usage_totals(ws.session)
     lines = [f"## Usage for session '{ws.session}'"]
     if totals:
-        lines += ["| provider | model | calls | prompt | completion | cached |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {t.provider} | {t.model} | {t.calls} | {t.prompt_tokens} | "
-                  f"{t.completion_tokens} | {t.cached_tokens} |" for t in totals]
+        lines += [
+            "| provider | model | calls | prompt | completion | cached |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {t.provider} | {t.model} | {t.calls} | {t.prompt_tokens} | "
+            f"{t.completion_tokens} | {t.cached_tokens} |"
+            for t in totals
+        ]
     else:
         lines.append("No usage recorded yet.")
     tools = [t for t in await ws.ledger.list_tools() if t.call_count]

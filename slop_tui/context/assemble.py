@@ -2,11 +2,16 @@
 
 Layers, in order (empty ones omitted): system (base prompt, available tools,
 active skills), guidelines, state (`## Global State (Anchor)`), scratchpad
-(`## Active Scratchpad`), memos (`## Relevant Memos`); then the history: the
-rolling window, isolated for the target strategy, tool results tiered, with
-`## Begin Conversation History` on the first message and
+(`## Active Scratchpad`), memos (`## Relevant Memos`), summary (`## Summary of
+earlier conversation`), files (`## Files in context`), resume (`## Resuming`),
+quoted (`## Replying to group <gid>`), focus (`## Focus`); then the history:
+the rolling window, isolated for the target strategy, tool results tiered,
+with `## Begin Conversation History` on the first message and
 `## End of History\\n\\n### CURRENT REQUEST` on the last one when it is a user
-message (and not also the first).
+message (and not also the first). `ContextSettings.layout` decides which
+layers are system text and which travel as a pinned message (head of the
+conversation) or a context message (right before the current request); see
+`layout.py`.
 
 Pure and deterministic: the same inputs give a byte-identical `Prompt`, so
 `/context show` shows exactly what the provider adapter sends.
@@ -20,12 +25,26 @@ from dataclasses import dataclass, field, replace
 
 from slop_tui.context import guidelines
 from slop_tui.context.isolation import isolate, message_tokens, same_family
+from slop_tui.context.layout import (
+    LAYOUT_DEFAULT,
+    MESSAGE_HEADERS,
+    check_layout,
+    placement,
+)
 from slop_tui.context.prompt import (
+    LAYER_FILES,
+    LAYER_FOCUS,
     LAYER_GUIDELINES,
     LAYER_MEMOS,
+    LAYER_QUOTED,
+    LAYER_RESUME,
     LAYER_SCRATCHPAD,
     LAYER_STATE,
+    LAYER_SUMMARY,
     LAYER_SYSTEM,
+    PLACEMENT_CONTEXT,
+    PLACEMENT_PINNED,
+    FileEntry,
     Layer,
     Prompt,
     PromptMessage,
@@ -39,7 +58,7 @@ from slop_tui.context.tiers import (
     apply_tiers,
 )
 from slop_tui.context.window import groups_in, select_window
-from slop_tui.records import Memo, Message, Session, Skill
+from slop_tui.records import Memo, Message, Session, Skill, Summary
 
 BEGIN_MARKER = "## Begin Conversation History\n"
 END_MARKER = "## End of History\n\n### CURRENT REQUEST\n"
@@ -50,6 +69,16 @@ MEMOS_HEADER = (
     "The following memos were automatically retrieved as they might be relevant "
     "to the current context:\n"
 )
+SUMMARY_HEADER = "## Summary of earlier conversation\n"
+SUMMARY_SOURCE = (
+    '[messages #{first}..#{last}; originals: query_db(sql="SELECT id, role, content '
+    'FROM messages WHERE id BETWEEN {first} AND {last}")]\n'
+)
+FILES_HEADER = "## Files in context\n"
+RESUME_HEADER = "## Resuming\n"
+QUOTED_HEADER = "## Replying to group {gid}\n"
+QUOTED_HEADER_NO_GROUP = "## Replying to an earlier message\n"
+FOCUS_HEADER = "## Focus\n"
 
 # Any `str -> int`, e.g. `tokens.TokenCounter(model).count`; injected so the engine stays pure.
 CountTokens = Callable[[str], int]
@@ -67,6 +96,10 @@ class ContextSettings:
     truncation: TruncationSettings = field(default_factory=TruncationSettings)
     window: int | None = None
     max_memos: int = 5
+    layout: str = LAYOUT_DEFAULT  # "default" | "cache" (config `[context] layout`)
+
+    def __post_init__(self) -> None:
+        check_layout(self.layout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +115,12 @@ class AssemblyInputs:
     skills: Sequence[Skill] = ()  # active skills, applied in this order
     tools: Sequence[ToolSpec] = ()  # enabled tools
     base_prompt: str | None = None  # None: guidelines.BASE_PROMPT
+    summaries: Sequence[Summary] = ()  # active summaries of the session's current lane
+    files: Sequence[tuple[str, str]] = ()  # `/file add` set: (root-relative path, content)
+    resume: str = ""  # handoff text; pass it for the first turn after a resume only
+    quoted: str = ""  # text of the group the user replies to
+    quoted_group: int | None = None  # that group's id (the layer's label)
+    focus: str = ""  # what the user most likely refers to (see `focus_note`)
 
 
 def _memo_line(memo: Memo) -> str:
@@ -91,7 +130,42 @@ def _memo_line(memo: Memo) -> str:
     return f"- [memo {memo.id}] {tags} {body}\n"
 
 
-def _layers(inputs: AssemblyInputs, settings: ContextSettings) -> list[tuple[str, str]]:
+def focus_note(reply_group: int | None, last_answer_group: int | None) -> str:
+    """The focus anchor (seed 002): the replied-to group, else the lane's last answer."""
+    if reply_group is not None:
+        return f"The user replies to group {reply_group}: read the request in that light."
+    if last_answer_group is not None:
+        return (
+            f"Unless the request says otherwise, it follows up on your last answer "
+            f"(group {last_answer_group})."
+        )
+    return ""
+
+
+def _fence(content: str) -> str:
+    longest = run = 0
+    for ch in content:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def file_block(path: str, content: str) -> str:
+    """One file of the files layer: its path, then its content fenced."""
+    fence = _fence(content)
+    body = content if content.endswith("\n") or not content else content + "\n"
+    return f"### {path}\n{fence}\n{body}{fence}\n"
+
+
+def _summary_block(summary: Summary) -> str:
+    source = SUMMARY_SOURCE.format(first=summary.first_message_id, last=summary.last_message_id)
+    return source + summary.content.strip() + "\n"
+
+
+def _layers(
+    inputs: AssemblyInputs, settings: ContextSettings, files: Sequence[FileEntry]
+) -> list[tuple[str, str]]:
+    """(name, text) of each non-empty layer in LAYER_ORDER, without separators."""
     base = guidelines.BASE_PROMPT if inputs.base_prompt is None else inputs.base_prompt
     layers = [
         (LAYER_SYSTEM, guidelines.system_text(base, inputs.tools, inputs.skills)),
@@ -106,8 +180,85 @@ def _layers(inputs: AssemblyInputs, settings: ContextSettings) -> list[tuple[str
     memos = list(inputs.memos)[: max(0, settings.max_memos)]
     if memos:
         layers.append((LAYER_MEMOS, MEMOS_HEADER + "".join(_memo_line(m) for m in memos)))
-    # One blank line between layers, so system_text reads as one document.
-    return [(name, text if i == 0 else "\n" + text) for i, (name, text) in enumerate(layers)]
+    summaries = _lane_summaries(inputs)
+    if summaries:
+        blocks = "\n".join(_summary_block(s) for s in summaries)
+        layers.append((LAYER_SUMMARY, SUMMARY_HEADER + blocks))
+    if files:
+        layers.append((LAYER_FILES, FILES_HEADER + "".join(f.text for f in files)))
+    resume = inputs.resume.strip()
+    if resume:
+        layers.append((LAYER_RESUME, RESUME_HEADER + resume + "\n"))
+    quoted = inputs.quoted.strip()
+    if quoted:
+        header = (
+            QUOTED_HEADER_NO_GROUP
+            if inputs.quoted_group is None
+            else QUOTED_HEADER.format(gid=inputs.quoted_group)
+        )
+        layers.append((LAYER_QUOTED, header + quoted + "\n"))
+    focus = inputs.focus.strip()
+    if focus:
+        layers.append((LAYER_FOCUS, FOCUS_HEADER + focus + "\n"))
+    return layers
+
+
+def _lane_summaries(inputs: AssemblyInputs) -> list[Summary]:
+    lane = inputs.session.lane
+    return sorted(
+        (s for s in inputs.summaries if s.lane == lane and s.content.strip()),
+        key=lambda s: (s.first_message_id, s.id),
+    )
+
+
+def _placed_layers(
+    named: Sequence[tuple[str, str]], layout: str, count_tokens: CountTokens
+) -> tuple[Layer, ...]:
+    """Layers with their placement; one blank line between layers of one placement."""
+    seen: set[str] = set()
+    out = []
+    for name, text in named:
+        where = placement(name, layout)
+        if where in seen:
+            text = "\n" + text
+        seen.add(where)
+        out.append(Layer(name, text, count_tokens(text), where))
+    return tuple(out)
+
+
+def engine_message(
+    layers: Sequence[Layer], where: str, count_tokens: CountTokens
+) -> PromptMessage | None:
+    """The pinned or context message made of the layers placed there (None if none)."""
+    texts = [layer.text for layer in layers if layer.placement == where]
+    if not texts:
+        return None
+    text = MESSAGE_HEADERS[where] + "".join(texts)
+    return PromptMessage(role="user", text=text, tokens=count_tokens(text), kind=where)
+
+
+def current_request_index(messages: Sequence[PromptMessage]) -> int | None:
+    """Index of the current request: the last conversation message of the user."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user" and messages[i].kind is None:
+            return i
+    return None
+
+
+def place_engine_messages(
+    history: Sequence[PromptMessage], layers: Sequence[Layer], count_tokens: CountTokens
+) -> list[PromptMessage]:
+    """History with the pinned message at its head and the context message before
+    the current request (at the end when there is no user message)."""
+    out = list(history)
+    context = engine_message(layers, PLACEMENT_CONTEXT, count_tokens)
+    if context is not None:
+        at = current_request_index(out)
+        out.insert(len(out) if at is None else at, context)
+    pinned = engine_message(layers, PLACEMENT_PINNED, count_tokens)
+    if pinned is not None:
+        out.insert(0, pinned)
+    return out
 
 
 def prompt_message_tokens(msg: PromptMessage, count_tokens: CountTokens) -> int:
@@ -173,14 +324,41 @@ def assemble(
         notes.append(f"truncated {len(cut)} tool result(s) ({detail}); full text via query_db")
     if len(inputs.memos) > settings.max_memos:
         notes.append(f"memos: {len(inputs.memos)} given, {settings.max_memos} used")
+    foreign = sum(1 for s in inputs.summaries if s.lane != inputs.session.lane)
+    if foreign:
+        notes.append(f"summaries: {foreign} of another lane ignored")
 
-    layers = tuple(
-        Layer(name, text, count_tokens(text)) for name, text in _layers(inputs, settings)
+    files = tuple(
+        FileEntry(path, text, count_tokens(text))
+        for path, text in ((p, file_block(p, c)) for p, c in inputs.files)
     )
+    if files:
+        total = sum(f.tokens for f in files)
+        notes.append(f"files: {len(files)} file(s), {total} tokens")
+    layers = _placed_layers(_layers(inputs, settings, files), settings.layout, count_tokens)
+    if settings.layout != LAYOUT_DEFAULT:
+        notes.append(f"layout: {settings.layout}")
     return Prompt(
         layers=layers,
-        messages=tuple(messages),
+        messages=tuple(place_engine_messages(messages, layers, count_tokens)),
         tools=tuple(inputs.tools),
         strategy=inputs.strategy,
         notes=tuple(notes),
+        files=files,
+        tool_tokens=tool_declaration_tokens(inputs.tools, count_tokens),
+        layout=settings.layout,
+    )
+
+
+def tool_declaration_tokens(tools: Sequence[ToolSpec], count_tokens: CountTokens) -> int:
+    """Tokens of the tool declarations (name, description, JSON schema) sent with a request."""
+    return sum(
+        count_tokens(
+            json.dumps(
+                {"name": t.name, "description": t.description, "parameters": t.parameters},
+                ensure_ascii=False,
+                sort_keys=True,
+            )
+        )
+        for t in tools
     )

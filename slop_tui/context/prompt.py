@@ -11,22 +11,60 @@ from dataclasses import dataclass, field
 
 from slop_tui.records import ToolCall
 
-# Layer names, in the order they appear in a request.
+# Layer names, in the order they appear in a request (default layout).
 LAYER_SYSTEM = "system"  # base prompt, available tools, active skills
 LAYER_GUIDELINES = "guidelines"  # history guidelines
 LAYER_STATE = "state"  # the Global Anchor (### STATE)
 LAYER_SCRATCHPAD = "scratchpad"
 LAYER_MEMOS = "memos"
+LAYER_SUMMARY = "summary"  # rolling summaries of the current lane
+LAYER_FILES = "files"  # `/file add` files, fenced
+LAYER_RESUME = "resume"  # a handoff, injected once after a resume
+LAYER_QUOTED = "quoted"  # the replied-to group, labelled, never mixed into the user's text
+LAYER_FOCUS = "focus"  # what the user most likely refers to
 LAYER_HISTORY = "history"  # the conversation messages (not part of the system text)
+
+LAYER_ORDER = (
+    LAYER_SYSTEM,
+    LAYER_GUIDELINES,
+    LAYER_STATE,
+    LAYER_SCRATCHPAD,
+    LAYER_MEMOS,
+    LAYER_SUMMARY,
+    LAYER_FILES,
+    LAYER_RESUME,
+    LAYER_QUOTED,
+    LAYER_FOCUS,
+)
+
+# Where a layer's text goes (`Layer.placement`): the system instruction, the
+# pinned message at the head of the conversation, or the context message right
+# before the current request. Pinned and context messages carry the same name
+# in `PromptMessage.kind`; ordinary conversation messages have kind None.
+PLACEMENT_SYSTEM = "system"
+PLACEMENT_PINNED = "pinned"
+PLACEMENT_CONTEXT = "context"
+PLACEMENTS = (PLACEMENT_SYSTEM, PLACEMENT_PINNED, PLACEMENT_CONTEXT)
+
+KIND_PINNED = PLACEMENT_PINNED
+KIND_CONTEXT = PLACEMENT_CONTEXT
+KIND_SUMMARY = "summary"  # a summary message put in by `guards.apply_summary`
+KIND_NOTICE = "notice"  # an engine pointer, e.g. after emergency truncation
+ENGINE_KINDS = frozenset({KIND_PINNED, KIND_CONTEXT})  # not conversation history
 
 
 @dataclass(frozen=True, slots=True)
 class Layer:
-    """One named block of the system instruction."""
+    """One named block of the request.
+
+    `placement` says where its text is sent (see PLACEMENTS): most layers are
+    part of the system instruction; layouts move volatile ones into a message.
+    """
 
     name: str
     text: str
     tokens: int
+    placement: str = PLACEMENT_SYSTEM
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,28 +97,62 @@ class PromptMessage:
     tool_name: str | None = None
     native: object | None = None
     truncated: bool = False  # a tool result cut by a tier (full text is in the ledger)
-    tier: str | None = None  # "full" | "degraded" | "inactive" for tool results
+    tier: str | None = None  # "full" | "degraded" | "inactive" | "elided" for tool results
+    kind: str | None = None  # None: conversation; else an engine message (KIND_*)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One `/file add` file as it appears in the files layer (`text` is its fenced block)."""
+
+    path: str
+    text: str
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """An assembled request: system layers, conversation, tool declarations."""
+    """An assembled request: layers, conversation, tool declarations.
+
+    Layers placed in the system instruction make `system_text`; the others
+    are already part of `messages` (the pinned and context messages) and are
+    kept in `layers` so `/context show` and the budget can name them.
+    """
 
     layers: tuple[Layer, ...]
     messages: tuple[PromptMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     strategy: str = "openai"
     notes: tuple[str, ...] = field(default=())  # what the engine did (placeholders, etc.)
+    files: tuple[FileEntry, ...] = ()  # the files layer, per file, with tokens
+    tool_tokens: int = 0  # the tool declarations (JSON schemas), sent beside the text
+    layout: str = "default"
 
     @property
     def system_text(self) -> str:
-        return "".join(layer.text for layer in self.layers)
+        return "".join(layer.text for layer in self.layers if layer.placement == PLACEMENT_SYSTEM)
+
+    @property
+    def history(self) -> tuple[PromptMessage, ...]:
+        """The conversation messages (without the pinned and context messages)."""
+        return tuple(m for m in self.messages if m.kind not in ENGINE_KINDS)
+
+    @property
+    def history_tokens(self) -> int:
+        return sum(m.tokens for m in self.messages if m.kind not in ENGINE_KINDS)
 
     def layer_tokens(self) -> dict[str, int]:
         out = {layer.name: layer.tokens for layer in self.layers}
-        out["history"] = sum(m.tokens for m in self.messages)
+        out["history"] = self.history_tokens
         return out
 
     @property
     def total_tokens(self) -> int:
-        return sum(layer.tokens for layer in self.layers) + sum(m.tokens for m in self.messages)
+        """Tokens of the text sent: the system instruction plus every message."""
+        system = sum(layer.tokens for layer in self.layers if layer.placement == PLACEMENT_SYSTEM)
+        return system + sum(m.tokens for m in self.messages)
+
+    @property
+    def request_tokens(self) -> int:
+        """`total_tokens` plus the tool declarations: what the budget guards measure."""
+        return self.total_tokens + self.tool_tokens

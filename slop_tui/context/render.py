@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from slop_tui.context.prompt import Prompt, PromptMessage
+from slop_tui.context.prompt import ENGINE_KINDS, PLACEMENT_SYSTEM, Prompt, PromptMessage
 
 
 def _call_line(name: str, call_id: str, arguments: dict) -> str:
@@ -34,32 +34,47 @@ def _message_header(index: int, msg: PromptMessage) -> str:
         extra.append("synthetic")
     if msg.native is not None:
         extra.append("native payload")
+    if msg.kind is not None:
+        extra.append(f"{msg.kind} message")
     tail = f" · {', '.join(extra)}" if extra else ""
     origin = f" ({', '.join(where)})" if where else ""
     return f"[{index}] {who}{origin} · {msg.tokens} tokens{tail}"
 
 
 def render_prompt(prompt: Prompt) -> str:
-    """Human-readable text of a prompt with tokens per layer and per message."""
+    """Human-readable text of a prompt with tokens per layer and per message.
+
+    Layers that travel in a message (pinned or context, see `layout.py`) are
+    shown as layers, labelled with their message; the message itself is then
+    listed by its header only, so no text is shown twice.
+    """
     out: list[str] = []
-    history_tokens = sum(m.tokens for m in prompt.messages)
+    history = prompt.history
+    layout = "" if prompt.layout == "default" else f", layout {prompt.layout}"
     out.append(
         f"=== Context for strategy {prompt.strategy} · {prompt.total_tokens} tokens "
-        f"({len(prompt.layers)} layer(s), {len(prompt.messages)} message(s)) ==="
+        f"({len(prompt.layers)} layer(s), {len(history)} message(s){layout}) ==="
     )
     for layer in prompt.layers:
-        out.append(f"\n--- layer: {layer.name} · {layer.tokens} tokens ---")
+        where = "" if layer.placement == PLACEMENT_SYSTEM else f" · in {layer.placement} message"
+        out.append(f"\n--- layer: {layer.name} · {layer.tokens} tokens{where} ---")
         out.append(layer.text.strip("\n"))
-    out.append(f"\n--- history · {len(prompt.messages)} message(s) · {history_tokens} tokens ---")
+    if prompt.files:
+        out.append(f"\n--- files in context · {len(prompt.files)} ---")
+        out.extend(f"- {f.path} · {f.tokens} tokens" for f in prompt.files)
+    out.append(f"\n--- history · {len(history)} message(s) · {prompt.history_tokens} tokens ---")
     for i, msg in enumerate(prompt.messages, start=1):
         out.append(_message_header(i, msg))
-        if msg.text:
+        if msg.kind in ENGINE_KINDS:
+            names = [la.name for la in prompt.layers if la.placement == msg.kind]
+            out.append(f"(layers {', '.join(names)}: shown above)")
+        elif msg.text:
             out.append(msg.text)
         for call in msg.tool_calls:
             out.append(_call_line(call.name, call.id, call.arguments))
         out.append("")
     if prompt.tools:
-        out.append(f"--- tools declared · {len(prompt.tools)} ---")
+        out.append(f"--- tools declared · {len(prompt.tools)} · {prompt.tool_tokens} tokens ---")
         out.extend(f"- {t.name}" for t in prompt.tools)
     if prompt.notes:
         out.append("\n--- notes ---")

@@ -7,21 +7,33 @@ returns frozen records from `slop_tui.records`, never rows or dicts.
 
 from __future__ import annotations
 
+from slop_tui.ledger.continuity import (
+    LANE_FORMS,
+    ContinuityMixin,
+    check_lane,
+    lane_group,
+    reply_lane,
+)
 from slop_tui.ledger.core import LedgerError
 from slop_tui.ledger.history import HistoryMixin, check_session_name, snippet
 from slop_tui.ledger.knowledge import KnowledgeMixin, normalise_tags
 from slop_tui.ledger.schema import SCHEMA_VERSION
 
 
-class Ledger(HistoryMixin, KnowledgeMixin):
-    """Sessions, messages, STATE, usage, memos, skills, tools and summaries."""
+class Ledger(HistoryMixin, KnowledgeMixin, ContinuityMixin):
+    """Sessions, messages, STATE, usage, memos, skills, tools, summaries and continuity."""
 
 
 __all__ = [
+    "LANE_FORMS",
+    "ContinuityMixin",
     "Ledger",
     "LedgerError",
     "SCHEMA_VERSION",
+    "check_lane",
     "check_session_name",
+    "lane_group",
     "normalise_tags",
+    "reply_lane",
     "snippet",
 ]

@@ -160,5 +160,63 @@ DEFAULT_SKILLS = (
     ),
 )
 
-MIGRATIONS: list[list[str]] = [_V1]
+# Version 2: continuity (issue 6). Compaction never destroys the ledger: a
+# summarized message keeps its prior status in `status_before` (and
+# `summary_status`) and points at the summary covering it
+# (`messages.summary_id`); un-compaction restores the
+# statuses and marks the summary `superseded`. Every reduction of a request is
+# audited in `compaction_log`; handoffs record where work stood; context files
+# are the `/file add` set of each session.
+_COMPACTION_CASES = "'truncate','summarize','elide','emergency','shed'"
+_HANDOFF_REASONS = "'compaction','session_switch','exit','checkpoint','manual'"
+
+_V2 = [
+    "ALTER TABLE messages ADD COLUMN summary_id INTEGER",
+    # The status a row had when it was summarized. `status_before` holds it too,
+    # but a later drop/restore of the group overwrites that; this copy lets
+    # un-compaction restore the exact status anyway.
+    "ALTER TABLE messages ADD COLUMN summary_status TEXT",
+    "CREATE INDEX ix_messages_summary ON messages(summary_id) WHERE summary_id IS NOT NULL",
+    "ALTER TABLE summaries ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+    f"""CREATE TABLE compaction_log(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        lane TEXT NOT NULL DEFAULT 'main',
+        trigger TEXT NOT NULL DEFAULT '',
+        case_kind TEXT NOT NULL CHECK(case_kind IN ({_COMPACTION_CASES})),
+        tokens_before INTEGER NOT NULL DEFAULT 0,
+        tokens_after INTEGER NOT NULL DEFAULT 0,
+        summary_id INTEGER,
+        first_message_id INTEGER,
+        last_message_id INTEGER,
+        detail TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_compaction_session ON compaction_log(session_id, id)",
+    f"""CREATE TABLE handoffs(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        reason TEXT NOT NULL CHECK(reason IN ({_HANDOFF_REASONS})),
+        task TEXT NOT NULL DEFAULT '',
+        branch TEXT,
+        head_commit TEXT,
+        modified_files TEXT NOT NULL DEFAULT '[]',
+        untracked_files TEXT NOT NULL DEFAULT '[]',
+        completed TEXT NOT NULL DEFAULT '[]',
+        remaining TEXT NOT NULL DEFAULT '[]',
+        decisions TEXT NOT NULL DEFAULT '[]',
+        continuation TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        consumed INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX ix_handoffs_session ON handoffs(session_id, id)",
+    """CREATE TABLE context_files(
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        path TEXT NOT NULL,
+        added_at REAL NOT NULL,
+        PRIMARY KEY(session_id, path)
+    )""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,200 +1,351 @@
-"""The full-screen workspace (minimal frame; the workspace issue fills it in).
+"""The full-screen workspace: groups and sessions on the left, the conversation in the
+middle, STATE, scratchpad, token gauge and context preview on the right.
 
-Start-up imports no provider SDK, so the first frame is fast; the ledger
-opens in a worker after the first frame.
+The app holds no business rules: every action is the slash command the prompt
+would run (`slop_tui.commands.dispatch`), and turns run in the orchestrator,
+whose events the conversation view renders. Start-up imports no provider SDK;
+the ledger opens in a worker after the first frame.
 """
 
 from __future__ import annotations
 
-from textual import work
+import json
+from pathlib import Path
+
+from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Header, Input, Markdown, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Footer, Header, Markdown, Static
 
+from slop_tui.ui.palette import SlopCommands
+from slop_tui.ui.screens.dialogs import ApprovalScreen, ConfirmScreen
+from slop_tui.ui.themes import (
+    DEFAULT_THEME,
+    app_variable_defaults,
+    load_themes,
+    pick_theme,
+    register_themes,
+    save_theme,
+    saved_theme,
+    user_themes_dir,
+)
+from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
+from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
+from slop_tui.ui.widgets.gauge import TokenGauge
+from slop_tui.ui.widgets.groups import GroupList, SessionList
+from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.ui.widgets.prompt import PromptInput
 
-class ApprovalScreen(ModalScreen[str]):
-    """Allow once / always for this session / deny, for a writing tool or the shell."""
+__all__ = ["ApprovalScreen", "SlopApp", "run_app"]
 
-    BINDINGS = [Binding("escape", "deny", "Deny", id="approval_deny")]
-
-    def __init__(self, name: str, arguments: str) -> None:
-        super().__init__()
-        self.tool_name = name
-        self.arguments = arguments
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="approval"):
-            yield Static(f"The model wants to run **{self.tool_name}**", classes="pane-title")
-            yield Static(self.arguments[:2000], markup=False)
-            with Horizontal():
-                yield Button("Allow once", id="allow", variant="primary")
-                yield Button("Always this session", id="allow_session")
-                yield Button("Deny", id="deny", variant="error")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id or "deny")
-
-    def action_deny(self) -> None:
-        self.dismiss("deny")
+SIDE_WIDTHS = (32, 40, 52, 64)
 
 
 class SlopApp(App):
-    """Groups on the left, the conversation in the middle, STATE and scratchpad on the right."""
+    """The slop-tui workspace."""
 
     TITLE = "slop-tui"
-    CSS = """
-    #groups { width: 32; border-right: solid $panel; }
-    #side { width: 40; border-left: solid $panel; }
-    #conversation { height: 1fr; }
-    #prompt { dock: bottom; }
-    .pane-title { text-style: bold; padding: 0 1; background: $panel; }
-    """
+    CSS_PATH = "app.tcss"
+    COMMANDS = {SlopCommands}
     BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", id="quit"),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("ctrl+p", "command_palette", "Palette", id="command_palette", show=False,
+                priority=True),
+        Binding("f1", "help", "Help", id="help"),
         Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
-        Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn"),
+        Binding("f3", "focus_groups", "Groups", id="focus_groups"),
+        Binding("f4", "provider", "Model", id="provider_dialog"),
+        Binding("f5", "sessions", "Sessions", id="session_dialog"),
+        Binding("f6", "search", "Search", id="search_history"),
+        Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False),
+        Binding("f8", "toggle_right", "Right pane", id="toggle_right", show=False),
+        Binding("ctrl+right", "side_wider", "Wider side", id="side_wider", show=False),
+        Binding("ctrl+left", "side_narrower", "Narrower side", id="side_narrower", show=False),
+        Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
+        Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
+        Binding("u", "undo", "Undo last group", id="undo", show=False),
+        Binding("[", "window_down", "Window −1", id="window_down", show=False),
+        Binding("]", "window_up", "Window +1", id="window_up", show=False),
     ]
 
-    def __init__(self, db: str | None = None, session: str | None = None) -> None:
+    def __init__(
+        self,
+        db: str | None = None,
+        session: str | None = None,
+        *,
+        user_themes: bool = True,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        blink: bool = True,
+    ) -> None:
         super().__init__()
         self._db = db
         self._session_arg = session
+        self._cwd = cwd
+        self._env = env
+        self._blink = blink
         self.workspace = None
         self.orchestrator = None
         self.startup_error: str | None = None
         self.busy = False
         self.ready = False  # the ledger is open and the panes show it
+        self.phase = ""  # "", "streaming", "tools", "compacting"
+        self._side_width = 1
+        self.theme_load = load_themes(user_themes_dir() if user_themes else None)
+        register_themes(self, self.theme_load)
+        self.theme = DEFAULT_THEME
+
+    # -- layout ------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Horizontal():
-            with Vertical(id="groups"):
-                yield Static("Groups", classes="pane-title")
-                yield OptionList(id="group-list")
-            with Vertical():
-                with VerticalScroll(id="conversation"):
-                    yield Markdown("", id="transcript")
-                yield Input(placeholder="Type a prompt or /help", id="prompt")
-            with Vertical(id="side"):
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield Static("Sessions", classes="pane-title")
+                yield SessionList(id="session-list")
+                yield Static("Groups  ● window ○ outside × dropped Σ summarized", classes="pane-title")
+                yield GroupList(id="group-list")
+            with Vertical(id="centre"):
+                yield Static("", id="banner")
+                yield ConversationView(id="conversation")
+                with VerticalScroll(id="output"):
+                    yield Markdown("", id="output-text")
+                yield PromptInput(id="prompt", blink=self._blink)
+            with Vertical(id="right"):
+                yield TokenGauge(id="gauge")
                 yield Static("STATE", classes="pane-title")
-                yield Markdown("", id="state")
+                yield StatePane(id="state")
                 yield Static("Scratchpad", classes="pane-title")
-                yield Markdown("", id="scratchpad")
+                yield ScratchpadEditor(id="scratchpad")
+                yield Static("Context preview", classes="pane-title")
+                yield ContextPreview(id="preview")
         yield Footer()
 
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return app_variable_defaults(self.current_theme)
+
     def on_mount(self) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
         self.open_workspace()
 
     @work(exclusive=True, group="open")
     async def open_workspace(self) -> None:
         from slop_tui.config import load_config
         from slop_tui.ledger import LedgerError
+        from slop_tui.ui.keymap import apply_keymap
+        from slop_tui.ui.screens import dialogs, help, search
         from slop_tui.workspace import Workspace
 
-        config = load_config(db=self._db)
-        for warning in config.warnings:
-            self.notify(warning, severity="warning")
+        config = load_config(db=self._db, cwd=self._cwd, env=self._env)
+        extra = (dialogs.ApprovalScreen, dialogs.ConfirmScreen, dialogs.ProviderScreen,
+                 dialogs.SessionScreen, search.SearchScreen, help.HelpScreen)
+        for warning in [*config.warnings, *apply_keymap(self, config.keymap, extra)]:
+            self.notify(warning, severity="warning", timeout=15)
+        if note := self.theme_load.notification():
+            self.notify(note, severity="warning", timeout=15)
         try:
-            self.workspace = await Workspace.open(config, self._session_arg)
+            self.workspace = await Workspace.open(config, self._session_arg, env=self._env)
         except LedgerError as exc:
             self.startup_error = str(exc)
-            self.notify(str(exc), severity="error", timeout=30)
+            self.show_banner(str(exc))
             return
-        await self.refresh_panes()
+        name, warns = pick_theme(self.available_themes,
+                                 await saved_theme(self.workspace.ledger), config.theme)
+        self.theme = name
+        for w in warns:
+            self.notify(w, severity="warning")
+        history = await self.workspace.ledger.get_setting("prompt_history")
+        if history:
+            self.query_one(PromptInput).set_history(json.loads(history))
+        await self.refresh_all(reload_conversation=True)
         self.ready = True
+        if (await self.workspace.provider_choice()).name == "demo" and not await self._has_history():
+            from slop_tui.ui.screens.firstrun import FirstRunScreen
 
-    async def refresh_panes(self) -> None:
+            self.push_screen(FirstRunScreen())
+
+    async def _has_history(self) -> bool:
+        return bool(await self.workspace.ledger.list_sessions())
+
+    # -- refreshing panes ------------------------------------------------
+
+    async def refresh_all(self, *, reload_conversation: bool = False) -> None:
         ws = self.workspace
-        if ws is None:
+        if ws is None or not self.is_running:
             return
-        sess = await ws.current()
         choice = await ws.provider_choice()
-        label = "DEMO (offline, scripted)" if choice.name == "demo" else f"{choice.name} {choice.model}"
-        state = " · busy" if self.busy else ""
-        self.sub_title = f"session {ws.session} · {label} · window {sess.window_size or 'all'}{state}"
-        groups = await ws.ledger.list_groups(ws.session, 500)
-        options = self.query_one("#group-list", OptionList)
-        options.clear_options()
-        options.add_options(
-            [Option(f"{g.group_id:>5} {g.prompt[:22]!s} · {g.tokens}", id=str(g.group_id)) for g in groups]
-        )
+        sess = await ws.current()
+        self.sub_title = self._status(choice, sess)
+        await self.query_one(SessionList).refresh_from(ws)
+        await self.query_one(GroupList).refresh_from(ws)
         state = await ws.ledger.current_state(ws.session)
-        await self.query_one("#state", Markdown).update(state.content if state else "*(no STATE yet)*")
-        await self.query_one("#scratchpad", Markdown).update(sess.scratchpad or "*(empty)*")
+        self.query_one(StatePane).set_state(state.content if state else None)
+        pad = self.query_one(ScratchpadEditor)
+        if pad.session != ws.session:
+            pad.load(sess.scratchpad, session=ws.session)
+        else:
+            pad.external_update(sess.scratchpad)
+        await self.refresh_context(choice)
+        if reload_conversation:
+            await self.query_one(ConversationView).load(ws)
 
-    async def on_input_submitted(self, event: Input.Submitted) -> None:
+    async def refresh_context(self, choice=None) -> None:
+        from slop_tui.context.budget import model_info
+
+        ws = self.workspace
+        choice = choice or await ws.provider_choice()
+        prompt = await ws.prompt(choice.strategy)
+        info = model_info(choice.model, ws.config.models)
+        totals = await ws.ledger.usage_totals(ws.session)
+        cached = None
+        series = await ws.ledger.prompt_token_series(ws.session)
+        if totals:
+            cached = sum(t.cached_tokens for t in totals)
+        self.query_one(TokenGauge).update_from(prompt, info.context_window, series, cached)
+        self.query_one(ContextPreview).set_prompt(prompt)
+
+    def _status(self, choice, sess) -> str:
+        label = ("DEMO (offline, scripted)" if choice.name == "demo"
+                 else f"{choice.name} · {choice.model}")
+        window = sess.window_size or "all"
+        lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
+        phase = f" · {self.phase}" if self.phase else ""
+        return f"{self.workspace.session} · {label} · window {window}{lane}{phase}"
+
+    def show_banner(self, text: str) -> None:
+        banner = self.query_one("#banner", Static)
+        banner.update(f"⚠ {text}  (Esc or click to dismiss)" if text else "")
+        banner.set_class(bool(text), "-shown")
+
+    async def show_output(self, command: str, text: str) -> None:
+        """A command's result, above the prompt (Esc closes it)."""
+        out = self.query_one("#output", VerticalScroll)
+        await self.query_one("#output-text", Markdown).update(
+            f"`{command.strip()}`\n\n{text}" if text else "")
+        out.set_class(bool(text), "-shown")
+        out.scroll_home(animate=False)
+
+    def on_click(self, event) -> None:
+        if getattr(event.widget, "id", None) == "banner":
+            self.show_banner("")
+
+    # -- commands and prompts ------------------------------------------
+
+    async def run_command(self, text: str) -> None:
+        """Run a line exactly as if it was typed in the prompt."""
         from slop_tui.commands import dispatch
 
-        text = event.value
-        if not text.strip() or self.workspace is None:
+        if self.workspace is None:
             return
-        event.input.value = ""
         result = await dispatch(self.workspace, text)
         if result.quit:
-            self.exit()
+            await self.action_quit()
             return
         if result.send is not None:
             if self.busy:
                 self.notify("A turn is running; Esc cancels it.", severity="warning")
-                event.input.value = text  # never lose what the user typed
                 return
-            self.run_turn(text)
+            self.run_turn(result.send)
             return
-        transcript = self.query_one("#transcript", Markdown)
-        await transcript.update(result.text if result.ok else f"**Error:** {result.text}")
+        if not result.ok:
+            self.notify(result.text, severity="error", timeout=10)
+        elif result.text:
+            await self.show_output(text, result.text)
         if result.changed:
-            await self.refresh_panes()
+            await self.refresh_all(reload_conversation=bool(
+                result.changed & {"history", "session", "window"}))
+
+    @on(PromptInput.Submitted)
+    async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
+        text = event.text
+        if not text.strip() or self.workspace is None:
+            return
+        if self.busy and not text.lstrip().startswith("/"):
+            self.notify("A turn is running; Esc cancels it. Your text is kept.", severity="warning")
+            return
+        event.prompt_input.clear()
+        await self._remember_prompt(text)
+        await self.run_command(text)
+
+    async def _remember_prompt(self, text: str) -> None:
+        prompt = self.query_one(PromptInput)
+        history = [h for h in prompt.history if h != text][-199:] + [text]
+        prompt.set_history(history)
+        await self.workspace.ledger.set_setting("prompt_history", json.dumps(history))
+
+    def prefill_prompt(self, text: str) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.restore(text)
+        prompt.focus()
+
+    async def choose_theme(self, name: str) -> None:
+        if self.workspace is not None:
+            await save_theme(self.workspace.ledger, name)
+
+    def palette_actions(self):
+        return [
+            ("Drop or restore the highlighted group", "Soft drop (reversible)", self.action_toggle_drop),
+            ("Undo the last group", "/undo", self.action_undo),
+            ("Switch provider or model…", "Provider dialog", self.action_provider),
+            ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
+            ("Search history…", "Across all sessions", self.action_search),
+            ("Copy the scratchpad", "System clipboard or OSC 52", self.action_copy_scratchpad),
+            ("Copy the whole context", "The exact next request", self.action_copy_context),
+            ("Export session as Markdown", "/export markdown", self.action_export_markdown),
+            ("Export session as JSON", "/export json", self.action_export_json),
+            ("Toggle the left pane", "Groups and sessions", self.action_toggle_left),
+            ("Toggle the right pane", "STATE, scratchpad, gauge, preview", self.action_toggle_right),
+            ("Help", "Every key and command", self.action_help),
+        ]
+
+    # -- turns -----------------------------------------------------------
 
     @work(exclusive=True, group="turn")
     async def run_turn(self, text: str) -> None:
-        import json
-
         from slop_tui.orchestrator import (
             ErrorEvent,
             Notice,
             Orchestrator,
-            TextChunk,
             ToolCallEvent,
-            ToolResultEvent,
+            TurnStarted,
         )
 
         ws = self.workspace
         if self.orchestrator is None:
-            self.orchestrator = Orchestrator(ws, approve=ws.config.approve, approver=self.ask_approval)
-        transcript = self.query_one("#transcript", Markdown)
-        await transcript.update(f"> {text}\n\n")
-        stream = Markdown.get_stream(transcript)
+            self.orchestrator = Orchestrator(ws, approve=ws.config.approve,
+                                             approver=self.ask_approval)
+        view = self.query_one(ConversationView)
         self.busy = True
-        await self.refresh_panes()
+        self.phase = "streaming"
+        self.show_banner("")
 
         async def on_event(ev) -> None:
-            if isinstance(ev, TextChunk):
-                await stream.write(ev.text)
+            if isinstance(ev, TurnStarted):
+                await view.begin_turn(ev.group_id, text)
+                await self.query_one(GroupList).refresh_from(ws)
             elif isinstance(ev, ToolCallEvent):
-                args = json.dumps(ev.arguments, ensure_ascii=False)[:120]
-                await stream.write(f"\n\n`🛠 {ev.name} {args}`\n\n")
-            elif isinstance(ev, ToolResultEvent):
-                mark = "✅" if ev.ok else "❌"
-                await stream.write(f"`┗ {mark} {ev.name}: {len(ev.text.splitlines())} lines`\n\n")
+                self.phase = "running tools"
             elif isinstance(ev, Notice):
-                self.notify(ev.text, severity="warning")
+                self.notify(ev.text, severity="warning", timeout=10)
             elif isinstance(ev, ErrorEvent):
-                self.notify(ev.message, severity="error", timeout=15)
+                self.show_banner(ev.message)
+            if ev.kind == "text":
+                self.phase = "streaming"
+            await view.on_event(ev)
+            if ev.kind in ("tool_result", "usage"):
+                self.sub_title = self._status(await ws.provider_choice(), await ws.current())
 
         try:
             await self.orchestrator.run_turn(text, on_event)
         finally:
-            await stream.stop()
+            await view.end_turn()
             self.busy = False
-            await self.refresh_panes()
+            self.phase = ""
+            if self.is_running:
+                await self.refresh_all()
 
     async def ask_approval(self, call) -> str:
-        import json
-
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
         return await self.push_screen_wait(ApprovalScreen(call.name, args))
 
@@ -202,15 +353,207 @@ class SlopApp(App):
         if self.busy:
             self.workers.cancel_group(self, "turn")
             self.notify("Turn cancelled; the partial answer is kept as interrupted.")
+        elif self.query_one("#output").has_class("-shown"):
+            self.query_one("#output").remove_class("-shown")
+        elif self.query_one("#banner", Static).has_class("-shown"):
+            self.show_banner("")
+
+    # -- group list intents ------------------------------------------------
+
+    @on(GroupList.DropToggled)
+    async def drop_toggled(self, event: GroupList.DropToggled) -> None:
+        verb = "drop" if event.dropped else "restore"
+        await self.run_command(f"/context {verb} {event.group_id}")
+
+    @on(GroupList.RemoveRequested)
+    def remove_requested(self, event: GroupList.RemoveRequested) -> None:
+        self._confirm_remove(event.group_id)
+
+    @work(group="dialogs")
+    async def _confirm_remove(self, gid: int) -> None:
+        if await self.push_screen_wait(ConfirmScreen(f"Remove group {gid} permanently?",
+                                                     "It cannot be restored (drop it with d instead).")):
+            await self.run_command(f"/message remove {gid}")
+
+    @on(GroupList.ShowRequested)
+    async def show_requested(self, event: GroupList.ShowRequested) -> None:
+        await self.query_one(ConversationView).show_group(event.group_id)
+
+    @on(GroupList.Selected)
+    def group_selected(self, event: GroupList.Selected) -> None:
+        self.query_one(TokenGauge).set_projection(event.saving)
+
+    @on(SessionList.SessionChosen)
+    async def session_chosen(self, event: SessionList.SessionChosen) -> None:
+        self.query_one(ScratchpadEditor).flush()
+        await self.run_command(f"/session activate {event.name}")
+
+    # -- side panes --------------------------------------------------------
+
+    @on(StatePane.StateEdited)
+    async def state_edited(self, event: StatePane.StateEdited) -> None:
+        await self.workspace.ledger.add_state(self.workspace.session, None, event.text)
+        self.notify("STATE saved as a new version.")
+        await self.refresh_context()
+
+    @on(ScratchpadEditor.ScratchpadSaved)
+    async def scratchpad_saved(self, event: ScratchpadEditor.ScratchpadSaved) -> None:
+        ws = self.workspace
+        session = event.session or ws.session
+        stored = (await ws.ledger.session_or_default(session)).scratchpad
+        if stored.strip() != (event.base or "").strip():
+            self.query_one(ScratchpadEditor).external_update(stored)
+            return
+        await ws.ledger.set_scratchpad(session, event.text)
+        await self.refresh_context()
+
+    @on(ContextPreview.JsonRequested)
+    def json_requested(self, event: ContextPreview.JsonRequested) -> None:
+        self._load_json()
+
+    @work(group="preview")
+    async def _load_json(self) -> None:
+        from slop_tui.commands import dispatch
+
+        result = await dispatch(self.workspace, "/context show --json")
+        if result.ok:
+            self.query_one(ContextPreview).set_json(result.data)
+        else:
+            self.notify(result.text, severity="error")
+
+    @on(CopyRequested)
+    async def copy_requested(self, event: CopyRequested) -> None:
+        await self._copy(event.text, event.what)
+
+    async def _copy(self, text: str, what: str) -> None:
+        from slop_tui.ui.clipboard import copy_text_async, describe
+
+        method = await copy_text_async(self, text)
+        self.notify(f"Copied {what}: {describe(method)}")
+
+    # -- actions -------------------------------------------------------------
 
     def action_focus_prompt(self) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
+
+    def action_focus_groups(self) -> None:
+        self.query_one(GroupList).focus()
+
+    def action_focus_side(self) -> None:
+        self.query_one(ScratchpadEditor).focus()
+
+    def action_toggle_left(self) -> None:
+        self.query_one("#left").toggle_class("-hidden")
+
+    def action_toggle_right(self) -> None:
+        self.query_one("#right").toggle_class("-hidden")
+
+    def _set_side_width(self, step: int) -> None:
+        self._side_width = max(0, min(len(SIDE_WIDTHS) - 1, self._side_width + step))
+        self.query_one("#right").styles.width = SIDE_WIDTHS[self._side_width]
+
+    def action_side_wider(self) -> None:
+        self._set_side_width(+1)
+
+    def action_side_narrower(self) -> None:
+        self._set_side_width(-1)
+
+    async def action_toggle_drop(self) -> None:
+        groups = self.query_one(GroupList)
+        gid = groups.highlighted_group
+        if gid is not None:
+            dropped = not any(g.group_id == gid and g.status == "dropped" for g in groups.groups)
+            await self.run_command(f"/context {'drop' if dropped else 'restore'} {gid}")
+
+    async def action_undo(self) -> None:
+        await self.run_command("/undo")
+
+    async def _change_window(self, step: int) -> None:
+        sess = await self.workspace.current()
+        await self.run_command(f"/context window {max(0, sess.window_size + step)}")
+
+    async def action_window_up(self) -> None:
+        await self._change_window(+1)
+
+    async def action_window_down(self) -> None:
+        await self._change_window(-1)
+
+    def action_help(self) -> None:
+        from slop_tui.ui.screens.help import HelpScreen, binding_rows
+
+        self.push_screen(HelpScreen(binding_rows(self)))
+
+    @work(group="dialogs")
+    async def action_provider(self) -> None:
+        from slop_tui.ui.screens.dialogs import ProviderScreen, provider_dialog_args
+
+        choices, current, hidden = await provider_dialog_args(self.workspace)
+        result = await self.push_screen_wait(ProviderScreen(choices, current, hidden))
+        if result:
+            await self.run_command(f"/provider {result[0]} {result[1]}")
+
+    @work(group="dialogs")
+    async def action_sessions(self) -> None:
+        from slop_tui.ui.screens.dialogs import SessionScreen
+
+        ws = self.workspace
+        result = await self.push_screen_wait(
+            SessionScreen(await ws.ledger.list_sessions(), ws.session))
+        if result:
+            action, name = result
+            verb = {"switch": "activate", "new": "activate"}.get(action, action)
+            self.query_one(ScratchpadEditor).flush()
+            await self.run_command(f"/session {verb} {name}")
+
+    @work(group="dialogs")
+    async def action_search(self) -> None:
+        from slop_tui.ui.screens.search import SearchScreen
+
+        result = await self.push_screen_wait(SearchScreen(self.workspace))
+        if result:
+            session, gid = result
+            if session != self.workspace.session:
+                await self.run_command(f"/session activate {session}")
+            if gid is not None:
+                await self.query_one(ConversationView).show_group(gid)
+                self.query_one(GroupList).select_group(gid)
+
+    async def action_copy_scratchpad(self) -> None:
+        await self._copy(self.query_one(ScratchpadEditor).text, "the scratchpad")
+
+    async def action_copy_context(self) -> None:
+        from slop_tui.context import render_prompt
+
+        prompt = await self.workspace.prompt()
+        await self._copy(render_prompt(prompt), "the whole context")
+
+    async def action_export_markdown(self) -> None:
+        await self.run_command("/export markdown --force")
+
+    async def action_export_json(self) -> None:
+        await self.run_command("/export json --force")
+
+    async def action_quit(self) -> None:
+        await self._save_scratchpad()
+        self.exit()
+
+    async def _save_scratchpad(self) -> None:
+        """Never lose a keystroke: unsaved scratchpad edits are written before exit."""
+        ws = self.workspace
+        pads = self.query(ScratchpadEditor)
+        if ws is None or not pads:
+            return
+        pad = pads.first()
+        if pad.dirty:
+            await ws.ledger.set_scratchpad(pad.session or ws.session, pad.text)
 
     async def on_unmount(self) -> None:
+        ws = self.workspace
+        if ws is None:
+            return
         if self.orchestrator is not None:
             await self.orchestrator.aclose()
-        if self.workspace is not None:
-            await self.workspace.close()
+        await ws.close()
 
 
 def run_app(db: str | None = None, session: str | None = None) -> int:

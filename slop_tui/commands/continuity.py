@@ -1,0 +1,409 @@
+"""Continuity commands (issue 6): lanes, replies, handoffs, files in context,
+the compaction audit log and un-compaction.
+
+Every handler checks all of its input before it writes anything, so a bad
+argument leaves the ledger unchanged.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import UTC, datetime
+from pathlib import Path
+
+from slop_tui.commands.base import (
+    TABLE,
+    CommandError,
+    CommandResult,
+    UsageError,
+    command,
+    ok,
+    parse_int,
+    split_first,
+)
+from slop_tui.handoff import handoff_markdown, record_handoff
+from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane
+from slop_tui.records import DEFAULT_LANE, CompactionRecord
+from slop_tui.tools.base import ToolError
+from slop_tui.tools.paths import display, read_text, resolve_inside, write_text
+
+CAT = "Context & history"
+CAT_SESSIONS = "Sessions"
+
+for _name, _sub in (("lane", "list"), ("handoff", "show"), ("file", "list")):
+    TABLE.default_sub.setdefault(_name, _sub)
+
+
+def project_root(ws) -> Path:
+    """The resolved project root: the fence for `/file` and `/handoff export`."""
+    return Path(ws.config.project_root).resolve()
+
+
+def _tool_error(exc: ToolError, label: str) -> CommandError:
+    """A path-safety refusal from tools.paths without its tool-name prefix."""
+    text = str(exc)
+    prefix = f"{label}: "
+    return CommandError(text[len(prefix) :] if text.startswith(prefix) else text)
+
+
+def _words(args: str, usage: str) -> list[str]:
+    try:
+        return shlex.split(args)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Usage: {usage}") from None
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M") if t else "-"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+# -- lanes ---------------------------------------------------------------------
+
+
+def _lane_arg(args: str, usage: str) -> str:
+    words = args.split()
+    if len(words) != 1:
+        raise UsageError(f"one lane name is needed ({LANE_FORMS}). Usage: {usage}")
+    try:
+        return check_lane(words[0])
+    except LedgerError as exc:
+        raise UsageError(f"{str(exc).rstrip('.')}. Usage: {usage}") from None
+
+
+async def _switch(ws, lane: str) -> CommandResult:
+    sess = await ws.current()
+    if sess.lane == lane:
+        return ok(f"Already in lane {lane}.", data=lane)
+    await ws.ledger.set_lane(ws.session, lane)
+    info = await ws.ledger.lane_info(ws.session, lane)
+    what = f"{info.groups} group(s)" if info.groups else "no messages yet"
+    return ok(f"Lane {lane} ({what}); was {sess.lane}.", changed=("lane", "history"), data=lane)
+
+
+@command(
+    "lane",
+    "list",
+    "/lane list",
+    "Lanes of this session: groups, messages, tokens, last used; * is the current one.",
+    CAT,
+)
+async def lane_list(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/lane list takes no arguments.")
+    sess = await ws.current()
+    lanes = await ws.ledger.lanes(ws.session)
+    if not any(i.lane == sess.lane for i in lanes):
+        lanes.insert(0, await ws.ledger.lane_info(ws.session, sess.lane))
+    lines = [
+        "| lane | groups | messages | tokens | summarized | last used |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i in lanes:
+        mark = "* " if i.lane == sess.lane else ""
+        lines.append(
+            f"| {mark}{_cell(i.lane)} | {i.groups} | {i.messages} | {i.tokens} | "
+            f"{i.summarized} | {_when(i.last_used)} |"
+        )
+    return ok("\n".join(lines), data=lanes)
+
+
+@command("lane", "switch", "/lane switch NAME", f"Continue in another lane: {LANE_FORMS}.", CAT)
+async def lane_switch(ws, args: str) -> CommandResult:
+    lane = _lane_arg(args, "/lane switch NAME")
+    gid = lane_group(lane)
+    if gid is not None and not await ws.ledger.group_exists(ws.session, gid):
+        raise CommandError(f"session '{ws.session}' has no group {gid} to reply to.")
+    return await _switch(ws, lane)
+
+
+@command("lane", "new", "/lane new NAME", "Start the topic lane topic:NAME and switch to it.", CAT)
+async def lane_new(ws, args: str) -> CommandResult:
+    usage = "/lane new NAME"
+    name = args.strip()
+    if name.startswith("topic:"):
+        name = name[len("topic:") :]
+    if not name or len(name.split()) != 1:
+        raise UsageError(f"one topic name is needed. Usage: {usage}")
+    lane = _lane_arg(f"topic:{name}", usage)
+    info = await ws.ledger.lane_info(ws.session, lane)
+    if info.last_used:
+        raise CommandError(f"lane {lane} already exists; /lane switch {lane} continues it.")
+    return await _switch(ws, lane)
+
+
+@command(
+    "reply",
+    None,
+    "/reply GID TEXT",
+    "Reply to group GID in its own lane reply:GID (started or continued) and send TEXT.",
+    CAT,
+)
+async def reply(ws, args: str) -> CommandResult:
+    usage = "/reply GID TEXT"
+    first, text = split_first(args)
+    if not first or not text.strip():
+        raise UsageError(f"a group id and the reply are needed. Usage: {usage}")
+    gid = parse_int(first, "the group id", usage, minimum=1)
+    if not await ws.ledger.group_exists(ws.session, gid):
+        raise CommandError(f"session '{ws.session}' has no group {gid}.")
+    lane = reply_lane(gid)
+    sess = await ws.current()
+    if sess.lane != lane:
+        await ws.ledger.set_lane(ws.session, lane)
+    return CommandResult(
+        ok=True,
+        text=f"Replying to group {gid} in lane {lane}.",
+        send=text,
+        changed=frozenset({"lane", "history"}),
+        data=lane,
+    )
+
+
+# -- handoffs ------------------------------------------------------------------
+
+
+@command(
+    "handoff",
+    "show",
+    "/handoff show",
+    "The latest handoff: task, git, progress, decisions, continuation.",
+    CAT_SESSIONS,
+)
+async def handoff_show(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/handoff show takes no arguments.")
+    h = await ws.ledger.latest_handoff(ws.session)
+    if h is None:
+        return ok(f"Session '{ws.session}' has no handoff yet; /handoff write records one.")
+    return ok(handoff_markdown(h), data=h)
+
+
+@command(
+    "handoff",
+    "write",
+    "/handoff write",
+    "Record a handoff now (STATE goal, scratchpad checklist, git status).",
+    CAT_SESSIONS,
+)
+async def handoff_write(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/handoff write takes no arguments.")
+    h = await record_handoff(ws.ledger, ws.session, "manual", project_root(ws))
+    assert h is not None
+    return ok(handoff_markdown(h), changed=("handoff",), data=h)
+
+
+@command(
+    "handoff",
+    "export",
+    "/handoff export FILE [--force]",
+    "Write the latest handoff as Markdown to FILE inside the project.",
+    CAT_SESSIONS,
+)
+async def handoff_export(ws, args: str) -> CommandResult:
+    usage = "/handoff export FILE [--force]"
+    words = _words(args, usage)
+    force = "--force" in words
+    rest = [w for w in words if w != "--force"]
+    if len(rest) != 1 or rest[0].startswith("--"):
+        raise UsageError(f"one file name is needed. Usage: {usage}")
+    label = "/handoff export"
+    root = project_root(ws)
+    try:
+        path = resolve_inside(root, rest[0], label)
+    except ToolError as exc:
+        raise _tool_error(exc, label) from None
+    shown = display(root, path)
+    if path.exists() and not force:
+        raise CommandError(f"'{shown}' already exists; add --force to overwrite it.")
+    h = await ws.ledger.latest_handoff(ws.session)
+    if h is None:
+        raise CommandError(
+            f"session '{ws.session}' has no handoff yet; /handoff write records one."
+        )
+    try:
+        write_text(root, path, shown, handoff_markdown(h), label)
+    except ToolError as exc:
+        raise _tool_error(exc, label) from None
+    return ok(f"Wrote handoff {h.id} to {shown}.", data=path)
+
+
+# -- files in context ------------------------------------------------------------
+
+
+def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str, str]:
+    """(root-relative path, text) of a project file; CommandError when refused.
+
+    The path rules are those of the file tools (tools.paths): inside the
+    project root after resolving symlinks, a regular file, UTF-8 text.
+    """
+    try:
+        resolved = resolve_inside(root, path, label)
+        shown = display(root, resolved)
+        return shown, read_text(resolved, shown, label)
+    except ToolError as exc:
+        raise _tool_error(exc, label) from None
+
+
+@command(
+    "file",
+    "add",
+    "/file add PATH…",
+    "Put project files into the context as their own layer (text files inside the project).",
+    CAT,
+)
+async def file_add(ws, args: str) -> CommandResult:
+    usage = "/file add PATH…"
+    paths = _words(args, usage)
+    if not paths:
+        raise UsageError(f"at least one path is needed. Usage: {usage}")
+    root = project_root(ws)
+    checked: dict[str, int] = {}
+    for raw in paths:  # every path is checked before any is added
+        shown, text = read_context_file(root, raw, "/file add")
+        checked[shown] = ws.ledger.count_tokens(text)
+    present = {f.path for f in await ws.ledger.context_files(ws.session)}
+    added = [p for p in checked if p not in present]
+    for p in added:
+        await ws.ledger.add_context_file(ws.session, p)
+    parts = []
+    if added:
+        parts.append("Added " + ", ".join(f"{p} ({checked[p]} tokens)" for p in added) + ".")
+    again = [p for p in checked if p in present]
+    if again:
+        parts.append("Already in the context: " + ", ".join(again) + ".")
+    return ok(" ".join(parts), changed=("files",) if added else (), data=added)
+
+
+@command("file", "remove", "/file remove PATH", "Take a file out of the context.", CAT)
+async def file_remove(ws, args: str) -> CommandResult:
+    usage = "/file remove PATH"
+    paths = _words(args, usage)
+    if len(paths) != 1:
+        raise UsageError(f"one path is needed. Usage: {usage}")
+    raw = paths[0]
+    root = project_root(ws)
+    candidates = [raw]
+    try:
+        candidates.insert(0, display(root, resolve_inside(root, raw, "/file remove")))
+    except ToolError:
+        pass  # e.g. a file that now resolves elsewhere: try the stored name as typed
+    for name in candidates:
+        if await ws.ledger.remove_context_file(ws.session, name):
+            return ok(f"Removed {name} from the context.", changed=("files",))
+    raise CommandError(f"'{raw}' is not in the context; /file list shows what is.")
+
+
+@command("file", "list", "/file list", "Files in the context, with tokens per file.", CAT)
+async def file_list(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/file list takes no arguments.")
+    files = await ws.ledger.context_files(ws.session)
+    if not files:
+        return ok("No files in the context; /file add PATH adds one.", data=[])
+    root = project_root(ws)
+    lines = ["| file | tokens | added |", "|---|---|---|"]
+    total = 0
+    rows = []
+    for f in files:
+        try:
+            _shown, text = read_context_file(root, f.path)
+        except CommandError as exc:
+            tokens, note = 0, f"unreadable: {exc}"
+        else:
+            tokens, note = ws.ledger.count_tokens(text), ""
+        total += tokens
+        rows.append((f.path, tokens, note))
+        cell = f"{tokens}" if not note else _cell(note)
+        lines.append(f"| {_cell(f.path)} | {cell} | {_when(f.added_at)} |")
+    lines.append(f"\nTotal: {total} tokens in {len(files)} file(s).")
+    return ok("\n".join(lines), data=rows)
+
+
+# -- compaction audit and un-compaction ----------------------------------------
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def retrieval_hint(session: str, r: CompactionRecord) -> str:
+    """How to read what a compaction removed, as a query_db call."""
+    if r.first_message_id is None:
+        return ""
+    last = r.last_message_id if r.last_message_id is not None else r.first_message_id
+    sql = (
+        f"SELECT id, role, content FROM messages WHERE session_id={_sql_text(session)} "
+        f"AND id BETWEEN {r.first_message_id} AND {last}"
+    )
+    return f'query_db(sql="{sql}")'
+
+
+def _log_entry(session: str, r: CompactionRecord) -> str:
+    saved = r.tokens_before - r.tokens_after
+    pct = f" (−{saved * 100 // r.tokens_before}%)" if r.tokens_before > 0 and saved > 0 else ""
+    head = (
+        f"- **#{r.id}** {_when(r.created_at)} · lane {r.lane} · **{r.case_kind}** · "
+        f"trigger: {r.trigger or '-'} · tokens {r.tokens_before} → {r.tokens_after}{pct}"
+    )
+    lines = [head]
+    if r.first_message_id is not None:
+        last = r.last_message_id if r.last_message_id is not None else r.first_message_id
+        lines.append(f"  - covered messages {r.first_message_id}–{last}")
+    if r.summary_id is not None:
+        state = (
+            "un-compacted"
+            if r.undone
+            else f"in effect; /context uncompact {r.summary_id} restores the messages"
+        )
+        lines.append(f"  - summary {r.summary_id} ({state})")
+    if r.detail:
+        lines.append(f"  - {' '.join(r.detail.split())}")
+    hint = retrieval_hint(session, r)
+    if hint:
+        lines.append(f"  - retrieve: `{hint}`")
+    return "\n".join(lines)
+
+
+@command(
+    "context",
+    "log",
+    "/context log [N]",
+    "The compaction audit trail: trigger, tokens before → after, case, covered messages.",
+    CAT,
+)
+async def context_log(ws, args: str) -> CommandResult:
+    n = parse_int(args, "N", "/context log [N]", minimum=1) if args.strip() else 20
+    records = await ws.ledger.compaction_log(ws.session, n)
+    if not records:
+        return ok(f"Session '{ws.session}' has no compactions yet.", data=[])
+    body = "\n".join(_log_entry(ws.session, r) for r in records)
+    return ok(f"## Compactions of session '{ws.session}' (newest first)\n\n{body}", data=records)
+
+
+@command(
+    "context",
+    "uncompact",
+    "/context uncompact SUMMARY_ID",
+    "Restore the messages a summary replaced (the summary is kept, marked superseded).",
+    CAT,
+)
+async def context_uncompact(ws, args: str) -> CommandResult:
+    sid = parse_int(args, "the summary id", "/context uncompact SUMMARY_ID", minimum=1)
+    summary = await ws.ledger.get_summary(ws.session, sid)
+    if summary is None:
+        raise CommandError(f"session '{ws.session}' has no summary {sid}; /context log lists them.")
+    if await ws.ledger.summary_superseded(sid):
+        return ok(f"Summary {sid} was already un-compacted.")
+    n = await ws.ledger.uncompact(ws.session, sid)
+    lane = "" if summary.lane == DEFAULT_LANE else f" in lane {summary.lane}"
+    return ok(
+        f"Un-compacted summary {sid}{lane}: {n} message(s) restored "
+        f"({summary.first_message_id}–{summary.last_message_id}).",
+        changed=("history",),
+        data=n,
+    )

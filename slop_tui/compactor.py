@@ -1,0 +1,415 @@
+"""Compaction jobs that need the ledger or a model call (issue 6); headless.
+
+The pure engine (`slop_tui.context.guards`, `.compaction`, `.summaries`)
+decides what to summarise and how; this module does it:
+
+- `summarize_for_request`: the guard ladder's summarize step, before a
+  request (also inside a tool loop). The summary request is the applied
+  request itself plus the instruction (`summary_request`), so the provider's
+  prefix cache covers it.
+- `after_reply`: background compaction after an answer (seed 003): when the
+  next request's history is above `compaction_trigger_tokens`, a topic
+  boundary (`[compaction] detector_model`; none configured or a failed call
+  gives `SAFE_BOUNDARY`), `decide`, then truncate (the detector's one-line
+  summary, no model call) or summarize (the last sent request plus the reply,
+  same prefix again).
+- `lane_summary`: the rolling summary of the rows of a lane that left the
+  recency window (seed 002), with a standalone request.
+
+Every path ends the same way: the summary text (or `extractive_summary` of
+the covered rows when the model call fails or answers with tool calls or
+nothing) goes through `complete_summary` (missing anchors appended, secrets
+redacted), `Ledger.summarize_span` hides EVERY visible row of the lane up to
+the last covered id (rows older than the window too, or the window would
+pull them back in), the request is re-assembled and measured, and
+`log_compaction` writes the audit record. Compactions (not lane summaries)
+also record a `compaction` handoff. Nothing is deleted: `/context uncompact
+SUMMARY_ID` restores the rows exactly.
+
+Summaries stack: each covers its own span and the summary layer shows every
+active summary of the lane, oldest first. A new summary is asked not to
+repeat the ones already in the request (and anchors they hold are not
+appended again), so un-compacting any one of them restores the exact
+request from before it.
+
+`[compaction] summary_model` sends summaries to a (cheaper) model of the same
+provider with a standalone request over the covered rows (a different model
+shares no cache with the session's prefix).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from slop_tui.context.budget import budget_report
+from slop_tui.context.compaction import (
+    CASE_NONE,
+    CASE_SUMMARIZE,
+    CASE_TRUNCATE,
+    SAFE_BOUNDARY,
+    boundary_request,
+    decide,
+    lane_summary_due,
+    parse_boundary,
+    truncate_summary,
+)
+from slop_tui.context.guards import GuardStep
+from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Prompt, PromptMessage
+from slop_tui.context.summaries import (
+    clean_summary,
+    complete_summary,
+    extractive_summary,
+    standalone_summary_request,
+    summary_anchors,
+    summary_instruction,
+    summary_request,
+)
+from slop_tui.records import Handoff, Message, Summary
+
+if TYPE_CHECKING:
+    from slop_tui.workspace import Workspace
+
+# (request, model) -> the reply text, or None when the call failed, answered with
+# tool calls or said nothing. Supplied by the orchestrator (its provider and retry policy).
+ModelCall = Callable[[Prompt, str], Awaitable[str | None]]
+# (phase, case, tokens before, tokens after, text): "started" | "done" | "failed".
+Notify = Callable[[str, str, int, int, str], Awaitable[None]]
+
+KIND_GUARD = "guard"  # summarize step of the guard ladder, before a request
+KIND_COMPACTION = "compaction"  # after-reply compaction, summarize case
+KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
+KIND_LANE = "lane"  # rolling lane summary
+
+STACKED_NOTE = (
+    " The `## Summary of earlier conversation` already in your context stays there: "
+    "do not repeat it, summarise only the messages after it."
+)
+
+
+def _integrate_sentence() -> str:
+    """What `summary_instruction` inserts for an existing summary (found by difference)."""
+    plain = summary_instruction(1, "", "", False)
+    asked = summary_instruction(1, "", "", True)
+    start = next(
+        (i for i, (a, b) in enumerate(zip(plain, asked, strict=False)) if a != b), len(plain)
+    )
+    inserted = asked[start : start + len(asked) - len(plain)]
+    return inserted if asked == plain[:start] + inserted + plain[start:] else ""
+
+
+_INTEGRATE = _integrate_sentence()
+
+
+def stacked_request(
+    prompt: Prompt,
+    keep_ids: Sequence[int],
+    budget: int,
+    extra: Sequence[PromptMessage] = (),
+    count_tokens: Callable[[str], int] | None = None,
+) -> Prompt:
+    """`summary_request` for a stacked summary: an existing one is kept, not integrated."""
+    kwargs = {"count_tokens": count_tokens} if count_tokens else {}
+    req = summary_request(prompt, keep_ids, budget, extra=extra, **kwargs)
+    existing = any(la.name == LAYER_SUMMARY for la in prompt.layers) or any(
+        m.kind == KIND_SUMMARY for m in req.messages
+    )
+    if not existing or not _INTEGRATE:
+        return req
+    ask = req.messages[-1]
+    text = ask.text.replace(_INTEGRATE, STACKED_NOTE)
+    tokens = count_tokens(text) if count_tokens else ask.tokens
+    return replace(req, messages=(*req.messages[:-1], replace(ask, text=text, tokens=tokens)))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one compaction did (case "none": nothing)."""
+
+    case: str  # "truncate" | "summarize" | "none"
+    tokens_before: int
+    tokens_after: int
+    text: str  # one line for the workspace
+    summary: Summary | None = None
+    fallback: bool = False  # the extractive summary was stored (the model call failed)
+    handoff: Handoff | None = None
+
+
+class Compactor:
+    """Runs compactions for one workspace; `call` talks to the model."""
+
+    def __init__(self, ws: Workspace, call: ModelCall) -> None:
+        self.ws = ws
+        self.call = call
+
+    # -- shared steps ------------------------------------------------------------
+
+    async def _summary_text(
+        self, request: Prompt, model: str, rows: Sequence[Message]
+    ) -> tuple[str, bool]:
+        """(text, fallback): the model's summary, or the extractive one when it failed."""
+        max_in = self.ws.model_info(model).max_input_tokens
+        reply = await self.call(request, model) if request.request_tokens <= max_in else None
+        text = clean_summary(reply or "")
+        if text:
+            return text, False
+        return extractive_summary(rows), True
+
+    def _request(
+        self,
+        own: Prompt | None,
+        keep_ids: Sequence[int],
+        rows: Sequence[Message],
+        model: str,
+        strategy: str,
+        extra: Sequence[PromptMessage] = (),
+    ) -> tuple[Prompt, str]:
+        """The summary request and the model it goes to."""
+        s = self.ws.compaction_settings()
+        count = self.ws.ledger.count_tokens
+        budget = s.summary_budget_tokens
+        if own is not None and (not s.summary_model or s.summary_model == model):
+            request = stacked_request(own, keep_ids, budget, extra, count)
+            if request.request_tokens <= self.ws.model_info(model).max_input_tokens:
+                return request, model
+        target = s.summary_model or model
+        return standalone_summary_request(rows, strategy, budget, count_tokens=count), target
+
+    async def _complete(self, text: str, rows: Sequence[Message], lane: str) -> str:
+        """`complete_summary` against STATE, the scratchpad and the lane's other summaries."""
+        ws = self.ws
+        state = await ws.ledger.current_state(ws.session)
+        sess = await ws.current()
+        others = "\n".join(s.content for s in await ws.ledger.active_summaries(ws.session, lane))
+        return complete_summary(
+            text,
+            summary_anchors(rows),
+            state.content if state else "",
+            sess.scratchpad + ("\n" + others if others else ""),
+        )
+
+    async def _lane_ids_up_to(self, lane: str, last: int) -> list[int]:
+        """Every visible row of the lane with id <= last (older than the window too)."""
+        rows = await self.ws.ledger.window(self.ws.session, 0, lane=lane)
+        return [m.id for m in rows if m.id <= last]
+
+    async def _store(
+        self,
+        *,
+        lane: str,
+        kind: str,
+        case: str,
+        ids: Sequence[int],
+        content: str,
+        trigger: str,
+        detail: str,
+        tokens_before: int,
+        strategy: str,
+    ) -> tuple[Summary, int]:
+        """summarize_span, measure the next request, log_compaction; (summary, tokens after)."""
+        ws = self.ws
+        summary = await ws.ledger.summarize_span(ws.session, lane, kind, ids, content)
+        after = (await ws.prompt(strategy)).request_tokens
+        await ws.ledger.log_compaction(
+            ws.session,
+            case_kind=case,
+            trigger=trigger,
+            tokens_before=tokens_before,
+            tokens_after=after,
+            lane=lane,
+            summary_id=summary.id,
+            first_message_id=summary.first_message_id,
+            last_message_id=summary.last_message_id,
+            detail=detail,
+        )
+        return summary, after
+
+    async def _rows_in(self, prompt: Prompt) -> list[Message]:
+        """The ledger rows of the request's conversation history, oldest first."""
+        ids = sorted(
+            {m.message_id for m in prompt.messages if m.message_id is not None and m.kind is None}
+        )
+        return await self.ws.ledger.messages_by_ids(ids)
+
+    # -- the guard's summarize step ---------------------------------------------------
+
+    async def summarize_for_request(
+        self, prompt: Prompt, step: GuardStep, model: str, trigger: str
+    ) -> CompactionResult:
+        """Summarise `step.message_ids` of the (applied) request `prompt`, before sending it."""
+        ws = self.ws
+        lane = (await ws.current()).lane
+        rows = await ws.ledger.messages_by_ids(step.message_ids)
+        request, target = self._request(prompt, step.keep_ids, rows, model, prompt.strategy)
+        text, fallback = await self._summary_text(request, target, rows)
+        content = await self._complete(text, rows, lane)
+        ids = await self._lane_ids_up_to(lane, max(step.message_ids))
+        how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
+        summary, after = await self._store(
+            lane=lane,
+            kind=KIND_GUARD,
+            case=CASE_SUMMARIZE,
+            ids=ids,
+            content=content,
+            trigger=trigger,
+            detail=f"{step.detail}; {len(ids)} row(s) hidden behind the summary; {how}",
+            tokens_before=step.tokens_before,
+            strategy=prompt.strategy,
+        )
+        handoff = await ws._record_handoff(ws.session, "compaction")
+        return CompactionResult(
+            CASE_SUMMARIZE,
+            step.tokens_before,
+            after,
+            f"summarised {len(ids)} message(s) into summary {summary.id}"
+            + (" (extractive: the summary call failed)" if fallback else ""),
+            summary,
+            fallback,
+            handoff,
+        )
+
+    # -- after the reply ---------------------------------------------------------------
+
+    async def after_reply(
+        self,
+        sent: Prompt | None,
+        reply_text: str,
+        model: str,
+        strategy: str,
+        notify: Notify,
+    ) -> CompactionResult | None:
+        """Compact the lane when the next request's history is above the trigger (else None)."""
+        ws = self.ws
+        s = ws.compaction_settings()
+        if not s.enabled:
+            return None
+        count = ws.ledger.count_tokens
+        lane = (await ws.current()).lane
+        prompt = await ws.prompt(strategy)
+        report = budget_report(prompt, ws.model_info(model), s)
+        if not report.needs_summary:
+            return None
+        before = prompt.request_tokens
+        trigger = (
+            f"history {report.history_tokens:,} tokens > compaction_trigger_tokens "
+            f"{s.compaction_trigger_tokens:,}"
+        )
+        await notify("started", "", before, before, f"compacting: {trigger}")
+        rows = await self._rows_in(prompt)
+        boundary = SAFE_BOUNDARY
+        if s.detector_model:
+            answer = await self.call(boundary_request(rows, strategy, count), s.detector_model)
+            boundary = parse_boundary(answer)
+        decision = decide(rows, boundary, s, count)
+        if decision.case == CASE_NONE:
+            result = CompactionResult(CASE_NONE, before, before, decision.reason)
+            await notify("done", CASE_NONE, before, before, decision.reason)
+            return result
+        covered = [r for r in rows if r.id in set(decision.covered_ids)]
+        fallback = False
+        if decision.case == CASE_TRUNCATE:
+            text, kind, how = truncate_summary(decision), KIND_TRUNCATE, "no model call"
+        else:
+            reply = PromptMessage(role="assistant", text=reply_text, tokens=count(reply_text))
+            request, target = self._request(
+                sent, decision.verbatim_ids, covered, model, strategy, extra=(reply,)
+            )
+            text, fallback = await self._summary_text(request, target, covered)
+            kind = KIND_COMPACTION
+            how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
+        content = await self._complete(text, covered, lane)
+        last = decision.last_covered
+        assert last is not None
+        ids = await self._lane_ids_up_to(lane, last)
+        summary, after = await self._store(
+            lane=lane,
+            kind=kind,
+            case=decision.case,
+            ids=ids,
+            content=content,
+            trigger=trigger,
+            detail=f"{decision.reason}; {len(ids)} row(s) hidden behind the summary; {how}",
+            tokens_before=before,
+            strategy=strategy,
+        )
+        handoff = await ws._record_handoff(ws.session, "compaction")
+        line = (
+            f"{decision.case}: {len(ids)} message(s) into summary {summary.id}, "
+            f"{before:,} → {after:,} tokens"
+            + (" (extractive: the summary call failed)" if fallback else "")
+        )
+        await notify("done", decision.case, before, after, line)
+        return CompactionResult(decision.case, before, after, line, summary, fallback, handoff)
+
+    # -- lane rolling summaries ----------------------------------------------------------
+
+    async def lane_summary(
+        self, model: str, strategy: str, now: float | None = None
+    ) -> CompactionResult | None:
+        """Fold the lane's rows that left the window into a summary when one is due (seed 002)."""
+        ws = self.ws
+        s = ws.compaction_settings()
+        sess = await ws.current()
+        if not s.enabled or sess.window_size <= 0:
+            return None
+        lane = sess.lane
+        inside = {m.id for m in await ws.ledger.window(ws.session, sess.window_size, lane=lane)}
+        left = [m for m in await ws.ledger.window(ws.session, 0, lane=lane) if m.id not in inside]
+        info = await ws.ledger.lane_info(ws.session, lane)
+        ids = lane_summary_due(
+            left,
+            s,
+            last_summary_at=info.last_summary_at,
+            now=time.time() if now is None else now,
+            count_tokens=ws.ledger.count_tokens,
+        )
+        if not ids:
+            return None
+        wanted = set(ids)
+        covered = [m for m in left if m.id in wanted]
+        before = (await ws.prompt(strategy)).request_tokens
+        target = s.summary_model or model
+        request = standalone_summary_request(
+            covered, strategy, s.summary_budget_tokens, count_tokens=ws.ledger.count_tokens
+        )
+        text, fallback = await self._summary_text(request, target, covered)
+        content = await self._complete(text, covered, lane)
+        tokens = sum(m.tokens for m in left)
+        how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
+        summary, after = await self._store(
+            lane=lane,
+            kind=KIND_LANE,
+            case=CASE_SUMMARIZE,
+            ids=sorted(wanted),
+            content=content,
+            trigger=(f"lane {lane}: {len(left)} message(s), {tokens:,} tokens outside the window"),
+            detail=(
+                f"rolling lane summary of {len(wanted)} message(s) that left the window; "
+                f"the newest {s.lane_keep_recent} stay; {how}"
+            ),
+            tokens_before=before,
+            strategy=strategy,
+        )
+        return CompactionResult(
+            CASE_SUMMARIZE,
+            before,
+            after,
+            f"lane {lane}: {len(wanted)} message(s) outside the window into summary {summary.id}",
+            summary,
+            fallback,
+        )
+
+
+__all__ = [
+    "KIND_COMPACTION",
+    "KIND_GUARD",
+    "KIND_LANE",
+    "KIND_TRUNCATE",
+    "CompactionResult",
+    "Compactor",
+    "ModelCall",
+    "Notify",
+    "stacked_request",
+]

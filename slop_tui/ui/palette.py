@@ -1,0 +1,164 @@
+"""The command palette: every app action, every slash command and the theme picker.
+
+`SlopCommands` reads the one command table (`slop_tui.commands.TABLE`), so
+the palette cannot drift from `/help`. It relies on four app methods (the
+contract; any of them may be `async`):
+
+- `app.palette_actions() -> Iterable[tuple[str, str, Callable[[], Any]]]`:
+  (title, help, callback) for each app action; read each time the palette
+  opens, so it may depend on what is on screen.
+- `app.run_command(text: str)`: run a complete slash command such as
+  `"/context show"` exactly as if it had been typed in the prompt.
+- `app.prefill_prompt(text: str)`: put text such as `"/session activate "`
+  in the prompt, focus it and move the cursor to the end, for commands that
+  need arguments.
+- `app.choose_theme(name: str)`: keep the theme chosen in the palette (the
+  palette has already set `app.theme`); persist it, e.g. with
+  `slop_tui.ui.themes.save_theme(ledger, name)`.
+
+Importing this module does not import the command table (that costs
+~0.4 s); the first palette opening does.
+
+Highlighting a "Theme: <name>" entry previews it at once; closing the
+palette without choosing a theme restores the theme it opened with.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.widgets.option_list import OptionDoesNotExist
+
+if TYPE_CHECKING:
+    from slop_tui.commands import Command
+
+THEME_PREFIX = "Theme: "
+
+
+def needs_arguments(cmd: Command) -> bool:
+    """True when the usage names a required argument after the command itself."""
+    usage = cmd.usage.strip()
+    rest = usage[len(cmd.label) :].strip() if usage.startswith(cmd.label) else ""
+    return bool(rest) and not rest.startswith("[")
+
+
+@dataclass(frozen=True)
+class PaletteEntry:
+    title: str
+    help: str
+    callback: Callable[[], Any]
+
+
+class _ChooseTheme:
+    """The callback of a theme entry; its type marks the entry for live preview."""
+
+    def __init__(self, provider: SlopCommands, name: str) -> None:
+        self.provider = provider
+        self.name = name
+
+    def __call__(self) -> Any:
+        app = self.provider.app
+        self.provider.theme_chosen = True
+        app.theme = self.name
+        choose = getattr(app, "choose_theme", None)
+        return choose(self.name) if choose is not None else None
+
+
+class SlopCommands(Provider):
+    """Palette provider for slop-tui; put it in `App.COMMANDS`."""
+
+    theme_chosen = False
+    _previewing = False
+    original_theme = ""
+    entries: tuple[PaletteEntry, ...] = ()
+
+    async def startup(self) -> None:
+        self.original_theme = self.app.theme
+        self.entries = tuple(await self._collect())
+        palette = next(
+            (s for s in reversed(self.app.screen_stack) if isinstance(s, CommandPalette)), None
+        )
+        if palette is not None:
+            command_list = palette.query_one(CommandList)
+            palette.watch(command_list, "highlighted", self._preview, init=False)
+
+    async def _collect(self) -> list[PaletteEntry]:
+        # Imported here so that importing this module (for App.COMMANDS) stays cheap.
+        from slop_tui.commands import TABLE
+
+        app = self.app
+        entries: list[PaletteEntry] = []
+        actions = getattr(app, "palette_actions", None)
+        if actions is not None:
+            produced = actions()
+            if inspect.isawaitable(produced):
+                produced = await produced
+            entries.extend(PaletteEntry(t, h, cb) for t, h, cb in produced)
+        run = getattr(app, "run_command", None)
+        prefill = getattr(app, "prefill_prompt", None)
+        for cmd in TABLE.commands:
+            if needs_arguments(cmd):
+                if prefill is not None:
+                    entries.append(
+                        PaletteEntry(cmd.usage, cmd.summary, partial(prefill, cmd.label + " "))
+                    )
+            elif run is not None:
+                entries.append(PaletteEntry(cmd.usage, cmd.summary, partial(run, cmd.label)))
+        current = app.theme
+        for name in sorted(app.available_themes):
+            theme = app.available_themes[name]
+            kind = "dark" if theme.dark else "light"
+            note = " (current)" if name == current else ""
+            entries.append(
+                PaletteEntry(
+                    THEME_PREFIX + name,
+                    f"Switch to the {kind} theme '{name}'{note}; ↑/↓ preview it.",
+                    _ChooseTheme(self, name),
+                )
+            )
+        return entries
+
+    def _preview(self, index: int | None) -> None:
+        """Show the highlighted theme; leaving the theme entries restores the original."""
+        if index is None or self.theme_chosen:
+            return
+        palette = self.app.screen
+        if not isinstance(palette, CommandPalette):
+            return
+        try:
+            option = palette.query_one(CommandList).get_option_at_index(index)
+        except OptionDoesNotExist:  # the list was rebuilt under us
+            return
+        chooser = getattr(getattr(option, "hit", None), "command", None)
+        if isinstance(chooser, _ChooseTheme):
+            self._previewing = True
+            self.app.theme = chooser.name
+        elif self._previewing:
+            self._previewing = False
+            self.app.theme = self.original_theme
+
+    async def shutdown(self) -> None:
+        if self._previewing and not self.theme_chosen:
+            self.app.theme = self.original_theme
+
+    async def discover(self) -> Hits:
+        for entry in self.entries:
+            yield DiscoveryHit(entry.title, entry.callback, text=entry.title, help=entry.help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for entry in self.entries:
+            score = matcher.match(entry.title)
+            if score > 0:
+                display = matcher.highlight(entry.title)
+            else:
+                # Aliases and plain words live in the help text ("quit" finds /exit).
+                score = matcher.match(entry.help) * 0.5
+                display = entry.title
+            if score > 0:
+                yield Hit(score, display, entry.callback, text=entry.title, help=entry.help)

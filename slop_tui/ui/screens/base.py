@@ -1,0 +1,91 @@
+"""What every dialog shares: inert text, a one-line pick list and the dialog box.
+
+Anything a model or a user typed is shown through `plain`, which turns
+control characters into visible symbols and never parses markup, so a tool
+argument cannot restyle, hide or reorder part of the dialog showing it.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from rich.text import Text
+from textual import events
+from textual.screen import ModalScreen
+from textual.widgets import OptionList
+
+T = TypeVar("T")
+
+_NEUTRAL = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}  # ␛, ␍, ␀ …
+_NEUTRAL[0x7F] = "␡"
+for _c in [
+    *range(0x80, 0xA0),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+]:  # C1 controls and bidi overrides
+    _NEUTRAL[_c] = f"<U+{_c:04X}>"
+
+
+def neutralise(text: str) -> str:
+    """Make control characters visible: ESC becomes ␛, a bidi override <U+202E>.
+
+    Newlines and tabs stay; nothing else that can move the cursor, change
+    colours or reorder text reaches the terminal.
+    """
+    return text.translate(_NEUTRAL)
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Untrusted text as a renderable that is never parsed as markup."""
+    return Text(neutralise(text), style=style)
+
+
+def option_row(current: bool) -> Text:
+    """A one-line option row (long rows end in an ellipsis) starting with the current mark."""
+    line = Text(no_wrap=True, overflow="ellipsis", end="")
+    line.append("✓ " if current else "  ", style="bold")
+    return line
+
+
+class PickList(OptionList):
+    """An OptionList where a click highlights and a double click (or Enter) chooses.
+
+    In a dialog a single click should not act at once: the user may still want
+    to edit the model or name field before confirming.
+    """
+
+    def on_click(self, event: events.Click) -> None:
+        event.prevent_default()  # skip OptionList's click-selects handler
+        index = event.style.meta.get("option")
+        if index is None or self.get_option_at_index(index).disabled:
+            return
+        self.highlighted = index
+        if event.chain >= 2:
+            self.action_select()
+
+
+class Dialog(ModalScreen[T]):
+    """A centred box with a title line and a row of buttons."""
+
+    DEFAULT_CSS = """
+    Dialog { align: center middle; }
+    Dialog > #dialog {
+        width: 84; max-width: 95%; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 1 2;
+    }
+    Dialog .dialog-title { text-style: bold; margin-bottom: 1; }
+    Dialog .dialog-notice { color: $warning; margin-top: 1; height: auto; }
+    Dialog .dialog-error { color: $error; height: auto; }
+    Dialog .dialog-buttons { height: auto; margin-top: 1; align-horizontal: right; }
+    Dialog .dialog-buttons Button { margin-left: 1; min-width: 10; }
+    Dialog .dialog-field { height: auto; margin-top: 1; }
+    Dialog .dialog-field > .dialog-label { width: auto; padding: 1 1 0 0; }
+    Dialog .dialog-field > Input { width: 1fr; }
+    Dialog PickList { height: auto; max-height: 14; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+
+__all__ = ["Dialog", "PickList", "neutralise", "option_row", "plain"]

@@ -1,0 +1,418 @@
+"""Modal dialogs: tool approval, confirmation, provider/model and session switching.
+
+Every button has a key, Escape cancels, and everything a model or a user
+typed is shown as plain text (markup off, control characters made visible),
+so a tool argument cannot restyle or hide part of the dialog that asks
+whether to run it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from slop_tui.records import SessionSummary, strategy_family
+from slop_tui.ui.screens.base import Dialog, PickList, neutralise, option_row, plain
+
+# name, kind, model, endpoint
+ProviderRow = tuple[str, str, str, str]
+SessionAction = tuple[str, str]  # ("switch" | "new" | "clone" | "remove", session name)
+
+# -- approval ---------------------------------------------------------------------
+
+
+class ApprovalScreen(Dialog[str]):
+    """Allow once / always for this session / deny, for a writing tool or the shell.
+
+    Dismisses with "allow", "allow_session" or "deny" (d and Escape deny).
+    The dialog opens while the user may be typing, so the allow keys only
+    work `arm_delay` seconds after it appears: a typed "a" or "s" cannot
+    approve a command nobody has read. Deny keys and the buttons work at once.
+    """
+
+    DEFAULT_CSS = """
+    ApprovalScreen > #dialog { border: thick $warning; width: 100; }
+    ApprovalScreen #arguments { height: auto; max-height: 20; border: round $panel; }
+    ApprovalScreen #approval-hint { color: $text-muted; height: auto; }
+    """
+    AUTO_FOCUS = "#arguments"
+    BINDINGS = [
+        Binding("a", "choose('allow')", "Allow once", id="approval_allow"),
+        Binding("s", "choose('allow_session')", "Always this session", id="approval_allow_session"),
+        Binding("d", "choose('deny')", "Deny", id="approval_deny"),
+        Binding("escape", "choose('deny')", "Deny", show=False, id="approval_cancel"),
+    ]
+    ANSWERS = ("allow", "allow_session", "deny")
+
+    def __init__(self, tool_name: str, arguments_text: str, *, arm_delay: float = 0.5) -> None:
+        super().__init__()
+        self.tool_name = tool_name
+        self.arguments_text = arguments_text
+        self.arm_delay = arm_delay
+        self._armed_at = float("inf")  # set when shown
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            title = Text("The model wants to run ")
+            title.append_text(plain(self.tool_name, "bold"))
+            yield Static(title, classes="dialog-title", id="approval-title")
+            with VerticalScroll(id="arguments"):
+                yield Static(plain(self.arguments_text or "(no arguments)"), id="arguments-text")
+            yield Static("", id="approval-hint")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Allow once (a)", id="allow", variant="primary")
+                yield Button("Always this session (s)", id="allow_session")
+                yield Button("Deny (d)", id="deny", variant="error")
+
+    def on_mount(self) -> None:
+        self._armed_at = time.monotonic() + self.arm_delay
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self._finish(event.button.id or "deny")
+
+    def action_choose(self, answer: str) -> None:
+        if answer != "deny" and time.monotonic() < self._armed_at:
+            self.query_one("#approval-hint", Static).update(
+                "That key came before the dialog was readable and was ignored; press it again."
+            )
+            return
+        self._finish(answer)
+
+    def _finish(self, answer: str) -> None:
+        self.dismiss(answer if answer in self.ANSWERS else "deny")
+
+
+# -- confirm ----------------------------------------------------------------------
+
+
+class ConfirmScreen(Dialog[bool]):
+    """A yes/no question; True only for Yes (y). No (n) and Escape give False."""
+
+    DEFAULT_CSS = """
+    ConfirmScreen > #dialog { border: thick $error; width: 64; }
+    """
+    AUTO_FOCUS = "#no"
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm_yes"),
+        Binding("n", "answer(False)", "No", id="confirm_no"),
+        Binding("escape", "answer(False)", "Cancel", show=False, id="confirm_cancel"),
+    ]
+
+    def __init__(self, title: str, body: str = "", *, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.yes_label = yes
+        self.no_label = no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(plain(self.title_text), classes="dialog-title")
+            if self.body:
+                yield Static(plain(self.body))
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.yes_label} (y)", id="yes", variant="error")
+                yield Button(f"{self.no_label} (n)", id="no")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.action_answer(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(bool(yes))
+
+
+# -- provider and model -------------------------------------------------------------
+
+
+def hidden_notice(name: str, count: int) -> str:
+    if count <= 0:
+        return f"Every message in the window will be sent to {name}."
+    noun = "tool message" if count == 1 else "tool messages"
+    return (
+        f"{count} {noun} in the window will not be sent to {name} "
+        "(made by another provider family; their text answers still are)."
+    )
+
+
+class ProviderScreen(Dialog[tuple[str, str] | None]):
+    """Pick a configured provider and a model; dismisses with (name, model) or None.
+
+    `choices` are (name, kind, default model, endpoint); `hidden_counts` maps a
+    provider to how many tool messages in the window it would not see.
+    Enter (or a double click) switches, `m` edits the model, Escape cancels.
+    """
+
+    DEFAULT_CSS = """
+    ProviderScreen > #dialog { width: 104; }
+    """
+    AUTO_FOCUS = "#providers"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", show=False, id="provider_cancel"),
+        Binding("m", "focus_model", "Edit model", id="provider_model"),
+    ]
+
+    def __init__(
+        self,
+        choices: Sequence[ProviderRow],
+        current: str,
+        hidden_counts: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.choices = list(choices)
+        self.current = current
+        self.hidden_counts = dict(hidden_counts or {})
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Provider and model", classes="dialog-title")
+            yield PickList(*[self._option(row) for row in self.choices], id="providers")
+            with Horizontal(classes="dialog-field"):
+                yield Static("Model", classes="dialog-label")
+                yield Input(id="model", placeholder="model name")
+            yield Static("", id="notice", classes="dialog-notice")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Switch (enter)", id="switch", variant="primary")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _option(self, row: ProviderRow) -> Option:
+        name, kind, model, endpoint = row
+        line = option_row(name == self.current)
+        line.append_text(plain(f"{name:<14}", "bold"))
+        line.append_text(plain(f" {kind:<11} {model:<28} "))
+        line.append_text(plain(endpoint or "default", "dim"))
+        return Option(line, id=name)
+
+    def on_mount(self) -> None:
+        names = [row[0] for row in self.choices]
+        picker = self.query_one("#providers", PickList)
+        if names:
+            picker.highlighted = names.index(self.current) if self.current in names else 0
+            self._show(picker.highlighted or 0)
+
+    @property
+    def highlighted_name(self) -> str | None:
+        index = self.query_one("#providers", PickList).highlighted
+        return self.choices[index][0] if index is not None and self.choices else None
+
+    def _show(self, index: int) -> None:
+        name, _kind, model, _endpoint = self.choices[index]
+        self.query_one("#model", Input).value = model
+        count = self.hidden_counts.get(name, 0)
+        self.query_one("#notice", Static).update(plain(hidden_notice(name, count)))
+
+    @on(OptionList.OptionHighlighted, "#providers")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show(event.option_index)
+
+    @on(OptionList.OptionSelected, "#providers")
+    @on(Input.Submitted, "#model")
+    def _chosen(self) -> None:
+        self.action_switch()
+
+    @on(Button.Pressed, "#switch")
+    def _switch_pressed(self) -> None:
+        self.action_switch()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        self.action_cancel()
+
+    def action_switch(self) -> None:
+        name = self.highlighted_name
+        if name is None:
+            self.dismiss(None)
+            return
+        default = next(row[2] for row in self.choices if row[0] == name)
+        model = self.query_one("#model", Input).value.strip() or default
+        self.dismiss((name, model))
+
+    def action_focus_model(self) -> None:
+        self.query_one("#model", Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _kind_strategy(kind: str) -> str:
+    # Mirrors Workspace.provider_choice: demo replays OpenAI-shaped payloads.
+    return "openai" if kind in ("openai", "demo") else kind
+
+
+async def provider_dialog_args(ws) -> tuple[list[ProviderRow], str, dict[str, int]]:
+    """(choices, current, hidden_counts) for ProviderScreen from a Workspace."""
+    configs = ws.provider_configs()
+    choice = await ws.provider_choice()
+    sess = await ws.current()
+    window = await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)
+    tool_rows = [m for m in window if m.is_tool_related]
+    rows: list[ProviderRow] = []
+    hidden: dict[str, int] = {}
+    for cfg in configs.values():
+        model = choice.model if cfg.name == choice.name else cfg.model
+        rows.append((cfg.name, cfg.kind, model, cfg.base_url or "default"))
+        family = strategy_family(_kind_strategy(cfg.kind))
+        hidden[cfg.name] = sum(1 for m in tool_rows if strategy_family(m.strategy) != family)
+    return rows, choice.name, hidden
+
+
+# -- sessions -----------------------------------------------------------------------
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
+
+
+class SessionScreen(Dialog[SessionAction | None]):
+    """Switch (enter), new (n), clone the current session (c) or remove (r, confirmed).
+
+    Dismisses with ("switch" | "new" | "clone" | "remove", name) or None. `n`
+    and `c` with an empty name field move to the field; Enter there creates.
+    """
+
+    DEFAULT_CSS = """
+    SessionScreen > #dialog { width: 104; }
+    """
+    AUTO_FOCUS = "#sessions"
+    BINDINGS = [
+        Binding("n", "new", "New", id="session_new"),
+        Binding("c", "clone", "Clone", id="session_clone"),
+        Binding("r", "remove", "Remove", id="session_remove"),
+        Binding("escape", "cancel", "Cancel", show=False, id="session_cancel"),
+    ]
+
+    def __init__(self, sessions: Sequence[SessionSummary], current: str) -> None:
+        super().__init__()
+        self.sessions = list(sessions)
+        self.current = current
+        if current not in {s.name for s in self.sessions}:
+            self.sessions.insert(0, SessionSummary(current, 0, 0, 0, 0.0, "(not written yet)"))
+        self.mode = "new"
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.sessions]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Sessions", classes="dialog-title")
+            yield PickList(*[self._option(s) for s in self.sessions], id="sessions")
+            with Horizontal(classes="dialog-field"):
+                yield Static("Name", classes="dialog-label")
+                yield Input(id="name", placeholder="name for a new session or a clone of this one")
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Switch (enter)", id="switch", variant="primary")
+                yield Button("New (n)", id="new")
+                yield Button("Clone (c)", id="clone")
+                yield Button("Remove (r)", id="remove", variant="error")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _option(self, s: SessionSummary) -> Option:
+        line = option_row(s.name == self.current)
+        line.append_text(plain(s.name[:20].ljust(20), "bold"))
+        groups = f"{s.groups} group{'' if s.groups == 1 else 's'}"
+        line.append(f" {groups:>10} {s.tokens:>8} tok  {_when(s.last_used)}  ", style="dim")
+        line.append_text(plain(s.preview))
+        return Option(line, id=s.name)
+
+    def on_mount(self) -> None:
+        self.query_one("#sessions", PickList).highlighted = self.names.index(self.current)
+
+    @property
+    def highlighted_name(self) -> str | None:
+        index = self.query_one("#sessions", PickList).highlighted
+        return self.sessions[index].name if index is not None else None
+
+    def _error(self, text: str) -> None:
+        self.query_one("#error", Static).update(plain(text))
+
+    def _typed_name(self) -> str:
+        return self.query_one("#name", Input).value.strip()
+
+    @on(OptionList.OptionSelected, "#sessions")
+    def _selected(self) -> None:
+        self.action_switch()
+
+    @on(Input.Submitted, "#name")
+    def _submitted(self) -> None:
+        self._create(self.mode)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        action = getattr(self, f"action_{event.button.id}", None)
+        if action is not None:
+            action()
+
+    def action_switch(self) -> None:
+        name = self.highlighted_name
+        if name is not None:
+            self.dismiss(("switch", name))
+
+    def action_new(self) -> None:
+        self._create("new")
+
+    def action_clone(self) -> None:
+        self._create("clone")
+
+    def _create(self, mode: str) -> None:
+        self.mode = mode
+        name = self._typed_name()
+        field = self.query_one("#name", Input)
+        if not name:
+            what = "new session" if mode == "new" else f"copy of '{self.current}'"
+            self._error(f"Type a name for the {what}, then press Enter.")
+            field.focus()
+            return
+        if name in self.names:
+            self._error(f"Session '{name}' already exists; pick another name.")
+            field.focus()
+            return
+        self.dismiss((mode, name))
+
+    def action_remove(self) -> None:
+        name = self.highlighted_name
+        if name is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.dismiss(("remove", name))
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Remove session '{name}' permanently?",
+                "Its messages, STATE, usage and scratchpad are deleted; this cannot be undone.",
+                yes="Remove",
+                no="Keep",
+            ),
+            answered,
+        )
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+__all__ = [
+    "ApprovalScreen",
+    "ConfirmScreen",
+    "Dialog",
+    "PickList",
+    "ProviderRow",
+    "ProviderScreen",
+    "SessionScreen",
+    "hidden_notice",
+    "neutralise",
+    "plain",
+    "provider_dialog_args",
+]

@@ -1,0 +1,54 @@
+"""The first-run screen: how to configure a provider, or try the offline demo."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown
+
+FIRST_RUN = """\
+# Welcome to slop-tui
+
+No model is configured, so you are talking to the **offline demo**: a scripted
+agent on 127.0.0.1 that streams text, calls real tools (lists this folder, reads
+a file, queries its own history, updates the scratchpad) and ends with a STATE
+block. Nothing leaves this machine.
+
+To use a real model, quit (ctrl+q) and set one of:
+
+| provider | environment |
+|---|---|
+| OpenAI | `OPENAI_API_KEY` (and optionally `OPENAI_MODEL`) |
+| Ollama, vLLM, llama.cpp, OpenRouter | `OPENAI_BASE_URL` (+ `OPENAI_API_KEY`, `OPENAI_MODEL`) |
+| Gemini | `GEMINI_API_KEY` or `GOOGLE_API_KEY` (and optionally `GEMINI_MODEL`) |
+
+or add `[providers.NAME]` tables to `~/.config/slop-tui/config.toml`
+(see docs/configuration.md). F1 lists every key; ctrl+p reaches every command.
+"""
+
+
+class FirstRunScreen(ModalScreen[None]):
+    """Explains provider set-up and offers the demo."""
+
+    HELP_TITLE = "First run"
+    BINDINGS = [Binding("escape,enter", "dismiss_screen", "Try the demo", id="firstrun_close")]
+    DEFAULT_CSS = """
+    FirstRunScreen { align: center middle; }
+    FirstRunScreen > Vertical { width: 84; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 1 2; }
+    FirstRunScreen Horizontal { height: auto; align-horizontal: right; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Markdown(FIRST_RUN)
+            with Horizontal():
+                yield Button("Try the demo", id="demo", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,291 @@
+"""The token gauge: the next request against the model's context window.
+
+The arithmetic lives in plain functions (`read_prompt`, `bar_cells`) so it can
+be tested without a screen; the widgets only draw it. Nothing animates, so a
+snapshot of the gauge is the same on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.content import Content, Span
+from textual.widget import Widget
+from textual.widgets import Sparkline, Static
+
+from slop_tui.context.prompt import Prompt, ToolSpec
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+WARNING_PERCENT = 80
+CRITICAL_PERCENT = 90
+
+# Request order; names the engine adds later are drawn after these.
+LAYER_ORDER = ("system", "guidelines", "state", "scratchpad", "memos", "history", "tools")
+LAYER_LABELS = {"state": "STATE"}
+
+FILL = "█"
+FREE = "░"
+SWATCH = "■"
+
+
+def tool_tokens(tools: Sequence[ToolSpec]) -> int:
+    """Tool declarations cost about their JSON size / 4 (no provider counts them for us)."""
+    size = sum(
+        len(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        for t in tools
+    )
+    return math.ceil(size / 4)
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeReading:
+    """Tokens per layer of one request, against a context window."""
+
+    layers: tuple[tuple[str, int], ...]
+    context_window: int
+
+    @property
+    def total(self) -> int:
+        return sum(tokens for _, tokens in self.layers)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.total / self.context_window if self.context_window else 0.0
+
+    @property
+    def level(self) -> str:
+        """`ok`, `warning` (at 80 % or more) or `critical` (at 90 % or more)."""
+        # Integer comparison, so exactly 80 % is a warning whatever the float rounding.
+        scaled = self.total * 100
+        if scaled >= CRITICAL_PERCENT * self.context_window:
+            return "critical"
+        if scaled >= WARNING_PERCENT * self.context_window:
+            return "warning"
+        return "ok"
+
+
+def read_prompt(prompt: Prompt, context_window: int = DEFAULT_CONTEXT_WINDOW) -> GaugeReading:
+    """Split a prompt's tokens by layer: system, guidelines, STATE, ..., history, tools."""
+    counts = dict(prompt.layer_tokens())
+    counts["tools"] = tool_tokens(prompt.tools) if prompt.tools else 0
+    names = [n for n in LAYER_ORDER if n in counts] + [n for n in counts if n not in LAYER_ORDER]
+    return GaugeReading(tuple((n, counts[n]) for n in names), max(1, context_window))
+
+
+def bar_cells(layers: Sequence[tuple[str, int]], scale: int, width: int) -> list[tuple[str, int]]:
+    """Cells per layer for a bar of `width` cells where `scale` tokens fill the bar.
+
+    Largest-remainder rounding, so the cells add up to the rounded total; a
+    layer with any tokens gets at least one cell while there is room.
+    """
+    total = sum(t for _, t in layers)
+    if width <= 0 or scale <= 0 or total <= 0:
+        return [(name, 0) for name, _ in layers]
+    used = min(width, round(total * width / scale))
+    exact = [t * used / total for _, t in layers]
+    cells = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(layers)), key=lambda i: (cells[i] - exact[i], i))
+    for i in by_remainder[: used - sum(cells)]:
+        cells[i] += 1
+    for i, (_, tokens) in enumerate(layers):
+        if tokens > 0 and cells[i] == 0:
+            donor = max(range(len(cells)), key=lambda j: cells[j])
+            if cells[donor] > 1:
+                cells[donor] -= 1
+                cells[i] = 1
+    return [(name, c) for (name, _), c in zip(layers, cells, strict=True)]
+
+
+def compact(n: int) -> str:
+    if n < 1000:
+        return str(n)
+    if n < 100_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n // 1000}k"
+
+
+def layer_class(name: str) -> str:
+    return f"token-gauge--{name}" if name in LAYER_ORDER else "token-gauge--other"
+
+
+class GaugeBar(Widget):
+    """The stacked bar and its legend; coloured by `TokenGauge`'s component classes."""
+
+    DEFAULT_CSS = """
+    GaugeBar { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.reading: GaugeReading | None = None
+
+    def show(self, reading: GaugeReading) -> None:
+        self.reading = reading
+        self.refresh(layout=True)
+
+    def render(self) -> Content:
+        reading = self.reading
+        if reading is None:
+            return Content("no request assembled yet")
+        width = self.size.width
+        scale = max(reading.context_window, reading.total)
+        text, spans = "", []
+        for name, cells in bar_cells(reading.layers, scale, width):
+            if cells:
+                spans.append(Span(len(text), len(text) + cells, "." + layer_class(name)))
+                text += FILL * cells
+        free = max(0, width - len(text))
+        spans.append(Span(len(text), len(text) + free, ".token-gauge--free"))
+        text += FREE * free
+        # The legend is packed by hand so an item never breaks across lines.
+        items = [
+            (name, f"{SWATCH} {LAYER_LABELS.get(name, name)} {compact(tokens)}")
+            for name, tokens in reading.layers
+            if tokens or name == "history"
+        ]
+        column = width  # forces a newline before the first item
+        for name, label in items:
+            if column + 2 + len(label) > width:
+                text += "\n"
+                column = 0
+            elif column:
+                text += "  "
+                column += 2
+            spans.append(Span(len(text), len(text) + 1, "." + layer_class(name)))
+            text += label
+            column += len(label)
+        return Content(text, spans)
+
+
+class TokenGauge(Widget):
+    """Next request's tokens vs the context window, by layer, with a per-turn sparkline.
+
+    Call `update_from(prompt, context_window, series, cached)` after every
+    change that alters the next request, and `set_projection(tokens)` while a
+    group is highlighted in the group list. The widget gets the CSS class
+    `-warning` at 80 % and `-critical` at 90 % of the window.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        *(f"token-gauge--{name}" for name in LAYER_ORDER),
+        "token-gauge--other",
+        "token-gauge--free",
+    }
+
+    DEFAULT_CSS = """
+    TokenGauge { height: auto; padding: 0 1; }
+    TokenGauge > .token-gauge--system { color: $primary; }
+    TokenGauge > .token-gauge--guidelines { color: $primary-lighten-3; }
+    TokenGauge > .token-gauge--state { color: $accent; }
+    TokenGauge > .token-gauge--scratchpad { color: $secondary-lighten-2; }
+    TokenGauge > .token-gauge--memos { color: $success-darken-1; }
+    TokenGauge > .token-gauge--history { color: $foreground-darken-1; }
+    TokenGauge > .token-gauge--tools { color: $foreground-darken-3; }
+    TokenGauge > .token-gauge--other { color: $foreground-muted; }
+    TokenGauge > .token-gauge--free { color: $surface-lighten-2; }
+    TokenGauge #gauge-total { color: $text-success; }
+    TokenGauge.-warning #gauge-total { color: $text-warning; text-style: bold; }
+    TokenGauge.-critical #gauge-total { color: $text-error; text-style: bold reverse; }
+    TokenGauge #gauge-sparkline { height: 2; margin-top: 1; }
+    TokenGauge #gauge-series, TokenGauge #gauge-cached { color: $text-muted; }
+    TokenGauge #gauge-projection { color: $text-accent; }
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.reading = GaugeReading((), DEFAULT_CONTEXT_WINDOW)
+        self.series: list[int] = []
+        self.cached: int | None = None
+        self.projection: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield GaugeBar(id="gauge-bar")
+        yield Static("", id="gauge-total", markup=False)
+        yield Sparkline([], id="gauge-sparkline", summary_function=max)
+        yield Static("", id="gauge-series", markup=False)
+        yield Static("", id="gauge-projection", markup=False)
+        yield Static("", id="gauge-cached", markup=False)
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    # -- API ---------------------------------------------------------------
+
+    def update_from(
+        self,
+        prompt: Prompt,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        series: Sequence[int] = (),
+        cached: int | None = None,
+    ) -> None:
+        """Show `prompt` against `context_window`; `series` is prompt tokens per call, oldest first."""
+        self.reading = read_prompt(prompt, context_window)
+        self.series = list(series)
+        self.cached = cached
+        self._draw()
+
+    def set_projection(self, tokens_saved: int | None) -> None:
+        """What dropping the highlighted group saves (negative: restoring adds); None hides it."""
+        self.projection = tokens_saved
+        if self.is_mounted:
+            self._draw_projection()
+
+    @property
+    def level(self) -> str:
+        return self.reading.level
+
+    # -- drawing -----------------------------------------------------------
+
+    def _draw(self) -> None:
+        if not self.is_mounted:
+            return
+        reading = self.reading
+        self.set_class(reading.level == "warning", "-warning")
+        self.set_class(reading.level == "critical", "-critical")
+        self.query_one(GaugeBar).show(reading)
+        note = {
+            "warning": "\nnearly full: drop or summarize old groups",
+            "critical": "\nalmost out of room: drop groups or compact now",
+        }
+        self.query_one("#gauge-total", Static).update(
+            f"{reading.total:,} / {reading.context_window:,} tokens · "
+            f"{reading.percent:.1f} %{note.get(reading.level, '')}"
+        )
+        self.query_one(Sparkline).data = self.series
+        if self.series:
+            last, top = compact(self.series[-1]), compact(max(self.series))
+            series = f"prompt per call: last {last} · max {top}"
+        else:
+            series = "prompt per call: no calls yet"
+        self.query_one("#gauge-series", Static).update(series)
+        cached = self.query_one("#gauge-cached", Static)
+        cached.display = self.cached is not None
+        if self.cached is not None:
+            cached.update(f"cached in the last call: {self.cached:,} tokens")
+        self._draw_projection()
+
+    def _draw_projection(self) -> None:
+        line = self.query_one("#gauge-projection", Static)
+        saved = self.projection
+        line.display = saved is not None
+        if saved is None:
+            return
+        reading = self.reading
+        after = 100.0 * (reading.total - saved) / reading.context_window
+        if saved > 0:
+            line.update(f"dropping it saves ~{saved:,} tokens → {after:.1f} %")
+        elif saved < 0:
+            line.update(f"restoring it adds ~{-saved:,} tokens → {after:.1f} %")
+        else:
+            line.update("dropping it leaves the next request unchanged")

@@ -1,0 +1,170 @@
+"""The context preview: the exact next request, layer by layer, or the provider's JSON.
+
+A read-only `TextArea` renders only the visible lines, so a request of
+100k tokens scrolls as smoothly as a short one. The text view is
+`render_prompt(prompt)`, the same text `/context show` prints; the JSON view
+is the body the provider adapter would send, which the app builds only when
+someone asks for it (building it imports the provider's SDK).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static, TextArea
+
+from slop_tui.context.prompt import Prompt
+from slop_tui.context.render import render_prompt
+from slop_tui.ui.widgets.gauge import read_prompt
+
+MODE_TEXT = "text"
+MODE_JSON = "json"
+# Soft-wrapping costs about 1.8 ms per 1,000 characters on every load (900 KB:
+# 1.6 s, against 0.15 s unwrapped), so long requests start unwrapped; `w` toggles.
+WRAP_LIMIT = 100_000
+
+
+class ContextPreview(Widget):
+    """What the model will see next; `j` switches to the provider JSON body and back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "toggle_json", "Text/JSON", id="preview_toggle_json"),
+        Binding("w", "toggle_wrap", "Wrap", id="preview_toggle_wrap"),
+    ]
+
+    DEFAULT_CSS = """
+    ContextPreview { height: 1fr; }
+    ContextPreview #preview-header { color: $text-muted; padding: 0 1; }
+    ContextPreview #preview-text { height: 1fr; border: none; padding: 0 1; }
+    """
+
+    class JsonRequested(Message):
+        """The JSON view is open and has no body for the current prompt: call `set_json`."""
+
+        def __init__(self, preview: ContextPreview) -> None:
+            super().__init__()
+            self.preview = preview
+
+        @property
+        def control(self) -> ContextPreview:
+            return self.preview
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.prompt: Prompt | None = None
+        self.body: dict | None = None
+        self.mode = MODE_TEXT
+        self.wrap: bool | None = None  # None: wrap texts up to WRAP_LIMIT characters
+        self._shown = False
+        self._stale = True
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="preview-header", markup=False)
+        yield TextArea(
+            "",
+            id="preview-text",
+            read_only=True,
+            soft_wrap=False,
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+        )
+
+    def on_mount(self) -> None:
+        self._refresh_view(keep_scroll=False)
+
+    # -- API ---------------------------------------------------------------
+
+    def set_prompt(self, prompt: Prompt) -> None:
+        """Show a newly assembled request; a JSON body for the previous one is dropped."""
+        self.prompt = prompt
+        self.body = None
+        if self.mode == MODE_JSON:
+            self.post_message(self.JsonRequested(self))
+        self._refresh_view(keep_scroll=True)
+
+    def set_json(self, body: dict) -> None:
+        """The provider request body for the current prompt."""
+        self.body = body
+        if self.mode == MODE_JSON:
+            self._refresh_view(keep_scroll=False)
+
+    @property
+    def text(self) -> str:
+        """The text of the current view, even while hidden (for copying the whole context)."""
+        return self._content()
+
+    @property
+    def soft_wrap(self) -> bool:
+        return self.query_one(TextArea).soft_wrap
+
+    def action_toggle_json(self) -> None:
+        self.mode = MODE_JSON if self.mode == MODE_TEXT else MODE_TEXT
+        if self.mode == MODE_JSON and self.body is None and self.prompt is not None:
+            self.post_message(self.JsonRequested(self))
+        self._refresh_view(keep_scroll=False)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.soft_wrap
+        self.query_one(TextArea).soft_wrap = self.wrap
+        self._update_header()
+
+    # -- drawing -----------------------------------------------------------
+
+    def on_show(self) -> None:
+        self._shown = True
+        if self._stale:
+            self._refresh_view(keep_scroll=True)
+
+    def on_hide(self) -> None:
+        self._shown = False
+
+    def _refresh_view(self, *, keep_scroll: bool) -> None:
+        # A hidden preview only remembers the prompt: loading a large request into
+        # the TextArea costs far more than the key that changed it.
+        if not self.is_mounted or not self._shown:
+            self._stale = True
+            return
+        self._stale = False
+        area = self.query_one(TextArea)
+        text = self._content()
+        if text != area.text:
+            scroll = area.scroll_offset
+            wrap = self.wrap if self.wrap is not None else len(text) <= WRAP_LIMIT
+            if not wrap:
+                area.soft_wrap = False  # before loading, so the old text is not re-wrapped
+            area.load_text(text)
+            area.soft_wrap = wrap
+            if keep_scroll:
+                area.call_after_refresh(area.scroll_to, scroll.x, scroll.y, animate=False)
+            else:
+                area.scroll_home(animate=False)
+        self._update_header()
+
+    def _content(self) -> str:
+        prompt = self.prompt
+        if self.mode == MODE_TEXT:
+            return render_prompt(prompt) if prompt is not None else "(no request assembled yet)"
+        if self.body is None:
+            return "(building the provider request body…)"
+        # Plain text on purpose: TextArea(language="json") segfaults the process with
+        # tree-sitter 0.26.1 + tree-sitter-json 0.24.8 (javascript too).
+        return json.dumps(self.body, indent=2, ensure_ascii=False) + "\n"
+
+    def _update_header(self) -> None:
+        prompt = self.prompt
+        # Counted like the gauge: layers, history and the tool declarations.
+        tokens = f" · {read_prompt(prompt).total:,} tokens" if prompt is not None else ""
+        view = "text · j JSON" if self.mode == MODE_TEXT else "JSON · j text"
+        wrap = "w unwrap" if self.soft_wrap else "w wrap"
+        self.query_one("#preview-header", Static).update(f"next request{tokens} · {view} · {wrap}")

@@ -1,0 +1,352 @@
+"""The prompt: a multi-line editor with history and slash-command completion.
+
+Keys (each binding has an id for `[keymap]`):
+
+- Enter sends (`prompt_submit`). A new line is shift+enter, ctrl+j or
+  alt+enter (`prompt_newline`): terminals differ in what they report, and
+  shift+enter only arrives on terminals that speak the Kitty keyboard
+  protocol (kitty, WezTerm, foot, Ghostty, recent iTerm2); ctrl+j works
+  everywhere because the terminal sends it as a line feed.
+- Up on the first line and Down on the last line walk the history, which
+  the app provides with `set_history` and persists from `Submitted`.
+- Typing `/` lists the matching commands with their usage; Tab takes the
+  highlighted one (`prompt_complete`), Up/Down move through the list,
+  Escape closes it. Enter also takes it while the line is not yet a command.
+
+Nothing typed is lost: `Submitted` leaves the text in place until the app
+calls `clear()` (which also adds it to the history); `restore(text)` puts a
+text back, e.g. after a failed send.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.actions import SkipAction
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.events import Key
+from textual.message import Message
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
+
+from slop_tui.commands import TABLE, completions, resolve
+
+PLACEHOLDER = "Type a prompt or /help · Enter sends · shift+enter or ctrl+j: new line"
+
+
+class CommandCompletions(OptionList, can_focus=False):
+    """The slash-command list above the editor; it never takes the focus."""
+
+    DEFAULT_CSS = """
+    CommandCompletions {
+        display: none;
+        height: auto;
+        max-height: 8;
+        border: none;
+        padding: 0 1;
+        background: $panel;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    CommandCompletions.-shown { display: block; }
+    """
+
+
+class PromptArea(TextArea):
+    """The editor inside `PromptInput`; keys that are not editing go to its parent."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "Send", id="prompt_submit"),
+        Binding("shift+enter,ctrl+j,alt+enter", "newline", "New line", id="prompt_newline"),
+        Binding("tab", "complete", "Complete", show=False, id="prompt_complete"),
+        Binding(
+            "escape", "close_completions", "Close list", show=False, id="prompt_close_completions"
+        ),
+    ]
+    DEFAULT_CSS = """
+    PromptArea { height: auto; min-height: 3; max-height: 12; }
+    """
+
+    @property
+    def owner(self) -> PromptInput:
+        parent = self.parent
+        assert isinstance(parent, PromptInput)
+        return parent
+
+    async def _on_key(self, event: Key) -> None:
+        # TextArea inserts a line break for Enter itself; leave Enter to the
+        # bindings so prompt_submit / prompt_newline (and any remap) decide.
+        if event.key == "enter":
+            event.prevent_default()
+
+    def action_submit(self) -> None:
+        self.owner.submit()
+
+    def action_newline(self) -> None:
+        start, end = self.selection
+        self._replace_via_keyboard("\n", start, end)
+
+    def action_complete(self) -> None:
+        if not self.owner.accept_completion():
+            raise SkipAction()  # Tab moves the focus as usual
+
+    def action_close_completions(self) -> None:
+        if not self.owner.completions_shown:
+            raise SkipAction()  # Escape stays the app's (cancel the turn)
+        self.owner.hide_completions()
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        owner = self.owner
+        if owner.completions_shown and not select:
+            owner.move_highlight(-1)
+        elif not select and self.navigator.is_first_wrapped_line(self.cursor_location):
+            if not owner.history_previous():
+                super().action_cursor_up(select)
+        else:
+            super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        owner = self.owner
+        if owner.completions_shown and not select:
+            owner.move_highlight(1)
+        elif not select and self.navigator.is_last_wrapped_line(self.cursor_location):
+            if not owner.history_next():
+                super().action_cursor_down(select)
+        else:
+            super().action_cursor_down(select)
+
+
+class PromptInput(Vertical, can_focus=False):
+    """A multi-line prompt with history and slash-command completion.
+
+    Post: `PromptInput.Submitted(text)`. Call `clear()` once the text was
+    taken (sent or run), `restore(text)` to put text back, `set_history` at
+    start-up. `blink=False` stops the cursor blinking (snapshots).
+    """
+
+    DEFAULT_CSS = """
+    PromptInput { height: auto; }
+    """
+
+    class Submitted(Message):
+        """The user pressed Enter on a non-empty prompt; the text is still shown."""
+
+        def __init__(self, prompt_input: PromptInput, text: str) -> None:
+            super().__init__()
+            self.prompt_input = prompt_input
+            self.text = text
+
+        @property
+        def control(self) -> PromptInput:
+            return self.prompt_input
+
+    def __init__(
+        self,
+        text: str = "",
+        *,
+        placeholder: str = PLACEHOLDER,
+        blink: bool = True,
+        history: list[str] | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.area = PromptArea(
+            text,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder=placeholder,
+            compact=True,
+            id="prompt-area",
+        )
+        self.area.cursor_blink = blink
+        self.completion_list = CommandCompletions(id="prompt-completions")
+        self._history: list[str] = list(history or [])
+        self._index: int | None = None  # position while walking the history
+        self._draft = ""  # what was typed before walking the history
+        self._submitted: str | None = None
+        self._items: list[tuple[str, str]] = []
+        self._chosen = False  # the user moved through the completion list
+
+    def compose(self):
+        yield self.completion_list
+        yield self.area
+
+    # -- text -----------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return self.area.text
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._set_text(value)
+
+    value = text  # the name `Input` uses, for code written against it
+
+    def _set_text(self, value: str) -> None:
+        self.area.text = value
+        self.area.move_cursor(self.area.document.end)
+
+    def focus(self, scroll_visible: bool = True) -> PromptInput:
+        self.area.focus(scroll_visible)
+        return self
+
+    def submit(self) -> None:
+        """Post `Submitted` for a non-empty prompt (the text stays until `clear()`)."""
+        # Enter takes the highlighted command while the line is not a command yet
+        # ("/ses"), or when the user picked one with Up/Down; "/session" runs.
+        if self.completions_shown and (self._chosen or not self._is_command(self.text)):
+            if self.accept_completion():
+                return
+        text = self.text
+        if not text.strip():
+            return
+        self.hide_completions()
+        self._submitted = text
+        self.post_message(self.Submitted(self, text))
+
+    def clear(self) -> str:
+        """Empty the prompt after the app took the text; a submitted text joins the history."""
+        text = self.text
+        if self._submitted is not None and self._submitted == text:
+            if not self._history or self._history[-1] != text:
+                self._history.append(text)
+        self._submitted = None
+        self._index = None
+        self._draft = ""
+        self._set_text("")
+        self.hide_completions()
+        return text
+
+    def restore(self, text: str) -> None:
+        """Put `text` back (a send failed, or the app took it and gave it back)."""
+        self._index = None
+        self._set_text(text)
+
+    # -- history ----------------------------------------------------------------
+
+    @property
+    def history(self) -> list[str]:
+        return list(self._history)
+
+    def set_history(self, items: list[str]) -> None:
+        """The previous prompts, oldest first (the app loads and persists them)."""
+        self._history = [t for t in items if t.strip()]
+        self._index = None
+
+    def history_previous(self) -> bool:
+        if not self._history:
+            return False
+        if self._index is None:
+            self._draft = self.text
+            self._index = len(self._history) - 1
+        elif self._index == 0:
+            return True  # the oldest: stay
+        else:
+            self._index -= 1
+        self._set_text(self._history[self._index])
+        return True
+
+    def history_next(self) -> bool:
+        if self._index is None:
+            return False
+        if self._index < len(self._history) - 1:
+            self._index += 1
+            self._set_text(self._history[self._index])
+        else:
+            self._index = None
+            self._set_text(self._draft)
+        return True
+
+    @on(TextArea.Changed, "#prompt-area")
+    def _changed(self, event: TextArea.Changed) -> None:
+        event.stop()
+        text = self.text
+        if self._index is not None and text != self._history[self._index]:
+            # An edited history entry is a new draft; walking on must not drop it.
+            self._index = None
+        self._update_completions(text)
+
+    # -- completion -------------------------------------------------------------
+
+    @property
+    def completions_shown(self) -> bool:
+        return self.completion_list.has_class("-shown")
+
+    @property
+    def completion_items(self) -> list[tuple[str, str]]:
+        """(completion, usage hint) pairs on show, in order."""
+        return list(self._items) if self.completions_shown else []
+
+    def _update_completions(self, text: str) -> None:
+        if not text.startswith("/") or "\n" in text:
+            self.hide_completions()
+            return
+        items = completions(text)
+        if not items:
+            self.hide_completions()
+            return
+        if items != self._items or not self.completions_shown:
+            self._items = items
+            self._chosen = False
+            summaries = {c.label: c.summary for c in TABLE.commands}
+            options = self.completion_list
+            options.clear_options()
+            options.add_options(
+                [
+                    Option(
+                        Content.assemble((usage, "bold"), ("  " + summaries.get(label, ""), "dim")),
+                        id=label,
+                    )
+                    for label, usage in items
+                ]
+            )
+            options.highlighted = 0
+            options.add_class("-shown")
+
+    def hide_completions(self) -> None:
+        self.completion_list.remove_class("-shown")
+        self._items = []
+        self._chosen = False
+
+    def move_highlight(self, step: int) -> None:
+        options = self.completion_list
+        if options.option_count:
+            current = options.highlighted or 0
+            options.highlighted = (current + step) % options.option_count
+            self._chosen = True
+
+    @staticmethod
+    def _is_command(text: str) -> bool:
+        """True when the line already names a command (Enter then runs it)."""
+        return resolve(text)[2] is None
+
+    def accept_completion(self) -> bool:
+        """Complete to the highlighted command; False when there is nothing to take."""
+        if not self.completions_shown:
+            return False
+        index = self.completion_list.highlighted
+        if index is None or index >= len(self._items):
+            return False
+        label = self._items[index][0]
+        typed = self.text.strip()
+        if typed == label or not label.startswith(typed):
+            return False  # complete already: only the usage hint is shown
+        self._set_text(label + " ")
+        return True
+
+    @on(OptionList.OptionSelected, "#prompt-completions")
+    def _clicked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.completion_list.highlighted = event.option_index
+        self.accept_completion()
+        self.area.focus()
+
+
+__all__ = ["CommandCompletions", "PromptArea", "PromptInput"]

@@ -1,0 +1,423 @@
+"""Issue 6 wired into real turns: guards, summaries, compaction, lanes, handoffs.
+
+Whole turns through the real OpenAI SDK against the loopback fake server, with
+small budgets from config (`[models.fake-model]`, `[compaction]`) so the
+guard ladder and compaction run after a few messages. Tokens are counted
+as characters / 4 (`rough`), so the sizes below are exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from slop_tui.commands import dispatch
+from slop_tui.config import load_config
+from slop_tui.orchestrator import (
+    BudgetWarning,
+    Compaction,
+    ErrorEvent,
+    Notice,
+    Orchestrator,
+    TurnFinished,
+)
+from slop_tui.providers.retry import RetryPolicy
+from slop_tui.records import NewMessage
+from slop_tui.workspace import Workspace
+from tests.fakeserver import FakeToolCall, Reply
+from tests.workspace_fixtures import rough
+
+SECRET = "sk-proj-Abc123def456GHI789jkl012MNO345pqr"
+
+# The system text and tool declarations alone are about 2,900 tokens; these
+# limits leave room for a little history: warn at 4,000, reduce at 4,500.
+SMALL = {"fake-model": {"context_window": 6000, "max_output": 1000}}
+# No guard pressure, for the after-reply compaction tests.
+ROOMY = {"fake-model": {"context_window": 40000, "max_output": 2000}}
+
+
+def env_for(fake_llm) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": "x",
+        "OPENAI_BASE_URL": fake_llm.openai_base_url,
+        "OPENAI_MODEL": "fake-model",
+    }
+
+
+async def open_ws(
+    tmp_path, fake_llm, *, models=None, compaction=None, context=None, truncation=None
+) -> Workspace:
+    env = env_for(fake_llm)
+    config = load_config(db=str(tmp_path / ".slop" / "slop.db"), env=env, cwd=tmp_path)
+    config = dataclasses.replace(
+        config,
+        models=models or {},
+        compaction=compaction or {},
+        context=context or {},
+        truncation=truncation or {},
+    )
+    return await Workspace.open(config, count_tokens=rough, env=env)
+
+
+@pytest.fixture(autouse=True)
+def _no_git(tmp_path, monkeypatch):
+    # Handoffs look for a repository; keep them from finding one above tmp_path.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+
+
+@pytest.fixture
+async def make(tmp_path, fake_llm):
+    """make(**config) -> (ws, orch); everything is closed at the end."""
+    opened: list[tuple[Workspace, Orchestrator]] = []
+
+    async def _make(retries: int = 0, **kwargs):
+        ws = await open_ws(tmp_path, fake_llm, **kwargs)
+
+        async def no_sleep(_seconds: float) -> None:
+            return None
+
+        orch = Orchestrator(ws, retry_policy=RetryPolicy(max_retries=retries), sleep=no_sleep)
+        opened.append((ws, orch))
+        return ws, orch
+
+    yield _make
+    for ws, orch in opened:
+        await orch.aclose()
+        await ws.close()
+
+
+async def history(ws, turns: int, words: int, answer: str = "noted") -> list[int]:
+    """`turns` earlier exchanges written straight to the ledger; returns their group ids."""
+    gids = []
+    for i in range(turns):
+        text = f"request {i}: " + " ".join(f"word{i}x{j}" for j in range(words))
+        user = await ws.ledger.append_user(ws.session, text, strategy="openai")
+        await ws.ledger.append(
+            ws.session,
+            user.group_id,
+            [NewMessage("assistant", f"{answer} {i}", strategy="openai")],
+        )
+        gids.append(user.group_id)
+    return gids
+
+
+def pairs_are_valid(messages: list[dict]) -> bool:
+    """Every tool call has exactly one result right after its assistant message."""
+    for i, m in enumerate(messages):
+        calls = [c["id"] for c in m.get("tool_calls") or []]
+        if calls:
+            results = [r["tool_call_id"] for r in messages[i + 1 : i + 1 + len(calls)]]
+            if sorted(results) != sorted(calls):
+                return False
+    answered = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+    return all(m["tool_call_id"] in answered for m in messages if m["role"] == "tool")
+
+
+def text_of(request) -> str:
+    return json.dumps(request.body, ensure_ascii=False)
+
+
+# -- the guard ladder, before every request -------------------------------------------
+
+
+async def test_guard_ladder_elides_middle_tool_results_inside_a_tool_loop(make, fake_llm, tmp_path):
+    # Input budget 10,000: warn at 8,000, reduce at 9,000 down to under 7,200.
+    ws, orch = await make(
+        models={"fake-model": {"context_window": 12000, "max_output": 2000}},
+        compaction={"keep_recent_messages": 50, "checkpoint_interval": 2},
+        truncation={"full_fidelity_count": 20},  # every result whole until the guard acts
+    )
+    body = "".join(
+        f"line {n:03d} of a file that is read whole, padded to sixty chars\n" for n in range(64)
+    )
+    names = [f"f{i}.txt" for i in range(6)]
+    for name in names:
+        (tmp_path / name).write_text(body)
+    fake_llm.enqueue(
+        *[Reply(tool_calls=[FakeToolCall("read_file", {"path": n})]) for n in names],
+        Reply(text="read them all"),
+    )
+    events = []
+    out = await orch.run_turn("read the six files", events.append)
+    assert out.error is None and out.text == "read them all"
+    last = fake_llm.chat_requests[-1].messages
+    results = [m["content"] for m in last if m["role"] == "tool"]
+    assert len(results) == 6
+    elided = [i for i, r in enumerate(results) if "tool result elided" in r]
+    assert elided == [1, 2, 3]  # middle-out; the oldest and the newest stay
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=' in results[1]
+    assert "line 063" in results[-1]
+    assert pairs_are_valid(last)
+    assert all("tool result elided" not in json.dumps(r.body) for r in fake_llm.chat_requests[:-1])
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert log.case_kind == "elide" and log.tokens_after < log.tokens_before
+    assert [h.reason for h in await ws.ledger.handoffs(ws.session)].count("checkpoint") == 3
+    warnings = [e for e in events if isinstance(e, BudgetWarning)]
+    assert len(warnings) == 1
+
+
+async def test_summarize_step_stores_a_summary_that_reaches_the_request(make, fake_llm):
+    ws, orch = await make(
+        models=SMALL,
+        compaction={"keep_recent_messages": 2, "min_verbatim_exchanges": 1},
+    )
+    gids = await history(ws, 4, 170)
+    fake_llm.enqueue(
+        Reply(
+            text="<analysis>thinking</analysis><summary>## User Intent\n- MARKER-7 the user listed words</summary>"
+        ),
+        Reply(text="done"),
+    )
+    events = []
+    out = await orch.run_turn("and now?", events.append)
+    assert out.error is None
+    summary_req, answer_req = fake_llm.chat_requests
+    assert "context compaction request" in summary_req.messages[-1]["content"]
+    system = answer_req.messages[0]["content"]
+    assert "## Summary of earlier conversation" in system and "MARKER-7" in system
+    assert "thinking" not in system
+    rows = {m.group_id: m for m in await ws.ledger.session_messages(ws.session) if m.role == "user"}
+    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    assert [rows[g].status for g in gids] == ["summarized"] * 3 + ["completed"]
+    assert await ws.ledger.summarized_ids(ws.session, summary.id) == sorted(
+        m.id for m in await ws.ledger.session_messages(ws.session) if m.group_id in gids[:3]
+    )
+    assert "word0x1" not in text_of(answer_req)  # the covered rows left the request
+    phases = [(e.phase, e.case) for e in events if isinstance(e, Compaction)]
+    assert phases == [("started", "summarize"), ("done", "summarize")]
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert log.case_kind == "summarize" and log.summary_id == summary.id
+    assert log.tokens_after < log.tokens_before
+
+
+async def test_failed_summary_call_stores_the_extractive_fallback(make, fake_llm):
+    ws, orch = await make(
+        models=SMALL,
+        compaction={"keep_recent_messages": 2, "min_verbatim_exchanges": 1},
+    )
+    await history(ws, 4, 170)
+    fake_llm.enqueue(Reply(status=500, error_message="summary model down"), Reply(text="done"))
+    out = await orch.run_turn("and now?")
+    assert out.error is None and out.text == "done"
+    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    assert summary.content.startswith("(Extractive summary of messages #")
+    assert "## User Intent" in summary.content
+    assert "Extractive summary" in fake_llm.last.messages[0]["content"]
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert "extractive fallback" in log.detail
+
+
+async def test_80_percent_warning_fires_once(make, fake_llm):
+    ws, orch = await make(models=SMALL)
+    await history(ws, 3, 160)
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("list_directory", {})]),
+        Reply(text="one"),
+        Reply(text="two"),
+    )
+    events = []
+    await orch.run_turn("first", events.append)
+    await orch.run_turn("second", events.append)
+    warnings = [e for e in events if isinstance(e, BudgetWarning)]
+    assert len(fake_llm.chat_requests) == 3
+    assert len(warnings) == 1 and 80 <= warnings[0].percent < 90
+    assert "of the input budget" in warnings[0].text
+
+
+async def test_a_request_that_cannot_fit_fails_clearly_and_keeps_the_ledger_consistent(
+    make, fake_llm
+):
+    ws, orch = await make(models=SMALL)
+    events = []
+    huge = "x " * 20_000
+    out = await orch.run_turn(huge, events.append)
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert len(errors) == 1 and errors[0].error_kind == "context_overflow"
+    assert "cannot be sent" in out.error and "/context restore" in out.error
+    assert not fake_llm.chat_requests
+    rows = await ws.ledger.session_messages(ws.session)
+    assert [(r.role, r.status) for r in rows] == [("user", "dropped")]
+    fake_llm.enqueue(Reply(text="fine"))
+    assert (await orch.run_turn("small one")).text == "fine"
+    assert "x x x" not in text_of(fake_llm.last)
+
+
+# -- compaction after the reply -------------------------------------------------------
+
+
+async def compacted(
+    make, fake_llm, summary_text: str = "<summary>## User Intent\n- COMPACTED</summary>"
+):
+    """A turn over ~1,500 tokens of history, then its background compaction."""
+    ws, orch = await make(
+        models=ROOMY,
+        compaction={"compaction_trigger_tokens": 800, "verbatim_window_tokens": 300},
+    )
+    await history(ws, 5, 100)
+    fake_llm.enqueue(Reply(text="final answer"), Reply(text=summary_text))
+    before = {}
+
+    async def on_event(event):
+        if isinstance(event, TurnFinished):
+            before["prompt"] = await ws.prompt("openai")
+
+    out = await orch.run_turn("go on", on_event)
+    await orch.compaction_task
+    return ws, orch, out, before["prompt"]
+
+
+async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_llm):
+    ws, orch, out, _ = await compacted(make, fake_llm)
+    sent, summary_req = fake_llm.chat_requests
+    # The summary request is the sent request plus the reply and the instruction:
+    # the same prefix, so the provider's cache covers it.
+    assert summary_req.messages[: len(sent.messages)] == sent.messages
+    assert summary_req.messages[-2] == {"role": "assistant", "content": "final answer"}
+    assert summary_req.body.get("tools") == sent.body.get("tools")
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert log.case_kind == "summarize" and log.tokens_after < log.tokens_before
+    assert "compaction_trigger_tokens" in log.trigger
+    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    assert "COMPACTED" in summary.content and log.summary_id == summary.id
+    assert [h.reason for h in await ws.ledger.handoffs(ws.session)] == ["compaction"]
+    phases = [(e.phase, e.case) for e in out.events if isinstance(e, Compaction)]
+    assert phases == [("started", ""), ("done", "summarize")]
+    # The next request carries the summary, not the covered messages.
+    fake_llm.enqueue(Reply(text="next"))
+    await orch.run_turn("next")
+    assert "COMPACTED" in fake_llm.last.messages[0]["content"]
+    assert "word0x1" not in text_of(fake_llm.last)
+    assert (await dispatch(ws, "/context log")).text.count("**summarize**") == 1
+
+
+async def test_uncompact_restores_the_exact_prior_request(make, fake_llm):
+    ws, orch, _out, before = await compacted(make, fake_llm)
+    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    assert await ws.prompt("openai") != before
+    result = await dispatch(ws, f"/context uncompact {summary.id}")
+    assert result.ok and "restored" in result.text
+    assert await ws.prompt("openai") == before
+
+
+async def test_secrets_never_reach_a_summary_or_a_handoff(make, fake_llm, tmp_path):
+    ws, orch = await make(
+        models=ROOMY,
+        compaction={"compaction_trigger_tokens": 800, "verbatim_window_tokens": 300},
+    )
+    (tmp_path / "creds.env").write_text(f"OPENAI_API_KEY={SECRET}\npassword=hunter22x\n")
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("read_file", {"path": "creds.env"})]),
+        Reply(text=f"The key is {SECRET}.\n### STATE\nGoal: rotate {SECRET}"),
+    )
+    await orch.run_turn("show me the credentials file")
+    await orch.wait_background()
+    await history(ws, 5, 100)
+    fake_llm.enqueue(
+        Reply(text="ok"),
+        Reply(text=f"<summary>## User Intent\n- read creds: {SECRET}</summary>"),
+    )
+    await orch.run_turn("continue")
+    await orch.wait_background()
+    summaries = await ws.ledger.active_summaries(ws.session, "main")
+    handoffs = await ws.ledger.handoffs(ws.session)
+    assert summaries and handoffs
+    for text in [s.content for s in summaries] + [
+        json.dumps(dataclasses.asdict(h)) for h in handoffs
+    ]:
+        assert SECRET not in text and "hunter22x" not in text
+    assert "[REDACTED]" in summaries[0].content
+
+
+# -- lanes and resume ------------------------------------------------------------------
+
+
+async def test_lanes_never_leak(make, fake_llm):
+    ws, orch = await make()
+    fake_llm.enqueue(Reply(text="ALPHA-ANSWER"), Reply(text="BETA-ANSWER"))
+    first = await orch.run_turn("alpha question")
+    await orch.run_turn("beta question")
+    reply = await dispatch(ws, f"/reply {first.group_id} tell me more")
+    assert reply.ok and reply.send == "tell me more"
+    fake_llm.enqueue(Reply(text="REPLY-LANE-ANSWER"))
+    await orch.run_turn(reply.send)
+    body = text_of(fake_llm.last)
+    assert f"## Replying to group {first.group_id}" in body and "ALPHA-ANSWER" in body
+    assert "tell me more" in body
+    for other in ("alpha question", "beta question", "BETA-ANSWER"):
+        assert other not in body
+    # The quoted reply is its own message, not mixed into the user's words.
+    assert fake_llm.last.messages[-1]["content"].endswith("tell me more")
+    assert "ALPHA-ANSWER" not in fake_llm.last.messages[-1]["content"]
+    assert (await dispatch(ws, "/lane switch main")).ok
+    fake_llm.enqueue(Reply(text="main again"))
+    await orch.run_turn("back in main")
+    body = text_of(fake_llm.last)
+    assert "beta question" in body and "BETA-ANSWER" in body
+    assert "tell me more" not in body and "REPLY-LANE-ANSWER" not in body
+
+
+async def test_resume_layer_is_injected_once_after_reopening(tmp_path, fake_llm):
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    fake_llm.enqueue(Reply(text="started\n### STATE\nGoal: ship the parser"))
+    await orch.run_turn("start the parser work")
+    await orch.aclose()
+    await ws.close()  # a turn ran: an exit handoff
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    try:
+        assert ws.pending_handoff is not None and ws.pending_handoff.reason == "exit"
+        shown = await dispatch(ws, "/context show")
+        assert "## Resuming" in shown.text
+        fake_llm.enqueue(
+            Reply(tool_calls=[FakeToolCall("list_directory", {})]),
+            Reply(text="resumed"),
+            Reply(text="later"),
+        )
+        await orch.run_turn("where were we?")
+        first, second = fake_llm.chat_requests[-2:]
+        for request in (first, second):  # every request of the first turn
+            system = request.messages[0]["content"]
+            assert "## Resuming" in system and "ship the parser" in system
+        await orch.run_turn("and then?")
+        assert "## Resuming" not in fake_llm.last.messages[0]["content"]
+        assert ws.pending_handoff is None
+        assert await ws.ledger.latest_handoff(ws.session, unconsumed_only=True) is None
+        # A session switch hands off the session left; coming back resumes it once.
+        assert (await dispatch(ws, "/session activate other")).ok
+        assert (await ws.ledger.latest_handoff("default_session")).reason == "session_switch"
+        assert (await dispatch(ws, "/session activate default_session")).ok
+        assert ws.pending_handoff is not None and ws.pending_handoff.reason == "session_switch"
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+# -- settings and the budget command -------------------------------------------------------
+
+
+async def test_context_budget_and_bad_config(make, fake_llm):
+    ws, orch = await make(
+        models=SMALL,
+        compaction={"warn_pct": 95, "reduce_pct": 90},
+        context={"layout": "cache"},
+    )
+    result = await dispatch(ws, "/context budget")
+    assert result.ok
+    assert "| max input | 5,000 |" in result.text
+    assert "| context window (config) | 6,000 |" in result.text
+    assert "| summary due | no (trigger 24,000) |" in result.text
+    assert "| system | system |" in result.text and "| tool declarations | tools |" in result.text
+    assert "[compaction]" in result.text  # the warning, and the defaults are used
+    assert result.data.max_input_tokens == 5000 and result.data.level == "ok"
+    fake_llm.enqueue(Reply(text="hi"))
+    events = []
+    await orch.run_turn("hello", events.append)
+    notices = [e.text for e in events if isinstance(e, Notice)]
+    assert len(notices) == 1 and "warn_pct" in notices[0]
+    fake_llm.enqueue(Reply(text="again"))
+    events.clear()
+    await orch.run_turn("hello again", events.append)
+    assert not [e for e in events if isinstance(e, Notice)]

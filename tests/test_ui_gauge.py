@@ -1,0 +1,134 @@
+"""The token gauge: layer split, thresholds, sparkline, projection and cached tokens."""
+
+from __future__ import annotations
+
+import json
+
+from textual.app import App, ComposeResult
+from textual.widgets import Sparkline, Static
+
+from slop_tui.context.prompt import Layer, Prompt, PromptMessage, ToolSpec
+from slop_tui.ui.widgets.gauge import (
+    FILL,
+    FREE,
+    GaugeBar,
+    TokenGauge,
+    bar_cells,
+    read_prompt,
+    tool_tokens,
+)
+
+TOOL = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {}}})
+
+
+def prompt_of(history: int, system: int = 1000, tools: tuple[ToolSpec, ...] = ()) -> Prompt:
+    return Prompt(
+        layers=(
+            Layer("system", "You help.\n", system),
+            Layer("guidelines", "g\n", 100),
+            Layer("state", "### STATE\n", 200),
+            Layer("scratchpad", "- todo\n", 300),
+            Layer("memos", "m\n", 400),
+        ),
+        messages=(
+            PromptMessage("user", "hi", history // 2, message_id=1, group_id=1),
+            PromptMessage("assistant", "hello", history - history // 2, message_id=2, group_id=1),
+        ),
+        tools=tools,
+    )
+
+
+class GaugeApp(App):
+    def compose(self) -> ComposeResult:
+        yield TokenGauge()
+
+
+def test_layer_split_sums_to_total_and_tools_count_json_size():
+    prompt = prompt_of(5000, tools=(TOOL,))
+    reading = read_prompt(prompt, 100_000)
+    names = [name for name, _ in reading.layers]
+    assert names == ["system", "guidelines", "state", "scratchpad", "memos", "history", "tools"]
+    layers = dict(reading.layers)
+    assert layers["history"] == 5000
+    size = len(
+        json.dumps(
+            {"name": TOOL.name, "description": TOOL.description, "parameters": TOOL.parameters}
+        )
+    )
+    assert layers["tools"] == tool_tokens((TOOL,)) == -(-size // 4)
+    assert reading.total == sum(layers.values()) == prompt.total_tokens + layers["tools"]
+
+
+def test_bar_cells_add_up_and_keep_small_layers_visible():
+    layers = [("system", 1000), ("state", 10), ("history", 60_000), ("tools", 0)]
+    cells = bar_cells(layers, 100_000, 40)
+    assert sum(c for _, c in cells) == round(61_010 * 40 / 100_000)
+    assert dict(cells)["state"] == 1 and dict(cells)["tools"] == 0
+    # Over the window: the bar is full, scaled to the total.
+    assert sum(c for _, c in bar_cells(layers, 61_010, 40)) == 40
+
+
+async def test_threshold_classes_at_79_80_and_90_percent():
+    app = GaugeApp()
+    async with app.run_test(size=(50, 20)) as pilot:
+        gauge = app.query_one(TokenGauge)
+        base = prompt_of(0).total_tokens
+        expected = {79: (False, False), 80: (True, False), 89: (True, False), 90: (False, True)}
+        for percent, (warning, critical) in expected.items():
+            gauge.update_from(prompt_of(percent * 1000 - base), 100_000)
+            await pilot.pause()
+            assert gauge.reading.total == percent * 1000
+            assert gauge.has_class("-warning") is warning, percent
+            assert gauge.has_class("-critical") is critical, percent
+        total = str(app.query_one("#gauge-total", Static).render())
+        assert "90,000 / 100,000 tokens · 90.0 %" in total
+
+
+async def test_bar_legend_sparkline_and_cached_line():
+    app = GaugeApp()
+    async with app.run_test(size=(50, 20)) as pilot:
+        gauge = app.query_one(TokenGauge)
+        gauge.update_from(prompt_of(20_000, tools=(TOOL,)), 50_000, [100, 900, 400], cached=750)
+        await pilot.pause()
+        bar = app.query_one(GaugeBar)
+        lines = str(bar.render()).splitlines()
+        assert len(lines[0]) == bar.size.width
+        used = lines[0].count(FILL)
+        assert used == round(gauge.reading.total * bar.size.width / 50_000)
+        assert lines[0].count(FREE) == bar.size.width - used
+        legend = " ".join(lines[1:])
+        for label in (
+            "system 1.0k",
+            "STATE 200",
+            "scratchpad 300",
+            "memos 400",
+            "history 20.0k",
+            "tools",
+        ):
+            assert label in legend
+        assert app.query_one(Sparkline).data == [100, 900, 400]
+        assert "last 400 · max 900" in str(app.query_one("#gauge-series", Static).render())
+        cached = app.query_one("#gauge-cached", Static)
+        assert cached.display and "750" in str(cached.render())
+        gauge.update_from(prompt_of(20_000), 50_000, [])
+        await pilot.pause()
+        assert not cached.display
+        assert "no calls yet" in str(app.query_one("#gauge-series", Static).render())
+
+
+async def test_projection_line():
+    app = GaugeApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        gauge = app.query_one(TokenGauge)
+        gauge.update_from(prompt_of(48_000), 100_000)  # 50,000 tokens
+        line = app.query_one("#gauge-projection", Static)
+        assert not line.display
+        gauge.set_projection(10_000)
+        await pilot.pause()
+        assert line.display and str(line.render()) == "dropping it saves ~10,000 tokens → 40.0 %"
+        gauge.set_projection(-5_000)
+        assert str(line.render()) == "restoring it adds ~5,000 tokens → 55.0 %"
+        gauge.set_projection(0)
+        assert "unchanged" in str(line.render())
+        gauge.set_projection(None)
+        assert not line.display

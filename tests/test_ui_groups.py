@@ -1,0 +1,293 @@
+"""The group and session lists: marks, window membership, intents and 5,000 groups."""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import App, ComposeResult
+from textual.message import Message
+
+from slop_tui.records import GroupSummary, NewMessage, SessionSummary
+from slop_tui.ui.widgets.groups import (
+    FLAG_ERROR,
+    FLAG_INTERRUPTED,
+    MARK_DROPPED,
+    MARK_IN_WINDOW,
+    MARK_OUTSIDE,
+    MARK_SUMMARIZED,
+    GroupList,
+    SessionList,
+    compact_tokens,
+    snippet,
+    window_membership,
+)
+from tests.workspace_fixtures import open_workspace
+
+
+def group(gid: int, status: str = "completed", tokens: int = 100, lane: str = "main", prompt=None):
+    return GroupSummary(gid, lane, prompt or f"prompt {gid}", 2, tokens, status, float(gid))
+
+
+class ListsApp(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Message] = []
+
+    def compose(self) -> ComposeResult:
+        yield SessionList(id="sessions")
+        yield GroupList(id="groups")
+
+    def on_group_list_drop_toggled(self, m: GroupList.DropToggled) -> None:
+        self.seen.append(m)
+
+    def on_group_list_remove_requested(self, m: GroupList.RemoveRequested) -> None:
+        self.seen.append(m)
+
+    def on_group_list_show_requested(self, m: GroupList.ShowRequested) -> None:
+        self.seen.append(m)
+
+    def on_group_list_selected(self, m: GroupList.Selected) -> None:
+        self.seen.append(m)
+
+    def on_session_list_session_chosen(self, m: SessionList.SessionChosen) -> None:
+        self.seen.append(m)
+
+    def of(self, kind: type[Message]) -> list:
+        return [m for m in self.seen if isinstance(m, kind)]
+
+
+MIXED = [
+    group(1),
+    group(2),
+    group(3, "dropped"),
+    group(4, "summarized"),
+    group(5, "interrupted"),
+    group(6),
+    group(7, "error"),
+    group(8, "completed", lane="side"),
+    group(9),
+]
+
+
+def test_window_membership_counts_only_visible_groups_of_the_lane():
+    # Visible in lane main: 1, 2, 5, 6, 7, 9; the last three are in the window.
+    assert window_membership(MIXED, 3, "main") == {6, 7, 9}
+    assert window_membership(MIXED, 0, "main") == {1, 2, 5, 6, 7, 9}
+    # Without a lane, each lane has its own window.
+    assert window_membership(MIXED, 1) == {8, 9}
+
+
+def test_snippet_is_one_line_without_control_characters():
+    text = "fix\x1b[31m the\tbug\n\nnow\x07 " + "x" * 500
+    line = snippet(text, 30)
+    assert line == "fix [31m the bug now " + "x" * 9
+    assert all(ch >= " " for ch in line)
+
+
+def test_compact_tokens():
+    assert [compact_tokens(n) for n in (0, 999, 1234, 45_678, 2_500_000)] == [
+        "0",
+        "999",
+        "1.2k",
+        "45k",
+        "2.5M",
+    ]
+
+
+async def test_marks_for_each_status_and_window_membership():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)):
+        groups = app.query_one(GroupList)
+        groups.load(list(reversed(MIXED)), 3, "main")  # the ledger lists newest first
+        assert [g.group_id for g in groups.groups] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        marks = {g.group_id: groups.row_text(g.group_id)[:2] for g in groups.groups}
+        assert marks == {
+            1: MARK_OUTSIDE + " ",
+            2: MARK_OUTSIDE + " ",
+            3: MARK_DROPPED + " ",
+            4: MARK_SUMMARIZED + " ",
+            5: MARK_OUTSIDE + FLAG_INTERRUPTED,
+            6: MARK_IN_WINDOW + " ",
+            7: MARK_IN_WINDOW + FLAG_ERROR,
+            8: MARK_OUTSIDE + " ",  # another lane is never sent
+            9: MARK_IN_WINDOW + " ",
+        }
+        row = groups.row_text(9)
+        assert " 9 " in row and "100" in row and "prompt 9" in row
+        # Styles come from component classes, resolved at render time.
+        spans = {s.style for s in groups.get_option_at_index(2).prompt.spans}
+        assert ".grouplist--dropped" in spans
+        assert ".grouplist--interrupted" in {s.style for s in groups.options[4].prompt.spans}
+
+
+async def test_reload_updates_marks_and_keeps_the_highlight():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load(MIXED, 3, "main")
+        groups.focus()
+        groups.select_group(6)
+        await pilot.pause()
+        # Group 9 dropped: 5 slides into the window.
+        changed = [group(9, "dropped") if g.group_id == 9 else g for g in MIXED]
+        groups.load(changed, 3, "main")
+        assert groups.row_text(9).startswith(MARK_DROPPED)
+        assert groups.row_text(5).startswith(MARK_IN_WINDOW)
+        assert groups.highlighted_group.group_id == 6
+        # A new group appends a line; a removed one rebuilds and keeps the highlight near.
+        groups.load([*changed, group(10)], 3, "main")
+        assert groups.option_count == 10 and groups.highlighted_group.group_id == 6
+        groups.load([g for g in changed if g.group_id != 6], 3, "main")
+        assert groups.highlighted_group.group_id == 7
+
+
+async def test_keys_post_intents():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load(MIXED, 3, "main")
+        groups.focus()
+        await pilot.press("home")  # group 1
+        await pilot.press("d")
+        await pilot.press("down", "down", "d")  # group 3 is dropped: restore it
+        await pilot.press("x")
+        await pilot.press("enter")
+        await pilot.pause()
+        drops = app.of(GroupList.DropToggled)
+        assert [(m.group_id, m.dropped) for m in drops] == [(1, True), (3, False)]
+        assert [m.group_id for m in app.of(GroupList.RemoveRequested)] == [3]
+        assert [m.group_id for m in app.of(GroupList.ShowRequested)] == [3]
+        selected = [m.group_id for m in app.of(GroupList.Selected)]
+        assert selected[-3:] == [1, 2, 3]
+
+
+async def test_click_shows_a_group():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load(MIXED[:3], 3, "main")
+        await pilot.pause()
+        region = groups.content_region
+        await pilot.click(
+            GroupList, offset=(region.x - groups.region.x + 4, region.y - groups.region.y + 1)
+        )
+        await pilot.pause()
+        assert [m.group_id for m in app.of(GroupList.ShowRequested)] == [2]
+
+
+async def test_projected_saving():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load(
+            [group(1, tokens=10), group(2, tokens=20), group(3, "dropped", tokens=300)]
+            + [group(4, tokens=40), group(5, tokens=50), group(6, "dropped", tokens=600)],
+            2,
+            "main",
+        )
+        # Dropping 5 (in the window) saves 50 but lets 2 (20) slide in.
+        assert groups.projected_saving(5) == 30
+        assert groups.projected_saving(1) == 0  # outside the window
+        # Restoring 6 adds 600 and pushes 4 out; restoring 3 changes nothing.
+        assert groups.projected_saving(6) == -(600 - 40)
+        assert groups.projected_saving(3) == 0
+        groups.focus()
+        groups.select_group(5)
+        await pilot.pause()
+        last = app.of(GroupList.Selected)[-1]
+        assert (last.group_id, last.saving) == (5, 30)
+        app.query_one(SessionList).focus()  # leaving the list hides the projection
+        await pilot.pause()
+        last = app.of(GroupList.Selected)[-1]
+        assert (last.group_id, last.saving) == (None, None)
+
+
+async def test_five_thousand_groups_load_fast_and_end_reaches_the_last(capsys):
+    many = [
+        group(i, ("completed", "dropped", "interrupted")[i % 3], tokens=i) for i in range(1, 5001)
+    ]
+    app = ListsApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        groups = app.query_one(GroupList)
+        start = time.perf_counter()
+        groups.load(many, 5, "main")
+        await pilot.pause()
+        loaded = time.perf_counter() - start
+        groups.focus()
+        start = time.perf_counter()
+        await pilot.press("end")
+        end_key = time.perf_counter() - start
+        assert groups.highlighted == 4999
+        assert groups.highlighted_group.group_id == 5000
+        assert groups.is_vertical_scroll_end
+        start = time.perf_counter()
+        groups.load([*many, group(5001)], 5, "main")
+        await pilot.pause()
+        appended = time.perf_counter() - start
+        with capsys.disabled():
+            print(
+                f"\n[groups] 5,000 groups: load+settle {loaded * 1000:.0f} ms, "
+                f"End key {end_key * 1000:.0f} ms, append one {appended * 1000:.0f} ms"
+            )
+        assert loaded < 5 and end_key < 5
+
+
+async def test_session_list_marks_the_current_one_and_posts_the_choice():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        sessions = app.query_one(SessionList)
+        sessions.load(
+            [
+                SessionSummary("alpha", 3, 9, 1200, 2.0, "x"),
+                SessionSummary("beta", 1, 2, 50, 1.0, ""),
+            ],
+            "gamma",  # not written yet: still listed and marked
+        )
+        assert list(sessions.names) == ["gamma", "alpha", "beta"]
+        assert str(sessions.options[0].prompt).startswith("● gamma")
+        assert str(sessions.options[1].prompt).startswith("  alpha")
+        sessions.focus()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert [m.name for m in app.of(SessionList.SessionChosen)] == ["alpha"]
+
+
+async def test_refresh_from_a_real_workspace(tmp_path):
+    ws = await open_workspace(tmp_path)
+    try:
+        ledger = ws.ledger
+        for i in range(4):
+            user = await ledger.append_user(ws.session, f"question {i}")
+            await ledger.append(ws.session, user.group_id, [NewMessage("assistant", f"answer {i}")])
+        await ledger.set_window(ws.session, 2)
+        first = (await ledger.list_groups(ws.session))[-1].group_id
+        await ledger.set_group_dropped(ws.session, first, True)
+        app = ListsApp()
+        async with app.run_test(size=(80, 20)):
+            groups = app.query_one(GroupList)
+            await groups.refresh_from(ws)
+            await app.query_one(SessionList).refresh_from(ws)
+            marks = [groups.row_text(g.group_id)[0] for g in groups.groups]
+            assert marks == [MARK_DROPPED, MARK_OUTSIDE, MARK_IN_WINDOW, MARK_IN_WINDOW]
+            assert "question 3" in groups.row_text(groups.groups[-1].group_id)
+            assert app.query_one(SessionList).current == ws.session
+    finally:
+        await ws.close()
+
+
+async def test_a_theme_switch_restyles_the_marks_without_a_reload():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(1, "interrupted")], 3, "main")
+        await pilot.pause()
+
+        def flag_colour():
+            segments = list(groups.render_line(0))
+            return next(s.style.color for s in segments if s.text.startswith("◐"))
+
+        before = flag_colour()
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert flag_colour() != before
+        assert flag_colour().triplet.hex == app.theme_variables["text-warning"].lower()

@@ -1,0 +1,171 @@
+"""The palette reaches every slash command, every app action and the theme picker."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.command import CommandInput, CommandList, CommandPalette
+from textual.widgets import Static
+
+from slop_tui.commands import TABLE
+from slop_tui.ui.palette import THEME_PREFIX, SlopCommands, needs_arguments
+from slop_tui.ui.themes import DEFAULT_THEME, load_themes, register_themes
+from tests.fakeserver import wait_for
+
+
+class _PaletteApp(App):
+    """Implements the palette contract and records every call."""
+
+    COMMANDS = {SlopCommands}
+
+    def __init__(self) -> None:
+        super().__init__()
+        register_themes(self, load_themes(None))
+        self.theme = DEFAULT_THEME
+        self.ran: list[str] = []
+        self.prefilled: list[str] = []
+        self.chosen: list[str] = []
+        self.acted: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("palette test")
+
+    def palette_actions(self):
+        return [("Drop or restore group", "Soft-drop the selected group.", self._drop)]
+
+    def _drop(self) -> None:
+        self.acted.append("drop")
+
+    async def run_command(self, text: str) -> None:
+        self.ran.append(text)
+
+    def prefill_prompt(self, text: str) -> None:
+        self.prefilled.append(text)
+
+    async def choose_theme(self, name: str) -> None:
+        self.chosen.append(name)
+
+
+async def _search(app: App, query: str) -> list:
+    provider = SlopCommands(app.screen)
+    await provider.startup()
+    if not query:
+        return [hit async for hit in provider.discover()]
+    return [hit async for hit in provider.search(query)]
+
+
+async def _open_and_type(pilot, app: App, text: str, keys: bool = False) -> CommandList:
+    if not isinstance(app.screen, CommandPalette):
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette))
+    if keys:
+        await pilot.press(*text)
+    else:
+        # One Input.Changed instead of a keypress per character keeps the test fast.
+        app.screen.query_one(CommandInput).value = text
+    command_list = app.screen.query_one(CommandList)
+    await wait_for(
+        pilot,
+        lambda: (
+            command_list.option_count > 0
+            and command_list.highlighted is not None
+            and text.split()[-1].lower() in str(command_list.get_option_at_index(0).prompt).lower()
+        ),
+    )
+    return command_list
+
+
+async def test_search_finds_session_commands_and_context_show():
+    app = _PaletteApp()
+    async with app.run_test():
+        session = await _search(app, "session")
+        context = await _search(app, "context show")
+    titles = [hit.text for hit in session]
+    assert {c.usage for c in TABLE.commands if c.name == "session"} <= set(titles)
+    best = max(context, key=lambda hit: hit.score)
+    assert best.text == "/context show [--json]"
+
+
+async def test_discover_lists_every_command_action_and_theme():
+    app = _PaletteApp()
+    async with app.run_test():
+        titles = [hit.text for hit in await _search(app, "")]
+        themes = sorted(app.available_themes)
+    assert titles[0] == "Drop or restore group"
+    assert [c.usage for c in TABLE.commands] == titles[1 : 1 + len(TABLE.commands)]
+    assert titles[1 + len(TABLE.commands) :] == [THEME_PREFIX + name for name in themes]
+
+
+async def test_help_text_finds_aliases():
+    app = _PaletteApp()
+    async with app.run_test():
+        hits = await _search(app, "quit")
+    assert "/exit" in [hit.text for hit in hits]
+
+
+def test_required_arguments_are_told_apart_from_optional_ones():
+    by_label = {c.label: c for c in TABLE.commands}
+    assert needs_arguments(by_label["/session activate"])
+    assert needs_arguments(by_label["/context window"])
+    assert not needs_arguments(by_label["/context show"])
+    assert not needs_arguments(by_label["/provider"])
+    assert not needs_arguments(by_label["/undo"])
+
+
+async def test_enter_runs_a_command_without_arguments():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "context show")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.ran == ["/context show"])
+        assert app.prefilled == [] and not isinstance(app.screen, CommandPalette)
+
+
+async def test_enter_prefills_the_prompt_for_a_command_with_arguments():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "session activate")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.prefilled == ["/session activate "])
+        assert app.ran == []
+
+
+async def test_typed_keys_reach_a_command():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "undo", keys=True)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.ran == ["/undo"])
+
+
+async def test_enter_runs_an_app_action():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "drop or restore")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.acted == ["drop"])
+
+
+async def test_theme_preview_is_live_and_escape_restores_it():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "theme slop-light")
+        await wait_for(pilot, lambda: app.theme == "slop-light")
+        assert isinstance(app.screen, CommandPalette)
+        # moving to an entry that is not a theme restores the theme at once
+        await _open_and_type(pilot, app, "context show")
+        await wait_for(pilot, lambda: app.theme == DEFAULT_THEME)
+        await _open_and_type(pilot, app, "theme slop-light")
+        await wait_for(pilot, lambda: app.theme == "slop-light")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.theme == DEFAULT_THEME)
+        assert app.chosen == []
+
+
+async def test_choosing_a_theme_keeps_and_persists_it():
+    app = _PaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_and_type(pilot, app, "theme slop-high-contrast")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.chosen == ["slop-high-contrast"])
+        await pilot.pause()
+        assert app.theme == "slop-high-contrast"
