@@ -56,24 +56,39 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
     return code
 
 
-async def _run_exec(args: argparse.Namespace) -> int:
-    from slop_tui.commands import dispatch, is_command
+async def _open_workspace(args: argparse.Namespace):
+    """The workspace for --db/--session, or the exit code of a one-line failure."""
     from slop_tui.config import load_config
     from slop_tui.ledger import LedgerError
     from slop_tui.workspace import Workspace
 
-    if not is_command(args.line):
-        return _fail("exec runs a slash command (e.g. \"/session list\"); use 'ask' to talk to the model.",
-                     EXIT_USAGE)
     config = load_config(db=getattr(args, "db", None))
     for warning in config.warnings:
         print(f"slop-tui: warning: {warning}", file=sys.stderr)
     try:
-        ws = await Workspace.open(config, _session(args))
+        return await Workspace.open(config, _session(args))
     except LedgerError as exc:
         return _fail(str(exc))
+
+
+async def _run_exec(args: argparse.Namespace) -> int:
+    from slop_tui.commands import dispatch, is_command
+
+    if not is_command(args.line):
+        return _fail("exec runs a slash command (e.g. \"/session list\"); use 'ask' to talk to the model.",
+                     EXIT_USAGE)
+    ws = await _open_workspace(args)
+    if isinstance(ws, int):
+        return ws
     try:
         result = await dispatch(ws, args.line)
+        if result.ok and result.send is not None:
+            # A command that produces a user message (e.g. /reply GID TEXT) runs that turn.
+            from slop_tui.orchestrator import run_headless_turn
+
+            outcome = await run_headless_turn(ws, result.send, approve=ws.config.approve,
+                                              echo=sys.stdout)
+            return _fail(outcome.error) if outcome.error else EXIT_OK
     finally:
         await ws.close()
     if result.ok:
@@ -84,18 +99,12 @@ async def _run_exec(args: argparse.Namespace) -> int:
 
 
 async def _run_ask(args: argparse.Namespace) -> int:
-    from slop_tui.config import load_config
-    from slop_tui.ledger import LedgerError
     from slop_tui.orchestrator import run_headless_turn
-    from slop_tui.workspace import Workspace
 
-    config = load_config(db=getattr(args, "db", None))
-    for warning in config.warnings:
-        print(f"slop-tui: warning: {warning}", file=sys.stderr)
-    try:
-        ws = await Workspace.open(config, _session(args))
-    except LedgerError as exc:
-        return _fail(str(exc))
+    ws = await _open_workspace(args)
+    if isinstance(ws, int):
+        return ws
+    config = ws.config
     try:
         outcome = await run_headless_turn(
             ws,
