@@ -138,8 +138,8 @@ async def run_process(
     Cancellation (the task is cancelled, or `cancel_event` is set) kills the
     process group and raises `asyncio.CancelledError`.
     """
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    creating = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -148,8 +148,23 @@ async def run_process(
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
+    )
+    try:
+        proc = await asyncio.shield(creating)
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    except asyncio.CancelledError:
+        # Cancelled while asyncio was still connecting the pipes: the child may
+        # already run. Left alone, asyncio would kill only the shell and then
+        # wait for its background jobs to close the pipes (up to their whole
+        # runtime), so take the handle and kill the group now.
+        with contextlib.suppress(Exception):
+            late = await creating
+            await kill_group(late.pid)
+            transport = getattr(late, "_transport", None)
+            if transport is not None:
+                transport.close()
+        raise
     out, err = CappedBuffer(max_bytes), CappedBuffer(max_bytes)
     readers = asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
     waiter = asyncio.ensure_future(proc.wait())  # 3.11: resolves once the pipes close too
