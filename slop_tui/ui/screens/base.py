@@ -14,28 +14,13 @@ from textual import events
 from textual.screen import ModalScreen
 from textual.widgets import OptionList
 
+from slop_tui.ui import text as _text
+
 T = TypeVar("T")
 
-_NEUTRAL = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}  # ␛, ␍, ␀ …
-_NEUTRAL[0x7F] = "␡"
-for _c in [
-    *range(0x80, 0xA0),
-    0x061C,
-    0x200E,
-    0x200F,
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-]:  # C1 controls and bidi overrides
-    _NEUTRAL[_c] = f"<U+{_c:04X}>"
-
-
 def neutralise(text: str) -> str:
-    """Make control characters visible: ESC becomes ␛, a bidi override <U+202E>.
-
-    Newlines and tabs stay; nothing else that can move the cursor, change
-    colours or reorder text reaches the terminal.
-    """
-    return text.translate(_NEUTRAL)
+    """Exact text for a dialog: controls visible, CRLF shown as ␍ plus a line end."""
+    return _text.neutralise(text, crlf_as_newline=False)
 
 
 def plain(text: str, style: str = "") -> Text:

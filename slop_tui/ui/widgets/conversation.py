@@ -64,28 +64,10 @@ from slop_tui.records import (
     Message,
     ToolCall,
 )
+from slop_tui.ui.text import neutralise
 
 if TYPE_CHECKING:
     from slop_tui.workspace import Workspace
-
-# -- text safety -----------------------------------------------------------------
-
-# C0 controls (but \t and \n) become Unicode control pictures, DEL becomes ␡ and
-# C1 controls (0x80-0x9f; 0x9b is a one-byte CSI) become �: nothing that a
-# terminal would interpret reaches the screen, and the user still sees that
-# something was there.
-_NEUTRAL = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
-_NEUTRAL[0x7F] = "\u2421"
-_NEUTRAL.update({c: "\ufffd" for c in range(0x80, 0xA0)})
-
-
-def neutralise(text: str) -> str:
-    """Text safe to render: control characters become visible placeholders.
-
-    CRLF line ends are shown as plain line ends; a lone CR becomes ␍.
-    """
-    return text.replace("\r\n", "\n").translate(_NEUTRAL)
-
 
 # What one block shows at most; `c` copies the whole text and a tool block's
 # output opens in a (virtualised) TextArea.

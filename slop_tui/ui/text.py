@@ -1,0 +1,33 @@
+"""Untrusted text (model output, tool output, tool arguments) made safe for the terminal.
+
+The ledger stores every byte intact; only what is drawn is changed, so a tool
+output cannot move the cursor, recolour the screen or reorder text.
+"""
+
+from __future__ import annotations
+
+# C0 controls except tab and newline become Unicode control pictures (␛, ␍, ␀);
+# DEL becomes ␡; C1 controls (0x9b is a one-byte CSI) and bidi overrides become
+# a visible <U+XXXX>, so the user still sees that something was there.
+_NEUTRAL: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
+_NEUTRAL[0x7F] = "\u2421"
+for _c in [
+    *range(0x80, 0xA0),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+]:
+    _NEUTRAL[_c] = f"<U+{_c:04X}>"
+
+
+def neutralise(text: str, *, crlf_as_newline: bool = True) -> str:
+    """Text safe to render: every control but tab and newline made visible.
+
+    With `crlf_as_newline` (the transcript), CRLF line ends read as plain line
+    ends; dialogs that show exact tool arguments keep the ␍.
+    """
+    if crlf_as_newline:
+        text = text.replace("\r\n", "\n")
+    return text.translate(_NEUTRAL)
