@@ -258,7 +258,7 @@ class Compactor:
             tokens_before=step.tokens_before,
             strategy=prompt.strategy,
         )
-        handoff = await ws._record_handoff(ws.session, "compaction")
+        handoff = await ws.write_handoff("compaction")
         return CompactionResult(
             CASE_SUMMARIZE,
             step.tokens_before,
@@ -334,7 +334,7 @@ class Compactor:
             tokens_before=before,
             strategy=strategy,
         )
-        handoff = await ws._record_handoff(ws.session, "compaction")
+        handoff = await ws.write_handoff("compaction")
         line = (
             f"{decision.case}: {len(ids)} message(s) into summary {summary.id}, "
             f"{before:,} → {after:,} tokens"

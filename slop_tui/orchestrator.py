@@ -241,7 +241,7 @@ class Orchestrator:
         cfg = self.ws.provider_configs()[choice.name]
         key = (cfg, choice.model)
         if self._provider is None or self._provider_key != key:
-            await self.aclose()
+            await self._close_provider()  # not aclose(): the background job may be the caller
             self._provider = self.provider_factory(cfg)
             self._provider_key = key
         return self._provider, choice.model
@@ -251,8 +251,10 @@ class Orchestrator:
         task = self.compaction_task
         if task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await asyncio.gather(task, return_exceptions=True)
+        await self._close_provider()
+
+    async def _close_provider(self) -> None:
         if self._provider is not None:
             with contextlib.suppress(Exception):
                 await self._provider.aclose()
@@ -365,7 +367,7 @@ class Orchestrator:
             iteration += 1
             interval = ws.compaction_settings().checkpoint_interval
             if should_checkpoint(iteration, interval):
-                await ws._record_handoff(ws.session, "checkpoint")
+                await ws.write_handoff("checkpoint")
 
     # -- the guard ladder ------------------------------------------------------
 
@@ -500,9 +502,14 @@ class Orchestrator:
     async def wait_background(self) -> None:
         """Wait for the background job of the last turn, if one is running."""
         task = self.compaction_task
-        if task is not None and not task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None or task.done():
+            return
+        try:
+            await asyncio.shield(task)  # a cancelled turn does not cancel the compaction
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we were cancelled, not the background job
 
     async def _background(self, turn: _Turn, reply_text: str) -> None:
         """After-reply compaction, then the lane summary; errors become a `failed` event."""

@@ -118,13 +118,17 @@ class Workspace:
 
     async def close(self) -> None:
         """Close the ledger; first record an `exit` handoff when a turn ran in this process."""
-        if self.turn_ran:
-            self.turn_ran = False
-            await self._record_handoff(self.session, "exit")
-        await self.ledger.close()
+        try:
+            if self.turn_ran:
+                self.turn_ran = False
+                await self.write_handoff("exit")
+        finally:
+            await self.ledger.close()
 
-    async def _record_handoff(self, session: str, reason: str) -> Handoff | None:
-        """A handoff for `session` (skipped for an empty session); never raises for git or I/O."""
+    async def write_handoff(self, reason: str, session: str | None = None) -> Handoff | None:
+        """Record a handoff for `session` (default: the current one); None for an empty
+        session. Git or ledger trouble becomes a warning, never an exception."""
+        session = session or self.session
         try:
             return await record_handoff(
                 self.ledger, session, reason, self.config.project_root, skip_empty=True
@@ -148,7 +152,7 @@ class Workspace:
         name = check_session_name(name)
         old = self.session
         if name != old:
-            await self._record_handoff(old, "session_switch")
+            await self.write_handoff("session_switch", old)
         self.session = name
         await self.ledger.set_setting(KEY_SESSION, self.session)
         if name != old:

@@ -282,6 +282,12 @@ async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_ll
     [summary] = await ws.ledger.active_summaries(ws.session, "main")
     assert "COMPACTED" in summary.content and log.summary_id == summary.id
     assert [h.reason for h in await ws.ledger.handoffs(ws.session)] == ["compaction"]
+    # The oldest group was already outside the 5-group window; it is hidden too, or
+    # it would slide back into the window once the newer ones are summarised.
+    rows = await ws.ledger.session_messages(ws.session)
+    oldest = [r for r in rows if r.group_id == rows[0].group_id]
+    assert {r.status for r in oldest} == {"summarized"}
+    assert summary.first_message_id == rows[0].id
     phases = [(e.phase, e.case) for e in out.events if isinstance(e, Compaction)]
     assert phases == [("started", ""), ("done", "summarize")]
     # The next request carries the summary, not the covered messages.
@@ -331,6 +337,28 @@ async def test_secrets_never_reach_a_summary_or_a_handoff(make, fake_llm, tmp_pa
 
 
 # -- lanes and resume ------------------------------------------------------------------
+
+
+async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_llm):
+    ws, orch = await make(compaction={"lane_max_messages": 4, "lane_keep_recent": 2})
+    await ws.ledger.set_window(ws.session, 2)
+    gids = await history(ws, 5, 10)
+    fake_llm.enqueue(Reply(text="answer"), Reply(text="<summary>LANE-SUMMARY</summary>"))
+    await orch.run_turn("latest")
+    await orch.compaction_task
+    lane_req = fake_llm.last
+    assert "**Conversation History:**" in text_of(lane_req) and not lane_req.body.get("tools")
+    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    assert summary.kind == "lane" and "LANE-SUMMARY" in summary.content
+    status = {m.group_id: m.status for m in await ws.ledger.session_messages(ws.session)}
+    # Groups 0-3 left the 2-group window; the newest of them (2 rows) stays verbatim.
+    assert [status[g] for g in gids] == ["summarized"] * 3 + ["completed"] * 2
+    [log] = await ws.ledger.compaction_log(ws.session)
+    assert log.trigger.startswith("lane main:") and log.summary_id == summary.id
+    assert await ws.ledger.handoffs(ws.session) == []
+    fake_llm.enqueue(Reply(text="next"))
+    await orch.run_turn("next")
+    assert "LANE-SUMMARY" in fake_llm.last.messages[0]["content"]
 
 
 async def test_lanes_never_leak(make, fake_llm):
