@@ -37,6 +37,13 @@ Tokens are the engine's own counts (`Prompt.request_tokens`: system text,
 messages and tool declarations) with the workspace counter for `sim-model`
 (o200k_base; the simulated provider reports the same count as usage, so the
 learned factor stays 1.0).
+
+Two diagnostics for the default policies, not part of the engine: `limbo`,
+rows that left the window but are not summarized yet (in neither the window
+nor a summary), counted after every turn; and a `recall probe`: for each
+question, the 5 lines of summarized rows that share the most keywords with
+it (the engine's own `extract_keywords`), and whether the key is among them:
+what a keyword recall layer over compacted history would have kept.
 """
 
 from __future__ import annotations
@@ -102,8 +109,9 @@ POLICIES = {
     "full": Policy("full", "full history", 0, 100_000_000, {"enabled": False}, FULL_TIERS),
     "window": Policy("window", "window only (5, tiers)", 5, WINDOW, {"enabled": False}),
     "default": Policy("default", "slop-tui default", None, WINDOW),
-    "default-cache": Policy("default-cache", "slop-tui default, cache layout", None, WINDOW,
-                            context={"layout": "cache"}),
+    "default-cache": Policy(
+        "default-cache", "slop-tui default, cache layout", None, WINDOW, context={"layout": "cache"}
+    ),
 }
 
 # --- the simulated model ---------------------------------------------------------------------
@@ -177,7 +185,9 @@ class Recorder:
             if m.message_id is None or m.role != "tool":
                 continue
             if m.tier == "elided" or m.truncated:
-                self.cut_ids.setdefault(m.message_id, "elided" if m.tier == "elided" else "truncated")
+                self.cut_ids.setdefault(
+                    m.message_id, "elided" if m.tier == "elided" else "truncated"
+                )
                 if f"WHERE id={m.message_id}" in m.text:
                     self.hints_ok += 1
                 else:
@@ -198,8 +208,10 @@ def where_found(prompt: Prompt, key: str) -> list[str]:
     out = []
     for layer in prompt.layers:
         if key in layer.text:
-            out.append(f"layer:{layer.name}" + ("" if layer.placement == PLACEMENT_SYSTEM
-                                                 else f"({layer.placement})"))
+            out.append(
+                f"layer:{layer.name}"
+                + ("" if layer.placement == PLACEMENT_SYSTEM else f"({layer.placement})")
+            )
     for m in prompt.messages:
         if m.kind is None and key in m.text:
             out.append(f"history:{m.role}")
@@ -251,22 +263,28 @@ class SimProvider(Provider):
         payload = None
         tool_calls = ()
         if calls:
-            payload = dumps({
-                "role": "assistant",
-                "content": text or None,
-                "tool_calls": [
-                    {"id": f"call_{self.turn.n}_{self.step}_{i}", "type": "function",
-                     "function": {"name": c.name, "arguments": json.dumps(c.args)}}
-                    for i, c in enumerate(calls)
-                ],
-            })
+            payload = dumps(
+                {
+                    "role": "assistant",
+                    "content": text or None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{self.turn.n}_{self.step}_{i}",
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                        }
+                        for i, c in enumerate(calls)
+                    ],
+                }
+            )
             tool_calls = payload_tool_calls("openai", text, payload)
         yield ProviderReply(
             text=text,
             tool_calls=tool_calls,
             payload=payload,
             finish_reason="tool_calls" if calls else "stop",
-            prompt_tokens=prompt.total_tokens,
+            # What a real provider bills: the text and the tool declarations.
+            prompt_tokens=prompt.request_tokens,
             completion_tokens=max(1, len(text) // 4),
         )
 
@@ -301,6 +319,8 @@ class Result:
     summary_kinds: Counter = field(default_factory=Counter)
     log_kinds: Counter = field(default_factory=Counter)
     last_layers: dict = field(default_factory=dict)
+    limbo: list[int] = field(default_factory=list)
+    probe: dict = field(default_factory=dict)
 
     def main(self) -> list[Request]:
         return [r for r in self.requests if r.kind == "main"]
@@ -334,8 +354,9 @@ def make_config(policy: Policy, project: Path, db: Path, xdg: Path):
     )
 
 
-async def run_policy(policy: Policy, plan: Plan, project: Path, tmp: Path, sample: int,
-                     progress: bool) -> Result:
+async def run_policy(
+    policy: Policy, plan: Plan, project: Path, tmp: Path, sample: int, progress: bool
+) -> Result:
     work = tmp / policy.name
     work.mkdir()
     cfg = make_config(policy, project, work / "slop.db", tmp / "xdg")
@@ -350,6 +371,8 @@ async def run_policy(policy: Policy, plan: Plan, project: Path, tmp: Path, sampl
     errors: list[str] = []
     originals: dict[int, str] = {}
     tool_sizes: list[int] = []
+    limbo: list[int] = []
+    gids: dict[int, int] = {}
     t0 = time.perf_counter()
     try:
         for turn in plan.turns:
@@ -371,10 +394,16 @@ async def run_policy(policy: Policy, plan: Plan, project: Path, tmp: Path, sampl
                     errors.append(f"turn {turn.n}: {e.text}")
             if outcome.group_id is not None:
                 originals[outcome.group_id] = turn.text
+                gids[turn.n] = outcome.group_id
+            if policy.compaction.get("enabled", True) and policy.window != 0:
+                limbo.append(await count_limbo(ws))
             if progress and turn.n % 25 == 0:
                 el = time.perf_counter() - t0
-                print(f"  [{policy.name}] turn {turn.n}/{len(plan.turns)} {el:.0f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  [{policy.name}] turn {turn.n}/{len(plan.turns)} {el:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         seconds = time.perf_counter() - t0
         summaries = await ws.ledger.summaries(ws.session)
         log = await ws.ledger.compaction_log(ws.session, limit=100_000)
@@ -382,18 +411,92 @@ async def run_policy(policy: Policy, plan: Plan, project: Path, tmp: Path, sampl
         rows = await ws.ledger.session_messages(ws.session)
         summarized = [m for m in rows if m.status == STATUS_SUMMARIZED]
         recover = await check_recovery(ws, project, rec.cut_ids, summarized, originals, sample)
+        probe = recall_probe(plan, rows, gids) if summarized else {}
     finally:
         await orch.aclose()
         await ws.close()
     return Result(
-        policy=policy, turns=len(plan.turns), seconds=seconds, requests=rec.requests,
-        survival=rec.survival, compactions=len(log), summaries=len(summaries),
+        policy=policy,
+        turns=len(plan.turns),
+        seconds=seconds,
+        requests=rec.requests,
+        survival=rec.survival,
+        compactions=len(log),
+        summaries=len(summaries),
         summary_kinds=Counter(x.kind for x in summaries),
-        log_kinds=Counter(x.case_kind for x in log), last_layers=last_layers,
-        summarized_rows=len(summarized), events=events, kinds=provider.kinds, errors=errors,
-        recover=recover, tool_sizes=tool_sizes, mismatches=rec.mismatches,
-        hints_ok=rec.hints_ok, hints_bad=rec.hints_bad,
+        log_kinds=Counter(x.case_kind for x in log),
+        last_layers=last_layers,
+        limbo=limbo,
+        probe=probe,
+        summarized_rows=len(summarized),
+        events=events,
+        kinds=provider.kinds,
+        errors=errors,
+        recover=recover,
+        tool_sizes=tool_sizes,
+        mismatches=rec.mismatches,
+        hints_ok=rec.hints_ok,
+        hints_bad=rec.hints_bad,
     )
+
+
+async def count_limbo(ws: Workspace) -> int:
+    """Visible rows of the lane outside the window: neither sent nor summarized."""
+    sess = await ws.current()
+    if sess.window_size <= 0:
+        return 0
+    inside = {m.id for m in await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)}
+    rows = await ws.ledger.window(ws.session, 0, lane=sess.lane)
+    return sum(1 for m in rows if m.id not in inside)
+
+
+def _words(text: str) -> set[str]:
+    return set(extract_keywords_all(text))
+
+
+def extract_keywords_all(text: str) -> list[str]:
+    from slop_tui.context.memos import _SEPARATORS, STOP_WORDS
+
+    return [t for t in _SEPARATORS.split(text.lower()) if len(t) > 3 and t not in STOP_WORDS]
+
+
+def _match(q: str, words: set[str]) -> bool:
+    return any(w == q or w.startswith(q) or q.startswith(w) for w in words if len(w) > 3)
+
+
+def recall_probe(plan: Plan, rows, gids: dict[int, int], top: int = 5) -> dict:
+    """Counterfactual: would the 5 best keyword-matching lines of the summarized rows hold
+    the key? (Diagnostic only; the engine has no such layer.)"""
+    from slop_tui.context.memos import extract_keywords
+
+    lines: list[tuple[int, str, set[str]]] = []
+    for m in rows:
+        if m.status != STATUS_SUMMARIZED:
+            continue
+        for line in m.content.splitlines():
+            if line.strip():
+                lines.append((m.id, line, _words(line)))
+    found, total, chars, fids = 0, 0, 0, []
+    for t in plan.turns:
+        for fid in t.asks:
+            fact = plan.fact(fid)
+            qs = extract_keywords(fact.question)
+            scored = []
+            for mid, line, words in lines:
+                if mid >= gids.get(t.n, 10**12):  # only rows older than the asking turn
+                    continue
+                score = sum(1 for q in qs if _match(q, words))
+                if score:
+                    scored.append((score, mid, line))
+            scored.sort(key=lambda x: (-x[0], -x[1]))
+            best = scored[:top]
+            total += 1
+            chars += sum(len(x[2][:300]) for x in best)
+            hit = any(fact.key in x[2] for x in best)
+            found += hit
+            if hit:
+                fids.append(fid)
+    return {"found": found, "asked": total, "mean_chars": chars // max(1, total), "fids": fids}
 
 
 def _query_rows(text: str) -> list[dict]:
@@ -428,8 +531,14 @@ async def read_back(ctx: ToolContext, mid: int) -> str | None:
         at += page
 
 
-async def check_recovery(ws: Workspace, project: Path, cut_ids: dict[int, str], summarized,
-                         originals: dict[int, str], sample: int) -> dict:
+async def check_recovery(
+    ws: Workspace,
+    project: Path,
+    cut_ids: dict[int, str],
+    summarized,
+    originals: dict[int, str],
+    sample: int,
+) -> dict:
     ctx = ToolContext(ledger=ws.ledger, session=ws.session, project_root=project)
     rnd = random.Random(1)
     out: dict[str, dict] = {}
@@ -439,7 +548,7 @@ async def check_recovery(ws: Workspace, project: Path, cut_ids: dict[int, str], 
         "summarized": sorted(m.id for m in summarized),
     }
     for label, ids in groups.items():
-        picked = ids if len(ids) <= sample else sorted(rnd.sample(ids, sample))
+        picked = ids if sample <= 0 or len(ids) <= sample else sorted(rnd.sample(ids, sample))
         ok, bad = 0, []
         for mid in picked:
             truth = originals.get(mid)
@@ -487,12 +596,16 @@ def report(results: list[Result], plan: Plan) -> str:
             f"Tool outputs: {len(sizes)} results, {sizes[0]:,} B to {sizes[-1]:,} B "
             f"(median {med:,} B, total {sum(sizes) / 1e6:.1f} MB)."
         )
-    lines.append("Tokens: the engine's own count (o200k_base via the workspace counter), "
-                 "system text + messages + tool declarations.")
+    lines.append(
+        "Tokens: the engine's own count (o200k_base via the workspace counter), "
+        "system text + messages + tool declarations."
+    )
     lines.append("")
-    head = (f"{'policy':<32} {'requests':>8} {'cumulative':>11} {'vs full':>8} "
-            f"{'+compact':>9} {'peak':>8} {'peak/win':>8} {'compact':>7} {'lane':>5} "
-            f"{'LCP mean':>9} {'LCP tok':>8} {'anchors':>8} {'user':>6} {'tool':>6} {'time':>6}")
+    head = (
+        f"{'policy':<32} {'requests':>8} {'cumulative':>11} {'vs full':>8} "
+        f"{'+compact':>9} {'peak':>8} {'peak/win':>8} {'compact':>7} {'lane':>5} "
+        f"{'LCP mean':>9} {'LCP tok':>8} {'anchors':>8} {'user':>6} {'tool':>6} {'time':>6}"
+    )
     lines.append(head)
     lines.append("-" * len(head))
     for r in results:
@@ -501,7 +614,7 @@ def report(results: list[Result], plan: Plan) -> str:
         extra = sum(q.tokens for q in r.extra())
         allreq = main + r.extra()
         peak = max((q.tokens for q in allreq), default=0)
-        lcp_share = (sum(q.lcp_chars for q in main[1:]) / max(1, sum(q.chars for q in main[1:])))
+        lcp_share = sum(q.lcp_chars for q in main[1:]) / max(1, sum(q.chars for q in main[1:]))
         lcp_tok = sum(q.lcp_tokens for q in main[1:]) / max(1, len(main) - 1)
         kept = [f for f in FACTS if r.survival.get(f.fid, {}).get("kept")]
         asked = [f for f in FACTS if f.fid in r.survival]
@@ -521,52 +634,87 @@ def report(results: list[Result], plan: Plan) -> str:
             f"{len(kept):>3}/{len(asked):<3} {ku:>2}/{au:<3} {kt:>2}/{at:<3} {r.seconds:>5.0f}s"
         )
     lines.append("")
-    lines.append("cumulative: every request's tokens summed (session requests + compaction "
-                 "requests); +compact: the compaction requests alone (summary, topic boundary).")
+    lines.append(
+        "cumulative: every request's tokens summed (session requests + compaction "
+        "requests); +compact: the compaction requests alone (summary, topic boundary)."
+    )
     lines.append("peak: the largest request; peak/win: of the 128,000-token context window.")
-    lines.append("compact: summaries by after-reply compaction or the guard ladder; lane: rolling "
-                 "lane summaries (rows that left the window).")
-    lines.append("LCP: longest common prefix with the previous "
-                 "session request, share of the request (chars), tokens = that share of it.")
+    lines.append(
+        "compact: summaries by after-reply compaction or the guard ladder; lane: rolling "
+        "lane summaries (rows that left the window)."
+    )
+    lines.append(
+        "LCP: longest common prefix with the previous "
+        "session request, share of the request (chars), tokens = that share of it."
+    )
     lines.append("anchors: facts whose key is verbatim in the request of the turn that asks.")
     lines.append("")
-    lines.append("Targets (default policy): cumulative <= 10 % of full history; peak <= 60 % of "
-                 "the window; anchors >= 95 % (38/40); every cut or summarized message "
-                 "recoverable through query_db.")
+    lines.append(
+        "Targets (default policy): cumulative <= 10 % of full history; peak <= 60 % of "
+        "the window; anchors >= 95 % (38/40); every cut or summarized message "
+        "recoverable through query_db."
+    )
     for r in results:
         lines.append("")
         lines.append(f"## {r.policy.label}")
         where = Counter(w for s in r.survival.values() if s["kept"] for w in set(s["where"]))
-        lines.append("  kept by: " + (", ".join(f"{w} x{n}" for w, n in where.most_common())
-                                      or "(nothing)"))
+        lines.append(
+            "  kept by: " + (", ".join(f"{w} x{n}" for w, n in where.most_common()) or "(nothing)")
+        )
         lost = [f for f in FACTS if f.fid in r.survival and not r.survival[f.fid]["kept"]]
         if lost:
             lines.append("  lost: " + ", ".join(f"{f.fid} ({f.source}, {f.kind})" for f in lost))
         rc = r.recover
-        lines.append("  recoverable via query_db: " + "; ".join(
-            f"{k} {v['ok']}/{v['checked']} checked of {v['total']}"
-            + (f" (bad ids {v['bad']})" if v["bad"] else "")
-            for k, v in rc.items()))
+        lines.append(
+            "  recoverable via query_db: "
+            + "; ".join(
+                f"{k} {v['ok']}/{v['checked']} checked of {v['total']}"
+                + (f" (bad ids {v['bad']})" if v["bad"] else "")
+                for k, v in rc.items()
+            )
+        )
         extra = r.extra()
         if extra:
             by_kind = Counter(q.kind for q in extra)
             summ = [q for q in extra if q.kind in ("summary", "other-summary")]
             share = sum(q.lcp_chars for q in summ) * 100 / max(1, sum(q.chars for q in summ))
             lines.append(
-                "  compaction requests: " + ", ".join(f"{k} x{n}" for k, n in by_kind.items())
+                "  compaction requests: "
+                + ", ".join(f"{k} x{n}" for k, n in by_kind.items())
                 + f", {_k(sum(q.tokens for q in extra))} tokens; summary requests share "
                 f"{share:.1f} % of their text with the preceding session request"
+            )
+        if r.limbo:
+            lines.append(
+                f"  limbo (rows outside the window and not summarized, after each turn): "
+                f"max {max(r.limbo)}, mean {sum(r.limbo) / len(r.limbo):.1f}, "
+                f"last {r.limbo[-1]}"
+            )
+        if r.probe:
+            union = {f for f, v in r.survival.items() if v["kept"]} | set(r.probe["fids"])
+            lines.append(
+                f"  recall probe (diagnostic, not the engine): the 5 summarized lines "
+                f"sharing most keywords with the question hold the key for "
+                f"{r.probe['found']}/{r.probe['asked']} facts "
+                f"(about {r.probe['mean_chars'] // 4} tokens per request); with the "
+                f"anchors kept: {len(union)}/{len(r.survival)}"
             )
         if r.hints_bad:
             lines.append(f"  tool results cut without their own query_db hint: {r.hints_bad[:10]}")
         if r.last_layers:
-            lines.append("  last request, tokens per layer: " + ", ".join(
-                f"{k} {v:,}" for k, v in r.last_layers.items()))
-        lines.append(f"  summaries {r.summaries} {dict(r.summary_kinds)}, audit records "
-                     f"{dict(r.log_kinds)}, rows summarized {r.summarized_rows}")
-        lines.append(f"  "
-                     f"request kinds {dict(r.kinds)}; events "
-                     f"{dict(sorted((k, v) for k, v in r.events.items() if k not in ('text',)))}")
+            lines.append(
+                "  last request, tokens per layer: "
+                + ", ".join(f"{k} {v:,}" for k, v in r.last_layers.items())
+            )
+        lines.append(
+            f"  summaries {r.summaries} {dict(r.summary_kinds)}, audit records "
+            f"{dict(r.log_kinds)}, rows summarized {r.summarized_rows}"
+        )
+        lines.append(
+            f"  "
+            f"request kinds {dict(r.kinds)}; events "
+            f"{dict(sorted((k, v) for k, v in r.events.items() if k not in ('text',)))}"
+        )
         if r.mismatches:
             lines.append(f"  WARNING: {r.mismatches} session requests lacked the scripted prompt")
         for e in r.errors[:5]:
@@ -593,8 +741,9 @@ async def main_async(args: argparse.Namespace) -> int:
         write_project(plan, project)
         (tmp / "xdg").mkdir()
         for name in names:
-            res = await run_policy(POLICIES[name], plan, project, tmp, args.sample,
-                                   not args.no_progress)
+            res = await run_policy(
+                POLICIES[name], plan, project, tmp, args.sample, not args.no_progress
+            )
             results.append(res)
     print(report(results, plan))
     if args.json:
@@ -619,11 +768,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=None, help="turns to replay (default 300)")
     ap.add_argument("--quick", action="store_true", help="60 turns, facts asked at 50-60")
-    ap.add_argument("--policy", action="append", choices=list(POLICIES),
-                    help="run only this policy (repeatable)")
+    ap.add_argument(
+        "--policy",
+        action="append",
+        choices=list(POLICIES),
+        help="run only this policy (repeatable)",
+    )
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--sample", type=int, default=40,
-                    help="messages per kind read back through query_db")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=40,
+        help="messages per kind read back through query_db (0: all)",
+    )
     ap.add_argument("--json", help="also write the raw measurements here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args()

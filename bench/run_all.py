@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["ledger.py", "assembly.py", "turn.py"]
+SCRIPTS = ["ledger.py", "assembly.py", "turn.py", "tui.py", "context_sim.py"]
 
 
 def main() -> int:

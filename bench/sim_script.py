@@ -55,6 +55,7 @@ class Fact:
     ask: str = ""  # the user prompt of the turn that reads the file
 
 
+# fmt: off
 USER_FACTS = (
     Fact("port", "port", "user", "48213",
          "Which port does the API listen on in the dev stack?",
@@ -217,6 +218,8 @@ TOOL_FACTS = (
          ask="Read deploy/k8s/api.yaml and check the resource limits."),
 )
 
+# fmt: on
+
 FACTS = USER_FACTS + TOOL_FACTS
 assert len(FACTS) == N_FACTS and len({f.fid for f in FACTS}) == N_FACTS
 
@@ -318,6 +321,7 @@ class Plan:
         return next(f for f in FACTS if f.fid == fid)
 
 
+# fmt: off
 _NOUNS = (
     "invoice", "charge", "refund", "payout", "account", "balance", "webhook", "customer",
     "currency", "settlement", "dispute", "tax", "line_item", "subscription", "plan", "coupon",
@@ -329,6 +333,7 @@ _VERBS = (
 )
 _PKGS = ("billing", "ledger", "invoices", "payments", "webhooks", "reports", "common", "jobs")
 _SUITES = ("unit", "integration", "api", "jobs", "webhooks", "ledger", "reports")
+# fmt: on
 
 
 def _log_uniform(rnd: random.Random, lo: int = MIN_OUTPUT, hi: int = MAX_OUTPUT) -> int:
@@ -340,9 +345,13 @@ def _func(rnd: random.Random) -> str:
 
 
 def python_source(rnd: random.Random, size: int, module: str) -> str:
-    out = [f'"""{module}: helpers for the {rnd.choice(_NOUNS)} flow."""\n',
-           "from __future__ import annotations\n", "import logging\n",
-           "from decimal import Decimal\n", "\nlog = logging.getLogger(__name__)\n"]
+    out = [
+        f'"""{module}: helpers for the {rnd.choice(_NOUNS)} flow."""\n',
+        "from __future__ import annotations\n",
+        "import logging\n",
+        "from decimal import Decimal\n",
+        "\nlog = logging.getLogger(__name__)\n",
+    ]
     n = sum(len(s) for s in out)
     while n < size:
         f, noun = _func(rnd), rnd.choice(_NOUNS)
@@ -370,8 +379,10 @@ def test_log(rnd: random.Random, size: int, suite: str, extra: str = "") -> str:
         count += 1
         ok = rnd.random() > 0.04
         failed += not ok
-        line = (f"tests/{suite}/test_{rnd.choice(_NOUNS)}.py::test_{_func(rnd)}_{count} "
-                f"{'PASSED' if ok else 'FAILED'}\n")
+        line = (
+            f"tests/{suite}/test_{rnd.choice(_NOUNS)}.py::test_{_func(rnd)}_{count} "
+            f"{'PASSED' if ok else 'FAILED'}\n"
+        )
         out.append(line)
         n += len(line)
     if extra:
@@ -385,9 +396,11 @@ def app_log(rnd: random.Random, size: int, extra: str = "") -> str:
     while n < size:
         t += rnd.randint(1, 40)
         level = rnd.choice(("INFO", "INFO", "INFO", "DEBUG", "WARN"))
-        line = (f"12:{(t // 60) % 60:02d}:{t % 60:02d} {level} {rnd.choice(_PKGS)}."
-                f"{rnd.choice(_NOUNS)} {_func(rnd)} id={rnd.randint(100, 999)} "
-                f"took={rnd.randint(1, 99)}\n")
+        line = (
+            f"12:{(t // 60) % 60:02d}:{t % 60:02d} {level} {rnd.choice(_PKGS)}."
+            f"{rnd.choice(_NOUNS)} {_func(rnd)} id={rnd.randint(100, 999)} "
+            f"took={rnd.randint(1, 99)}\n"
+        )
         out.append(line)
         n += len(line)
     if extra:
@@ -402,8 +415,9 @@ def config_file(rnd: random.Random, size: int, comment: str, line: str) -> str:
     while n < size:
         i += 1
         key = f"{rnd.choice(_NOUNS)}_{rnd.choice(('limit', 'enabled', 'mode', 'name', 'level'))}"
-        val = rnd.choice(('"on"', '"off"', "true", "false", str(rnd.randint(1, 99)),
-                          f'"{rnd.choice(_NOUNS)}"'))
+        val = rnd.choice(
+            ('"on"', '"off"', "true", "false", str(rnd.randint(1, 99)), f'"{rnd.choice(_NOUNS)}"')
+        )
         s = f"{key}{i} = {val}\n"
         out.append(s)
         n += len(s)
@@ -415,41 +429,53 @@ def _user_prompt(rnd: random.Random, kind: str, target: str = "") -> str:
     f, noun = _func(rnd), rnd.choice(_NOUNS)
     suite = rnd.choice(_SUITES)
     if kind == "read":
-        text = rnd.choice((
-            f"Open {target} and explain how {f} handles an empty batch.",
-            f"Read {target}; I think {f} double counts {noun} amounts. Can you confirm?",
-            f"Look at {target} and tell me which functions touch {noun}.",
-            f"Can you check {target}? Something in there breaks the {suite} suite.",
-        ))
+        text = rnd.choice(
+            (
+                f"Open {target} and explain how {f} handles an empty batch.",
+                f"Read {target}; I think {f} double counts {noun} amounts. Can you confirm?",
+                f"Look at {target} and tell me which functions touch {noun}.",
+                f"Can you check {target}? Something in there breaks the {suite} suite.",
+            )
+        )
     elif kind == "log":
-        text = rnd.choice((
-            f"Run the {suite} tests (output goes to {target}) and tell me what fails.",
-            f"Show me {target}, the {suite} job was flaky last night.",
-            f"What does {target} say about the {noun} step?",
-        ))
+        text = rnd.choice(
+            (
+                f"Run the {suite} tests (output goes to {target}) and tell me what fails.",
+                f"Show me {target}, the {suite} job was flaky last night.",
+                f"What does {target} say about the {noun} step?",
+            )
+        )
     elif kind == "grep":
-        text = rnd.choice((
-            f"Grep {target} for {noun} and list the call sites.",
-            f"Where is {noun} used in {target}?",
-        ))
+        text = rnd.choice(
+            (
+                f"Grep {target} for {noun} and list the call sites.",
+                f"Where is {noun} used in {target}?",
+            )
+        )
     elif kind == "list":
-        text = rnd.choice((
-            f"What's in {target}? I need to find where the {noun} logic lives.",
-            f"List {target} for me.",
-        ))
+        text = rnd.choice(
+            (
+                f"What's in {target}? I need to find where the {noun} logic lives.",
+                f"List {target} for me.",
+            )
+        )
     else:  # chat
         other = rnd.choice(_NOUNS)
-        text = rnd.choice((
-            f"Should {f} return cents or a Money object? Think about the callers in {suite}.",
-            f"Write a short plan for splitting the {noun} module into two.",
-            f"Explain the difference between {noun} and {other} handling in this codebase.",
-            f"Is it worth adding a cache in front of {f}?",
-            f"Let's rename {f} to something clearer. Suggestions?",
-            f"What would a good test for {f} look like?",
-            f"Summarise where we are with the {noun} work.",
-        ))
+        text = rnd.choice(
+            (
+                f"Should {f} return cents or a Money object? Think about the callers in {suite}.",
+                f"Write a short plan for splitting the {noun} module into two.",
+                f"Explain the difference between {noun} and {other} handling in this codebase.",
+                f"Is it worth adding a cache in front of {f}?",
+                f"Let's rename {f} to something clearer. Suggestions?",
+                f"What would a good test for {f} look like?",
+                f"Summarise where we are with the {noun} work.",
+            )
+        )
     if rnd.random() < 0.12:  # sometimes the user pastes something
-        text += "\n\nHere is what I see locally:\n```\n" + app_log(rnd, rnd.randint(400, 2500)) + "```"
+        text += (
+            "\n\nHere is what I see locally:\n```\n" + app_log(rnd, rnd.randint(400, 2500)) + "```"
+        )
     return text
 
 
@@ -488,7 +514,9 @@ class _Builder:
             self.files[path] = python_source(rnd, int(size / 1.15), f"{pkg}.mod_{k:03d}")
             return Call("read_file", {"path": path}, size), "read", path
         path = f"logs/{rnd.choice(_SUITES)}_{k:03d}.log"
-        body = test_log(rnd, size, rnd.choice(_SUITES)) if rnd.random() < 0.6 else app_log(rnd, size)
+        body = (
+            test_log(rnd, size, rnd.choice(_SUITES)) if rnd.random() < 0.6 else app_log(rnd, size)
+        )
         self.files[path] = body
         return Call("execute_bash", {"command": f"cat {path}"}, size), "log", path
 
@@ -504,8 +532,10 @@ class _Builder:
             if "tests" in fact.ask:
                 body = test_log(rnd, size, "refunds", fact.line)
             elif "git" in fact.ask:
-                lines = [f"{rnd.getrandbits(28):07x} {_func(rnd).replace('_', ' ')}"
-                         for _ in range(size // 40)]
+                lines = [
+                    f"{rnd.getrandbits(28):07x} {_func(rnd).replace('_', ' ')}"
+                    for _ in range(size // 40)
+                ]
                 lines.insert(len(lines) // 3, fact.line)
                 body = "\n".join(lines) + "\n"
             else:

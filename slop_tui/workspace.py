@@ -96,6 +96,9 @@ class Workspace:
         ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
+            window = config.context.get("window")
+            if isinstance(window, int) and window >= 0:
+                ledger.default_window = window
             if count_tokens is None:
                 # Messages are counted once, when written, with the current model's counter.
                 ledger.count_tokens = lambda text: ws.counter.count(text)

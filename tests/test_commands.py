@@ -208,3 +208,21 @@ async def test_help_lists_every_command_and_docs_match():
         assert cmd.usage.replace("|", "\\|") in text
     doc = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
     assert doc.read_text(encoding="utf-8") == commands_doc(), "run `make docs` to regenerate"
+
+
+async def test_config_window_is_the_default_for_new_sessions(tmp_path):
+    from dataclasses import replace
+
+    from slop_tui.config import load_config
+    from slop_tui.workspace import Workspace
+    from tests.workspace_fixtures import rough
+
+    config = load_config(db=str(tmp_path / "slop.db"), env={}, cwd=tmp_path)
+    ws = await Workspace.open(replace(config, context={"window": 2}), "fresh",
+                              count_tokens=rough, env={})
+    try:
+        assert (await ws.current()).window_size == 2
+        await add_group(ws, "hello", "hi")
+        assert (await ws.ledger.get_session("fresh")).window_size == 2
+    finally:
+        await ws.close()

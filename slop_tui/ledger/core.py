@@ -73,6 +73,8 @@ class LedgerBase:
         self._db = db
         self.path = path
         self.count_tokens = count_tokens
+        # Window size of sessions created from now on (config `[context] window`).
+        self.default_window = 5
         self._write_lock = asyncio.Lock()
 
     # -- lifecycle ---------------------------------------------------------

@@ -73,13 +73,14 @@ class HistoryMixin(LedgerBase):
 
     async def session_or_default(self, name: str) -> Session:
         """The stored session, or the defaults a not-yet-written session has."""
-        return await self.get_session(name) or Session(name=name)
+        return await self.get_session(name) or Session(name=name, window_size=self.default_window)
 
     async def _ensure_session(self, db, name: str) -> None:
         t = now()
         await db.execute(
-            "INSERT OR IGNORE INTO sessions(name, created_at, updated_at) VALUES (?,?,?)",
-            (check_session_name(name), t, t),
+            "INSERT OR IGNORE INTO sessions(name, window_size, created_at, updated_at) "
+            "VALUES (?,?,?,?)",
+            (check_session_name(name), self.default_window, t, t),
         )
 
     async def ensure_session(self, name: str) -> Session:
