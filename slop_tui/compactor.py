@@ -14,7 +14,12 @@ decides what to summarise and how; this module does it:
   summary, no model call) or summarize (the last sent request plus the reply,
   same prefix again).
 - `lane_summary`: the rolling summary of the rows of a lane that left the
-  recency window (seed 002), with a standalone request.
+  recency window (seed 002), with a standalone request. One active lane
+  summary per lane: each roll covers the previous one's span plus the new
+  rows (`Ledger.roll_summary`), integrates its prose (cut to about
+  `summary_budget_tokens`) and carries its anchors (`merge_anchors`: deduplicated,
+  at most `lane_max_anchors`, the user's constraints and decisions always kept);
+  it reports the same `Compaction` started / done / failed phases.
 
 Every path ends the same way: the summary text (or `extractive_summary` of
 the covered rows when the model call fails or answers with tool calls or
@@ -26,8 +31,8 @@ pull them back in), the request is re-assembled and measured, and
 also record a `compaction` handoff. Nothing is deleted: `/context uncompact
 SUMMARY_ID` restores the rows exactly.
 
-Summaries stack: each covers its own span and the summary layer shows every
-active summary of the lane, oldest first. A new summary is asked not to
+Compaction summaries (guard, after-reply) stack: each covers its own span and
+the summary layer shows every active summary of the lane, oldest first. A new summary is asked not to
 repeat the ones already in the request (and anchors they hold are not
 appended again), so un-compacting any one of them restores the exact
 request from before it.
@@ -59,14 +64,19 @@ from slop_tui.context.compaction import (
 from slop_tui.context.guards import GuardStep
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Prompt, PromptMessage
 from slop_tui.context.summaries import (
+    bound_prose,
+    carried_anchor_items,
     clean_summary,
     complete_summary,
+    extract_anchor_items,
     extractive_summary,
+    merge_anchors,
     standalone_summary_request,
-    summary_anchors,
+    strip_anchor_section,
     summary_instruction,
     summary_request,
 )
+from slop_tui.ledger.core import LedgerError
 from slop_tui.records import Handoff, Message, Summary
 
 if TYPE_CHECKING:
@@ -183,9 +193,12 @@ class Compactor:
         state = await ws.ledger.current_state(ws.session)
         sess = await ws.current()
         others = "\n".join(s.content for s in await ws.ledger.active_summaries(ws.session, lane))
+        anchors = merge_anchors(
+            [], extract_anchor_items(rows), ws.compaction_settings().lane_max_anchors
+        )
         return complete_summary(
             text,
-            summary_anchors(rows),
+            anchors,
             state.content if state else "",
             sess.scratchpad + ("\n" + others if others else ""),
         )
@@ -207,10 +220,17 @@ class Compactor:
         detail: str,
         tokens_before: int,
         strategy: str,
+        previous: Summary | None = None,
     ) -> tuple[Summary, int]:
-        """summarize_span, measure the next request, log_compaction; (summary, tokens after)."""
+        """summarize_span (or roll_summary over `previous`), measure the next request,
+        log_compaction; (summary, tokens after)."""
         ws = self.ws
-        summary = await ws.ledger.summarize_span(ws.session, lane, kind, ids, content)
+        if previous is not None:
+            summary = await ws.ledger.roll_summary(
+                ws.session, lane, kind, previous.id, ids, content
+            )
+        else:
+            summary = await ws.ledger.summarize_span(ws.session, lane, kind, ids, content)
         after = (await ws.prompt(strategy)).request_tokens
         await ws.ledger.log_compaction(
             ws.session,
@@ -346,9 +366,22 @@ class Compactor:
     # -- lane rolling summaries ----------------------------------------------------------
 
     async def lane_summary(
-        self, model: str, strategy: str, now: float | None = None
+        self,
+        model: str,
+        strategy: str,
+        now: float | None = None,
+        notify: Notify | None = None,
     ) -> CompactionResult | None:
-        """Fold the lane's rows that left the window into a summary when one is due (seed 002)."""
+        """Roll the lane's rows that left the window into its summary when one is due (seed 002).
+
+        One active lane summary per lane: the new one covers the previous
+        one's span plus the new rows (`Ledger.roll_summary`), its prose is the
+        model's integration of the previous summary and the new rows (cut to
+        about `summary_budget_tokens`), and its anchors are the previous ones
+        plus the new rows', merged and capped (`merge_anchors`). Un-compacting
+        it brings the previous summary back. `notify` gets the same
+        started / done / failed phases as the after-reply compaction.
+        """
         ws = self.ws
         s = ws.compaction_settings()
         sess = await ws.current()
@@ -369,36 +402,89 @@ class Compactor:
             return None
         wanted = set(ids)
         covered = [m for m in left if m.id in wanted]
-        before = (await ws.prompt(strategy)).request_tokens
-        target = s.summary_model or model
-        request = standalone_summary_request(
-            covered, strategy, s.summary_budget_tokens, count_tokens=ws.ledger.count_tokens
-        )
-        text, fallback = await self._summary_text(request, target, covered)
-        content = await self._complete(text, covered, lane)
-        tokens = sum(m.tokens for m in left)
-        how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
-        summary, after = await self._store(
-            lane=lane,
-            kind=KIND_LANE,
-            case=CASE_SUMMARIZE,
-            ids=sorted(wanted),
-            content=content,
-            trigger=(f"lane {lane}: {len(left)} message(s), {tokens:,} tokens outside the window"),
-            detail=(
-                f"rolling lane summary of {len(wanted)} message(s) that left the window; "
-                f"the newest {s.lane_keep_recent} stay; {how}"
+        count = ws.ledger.count_tokens
+        previous = next(
+            (
+                x
+                for x in reversed(await ws.ledger.active_summaries(ws.session, lane))
+                if x.kind == KIND_LANE
             ),
-            tokens_before=before,
-            strategy=strategy,
+            None,
         )
-        return CompactionResult(
-            CASE_SUMMARIZE,
-            before,
-            after,
-            f"lane {lane}: {len(wanted)} message(s) outside the window into summary {summary.id}",
-            summary,
-            fallback,
+        before = (await ws.prompt(strategy)).request_tokens
+        tokens = sum(m.tokens for m in covered)
+        trigger = f"lane {lane}: {len(covered)} message(s), {tokens:,} tokens left the window"
+        if notify is not None:
+            await notify("started", "", before, before, f"lane summary: {trigger}")
+        try:
+            target = s.summary_model or model
+            prev_text = previous.content if previous is not None else ""
+            request = standalone_summary_request(
+                covered, strategy, s.summary_budget_tokens, prev_text, count_tokens=count
+            )
+            text, fallback = await self._summary_text(request, target, covered)
+            content = await self._complete_rolled(text, covered, lane, previous)
+            how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
+            rolled = f", rolled into summary {previous.id}'s successor" if previous else ""
+            summary, after = await self._store(
+                lane=lane,
+                kind=KIND_LANE,
+                case=CASE_SUMMARIZE,
+                ids=sorted(wanted),
+                content=content,
+                trigger=trigger,
+                detail=(
+                    f"rolling lane summary of {len(wanted)} message(s) that left the window"
+                    f"{rolled}; {how}"
+                ),
+                tokens_before=before,
+                strategy=strategy,
+                previous=previous,
+            )
+        except (LedgerError, OSError, ValueError) as exc:
+            # Anything else reaches the orchestrator, which reports it as `failed`.
+            if notify is None:
+                raise
+            await notify("failed", CASE_SUMMARIZE, before, before, f"lane summary failed: {exc}")
+            return None
+        line = (
+            f"lane {lane}: {len(wanted)} message(s) that left the window into summary "
+            f"{summary.id}"
+            + (f" (replaces {previous.id})" if previous else "")
+            + f", {before:,} → {after:,} tokens"
+            + (" (extractive: the summary call failed)" if fallback else "")
+        )
+        if notify is not None:
+            await notify("done", CASE_SUMMARIZE, before, after, line)
+        return CompactionResult(CASE_SUMMARIZE, before, after, line, summary, fallback)
+
+    async def _complete_rolled(
+        self, text: str, rows: Sequence[Message], lane: str, previous: Summary | None
+    ) -> str:
+        """The rolled summary: bounded prose plus the merged, capped anchors (the previous
+        summary's first), checked against STATE, the scratchpad and the lane's other
+        (non-lane) summaries."""
+        ws = self.ws
+        s = ws.compaction_settings()
+        state = await ws.ledger.current_state(ws.session)
+        sess = await ws.current()
+        others = "\n".join(
+            x.content
+            for x in await ws.ledger.active_summaries(ws.session, lane)
+            if previous is None or x.id != previous.id
+        )
+        prose = bound_prose(
+            strip_anchor_section(clean_summary(text) or text),
+            s.summary_budget_tokens,
+            ws.ledger.count_tokens,
+        )
+        carried = carried_anchor_items(previous.content) if previous is not None else []
+        anchors = merge_anchors(carried, extract_anchor_items(rows), s.lane_max_anchors)
+        return complete_summary(
+            prose,
+            anchors,
+            state.content if state else "",
+            sess.scratchpad + ("\n" + others if others else ""),
         )
 
 

@@ -50,7 +50,7 @@ from slop_tui.context.guards import (
     plan_reduction,
 )
 from slop_tui.context.isolation import message_tokens
-from slop_tui.context.prompt import Prompt, PromptMessage
+from slop_tui.context.prompt import LAYER_FILES, LAYER_SUMMARY, Prompt, PromptMessage
 from slop_tui.handoff import should_checkpoint
 from slop_tui.ledger import LedgerError
 from slop_tui.providers import ProviderError, create_provider
@@ -481,16 +481,32 @@ class Orchestrator:
                 )
 
     async def _overflow(self, plan: GuardPlan, prompt: Prompt, turn: _Turn) -> None:
-        """One clear error; when this turn's own messages are what cannot fit, set them aside."""
+        """One clear error that says what is large; when this turn's own messages are what
+        cannot fit, set them aside."""
         ws = self.ws
         own = sum(m.tokens for m in prompt.messages if m.group_id == turn.gid)
         msg = f"The request cannot be sent: {plan.reason}."
         if own and plan.tokens_after - own <= plan.max_input_tokens:
             await ws.ledger.set_group_dropped(ws.session, turn.gid, True)
             msg += (
-                f" Group {turn.gid} alone is too large, so it was set aside "
+                f" Group {turn.gid} ({own:,} tokens) alone is too large, so it was set aside "
                 f"(/context restore {turn.gid} brings it back)."
             )
+        else:
+            sizes = prompt.layer_tokens()
+            sizes["history"] = prompt.history_tokens - own
+            if own:
+                sizes[f"group {turn.gid}"] = own
+            if prompt.tool_tokens:
+                sizes["tool declarations"] = prompt.tool_tokens
+            largest = sorted(((n, k) for k, n in sizes.items() if n > 0), reverse=True)[:3]
+            parts = ", ".join(f"{k} {n:,}" for n, k in largest)
+            msg += f" Largest parts (tokens): {parts}."
+            top = largest[0][1] if largest else ""
+            if top == LAYER_SUMMARY:
+                msg += " The summary layer is the cause: /context log lists the summaries."
+            elif top == LAYER_FILES:
+                msg += " Files in context are the cause: /file remove drops one."
         await turn.send(ErrorEvent(error_kind="context_overflow", message=msg))
         turn.outcome.error = msg
 
@@ -526,7 +542,7 @@ class Orchestrator:
             await self.compactor.after_reply(
                 turn.sent, reply_text, turn.model, turn.strategy, notify
             )
-            await self.compactor.lane_summary(turn.model, turn.strategy)
+            await self.compactor.lane_summary(turn.model, turn.strategy, notify=notify)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # background housekeeping must never break the app

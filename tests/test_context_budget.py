@@ -143,12 +143,14 @@ def test_compaction_settings_defaults() -> None:
         s.min_shrink_pct,
     ) == (True, 24_000, 4_000, 500, 2, 10, 80, 90, (0, 10, 20, 50, 100), 5)
     assert s.target_pct == pytest.approx(72.0)
-    assert (s.lane_max_messages, s.lane_max_tokens, s.lane_max_age_hours, s.lane_keep_recent) == (
-        30,
-        2_500,
-        24.0,
-        10,
-    )
+    assert (
+        s.lane_max_messages,
+        s.lane_max_tokens,
+        s.lane_max_age_hours,
+        s.lane_keep_recent,
+        s.lane_min_messages,
+        s.lane_max_anchors,
+    ) == (30, 2_500, 24.0, 0, 6, 60)
 
 
 def test_compaction_settings_from_mapping() -> None:

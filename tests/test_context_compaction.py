@@ -276,17 +276,29 @@ def test_safe_boundary_is_null_and_zero() -> None:
 # --- lane summaries (seed 002) ---------------------------------------------------------------
 
 
-def test_lane_summary_due_thresholds() -> None:
-    assert lane_summary_due(rows([10] * 30)) == ()  # 30 messages, 300 tokens: not yet
-    due = lane_summary_due(rows([10] * 31))  # 31 messages
-    assert due == tuple(range(1, 21))  # keep the last 10 (ids 22..31), back to user id 21
-    assert lane_summary_due(rows([300] * 12)) == (1, 2)  # 3,600 tokens > 2,500
-    assert lane_summary_due(rows([10] * 12)) == ()
-    aged = lane_summary_due(rows([10] * 12), last_summary_at=0.0, now=25 * 3600.0)
+def test_lane_summary_due_folds_every_whole_group_by_default() -> None:
+    # Rows outside the window are invisible to the model: no limbo, every whole group goes.
+    assert CompactionSettings().lane_keep_recent == 0
+    assert lane_summary_due(rows([10] * 3)) == (1, 2, 3)
+    assert lane_summary_due(rows([10, 10])) == (1, 2)  # one whole group is enough
+    assert lane_summary_due([]) == ()
+    assert lane_summary_due(rows([300] * 4), CompactionSettings(enabled=False)) == ()
+
+
+def test_lane_summary_due_thresholds_when_rows_are_kept() -> None:
+    keep = CompactionSettings(lane_keep_recent=10)
+    assert lane_summary_due(rows([10] * 30), keep) == ()  # 30 messages, 300 tokens: not yet
+    due = lane_summary_due(rows([10] * 31), keep)  # 31 messages
+    assert due == tuple(range(1, 21))  # keep the last 10 (ids 22..31), back to group start 21
+    # 3,600 tokens > 2,500, but the span before the kept 10 is one 2-row group (< 6 rows).
+    assert lane_summary_due(rows([300] * 12), keep) == ()
+    small = CompactionSettings(lane_keep_recent=10, lane_min_messages=2)
+    assert lane_summary_due(rows([300] * 12), small) == (1, 2)
+    assert lane_summary_due(rows([10] * 12), keep) == ()
+    aged = lane_summary_due(rows([10] * 12), keep, last_summary_at=0.0, now=25 * 3600.0)
     assert aged == (1, 2)
-    assert lane_summary_due(rows([10] * 12), last_summary_at=0.0, now=23 * 3600.0) == ()
-    assert lane_summary_due(rows([300] * 10)) == ()  # never fewer than the kept 10
-    assert lane_summary_due(rows([300] * 12), CompactionSettings(enabled=False)) == ()
+    assert lane_summary_due(rows([10] * 12), keep, last_summary_at=0.0, now=23 * 3600.0) == ()
+    assert lane_summary_due(rows([300] * 10), keep) == ()  # never fewer than the kept 10
 
 
 # --- summaries -------------------------------------------------------------------------------
@@ -374,27 +386,28 @@ def _span() -> list[Message]:
 
 def test_extract_anchors_exact() -> None:
     items = extract_anchor_items(_span())
-    assert [(a.kind, a.text) for a in items] == [
-        ("constraint", "Always use tabs in the Makefile."),
-        ("constraint", "Never push to main!"),
-        ("constraint", "don't touch src/legacy/old_api.py"),
-        ("path", "/var/log/app/server.log"),
-        ("path", "src/legacy/old_api.py"),
-        ("path", "docs/notes.md"),
-        ("url", "https://example.com/docs/api?x=1"),
-        ("number", "port 8080"),
-        ("number", "Python 3.11"),
-        ("number", "v0.6.9"),
-        ("number", "5 ms"),
-        ("number", "2.5 GB"),
-        ("number", "localhost:5432"),
-        ("identifier", "CompactionSettings"),
-        ("identifier", "slop_tui.context.budget"),
-        ("identifier", "max_history_tokens"),
-        ("identifier", "ledger.window()"),
-        ("error", "ValueError: boom"),
-        ("error", "tests/test_x.py::test_a FAILED"),
-        ("error", "error: could not compile"),
+    assert [(a.kind, a.text, a.priority) for a in items] == [
+        ("constraint", "Always use tabs in the Makefile.", 0),
+        ("constraint", "Never push to main!", 0),
+        ("constraint", "don't touch src/legacy/old_api.py", 0),
+        ("path", "/var/log/app/server.log", 1),  # absolute: stated even in a request
+        ("path", "src/legacy/old_api.py", 1),
+        ("path", "docs/notes.md", 3),  # a tool-call argument
+        ("url", "https://example.com/docs/api?x=1", 1),
+        ("number", "port 8080", 1),
+        ("number", "Python 3.11", 1),
+        ("number", "v0.6.9", 1),
+        ("number", "5 ms", 1),
+        ("number", "2.5 GB", 1),
+        ("number", "localhost:5432", 3),  # said by the assistant
+        ("identifier", "CompactionSettings", 1),
+        ("identifier", "slop_tui.context.budget", 1),
+        ("identifier", "max_history_tokens", 1),
+        ("identifier", "ledger.window()", 3),
+        # Errors with a message first, bare FAILED lines after.
+        ("error", "ValueError: boom", 2),
+        ("error", "error: could not compile", 3),
+        ("error", "tests/test_x.py::test_a FAILED", 3),
     ]
     assert extract_anchors(_span()) == [a.text for a in items]
 

@@ -336,6 +336,17 @@ async def test_secrets_never_reach_a_summary_or_a_handoff(make, fake_llm, tmp_pa
     assert "[REDACTED]" in summaries[0].content
 
 
+async def test_an_overflow_caused_by_the_summary_layer_says_so(make, fake_llm):
+    ws, orch = await make(models=SMALL)
+    [gid] = await history(ws, 1, 3)
+    ids = [m.id for m in await ws.ledger.group_messages(ws.session, gid)]
+    await ws.ledger.summarize_span(ws.session, "main", "lane", ids, "summary " * 6000)
+    out = await orch.run_turn("a small question")
+    assert "cannot be sent" in out.error and "Largest parts (tokens): summary" in out.error
+    assert "The summary layer is the cause" in out.error
+    assert "alone is too large" not in out.error
+
+
 # -- lanes and resume ------------------------------------------------------------------
 
 
@@ -359,6 +370,43 @@ async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_
     fake_llm.enqueue(Reply(text="next"))
     await orch.run_turn("next")
     assert "LANE-SUMMARY" in fake_llm.last.messages[0]["content"]
+
+
+async def test_lane_summaries_roll_into_one_and_report_compaction_events(make, fake_llm):
+    ws, orch = await make()
+    await ws.ledger.set_window(ws.session, 1)
+    await history(ws, 1, 3)
+    await ws.ledger.append_user(ws.session, "placeholder", strategy="openai")  # keeps g0 out
+    first = await ws.ledger.append_user(
+        ws.session, "We agreed on ticket BILL-4412 and a batch of 1750 rows.", strategy="openai"
+    )
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>ROLL-ONE</summary>"))
+    events = []
+    await orch.run_turn("next one", events.append)
+    await orch.compaction_task
+    phases = [(e.phase, e.case) for e in events if isinstance(e, Compaction)]
+    assert phases == [("started", ""), ("done", "summarize")]
+    [one] = await ws.ledger.active_summaries(ws.session, "main")
+    assert one.kind == "lane" and "ROLL-ONE" in one.content and "BILL-4412" in one.content
+    # The next roll replaces it: one active lane summary, anchors carried, prose replaced.
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>ROLL-TWO</summary>"))
+    await orch.run_turn("and another", events.append)
+    await orch.compaction_task
+    [two] = await ws.ledger.active_summaries(ws.session, "main")
+    assert two.id != one.id and two.first_message_id == one.first_message_id
+    assert "ROLL-TWO" in two.content and "ROLL-ONE" not in two.content
+    assert "BILL-4412" in two.content and "1750 rows" in two.content
+    assert "ROLL-ONE" in text_of(fake_llm.last)  # the previous summary was integrated
+    # No row is outside the window and unsummarised (no limbo).
+    inside = {m.id for m in await ws.ledger.window(ws.session, 1)}
+    assert {m.id for m in await ws.ledger.window(ws.session, 0)} == inside
+    # /context uncompact of the rolled summary brings the previous one back.
+    assert (await dispatch(ws, f"/context uncompact {two.id}")).ok
+    assert [x.id for x in await ws.ledger.active_summaries(ws.session, "main")] == [one.id]
+    assert (
+        first.id in {m.id for m in await ws.ledger.window(ws.session, 0)}
+        or (await ws.ledger.summary_of_message(first.id)) == one
+    )
 
 
 async def test_lanes_never_leak(make, fake_llm):

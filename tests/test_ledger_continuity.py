@@ -235,6 +235,50 @@ async def test_a_second_summary_leaves_rows_of_the_first_alone(ledger: Ledger) -
     assert {m.group_id for m in await ledger.window(s, 0)} == {g1, g2}
 
 
+async def test_a_rolled_summary_replaces_the_previous_and_uncompacts_back_to_it(
+    ledger: Ledger,
+) -> None:
+    s = "work"
+    g1 = await _group(ledger, s, "one")
+    g2 = await _group(ledger, s, "two", answer_status="interrupted")
+    g3 = await _group(ledger, s, "three")
+    original = await _rows(ledger, s)
+    ids1 = [m.id for m in await ledger.group_messages(s, g1)]
+    ids2 = [m.id for m in await ledger.group_messages(s, g2)]
+    first = await ledger.summarize_span(s, "main", "lane", ids1, "first")
+    after_first = await _rows(ledger, s)
+    window_after_first = await ledger.window(s, 0)
+    rolled = await ledger.roll_summary(s, "main", "lane", first.id, ids2, "first and second")
+    # One active lane summary, spanning both; the first is superseded, its rows stay hidden.
+    assert [x.id for x in await ledger.active_summaries(s, "main")] == [rolled.id]
+    assert (rolled.first_message_id, rolled.last_message_id) == (ids1[0], ids2[-1])
+    assert rolled.version == 2
+    assert await ledger.summary_superseded(first.id)
+    assert await ledger.summarized_ids(s, first.id) == ids1
+    assert await ledger.summarized_ids(s, rolled.id) == ids2
+    assert {m.group_id for m in await ledger.window(s, 0)} == {g3}
+    assert (await ledger.rolled_from(s, rolled.id)).id == first.id
+    # The audit log does not call a rolled-up summary undone.
+    await ledger.log_compaction(
+        s, case_kind="summarize", trigger="t", tokens_before=2, tokens_after=1, summary_id=first.id
+    )
+    [record] = await ledger.compaction_log(s)
+    assert not record.undone
+    # Un-compacting the rolled summary brings the first back exactly.
+    assert await ledger.uncompact(s, rolled.id) == len(ids2)
+    assert await _rows(ledger, s) == after_first
+    assert await ledger.window(s, 0) == window_after_first
+    assert [x.id for x in await ledger.active_summaries(s, "main")] == [first.id]
+    assert await ledger.uncompact(s, rolled.id) == 0  # twice: nothing more
+    assert [x.id for x in await ledger.active_summaries(s, "main")] == [first.id]
+    assert await ledger.uncompact(s, first.id) == len(ids1)
+    assert await _rows(ledger, s) == original
+    assert await ledger.active_summaries(s, "main") == []
+    # Rolling over a summary that is not in effect is refused.
+    with pytest.raises(LedgerError):
+        await ledger.roll_summary(s, "main", "lane", first.id, ids2, "x")
+
+
 async def test_mark_summarized_refuses_foreign_rows_and_summaries(ledger: Ledger) -> None:
     g1 = await _group(ledger, "a", "mine")
     other = await _group(ledger, "b", "theirs")

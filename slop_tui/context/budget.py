@@ -163,8 +163,13 @@ class CompactionSettings:
     `detector_model` / `summary_model` ("" = the session's model).
     Guards before every request (seed 004): `warn_pct`, `reduce_pct`,
     `removal_levels`, `keep_recent_messages`, `min_shrink_pct`.
-    Lane summaries (seed 002): `lane_max_messages`, `lane_max_tokens`,
-    `lane_max_age_hours`, `lane_keep_recent`. Handoff checkpoints every
+    Lane summaries (seed 002): one rolling summary per lane, which every whole
+    group that leaves the window is folded into (`lane_keep_recent = 0`, the
+    default: no row is both outside the window and unsummarised); with
+    `lane_keep_recent > 0`, the thresholds `lane_max_messages`,
+    `lane_max_tokens`, `lane_max_age_hours` and a minimum span of
+    `lane_min_messages` apply. `lane_max_anchors` caps the rolled summary's
+    anchors (the user's constraints and decisions beyond it). Handoff checkpoints every
     `checkpoint_interval` tool-loop iterations (0 = off).
     """
 
@@ -183,7 +188,9 @@ class CompactionSettings:
     lane_max_messages: int = 30
     lane_max_tokens: int = 2_500
     lane_max_age_hours: float = 24.0
-    lane_keep_recent: int = 10
+    lane_keep_recent: int = 0
+    lane_min_messages: int = 6
+    lane_max_anchors: int = 60
     checkpoint_interval: int = 5
 
     def __post_init__(self) -> None:

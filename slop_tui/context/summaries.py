@@ -226,25 +226,54 @@ def clean_summary(reply: str) -> str:
 # --- anchors --------------------------------------------------------------------------------
 
 KIND_CONSTRAINT = "constraint"
+KIND_DECISION = "decision"
 KIND_PATH = "path"
 KIND_URL = "url"
 KIND_NUMBER = "number"
+KIND_VALUE = "value"
 KIND_IDENTIFIER = "identifier"
 KIND_ERROR = "error"
-ANCHOR_KINDS = (KIND_CONSTRAINT, KIND_PATH, KIND_URL, KIND_NUMBER, KIND_IDENTIFIER, KIND_ERROR)
+ANCHOR_KINDS = (
+    KIND_CONSTRAINT,
+    KIND_DECISION,
+    KIND_PATH,
+    KIND_URL,
+    KIND_NUMBER,
+    KIND_VALUE,
+    KIND_IDENTIFIER,
+    KIND_ERROR,
+)
+# Priorities: what a capped anchor list gives up last. The user's constraints and
+# decisions are never given up; then values the user stated; then values read in tool
+# outputs; then everything else (paths and names the tools can find again, error lines).
+PRIORITY_KEEP = 0
+PRIORITY_USER = 1
+PRIORITY_TOOL = 2
+PRIORITY_OTHER = 3
 # Per span, the noisy kinds are capped (the first ones for identifiers, the last for errors).
 MAX_IDENTIFIERS = 30
 MAX_ERRORS = 10
 MAX_ANCHOR_CHARS = 240
+# Per tool result: values (URLs, host:port, constants, lines that break the output's
+# pattern) and error lines.
+MAX_TOOL_VALUES = 10
+MAX_TOOL_OUTLIERS = 3
+MAX_TOOL_ERRORS = 3
+# A rolled summary keeps at most this many anchors (constraints and decisions beyond it).
+MAX_SUMMARY_ANCHORS = 60
 
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
     kind: str
     text: str
+    priority: int = PRIORITY_OTHER
 
 
-_URL = re.compile(r"\bhttps?://[^\s<>()\"'`\]\[]+")
+_URL = re.compile(
+    r"\b(?:https?|wss?|redis|rediss|postgres(?:ql)?|mysql|mongodb|amqp|s3|grpc|ftp)"
+    r"://[^\s<>()\"'`\]\[]+"
+)
 _EXT = (
     r"(?:py|pyi|js|mjs|cjs|ts|tsx|jsx|go|rs|rb|java|kt|c|h|cc|cpp|hpp|cs|swift|php|sh|bash|zsh|"
     r"md|rst|txt|toml|json|jsonl|yaml|yml|ini|cfg|conf|env|sql|db|sqlite|html|css|scss|xml|csv|"
@@ -270,15 +299,32 @@ _VERSION = re.compile(
 )
 _UNIT = re.compile(
     r"\b\d+(?:[.,]\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|"
-    r"days?|weeks?|[KMGT]i?B|[kmgt]b|bytes?|tokens?|req/s|rps|qps|[KMG]Hz|px|fps|k|M)"
+    r"days?|weeks?|[KMGT]i?B|[KMGT]i|[kmgt]b|bytes?|tokens?|req/s|rps|qps|[KMG]Hz|px|fps|k|M)"
     r"(?![\w/])"
     r"|\b\d+(?:\.\d+)?\s?%"
 )
+# A number and the noun it counts: "1750 rows", "7 retries" (user statements only).
+_COUNT = re.compile(
+    r"(?<![:\w.])\b\d[\d,]*(?:\.\d+)?\s(?!(?:and|or|to|of|in|on|at|for|the|a|an|is|are|"
+    r"was|were|be|by|with|from|per|if|so|but|not|than|then|x)\b)[a-z]{2,}\b"
+)
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?\b")
+_TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")
+_HANDLE = re.compile(r"(?<![\w.@/])@[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
+_ENV_ASSIGN = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s?=\s?[^\s,;]+")
+_CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+_COMMIT = re.compile(
+    r"(?i)\b(?:commit|sha|hash|revert(?:ed)?|cherry-pick(?:ed)?)\s+"
+    r"((?=[0-9a-f]*\d)[0-9a-f]{7,40})\b"
+)
+_HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
 _SNAKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
 _CAMEL = re.compile(r"\b(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")
 _DOTTED = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?")
-_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
+_BACKTICK = re.compile(r"`([^`\n]{1,80})`")
+_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _ERROR_NAME = re.compile(r"\b(?:[A-Z]\w*)?(?:Error|Exception)\b(?::|\s*$)|\bFAILED\b")
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:\s*\S")
 _ERROR_START = re.compile(r"(?i)^\s*(?:error|fatal|panic)(?:\[\w+\])?:")
 # Source code that merely names an exception (a read_file dump), not an error that happened.
 _CODE_LINE = re.compile(
@@ -286,26 +332,53 @@ _CODE_LINE = re.compile(
     r"if|elif|return|with|try)\b"
 )
 _CONSTRAINT = re.compile(r"(?i)\b(?:always|never|don'?t|don’t|do not|must(?:n'?t| not)?|mustn’t)\b")
+_DECISION = re.compile(
+    r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
+    r"instead of|opted|settled on|agreed|we(?:'re| are) using)\b"
+)
+# A request or a question rather than a statement: its names are the task, not a fact.
+_REQUEST = re.compile(
+    r"(?i)^(?:please\s+)?(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
+    r"summari[sz]e|tell|describe|review|fix|add|remove|delete|rename|refactor|test|try|"
+    r"can|could|would|will|what(?:'s)?|where|which|how|why|who|when|should|is|are|do|does|"
+    r"did|have|has|let'?s|let’s|i\s+(?:need|want|would like|'d like))\b(?!-)"
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINE_NUMBER = re.compile(r"^\s*\d+\s*[:|│]\s?")
+_BANNER = re.compile(r"^\s*([=\-*#~_+])\1{2,}.*\1{3}\s*$")
+_COMMENT = re.compile(r"^\s*(?:#|//|--|;|/\*|\*)")
+_SHAPE_HEX = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+_SHAPE_WORD = re.compile(r"[A-Za-z_]+")
+_SHAPE_NUM = re.compile(r"\d+")
+_VALUE_TOKEN = re.compile(r"\d|[A-Za-z][_.\-][A-Za-z0-9]|@\w|://")
 _ENGINE_TEXT = re.compile(
     r"## Begin Conversation History\n|## End of History\n\n### CURRENT REQUEST\n"
     r"|\[tool result elided[^\]]*\]|\.\.\. \[TRUNCATED\.[^\]]*\] \.\.\."
+    r"|\.\.\. \[cut: [^\]]*\]"
 )
 
 
 def _clip(text: str) -> str:
-    text = text.strip()
+    text = " ".join(text.split())
     return text if len(text) <= MAX_ANCHOR_CHARS else text[: MAX_ANCHOR_CHARS - 3] + "..."
 
 
-def _constraints(text: str) -> list[str]:
+def _sentences(text: str) -> list[str]:
     out = []
     for sentence in _SENTENCE.split(text):
         sentence = _LIST_MARK.sub("", sentence).strip()
-        if sentence and _CONSTRAINT.search(sentence):
-            out.append(_clip(sentence))
+        if sentence:
+            out.append(sentence)
     return out
+
+
+def _constraints(text: str) -> list[str]:
+    return [_clip(s) for s in _sentences(text) if _CONSTRAINT.search(s) and not s.endswith("?")]
+
+
+def _decisions(text: str) -> list[str]:
+    return [_clip(s) for s in _sentences(text) if _DECISION.search(s) and not s.endswith("?")]
 
 
 def _paths(text: str) -> list[str]:
@@ -322,12 +395,42 @@ def _paths(text: str) -> list[str]:
     return out
 
 
+def _urls(text: str) -> list[str]:
+    return [u.rstrip(".,;:") for u in _URL.findall(text)]
+
+
 def _numbers(text: str) -> list[str]:
     text = _URL.sub(" ", text)
     out = [m.group(0) for m in _PORT.finditer(text)]
     out += [m.group(0) for m in _HOST_PORT.finditer(text)]
     out += [m.group(0) for m in _VERSION.finditer(text)]
     out += [m.group(0).strip() for m in _UNIT.finditer(text)]
+    return out
+
+
+def _values(text: str, counts: bool) -> list[str]:
+    """Stated values: dates, ticket ids, @handles, KEY=VALUE, CONSTANTS, commit hashes and
+    (with `counts`) numbers with their noun."""
+    text = _URL.sub(" ", text)
+    found: list[tuple[int, str]] = []
+    for pattern in (_DATE, _TICKET, _HANDLE, _ENV_ASSIGN):
+        found += [(m.start(), m.group(0).rstrip(".,;:")) for m in pattern.finditer(text)]
+    assigned = {f.split("=")[0].strip() for _, f in found if "=" in f}
+    found += [
+        (m.start(), m.group(0)) for m in _CONSTANT.finditer(text) if m.group(0) not in assigned
+    ]
+    found += [(m.start(1), m.group(1)) for m in _COMMIT.finditer(text)]
+    if counts:
+        found += [(m.start(), m.group(0)) for m in _COUNT.finditer(text)]
+    return [v for _, v in sorted(found, key=lambda x: x[0])]
+
+
+def _backticked(text: str) -> list[str]:
+    out = []
+    for m in _BACKTICK.finditer(text):
+        inner = m.group(1).strip()
+        if inner and not inner.isdigit() and len(inner) > 1:
+            out.append(inner)
     return out
 
 
@@ -349,7 +452,7 @@ def _identifiers(text: str) -> list[str]:
     return [ident for _, ident in sorted(found, key=lambda x: x[0])]
 
 
-def _errors(text: str) -> list[str]:
+def _error_lines(text: str) -> list[str]:
     out = []
     for line in text.splitlines():
         if "Traceback (most recent call last)" in line:
@@ -361,49 +464,154 @@ def _errors(text: str) -> list[str]:
     return out
 
 
-def extract_anchor_items(messages: Sequence[AnyMessage]) -> list[Anchor]:
-    """Anchors with their kind, grouped by kind in ANCHOR_KINDS order, first occurrence first.
+def _shape(line: str) -> str:
+    line = _SHAPE_HEX.sub("H", line.strip())
+    line = _SHAPE_WORD.sub("a", line)
+    line = _SHAPE_NUM.sub("0", line)
+    return " ".join(line.split())
 
-    Constraints come from user messages only; paths, URLs, numbers and
-    identifiers from user and assistant text and from tool-call arguments;
-    error lines from every message, tool results included (the last
-    MAX_ERRORS). Engine markers and retrieval hints are ignored.
+
+def _outliers(lines: Sequence[str]) -> list[str]:
+    """Lines that break the pattern of a repetitive output (a log, a config, a listing).
+
+    Only when the output has at least 8 lines and its three most common line shapes
+    (words, numbers and hashes normalised) cover at least 60 % of them; banners, comments and lines
+    without a value (a number, a dotted or dashed name, a handle, a URL) do not count.
     """
-    found: dict[str, list[str]] = {k: [] for k in ANCHOR_KINDS}
+    body = [ln for ln in lines if ln.strip()]
+    if len(body) < 8:
+        return []
+    shapes: dict[str, int] = {}
+    for ln in body:
+        s = _shape(ln)
+        shapes[s] = shapes.get(s, 0) + 1
+    top = sum(sorted(shapes.values(), reverse=True)[:3])
+    if top * 10 < len(body) * 6:
+        return []
+    out = []
+    for ln in body:
+        if shapes[_shape(ln)] != 1 or _BANNER.match(ln) or _COMMENT.match(ln):
+            continue
+        if not _VALUE_TOKEN.search(ln) or ln.startswith("### DIRECTORY:"):
+            continue
+        out.append(_clip(ln.strip().lstrip("-* ").strip()))
+    return out
+
+
+def _tool_items(text: str) -> list[Anchor]:
+    """Anchors of one tool output (or a pasted block): values first, a few error lines."""
+    lines = [_LINE_NUMBER.sub("", ln) for ln in text.splitlines()]
+    flat = "\n".join(lines)
+    values: list[Anchor] = [Anchor(KIND_URL, u, PRIORITY_TOOL) for u in _urls(flat)]
+    no_urls = _URL.sub(" ", flat)
+    values += [Anchor(KIND_NUMBER, m.group(0), PRIORITY_TOOL) for m in _HOST_PORT.finditer(no_urls)]
+    values += [
+        Anchor(KIND_VALUE, m.group(0).strip(), PRIORITY_TOOL)
+        for pattern in (_ENV_ASSIGN, _HANDLE)
+        for m in pattern.finditer(no_urls)
+    ]
+    consts = re.compile(r"^\s*([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s*[:=]\s*[^\s#]+)", re.M)
+    values += [Anchor(KIND_VALUE, m.group(1), PRIORITY_TOOL) for m in consts.finditer(flat)]
+    values = _dedupe(values)[:MAX_TOOL_VALUES]
+    have = [a.text for a in values]
+    outliers = [
+        o for o in _outliers(lines) if not any(h in o for h in have) and not _ERROR_NAME.search(o)
+    ]
+    values += [Anchor(KIND_VALUE, o, PRIORITY_TOOL) for o in outliers[:MAX_TOOL_OUTLIERS]]
+    errors = _dedupe([Anchor(KIND_ERROR, e) for e in _error_lines(text)])
+    # Errors with a message (an exception and what it says) first, bare FAILED lines after.
+    errors.sort(key=lambda a: 0 if (_EXCEPTION.search(a.text) or _ERROR_START.match(a.text)) else 1)
+    errors = [
+        replace(a, priority=PRIORITY_TOOL) if _EXCEPTION.search(a.text) else a for a in errors
+    ]
+    return values + errors[:MAX_TOOL_ERRORS]
+
+
+def _dedupe(items: Iterable[Anchor]) -> list[Anchor]:
+    out: dict[str, Anchor] = {}
+    for a in items:
+        if not a.text:
+            continue
+        old = out.get(a.text)
+        if old is None:
+            out[a.text] = a
+        elif a.priority < old.priority:
+            out[a.text] = replace(old, priority=a.priority)
+    return list(out.values())
+
+
+def _user_items(text: str) -> list[Anchor]:
+    """Anchors of a user message: constraints and decisions, stated values, names."""
+    pasted = [m.group(1) for m in _FENCE.finditer(text)]
+    prose = _FENCE.sub(" ", text)
+    items = [Anchor(KIND_CONSTRAINT, c, PRIORITY_KEEP) for c in _constraints(prose)]
+    items += [Anchor(KIND_DECISION, d, PRIORITY_KEEP) for d in _decisions(prose)]
+    for sentence in _sentences(prose):
+        stated = not sentence.endswith("?") and not _REQUEST.match(sentence)
+        names = PRIORITY_USER if stated else PRIORITY_OTHER
+        for p in _paths(sentence):
+            absolute = p.startswith(("/", "~"))
+            items.append(Anchor(KIND_PATH, p, PRIORITY_USER if absolute else names))
+        items += [Anchor(KIND_URL, u, PRIORITY_USER) for u in _urls(sentence)]
+        items += [Anchor(KIND_NUMBER, n, PRIORITY_USER) for n in _numbers(sentence)]
+        items += [Anchor(KIND_VALUE, v, PRIORITY_USER) for v in _values(sentence, counts=stated)]
+        items += [Anchor(KIND_VALUE, b, PRIORITY_USER) for b in _backticked(sentence)]
+        items += [Anchor(KIND_IDENTIFIER, i, names) for i in _identifiers(sentence)]
+    for block in pasted:
+        items += _tool_items(block)
+    return items
+
+
+def extract_anchor_items(messages: Sequence[AnyMessage]) -> list[Anchor]:
+    """Anchors with their kind and priority, grouped by kind in ANCHOR_KINDS order.
+
+    Constraints and decisions come from user messages only (priority 0, never
+    given up); values the user states (URLs, host:port, numbers with units or
+    nouns, dates, ticket ids, @handles, backticked literals, KEY=VALUE, names in
+    statements rather than requests) have priority 1; from tool outputs (and
+    blocks the user pastes): URLs, host:port, KEY=VALUE and CONSTANT = value
+    lines, @handles and the few lines that break a repetitive output's pattern
+    (at most MAX_TOOL_VALUES + MAX_TOOL_OUTLIERS per result, priority 2), and
+    at most MAX_TOOL_ERRORS deduplicated error lines, exceptions with a message
+    first. Paths, URLs, numbers and identifiers of assistant text and tool-call
+    arguments, and the rest, have priority 3. Engine markers and retrieval
+    hints are ignored.
+    """
+    found: list[Anchor] = []
     for m in messages:
         if _engine(m):
             continue
         text = _ENGINE_TEXT.sub(" ", _text(m))
-        args = " ".join(
-            str(v) for c in _calls(m) for v in c.arguments.values() if isinstance(v, str | int)
-        )
         if m.role == "user":
-            found[KIND_CONSTRAINT] += _constraints(text)
-        if m.role in ("user", "assistant"):
+            found += _user_items(text)
+        elif m.role == "assistant":
+            args = " ".join(
+                str(v) for c in _calls(m) for v in c.arguments.values() if isinstance(v, str | int)
+            )
             prose = text + "\n" + args
-            found[KIND_URL] += [u.rstrip(".,;:") for u in _URL.findall(prose)]
-            found[KIND_PATH] += _paths(prose)
-            found[KIND_NUMBER] += _numbers(prose)
-            found[KIND_IDENTIFIER] += _identifiers(text)
-        found[KIND_ERROR] += _errors(text)
-    seen: set[str] = set()
+            found += [Anchor(KIND_URL, u) for u in _urls(prose)]
+            found += [Anchor(KIND_PATH, p) for p in _paths(prose)]
+            found += [Anchor(KIND_NUMBER, n) for n in _numbers(prose)]
+            found += [Anchor(KIND_IDENTIFIER, i) for i in _identifiers(text)]
+            found += [Anchor(KIND_ERROR, e) for e in _error_lines(text)]
+        else:
+            found += _tool_items(text)
+    items = _dedupe(found)
     out: list[Anchor] = []
-    limits = {KIND_IDENTIFIER: MAX_IDENTIFIERS}
     for kind in ANCHOR_KINDS:
-        items = []
-        for text in found[kind]:
-            if text and text not in seen:
-                seen.add(text)
-                items.append(text)
+        of_kind = [a for a in items if a.kind == kind]
         if kind == KIND_IDENTIFIER:
             # `old_api` inside src/legacy/old_api.py, `slop_tui` inside slop_tui.context: once.
-            wider = [a.text for a in out if a.kind in (KIND_PATH, KIND_URL)] + items
-            items = [t for t in items if not any(t != w and t in w for w in wider)]
-        if kind == KIND_ERROR:
-            items = items[-MAX_ERRORS:]
-        elif kind in limits:
-            items = items[: limits[kind]]
-        out += [Anchor(kind, t) for t in items]
+            wider = [a.text for a in out if a.kind in (KIND_PATH, KIND_URL, KIND_VALUE)]
+            wider += [a.text for a in of_kind]
+            of_kind = [a for a in of_kind if not any(a.text != w and a.text in w for w in wider)]
+            keep = [a for a in of_kind if a.priority < PRIORITY_OTHER]
+            rest = [a for a in of_kind if a.priority >= PRIORITY_OTHER]
+            of_kind = keep + rest[: max(0, MAX_IDENTIFIERS - len(keep))]
+            of_kind.sort(key=items.index)
+        elif kind == KIND_ERROR:
+            of_kind = of_kind[-MAX_ERRORS:]
+        out += of_kind
     return out
 
 
@@ -412,9 +620,13 @@ def extract_anchors(messages: Sequence[AnyMessage]) -> list[str]:
     return [a.text for a in extract_anchor_items(messages)]
 
 
-def carried_anchors(previous_summary: str) -> list[str]:
-    """The `## Anchors kept verbatim` items of an earlier summary, so they stay carried."""
-    out: list[str] = []
+_TAGGED = re.compile(r"^\[(" + "|".join(ANCHOR_KINDS) + r")(?:/(\d))?\]\s+(.*)$")
+
+
+def carried_anchor_items(previous_summary: str) -> list[Anchor]:
+    """The `## Anchors kept verbatim` items of an earlier summary, kind and priority
+    read back from their `[kind/priority]` tag (untagged items: priority 1)."""
+    out: list[Anchor] = []
     inside = False
     for line in previous_summary.splitlines():
         if line.strip() == ANCHORS_HEADER:
@@ -423,8 +635,75 @@ def carried_anchors(previous_summary: str) -> list[str]:
         if inside and line.startswith("#"):
             break
         if inside and line.startswith("- "):
-            out.append(line[2:].strip())
+            item = line[2:].strip()
+            tagged = _TAGGED.match(item)
+            if tagged:
+                kind, prio, text = tagged.groups()
+                priority = int(prio) if prio is not None else PRIORITY_USER
+                out.append(Anchor(kind, text, priority))
+            elif item:
+                out.append(Anchor(KIND_VALUE, item, PRIORITY_USER))
     return out
+
+
+def carried_anchors(previous_summary: str) -> list[str]:
+    """The `## Anchors kept verbatim` items of an earlier summary, so they stay carried."""
+    return [a.text for a in carried_anchor_items(previous_summary)]
+
+
+def merge_anchors(
+    carried: Sequence[Anchor], new: Sequence[Anchor], limit: int = MAX_SUMMARY_ANCHORS
+) -> list[Anchor]:
+    """One deduplicated, bounded anchor list for a rolled summary.
+
+    Carried anchors first (in their order), then the new ones; an anchor
+    contained in another that is kept at least as long is dropped. Over
+    `limit`, the lowest priority gives way first: priority 3 (paths and names
+    the tools can find again) oldest first, priorities 2 and 1 (values read in
+    tool outputs, values the user stated) newest first, so a carried value is
+    not pushed out by a later one; priority-0 anchors (the user's constraints
+    and decisions) are never dropped, so the list may exceed `limit` by them.
+    """
+    items: list[Anchor] = []
+    index: dict[str, int] = {}
+    for a in [*carried, *new]:
+        key = _squash(a.text)
+        if not key:
+            continue
+        if key in index:
+            i = index[key]
+            if a.priority < items[i].priority:
+                items[i] = replace(items[i], priority=a.priority)
+            continue
+        index[key] = len(items)
+        items.append(a)
+    # An anchor inside another one that is kept at least as long (a path inside a
+    # constraint sentence, a number inside a decision) is already verbatim there.
+    keys = [_squash(a.text) for a in items]
+    items = [
+        a
+        for i, a in enumerate(items)
+        if not any(
+            j != i and keys[i] in keys[j] and keys[i] != keys[j] and b.priority <= a.priority
+            for j, b in enumerate(items)
+        )
+    ]
+    excess = len(items) - limit
+    if excess <= 0:
+        return items
+    drop: set[int] = set()
+    for priority in (PRIORITY_OTHER, PRIORITY_TOOL, PRIORITY_USER):
+        # Names the tools can find again: the oldest go first (the recent ones are the
+        # working set). Stated values: the newest go first (a value carried for a while
+        # is not pushed out by a later one of the same rank).
+        order = range(len(items)) if priority == PRIORITY_OTHER else range(len(items) - 1, -1, -1)
+        for i in order:
+            if excess <= 0:
+                break
+            if items[i].priority == priority:
+                drop.add(i)
+                excess -= 1
+    return [a for i, a in enumerate(items) if i not in drop]
 
 
 def summary_anchors(covered: Sequence[AnyMessage], previous_summary: str = "") -> list[str]:
@@ -440,21 +719,52 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text).lower()
 
 
-def missing_anchors(anchors: Iterable[str], *texts: str) -> list[str]:
+def _anchor_text(a: str | Anchor) -> str:
+    return a.text if isinstance(a, Anchor) else a
+
+
+def missing_anchors(anchors: Iterable[str | Anchor], *texts: str) -> list:
     """Anchors found in none of `texts` (exactly, or ignoring case and whitespace)."""
     haystack = "\n".join(texts)
     squashed = _squash(haystack)
-    out = []
+    out: list = []
+    seen: set[str] = set()
     for a in anchors:
-        if a in haystack or _squash(a) in squashed or a in out:
+        t = _anchor_text(a)
+        if t in haystack or _squash(t) in squashed or t in seen:
             continue
+        seen.add(t)
         out.append(a)
     return out
 
 
+def _anchor_line(a: str | Anchor) -> str:
+    text = " ".join(_anchor_text(a).split())
+    if isinstance(a, Anchor):
+        return f"- [{a.kind}/{a.priority}] {text}\n"
+    return f"- {text}\n"
+
+
+def bound_prose(text: str, budget_tokens: int, count_tokens: CountTokens = rough_tokens) -> str:
+    """`text` cut at a line boundary to about `budget_tokens` (a model that ignored the
+    budget, or an extractive summary, must not grow the summary layer)."""
+    text = text.strip()
+    if budget_tokens <= 0 or count_tokens(text) <= budget_tokens:
+        return text
+    out: list[str] = []
+    used = 0
+    for line in text.splitlines():
+        n = count_tokens(line) + 1
+        if used + n > budget_tokens:
+            break
+        out.append(line)
+        used += n
+    return "\n".join(out).rstrip() + "\n(summary cut to its budget; details via query_db)"
+
+
 def complete_summary(
     summary: str,
-    anchors: Iterable[str],
+    anchors: Iterable[str | Anchor],
     state: str = "",
     scratchpad: str = "",
     max_anchors: int | None = None,
@@ -462,8 +772,10 @@ def complete_summary(
     """`summary` plus the anchors that it, STATE and the scratchpad miss; redacted.
 
     The missing ones are appended verbatim under `## Anchors kept verbatim`,
-    one `- ` item each, in the given order (at most `max_anchors`). An
-    existing anchors section of the summary is replaced, not duplicated.
+    one `- ` item each, in the given order (at most `max_anchors`); `Anchor`
+    items carry a `[kind/priority]` tag so a rolled summary can read them
+    back. An existing anchors section of the summary is replaced, not
+    duplicated.
     """
     body = _strip_anchor_section(summary.strip())
     missing = missing_anchors(anchors, body, state, scratchpad)
@@ -471,9 +783,14 @@ def complete_summary(
         missing = missing[:max_anchors]
     out = body
     if missing:
-        items = "".join(f"- {' '.join(a.split())}\n" for a in missing)
+        items = "".join(_anchor_line(a) for a in missing)
         out = (body + "\n\n" if body else "") + ANCHORS_HEADER + "\n" + items
     return redact_secrets(out.strip() + "\n")
+
+
+def strip_anchor_section(text: str) -> str:
+    """`text` without its `## Anchors kept verbatim` section."""
+    return _strip_anchor_section(text)
 
 
 def _strip_anchor_section(text: str) -> str:
@@ -493,10 +810,6 @@ def _strip_anchor_section(text: str) -> str:
 
 # --- the extractive fallback -------------------------------------------------------------------
 
-_DECISION = re.compile(
-    r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
-    r"instead of|opted|settled on)\b"
-)
 _PENDING = re.compile(
     r"^\s*(?:[-*]\s*)?\[ \]\s*(.+)$|^\s*(?:TODO|Next(?: step)?)\s*:\s*(.+)$", re.M
 )

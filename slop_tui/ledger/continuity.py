@@ -195,14 +195,75 @@ class ContinuityMixin(LedgerBase):
             await self._mark(db, session, ids, summary_id)
         return Summary(summary_id, session, lane, kind, ids[0], ids[-1], content, version, t)
 
+    async def roll_summary(
+        self,
+        session: str,
+        lane: str,
+        kind: str,
+        previous_id: int,
+        message_ids: Sequence[int],
+        content: str,
+    ) -> Summary:
+        """Store a summary that replaces `previous_id` and also covers `message_ids`.
+
+        One transaction: the new summary spans from the previous one's first
+        message to the newest of `message_ids`; the new rows are hidden behind
+        it; the previous summary is superseded but its rows stay hidden behind
+        it (that is what `uncompact` of the new summary undoes: the previous
+        summary comes back in effect, its rows stay summarized, and the new
+        rows get their exact prior statuses back).
+        """
+        ids = sorted({int(i) for i in message_ids})
+        if not ids:
+            raise LedgerError("a summary must cover at least one message.")
+        t = now()
+        async with self.transaction() as db:
+            prev = await self._summary_row(db, session, previous_id)
+            if prev["superseded"]:
+                raise LedgerError(f"summary {previous_id} is not in effect.")
+            cur = await db.execute(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE session_id=? AND lane=?",
+                (session, lane),
+            )
+            version = (await cur.fetchone())[0]
+            first = min(prev["first_message_id"], ids[0])
+            last = max(prev["last_message_id"], ids[-1])
+            cur = await db.execute(
+                """INSERT INTO summaries(session_id, lane, kind, first_message_id, last_message_id,
+                       content, version, created_at) VALUES (?,?,?,?,?,?,?,?)""",
+                (session, lane, kind, first, last, content, version, t),
+            )
+            summary_id = cur.lastrowid
+            await self._mark(db, session, ids, summary_id)
+            await db.execute("UPDATE summaries SET superseded=1 WHERE id=?", (previous_id,))
+        return Summary(summary_id, session, lane, kind, first, last, content, version, t)
+
+    async def rolled_from(self, session: str, summary_id: int) -> Summary | None:
+        """The summary `summary_id` rolled up (superseded, its rows still hidden behind it)."""
+        row = await self._one(
+            f"""SELECT s.* FROM summaries s, summaries n
+               WHERE n.id=? AND n.session_id=? AND s.session_id=n.session_id
+                 AND s.lane=n.lane AND s.id < n.id AND s.superseded=1
+                 AND s.first_message_id = n.first_message_id
+                 AND EXISTS (SELECT 1 FROM messages m WHERE m.summary_id=s.id
+                             AND m.status='{STATUS_SUMMARIZED}')
+               ORDER BY s.id DESC LIMIT 1""",
+            (summary_id, session),
+        )
+        return _summary(row) if row else None
+
     async def uncompact(self, session: str, summary_id: int) -> int:
         """Restore the rows a summary covers to their exact prior statuses.
 
         The summary is kept and marked superseded; returns how many rows were
-        restored (0 when it was already un-compacted).
+        restored (0 when it was already un-compacted). A rolled summary puts
+        the summary it replaced back in effect (its rows stay behind it).
         """
+        previous = await self.rolled_from(session, summary_id)
         async with self.transaction() as db:
             await self._summary_row(db, session, summary_id)
+            cur = await db.execute("SELECT superseded FROM summaries WHERE id=?", (summary_id,))
+            was_superseded = bool((await cur.fetchone())[0])
             cur = await db.execute(
                 f"""UPDATE messages
                    SET status=COALESCE(summary_status, status_before, 'completed'),
@@ -220,6 +281,8 @@ class ContinuityMixin(LedgerBase):
                 (session, summary_id),
             )
             await db.execute("UPDATE summaries SET superseded=1 WHERE id=?", (summary_id,))
+            if previous is not None and not was_superseded:
+                await db.execute("UPDATE summaries SET superseded=0 WHERE id=?", (previous.id,))
             return restored
 
     async def get_summary(self, session: str, summary_id: int) -> Summary | None:
@@ -319,7 +382,9 @@ class ContinuityMixin(LedgerBase):
     async def compaction_log(self, session: str, limit: int = 20) -> list[CompactionRecord]:
         """The newest audit records first (`limit` <= 0: all)."""
         rows = await self._all(
-            """SELECT c.*, COALESCE(s.superseded, 0) AS undone FROM compaction_log c
+            f"""SELECT c.*, (COALESCE(s.superseded, 0) AND NOT EXISTS (
+                   SELECT 1 FROM messages m WHERE m.summary_id = s.id
+                   AND m.status = '{STATUS_SUMMARIZED}')) AS undone FROM compaction_log c
                LEFT JOIN summaries s ON s.id = c.summary_id
                WHERE c.session_id=? ORDER BY c.id DESC LIMIT ?""",
             (session, limit if limit > 0 else -1),
