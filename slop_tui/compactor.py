@@ -400,7 +400,7 @@ class Compactor:
         )
         if not ids:
             return None
-        wanted = set(ids)
+        wanted = _oldest_groups(left, set(ids), MAX_ROLL_MESSAGES)
         covered = [m for m in left if m.id in wanted]
         count = ws.ledger.count_tokens
         previous = next(
@@ -499,3 +499,22 @@ __all__ = [
     "Notify",
     "stacked_request",
 ]
+
+
+# A lane summary folds at most this many messages at a time (whole groups,
+# oldest first). A long backlog (an imported or pre-compaction history) is
+# then absorbed over several turns instead of freezing the workspace while
+# tens of thousands of messages are scanned at once.
+MAX_ROLL_MESSAGES = 200
+
+
+def _oldest_groups(rows, wanted: set[int], limit: int) -> set[int]:
+    """The oldest wanted rows, up to `limit`, never splitting a group."""
+    chosen: set[int] = set()
+    last_group = None
+    for m in sorted((r for r in rows if r.id in wanted), key=lambda r: r.id):
+        if len(chosen) >= limit and m.group_id != last_group:
+            break
+        chosen.add(m.id)
+        last_group = m.group_id
+    return chosen

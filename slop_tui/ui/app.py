@@ -10,12 +10,16 @@ the ledger opens in a worker after the first frame.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.widget import WidgetError
 from textual.widgets import Footer, Header, Markdown, Static
 
 from slop_tui.ui.palette import SlopCommands
@@ -33,7 +37,7 @@ from slop_tui.ui.themes import (
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import GroupList, SessionList
+from slop_tui.ui.widgets.groups import HIDDEN, GroupList, SessionList
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
@@ -50,15 +54,18 @@ class SlopApp(App):
     COMMANDS = {SlopCommands}
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
-        Binding("ctrl+p", "command_palette", "Palette", id="command_palette", show=False,
-                priority=True),
+        Binding(
+            "ctrl+p", "command_palette", "Palette", id="command_palette", show=False, priority=True
+        ),
         Binding("f1", "help", "Help", id="help"),
         Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
         Binding("f3", "focus_groups", "Groups", id="focus_groups"),
         Binding("f4", "provider", "Model", id="provider_dialog"),
         Binding("f5", "sessions", "Sessions", id="session_dialog"),
-        Binding("f6", "search", "Search", id="search_history"),
-        Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False),
+        # TextArea binds f6 (select line) and f7 (select all): without priority these
+        # keys did nothing while the prompt, the scratchpad or the STATE editor had focus.
+        Binding("f6", "search", "Search", id="search_history", priority=True),
+        Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False, priority=True),
         Binding("f8", "toggle_right", "Right pane", id="toggle_right", show=False),
         Binding("ctrl+right", "side_wider", "Wider side", id="side_wider", show=False),
         Binding("ctrl+left", "side_narrower", "Narrower side", id="side_narrower", show=False),
@@ -104,7 +111,9 @@ class SlopApp(App):
             with Vertical(id="left"):
                 yield Static("Sessions", classes="pane-title")
                 yield SessionList(id="session-list")
-                yield Static("Groups  ● window ○ outside × dropped Σ summarized", classes="pane-title")
+                yield Static(
+                    "Groups  ● window ○ outside × dropped Σ summarized", classes="pane-title"
+                )
                 yield GroupList(id="group-list")
             with Vertical(id="centre"):
                 yield Static("", id="banner")
@@ -138,8 +147,14 @@ class SlopApp(App):
         from slop_tui.workspace import Workspace
 
         config = load_config(db=self._db, cwd=self._cwd, env=self._env)
-        extra = (dialogs.ApprovalScreen, dialogs.ConfirmScreen, dialogs.ProviderScreen,
-                 dialogs.SessionScreen, search.SearchScreen, help.HelpScreen)
+        extra = (
+            dialogs.ApprovalScreen,
+            dialogs.ConfirmScreen,
+            dialogs.ProviderScreen,
+            dialogs.SessionScreen,
+            search.SearchScreen,
+            help.HelpScreen,
+        )
         for warning in [*config.warnings, *apply_keymap(self, config.keymap, extra)]:
             self.notify(warning, severity="warning", timeout=15)
         if note := self.theme_load.notification():
@@ -150,17 +165,27 @@ class SlopApp(App):
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
-        name, warns = pick_theme(self.available_themes,
-                                 await saved_theme(self.workspace.ledger), config.theme)
+        name, warns = pick_theme(
+            self.available_themes, await saved_theme(self.workspace.ledger), config.theme
+        )
         self.theme = name
         for w in warns:
             self.notify(w, severity="warning")
+        # The o200k tokenizer takes about half a second to build: build it in a
+        # thread so the event loop keeps drawing frames and taking keys.
+        import asyncio
+
+        from slop_tui.context.tokens import get_encoding
+
+        await asyncio.to_thread(get_encoding)
         history = await self.workspace.ledger.get_setting("prompt_history")
         if history:
             self.query_one(PromptInput).set_history(json.loads(history))
         await self.refresh_all(reload_conversation=True)
         self.ready = True
-        if (await self.workspace.provider_choice()).name == "demo" and not await self._has_history():
+        if (
+            await self.workspace.provider_choice()
+        ).name == "demo" and not await self._has_history():
             from slop_tui.ui.screens.firstrun import FirstRunScreen
 
             self.push_screen(FirstRunScreen())
@@ -170,44 +195,60 @@ class SlopApp(App):
 
     # -- refreshing panes ------------------------------------------------
 
+    @contextmanager
+    def _unless_closing(self) -> Iterator[None]:
+        """Work still awaiting the ledger when the app shuts down finds its panes gone
+        (NoMatches, or a MountError for the live turn); that is not an error."""
+        try:
+            yield
+        except (NoMatches, WidgetError):
+            if self.is_running:
+                raise
+
     async def refresh_all(self, *, reload_conversation: bool = False) -> None:
         ws = self.workspace
         if ws is None or not self.is_running:
             return
-        choice = await ws.provider_choice()
-        sess = await ws.current()
-        self.sub_title = self._status(choice, sess)
-        await self.query_one(SessionList).refresh_from(ws)
-        await self.query_one(GroupList).refresh_from(ws)
-        state = await ws.ledger.current_state(ws.session)
-        self.query_one(StatePane).set_state(state.content if state else None)
-        pad = self.query_one(ScratchpadEditor)
-        if pad.session != ws.session:
-            pad.load(sess.scratchpad, session=ws.session)
-        else:
-            pad.external_update(sess.scratchpad)
-        await self.refresh_context(choice)
-        if reload_conversation:
-            await self.query_one(ConversationView).load(ws)
+        with self._unless_closing():
+            choice = await ws.provider_choice()
+            sess = await ws.current()
+            self.sub_title = self._status(choice, sess)
+            await self.query_one(SessionList).refresh_from(ws)
+            await self.query_one(GroupList).refresh_from(ws)
+            state = await ws.ledger.current_state(ws.session)
+            self.query_one(StatePane).set_state(state.content if state else None)
+            pad = self.query_one(ScratchpadEditor)
+            if pad.session != ws.session:
+                pad.flush()  # unsaved edits belong to the session left (F6 jump, commands)
+                pad.load(sess.scratchpad, session=ws.session)
+            else:
+                pad.external_update(sess.scratchpad)
+            await self.refresh_context(choice)
+            if reload_conversation:
+                await self.query_one(ConversationView).load(ws)
 
     async def refresh_context(self, choice=None) -> None:
-        from slop_tui.context.budget import model_info
-
         ws = self.workspace
-        choice = choice or await ws.provider_choice()
-        prompt = await ws.prompt(choice.strategy)
-        info = model_info(choice.model, ws.config.models)
-        totals = await ws.ledger.usage_totals(ws.session)
-        cached = None
-        series = await ws.ledger.prompt_token_series(ws.session)
-        if totals:
-            cached = sum(t.cached_tokens for t in totals)
-        self.query_one(TokenGauge).update_from(prompt, info.context_window, series, cached)
-        self.query_one(ContextPreview).set_prompt(prompt)
+        if ws is None or not self.is_running:
+            return
+        with self._unless_closing():
+            choice = choice or await ws.provider_choice()
+            prompt = await ws.prompt(choice.strategy)
+            info = ws.model_info(choice.model)
+            totals = await ws.ledger.usage_totals(ws.session)
+            cached = None
+            series = await ws.ledger.prompt_token_series(ws.session)
+            if totals:
+                cached = sum(t.cached_tokens for t in totals)
+            self.query_one(TokenGauge).update_from(prompt, info.context_window, series, cached)
+            self.query_one(ContextPreview).set_prompt(prompt)
 
     def _status(self, choice, sess) -> str:
-        label = ("DEMO (offline, scripted)" if choice.name == "demo"
-                 else f"{choice.name} · {choice.model}")
+        label = (
+            "DEMO (offline, scripted)"
+            if choice.name == "demo"
+            else f"{choice.name} · {choice.model}"
+        )
         window = sess.window_size or "all"
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
         phase = f" · {self.phase}" if self.phase else ""
@@ -222,7 +263,8 @@ class SlopApp(App):
         """A command's result, above the prompt (Esc closes it)."""
         out = self.query_one("#output", VerticalScroll)
         await self.query_one("#output-text", Markdown).update(
-            f"`{command.strip()}`\n\n{text}" if text else "")
+            f"`{command.strip()}`\n\n{text}" if text else ""
+        )
         out.set_class(bool(text), "-shown")
         out.scroll_home(animate=False)
 
@@ -253,8 +295,9 @@ class SlopApp(App):
         elif result.text:
             await self.show_output(text, result.text)
         if result.changed:
-            await self.refresh_all(reload_conversation=bool(
-                result.changed & {"history", "session", "window"}))
+            await self.refresh_all(
+                reload_conversation=bool(result.changed & {"history", "session", "window"})
+            )
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
@@ -285,7 +328,11 @@ class SlopApp(App):
 
     def palette_actions(self):
         return [
-            ("Drop or restore the highlighted group", "Soft drop (reversible)", self.action_toggle_drop),
+            (
+                "Drop or restore the highlighted group",
+                "Soft drop (reversible)",
+                self.action_toggle_drop,
+            ),
             ("Undo the last group", "/undo", self.action_undo),
             ("Switch provider or model…", "Provider dialog", self.action_provider),
             ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
@@ -295,7 +342,11 @@ class SlopApp(App):
             ("Export session as Markdown", "/export markdown", self.action_export_markdown),
             ("Export session as JSON", "/export json", self.action_export_json),
             ("Toggle the left pane", "Groups and sessions", self.action_toggle_left),
-            ("Toggle the right pane", "STATE, scratchpad, gauge, preview", self.action_toggle_right),
+            (
+                "Toggle the right pane",
+                "STATE, scratchpad, gauge, preview",
+                self.action_toggle_right,
+            ),
             ("Help", "Every key and command", self.action_help),
         ]
 
@@ -304,6 +355,8 @@ class SlopApp(App):
     @work(exclusive=True, group="turn")
     async def run_turn(self, text: str) -> None:
         from slop_tui.orchestrator import (
+            BudgetWarning,
+            Compaction,
             ErrorEvent,
             Notice,
             Orchestrator,
@@ -313,8 +366,9 @@ class SlopApp(App):
 
         ws = self.workspace
         if self.orchestrator is None:
-            self.orchestrator = Orchestrator(ws, approve=ws.config.approve,
-                                             approver=self.ask_approval)
+            self.orchestrator = Orchestrator(
+                ws, approve=ws.config.approve, approver=self.ask_approval
+            )
         view = self.query_one(ConversationView)
         self.busy = True
         self.phase = "streaming"
@@ -330,6 +384,12 @@ class SlopApp(App):
                 self.notify(ev.text, severity="warning", timeout=10)
             elif isinstance(ev, ErrorEvent):
                 self.show_banner(ev.message)
+            elif isinstance(ev, BudgetWarning):
+                self.notify(ev.text, severity="warning", timeout=10)
+            elif isinstance(ev, Compaction):
+                # Compaction runs in the background after the answer; the input stays usable.
+                await self._compaction_event(ev)
+                return
             if ev.kind == "text":
                 self.phase = "streaming"
             await view.on_event(ev)
@@ -339,11 +399,34 @@ class SlopApp(App):
         try:
             await self.orchestrator.run_turn(text, on_event)
         finally:
-            await view.end_turn()
+            # ctrl+q mid-turn cancels this worker while the panes are taken down: the
+            # orchestrator keeps the partial answer; settling the view would fail.
+            if self.is_running:
+                with self._unless_closing():
+                    await view.end_turn()
             self.busy = False
             self.phase = ""
             if self.is_running:
                 await self.refresh_all()
+
+    async def _compaction_event(self, ev) -> None:
+        if not self.is_running or self.workspace is None:
+            return
+        if ev.phase == "started":
+            self.phase = "compacting"
+        else:
+            self.phase = "streaming" if self.busy else ""
+            if ev.phase == "failed":
+                self.notify(f"Compaction failed: {ev.text}", severity="error", timeout=10)
+            elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
+                # Routine lane-summary rolls stay quiet (the header shows "compacting").
+                self.notify(f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
+                            "(/context log; /context uncompact restores).", timeout=6)
+            with self._unless_closing():
+                await self.refresh_all(reload_conversation=False)
+        with self._unless_closing():
+            choice = await self.workspace.provider_choice()
+            self.sub_title = self._status(choice, await self.workspace.current())
 
     async def ask_approval(self, call) -> str:
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
@@ -371,8 +454,12 @@ class SlopApp(App):
 
     @work(group="dialogs")
     async def _confirm_remove(self, gid: int) -> None:
-        if await self.push_screen_wait(ConfirmScreen(f"Remove group {gid} permanently?",
-                                                     "It cannot be restored (drop it with d instead).")):
+        if await self.push_screen_wait(
+            ConfirmScreen(
+                f"Remove group {gid} permanently?",
+                "It cannot be restored (drop it with d instead).",
+            )
+        ):
             await self.run_command(f"/message remove {gid}")
 
     @on(GroupList.ShowRequested)
@@ -400,9 +487,13 @@ class SlopApp(App):
     async def scratchpad_saved(self, event: ScratchpadEditor.ScratchpadSaved) -> None:
         ws = self.workspace
         session = event.session or ws.session
+        if session != ws.session and await ws.ledger.get_session(session) is None:
+            return  # removed while the save was on its way: do not bring it back
         stored = (await ws.ledger.session_or_default(session)).scratchpad
         if stored.strip() != (event.base or "").strip():
-            self.query_one(ScratchpadEditor).external_update(stored)
+            pad = self.query_one(ScratchpadEditor)
+            if pad.session == session:  # not another session's editor
+                pad.external_update(stored)
             return
         await ws.ledger.set_scratchpad(session, event.text)
         await self.refresh_context()
@@ -416,10 +507,13 @@ class SlopApp(App):
         from slop_tui.commands import dispatch
 
         result = await dispatch(self.workspace, "/context show --json")
-        if result.ok:
-            self.query_one(ContextPreview).set_json(result.data)
-        else:
-            self.notify(result.text, severity="error")
+        if not self.is_running:
+            return  # the app closed while the body was built
+        with self._unless_closing():
+            if result.ok:
+                self.query_one(ContextPreview).set_json(result.data)
+            else:
+                self.notify(result.text, severity="error")
 
     @on(CopyRequested)
     async def copy_requested(self, event: CopyRequested) -> None:
@@ -440,7 +534,8 @@ class SlopApp(App):
         self.query_one(GroupList).focus()
 
     def action_focus_side(self) -> None:
-        self.query_one(ScratchpadEditor).focus()
+        # The editor is a container; its TextArea is what takes the focus.
+        self.query_one(ScratchpadEditor).area.focus()
 
     def action_toggle_left(self) -> None:
         self.query_one("#left").toggle_class("-hidden")
@@ -459,18 +554,26 @@ class SlopApp(App):
         self._set_side_width(-1)
 
     async def action_toggle_drop(self) -> None:
-        groups = self.query_one(GroupList)
-        gid = groups.highlighted_group
-        if gid is not None:
-            dropped = not any(g.group_id == gid and g.status == "dropped" for g in groups.groups)
-            await self.run_command(f"/context {'drop' if dropped else 'restore'} {gid}")
+        group = self.query_one(GroupList).highlighted_group
+        if group is not None:
+            verb = "restore" if group.status == "dropped" else "drop"
+            await self.run_command(f"/context {verb} {group.group_id}")
 
     async def action_undo(self) -> None:
         await self.run_command("/undo")
 
     async def _change_window(self, step: int) -> None:
+        # 0 is the full history, the largest window: ] there changed it to 1 group and
+        # [ at 1 group changed it to the full history.
         sess = await self.workspace.current()
-        await self.run_command(f"/context window {max(0, sess.window_size + step)}")
+        size = sess.window_size
+        if size == 0:
+            if step > 0:
+                self.notify("The window is the full history already.")
+                return
+            groups = self.query_one(GroupList).groups
+            size = sum(1 for g in groups if g.lane == sess.lane and g.status not in HIDDEN)
+        await self.run_command(f"/context window {max(1, size + step)}")
 
     async def action_window_up(self) -> None:
         await self._change_window(+1)
@@ -498,11 +601,15 @@ class SlopApp(App):
 
         ws = self.workspace
         result = await self.push_screen_wait(
-            SessionScreen(await ws.ledger.list_sessions(), ws.session))
+            SessionScreen(await ws.ledger.list_sessions(), ws.session)
+        )
         if result:
             action, name = result
             verb = {"switch": "activate", "new": "activate"}.get(action, action)
-            self.query_one(ScratchpadEditor).flush()
+            if action != "remove":
+                # A save racing `/session remove` brought the removed session back; after
+                # the removal, refresh_all's flush is dropped by scratchpad_saved instead.
+                self.query_one(ScratchpadEditor).flush()
             await self.run_command(f"/session {verb} {name}")
 
     @work(group="dialogs")
@@ -551,6 +658,14 @@ class SlopApp(App):
         ws = self.workspace
         if ws is None:
             return
+        # A turn still running (ctrl+q mid-reply) is cancelled and stores its partial
+        # answer as interrupted; the ledger must stay open until it has.
+        turns = [w for w in self.workers if w.group == "turn" and not w.is_finished]
+        if turns:
+            self.workers.cancel_group(self, "turn")
+            for worker in turns:
+                with suppress(Exception):
+                    await worker.wait()
         if self.orchestrator is not None:
             await self.orchestrator.aclose()
         await ws.close()

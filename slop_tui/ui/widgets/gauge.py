@@ -193,7 +193,7 @@ class TokenGauge(Widget):
     TokenGauge.-critical #gauge-total { color: $text-error; text-style: bold reverse; }
     TokenGauge #gauge-sparkline { height: 2; margin-top: 1; }
     TokenGauge #gauge-series, TokenGauge #gauge-cached { color: $text-muted; }
-    TokenGauge #gauge-projection { color: $text-accent; }
+    TokenGauge #gauge-projection { color: $text-accent; height: 1; }
     """
 
     def __init__(
@@ -278,8 +278,9 @@ class TokenGauge(Widget):
     def _draw_projection(self) -> None:
         line = self.query_one("#gauge-projection", Static)
         saved = self.projection
-        line.display = saved is not None
         if saved is None:
+            # Keep the line (empty) so moving through the groups never reflows the pane.
+            line.update("")
             return
         reading = self.reading
         after = 100.0 * (reading.total - saved) / reading.context_window
