@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -84,6 +85,12 @@ async def main(quick: bool) -> None:
     with FakeLLMServer() as srv, tempfile.TemporaryDirectory() as tmp:
         env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": srv.openai_base_url}
         config = load_config(db=str(Path(tmp) / "bench.db"), env={}, cwd=Path(tmp))
+        # The generated ledger has no summaries yet, so with compaction on every
+        # turn would fold a 200-message slice of that backlog into the lane
+        # summary (a one-off cost of importing history, not of a turn). The turn
+        # itself is measured with compaction off; bench/context_sim.py measures
+        # compaction in steady state.
+        config = dataclasses.replace(config, compaction={"enabled": False})
         ws = await Workspace.open(config, "bench", env=env)
         await populate(ws, ledger_size)
         orch = Orchestrator(ws)
