@@ -219,6 +219,15 @@ class LedgerBase:
         await cur.close()
         return list(rows)
 
+    async def _tuples(self, sql: str, params: Iterable[object] | dict = ()) -> list[tuple]:
+        """Plain tuples (no sqlite3.Row per row): for long reads mapped positionally."""
+        cur = await self._db.cursor()
+        cur._cursor.row_factory = None  # aiosqlite exposes no setter; the cursor is ours alone
+        await cur.execute(sql, params if isinstance(params, dict) else tuple(params))
+        rows = await cur.fetchall()
+        await cur.close()
+        return rows
+
     async def _one(self, sql: str, params: Iterable[object] | dict = ()) -> sqlite3.Row | None:
         cur = await self._db.execute(sql, params if isinstance(params, dict) else tuple(params))
         row = await cur.fetchone()

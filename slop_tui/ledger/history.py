@@ -338,7 +338,7 @@ class HistoryMixin(LedgerBase):
                       AND status NOT IN {_HIDDEN}{lane_sql}
                     GROUP BY group_id ORDER BY group_id DESC LIMIT :n)
                 ORDER BY id"""
-        return [_message(r) for r in await self._all(sql, params)]
+        return [Message(*r) for r in await self._tuples(sql, params)]
 
     async def session_messages(self, session: str) -> list[Message]:
         """Every row of a session, dropped ones included, oldest first."""
