@@ -1,0 +1,703 @@
+"""One measured start of the workspace app, spawned by bench/tui.py (not run by hand).
+
+    python bench/tui_child.py --db DB --session NAME --t0 PARENT_TIME [--latency] ...
+
+The parent passes `time.time()` taken just before it spawned this process, so
+interpreter start-up and every import count. The app runs headless at 120x40
+with animations off through `App.run(headless=True)`, as a user would start it,
+and these hooks time what a terminal would get:
+
+- frames: `App._display` is wrapped. Each real frame (a compositor update for
+  the top screen, outside a batch) is turned into the terminal byte string
+  (`render_segments`, the work a real terminal write does and headless skips)
+  and timestamped. No `pilot.pause()` / `wait_for_idle` anywhere: those post
+  to every widget and grow with the widget count.
+- "fully shown": the app is ready (ledger open, panes filled, conversation
+  loaded) and no frame has been drawn for `--quiet` (0.6) seconds; the time is the
+  last frame before that quiet period, i.e. the first frame after which the
+  screen (transcript included) stops changing.
+- key -> frame: keys enter through the driver (`Driver.process_message`, the
+  path a terminal's input thread takes). Latency is the first frame that
+  repaints the target widget (it is among the frame's dirty widgets, or the
+  whole screen is repainted, or -- for ctrl+u, whose effect is new blocks -- a
+  full reflow) while the key's effect is visible in its state (prompt text
+  grew / group highlight moved / older groups mounted).
+
+Cases, order and options: see bench/tui.py. A watchdog thread ends the run when
+the event loop holds one key longer than `--key-cap` seconds (the key is then
+recorded as at least that long) or the turn's background job still runs
+`--bg-wait` + `--key-cap` seconds after the reply. A 10 ms heartbeat task
+records the longest event-loop stall per phase. `BENCH_DEBUG_FRAMES=1` adds the dirty widgets
+of every frame and the timing of the start-up steps to the JSON.
+
+Prints one JSON object on stdout after the app has exited.
+"""
+
+from __future__ import annotations
+
+import time
+
+T_CHILD = time.time()  # as early as we can: the interpreter itself is already up
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--db", required=True)
+parser.add_argument("--session", required=True)
+parser.add_argument("--cwd", required=True)
+parser.add_argument("--config", default="", help="SLOP_CONFIG for the app (default: none)")
+parser.add_argument("--t0", type=float, required=True, help="parent's time.time() at spawn")
+parser.add_argument("--latency", action="store_true", help="also measure key -> frame")
+parser.add_argument("--presses", type=int, default=40)
+parser.add_argument("--rate", type=float, default=200.0, help="streamed deltas per second")
+parser.add_argument("--page", type=int, default=0, help="ctrl+u pages to check the mount bound")
+parser.add_argument("--profile", default="", help="write cProfile stats of start-up here")
+parser.add_argument(
+    "--profile-keys",
+    default="",
+    help="write cProfile stats of the key cases (streaming included) here",
+)
+parser.add_argument("--quiet", type=float, default=0.6)
+parser.add_argument("--no-stream", action="store_true", help="only the idle key cases")
+parser.add_argument(
+    "--key-cap",
+    type=float,
+    default=10.0,
+    help="a key without its frame after this many seconds ends the run (watchdog)",
+)
+parser.add_argument(
+    "--bg-wait",
+    type=float,
+    default=20.0,
+    help="type at most this long while the turn's background job runs",
+)
+ARGS = parser.parse_args()
+
+PROFILER = None
+if ARGS.profile:
+    import cProfile
+
+    PROFILER = cProfile.Profile()
+    PROFILER.enable()
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import resource  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from textual import events  # noqa: E402
+from textual._compositor import CompositorUpdate  # noqa: E402
+from textual.app import App  # noqa: E402
+
+from slop_tui.ui.app import SlopApp  # noqa: E402
+
+T_IMPORTED = time.time()
+
+STEPS: list[tuple[str, float, float]] = []  # (what, start, end) of start-up steps (debug)
+
+
+def _time_steps() -> None:
+    """Wrap the start-up steps of `SlopApp.open_workspace` to see where the time goes."""
+    import functools
+
+    from slop_tui.context import tokens
+    from slop_tui.ui.widgets import conversation, gauge, groups, preview
+    from slop_tui.workspace import Workspace
+
+    def wrap(owner, name, label, is_async=True):
+        fn = getattr(owner, name)
+        if is_async:
+
+            @functools.wraps(fn)
+            async def timed(*a, **k):
+                t = time.time()
+                try:
+                    return await fn(*a, **k)
+                finally:
+                    STEPS.append((label, t - ARGS.t0, time.time() - ARGS.t0))
+        else:
+
+            @functools.wraps(fn)
+            def timed(*a, **k):
+                t = time.time()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    STEPS.append((label, t - ARGS.t0, time.time() - ARGS.t0))
+
+        setattr(owner, name, timed if not isinstance(fn, classmethod) else classmethod(timed))
+
+    Workspace.open = classmethod(_wrap_cls(Workspace.open.__func__, "Workspace.open"))
+    wrap(groups.SessionList, "refresh_from", "SessionList.refresh_from")
+    wrap(groups.GroupList, "refresh_from", "GroupList.refresh_from")
+    wrap(SlopApp, "refresh_context", "app.refresh_context (prompt, gauge, preview)")
+    wrap(Workspace, "prompt", "Workspace.prompt")
+    wrap(conversation.ConversationView, "load", "ConversationView.load")
+    wrap(tokens, "_build_encoding", "tokenizer build (o200k)", is_async=False)
+    wrap(gauge.TokenGauge, "update_from", "TokenGauge.update_from", is_async=False)
+    wrap(preview.ContextPreview, "set_prompt", "ContextPreview.set_prompt", is_async=False)
+
+
+def _wrap_cls(fn, label):
+    async def timed(cls, *a, **k):
+        t = time.time()
+        try:
+            return await fn(cls, *a, **k)
+        finally:
+            STEPS.append((label, t - ARGS.t0, time.time() - ARGS.t0))
+
+    return timed
+
+
+# Frames are stamped with perf_counter; this converts them to the parent's clock.
+WALL = time.time() - time.perf_counter()
+
+FRAMES: list[float] = []  # perf_counter of every frame
+SIGS: list[tuple] = []  # what the screen showed, cheaply: see _signature
+READY_FRAME: list[float] = []  # first frame drawn once app.ready
+PENDING: dict | None = None  # the key waiting for its frame
+DEBUG_FRAMES = bool(os.environ.get("BENCH_DEBUG_FRAMES"))
+DIRTY: list = []
+if DEBUG_FRAMES:
+    _time_steps()
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+class _Refs:
+    conv = None
+    groups = None
+    area = None
+
+
+def _signature(app: App) -> tuple | None:
+    if _Refs.conv is None:
+        try:
+            _Refs.conv = app.query_one("#conversation")
+            _Refs.groups = app.query_one("#group-list")
+        except Exception:
+            return None
+    conv, groups = _Refs.conv, _Refs.groups
+    return (
+        app.ready,
+        conv.mounted_blocks,
+        conv._lo,
+        conv._hi,
+        conv.virtual_size.height,
+        conv.scroll_y,
+        groups.option_count,
+        groups.scroll_y,
+    )
+
+
+_original_display = App._display
+
+
+def _display(self: App, screen, renderable) -> None:
+    global PENDING
+    if renderable is not None and not self._batch_count and self._running and screen is self.screen:
+        if isinstance(renderable, CompositorUpdate):
+            renderable.render_segments(self.console)  # what writing to a terminal costs
+        now = time.perf_counter()
+        FRAMES.append(now)
+        SIGS.append(_signature(self))
+        if DEBUG_FRAMES:
+            DIRTY.append(
+                (now, IN_LAYOUT[0], sorted({type(w).__name__ for w in screen._dirty_widgets}))
+            )
+        if not READY_FRAME and getattr(self, "ready", False):
+            READY_FRAME.append(now)
+        p = PENDING
+        if p is not None and not p["fut"].done():
+            if p["first"] is None:
+                p["first"] = now
+            dirty = screen._dirty_widgets
+            repainted = p["widget"] in dirty or screen in dirty or (p["layout"] and IN_LAYOUT[0])
+            if p["probe"]() and repainted:
+                p["fut"].set_result(now)
+    _original_display(self, screen, renderable)
+
+
+App._display = _display  # type: ignore[method-assign]
+
+from textual.screen import Screen  # noqa: E402
+
+_original_refresh_layout = Screen._refresh_layout
+IN_LAYOUT = [False]  # a frame drawn by a full reflow repaints every widget whose region changed
+
+
+def _refresh_layout(self, size=None, scroll=False):
+    IN_LAYOUT[0] = not scroll
+    try:
+        return _original_refresh_layout(self, size, scroll)
+    finally:
+        IN_LAYOUT[0] = False
+
+
+Screen._refresh_layout = _refresh_layout  # type: ignore[method-assign]
+
+
+# -- a provider that streams at a fixed rate -------------------------------------------
+
+from slop_tui.providers.base import Provider, ProviderReply, TextDelta  # noqa: E402
+
+STREAM = {"stop": False, "count": 0, "t0": 0.0, "t1": 0.0}
+
+_WORDS = (
+    "the ledger window group session tool result assistant prompt parser index query "
+    "sqlite token state anchor scratchpad stream render widget layout compositor frame"
+).split()
+
+
+def _delta(i: int, rnd: random.Random) -> str:
+    """Markdown as a model streams it: words, paragraph breaks, a list, a code block."""
+    k = i % 240
+    if k == 0:
+        return f"\n\n## Step {i // 240}\n\n"
+    if k == 60:
+        return "\n\n- first item with `code`\n- second item\n\n"
+    if k == 120:
+        return "\n\n```python\n"
+    if 120 < k < 150:
+        return ("    " if k % 5 else "") + rnd.choice(_WORDS) + (" = 1\n" if k % 3 == 0 else "(")
+    if k == 150:
+        return ")\n```\n\n"
+    if k % 45 == 0:
+        return ".\n\n"
+    return rnd.choice(_WORDS) + " "
+
+
+class PacedProvider(Provider):
+    """In-memory provider (bench/turn.py's InstantProvider) paced at `rate` deltas/s until told to stop."""
+
+    name, strategy, model = "bench", "openai", "bench"
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+    def request_body(self, prompt, model=None):
+        return {}
+
+    async def stream(self, prompt, model=None):
+        rnd = random.Random(7)
+        parts: list[str] = []
+        t0 = STREAM["t0"] = time.perf_counter()
+        i = 0
+        while not STREAM["stop"] and i < 100_000:
+            delay = t0 + i / self.rate - time.perf_counter()
+            await asyncio.sleep(delay if delay > 0 else 0)  # late deltas come in a burst
+            d = _delta(i, rnd)
+            parts.append(d)
+            i += 1
+            STREAM["count"] = i
+            yield TextDelta(d)
+        STREAM["t1"] = time.perf_counter()
+        tail = "\n\n### STATE\nGoal: bench\nTechnical Anchors: none\n"
+        yield TextDelta(tail)
+        parts.append(tail)
+        yield ProviderReply(
+            text="".join(parts),
+            prompt_tokens=prompt.total_tokens,
+            completion_tokens=i,
+            finish_reason="stop",
+        )
+
+    async def list_models(self):
+        return ["bench"]
+
+    async def aclose(self):
+        return None
+
+
+# -- the measurement -------------------------------------------------------------------
+
+RESULT: dict = {}
+
+
+async def _wait(cond, timeout: float, step: float = 0.01) -> bool:
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        if cond():
+            return True
+        await asyncio.sleep(step)
+    return cond()
+
+
+async def _settle(app: SlopApp, quiet: float, timeout: float = 60.0) -> tuple[bool, float]:
+    """Wait for ready and then `quiet` seconds without a frame; returns (ok, last frame)."""
+    end = time.perf_counter() + timeout
+    ok = await _wait(lambda: app.ready or app.startup_error is not None, timeout)
+    if not ok or app.startup_error:
+        return False, FRAMES[-1] if FRAMES else 0.0
+    while time.perf_counter() < end:
+        await asyncio.sleep(0.05)
+        last = FRAMES[-1] if FRAMES else 0.0
+        if READY_FRAME and time.perf_counter() - last >= quiet:
+            return True, last
+        # Frames that keep coming without a change of the transcript do not count.
+        if READY_FRAME and len(SIGS) > 1:
+            j = len(SIGS) - 1
+            while j > 0 and SIGS[j - 1] == SIGS[-1]:
+                j -= 1
+            if time.perf_counter() - FRAMES[j] >= 4 * quiet:
+                return True, FRAMES[j]
+    return False, FRAMES[-1] if FRAMES else 0.0
+
+
+async def _press(
+    app: SlopApp,
+    key: str,
+    char: str | None,
+    probe,
+    widget,
+    timeout: float = 3.0,
+    layout: bool = False,
+) -> tuple[float, float]:
+    """(key -> effect frame, key -> any next frame) in ms; inf when no frame came.
+
+    `layout`: the effect is a change of layout (mounted blocks), so a frame drawn
+    by a full reflow shows it even when `widget` itself was not repainted.
+    """
+    global PENDING
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    t = time.perf_counter()
+    PENDING = {
+        "probe": probe,
+        "widget": widget,
+        "fut": fut,
+        "first": None,
+        "layout": layout,
+        "t": t,
+    }
+    app._driver.process_message(events.Key(key, char))
+    try:
+        done = await asyncio.wait_for(fut, timeout)
+    except TimeoutError:
+        done = float("inf")
+    first = PENDING["first"]
+    PENDING = None
+    return (done - t) * 1e3, ((first - t) * 1e3 if first is not None else float("inf"))
+
+
+def _case(name: str) -> dict:
+    """The raw latencies of one case, kept in RESULT as they come (the watchdog reads them)."""
+    case = {"effect": [], "next": []}
+    RESULT.setdefault("latency", {})[name] = case
+    return case
+
+
+def _record(case: dict, effect: float, nxt: float) -> None:
+    case["effect"].append(effect)
+    case["next"].append(nxt)
+
+
+async def _type_in_prompt(app: SlopApp, name: str, n: int, until=None, limit: float = 0.0) -> None:
+    """Type `n` letters in the prompt; with `until`, go on typing while `until()` is
+    false, for at most `limit` seconds."""
+    prompt = app.query_one("#prompt")
+    area = app.query_one("#prompt-area")
+    if app.focused is not area:
+        await _press(app, "f2", None, lambda: app.focused is area, area)
+    rnd = random.Random(3)
+    letters = "abcefghijklmnopqrstvwyz"  # no d/u/x: bound elsewhere; typed text only
+    case = _case(name)
+    deadline = time.perf_counter() + limit
+    i = 0
+    while i < n or (until is not None and not until() and time.perf_counter() < deadline):
+        i += 1
+        if len(area.text) > 400:
+            prompt.clear()
+        before = len(area.text)
+        ch = letters[i % len(letters)]
+        e, f = await _press(app, ch, ch, lambda b=before: len(area.text) > b, area, timeout=60.0)
+        _record(case, e, f)
+        await asyncio.sleep(rnd.uniform(0.03, 0.09))
+    prompt.clear()
+
+
+async def _move_in_groups(app: SlopApp, name: str, n: int) -> None:
+    """`up` `n` times in the groups pane (focused with F3, as a user would)."""
+    groups = app.query_one("#group-list")
+    if groups.option_count < 2:
+        return
+    await _press(app, "f3", None, lambda: app.focused is groups, groups)
+    await _wait(lambda: app.focused is groups, 2.0)
+    rnd = random.Random(4)
+    case = _case(name)
+    for _ in range(n):
+        before = groups.highlighted
+        e, f = await _press(app, "up", None, lambda b=before: groups.highlighted != b, groups)
+        _record(case, e, f)
+        await asyncio.sleep(rnd.uniform(0.03, 0.09))
+
+
+async def _page_up(app: SlopApp, name: str, pages: int) -> None:
+    """ctrl+u in the conversation, `pages` times: key -> frame with the older groups
+    mounted, and the most widgets / GroupBlocks mounted on the way (the bound)."""
+    conv = app.query_one("#conversation")
+    conv.focus()
+    await _wait(lambda: app.focused is conv, 2.0)
+    most = _counts(app)
+    case = _case(name)
+    rnd = random.Random(5)
+    for _ in range(pages):
+        if conv._lo == 0:
+            break
+        before = conv._lo
+        e, f = await _press(
+            app, "ctrl+u", None, lambda b=before: conv._lo < b, conv, timeout=10.0, layout=True
+        )
+        _record(case, e, f)
+        await _wait(lambda: not conv._paging, 10.0)
+        c = _counts(app)
+        most = {k: max(most[k], c[k]) for k in c}
+        await asyncio.sleep(rnd.uniform(0.03, 0.09))
+        RESULT["paging"] = {
+            "max_widgets": most["widgets"],
+            "max_blocks": most["blocks"],
+            "lo": conv._lo,
+            "bound": conv.max_blocks,
+        }
+    await conv.show_newest()
+
+
+def _counts(app: SlopApp) -> dict:
+    conv = app.query_one("#conversation")
+    return {
+        "widgets": len(list(app.query("*"))),
+        "blocks": conv.mounted_blocks,
+        "groups": app.query_one("#group-list").option_count,
+    }
+
+
+PHASES: dict[str, float] = {}
+
+
+def _phase(name: str) -> None:
+    PHASES[name] = time.time() - ARGS.t0
+
+
+async def bench(pilot) -> None:  # started by App.run(auto_pilot=...); uses no Pilot waits
+    app: SlopApp = pilot.app
+    try:
+        ok, last = await _settle(app, ARGS.quiet)
+        if PROFILER is not None:
+            PROFILER.disable()
+            PROFILER.dump_stats(ARGS.profile)
+        RESULT.update(
+            ok=ok,
+            error=app.startup_error,
+            t_child=T_CHILD - ARGS.t0,
+            t_imported=T_IMPORTED - ARGS.t0,
+            first_frame=(FRAMES[0] + WALL - ARGS.t0) if FRAMES else None,
+            ready_frame=(READY_FRAME[0] + WALL - ARGS.t0) if READY_FRAME else None,
+            shown=last + WALL - ARGS.t0,
+            frames_to_shown=sum(1 for t in FRAMES if t <= last),
+            rss_shown=_rss_mb(),
+            cpu_shown=time.process_time(),  # CPU seconds: less sensitive to other load
+            **_counts(app),
+        )
+        _phase("shown")
+        if not ok or not (ARGS.latency or ARGS.page):
+            return
+        keys_profiler = None
+        if ARGS.profile_keys:
+            import cProfile
+
+            keys_profiler = cProfile.Profile()
+            keys_profiler.enable()
+        _in_phase("idle")
+        heartbeat = asyncio.create_task(_heartbeat())
+        if ARGS.latency:
+            await _type_in_prompt(app, "prompt idle", ARGS.presses)
+            await _move_in_groups(app, "groups idle", ARGS.presses)
+            _phase("idle keys")
+        if ARGS.page:
+            _in_phase("paging")
+            await _page_up(app, "conversation ctrl+u", ARGS.page)
+            RESULT["rss_after_paging"] = _rss_mb()
+            _phase("paging")
+        if ARGS.latency and not ARGS.no_stream:
+            await _stream_cases(app)
+        heartbeat.cancel()
+        RESULT["stalls"] = STALLS
+        if keys_profiler is not None:
+            keys_profiler.disable()
+            keys_profiler.dump_stats(ARGS.profile_keys)
+        RESULT["rss_end"] = _rss_mb()
+    except Exception as exc:  # reported, not swallowed
+        import traceback
+
+        RESULT["exception"] = "".join(traceback.format_exception(exc))
+    finally:
+        app.exit()
+
+
+async def _stream_cases(app: SlopApp) -> None:
+    """Keys while a reply streams at `--rate` deltas/s, then while the turn's
+    background job (after-reply compaction, lane summary) runs."""
+    from slop_tui.orchestrator import Orchestrator
+
+    ws = app.workspace
+    orch = app.orchestrator = Orchestrator(
+        ws,
+        approve=ws.config.approve,
+        approver=app.ask_approval,
+        provider_factory=lambda cfg: PacedProvider(ARGS.rate),
+    )
+    conv = app.query_one("#conversation")
+    app.run_turn("bench: explain the compositor in detail")
+    started = await _wait(
+        lambda: (
+            conv.live_block is not None
+            and conv.live_block.live_answer is not None
+            and STREAM["count"] > 50
+        ),
+        20.0,
+    )
+    if not started:
+        RESULT["stream_error"] = "the streamed reply never showed"
+        STREAM["stop"] = True
+        return
+    c0, t0 = STREAM["count"], time.perf_counter()
+    _in_phase("streaming")
+    await _type_in_prompt(app, "prompt streaming", ARGS.presses)
+    await _move_in_groups(app, "groups streaming", ARGS.presses)
+    c1, t1 = STREAM["count"], time.perf_counter()
+    RESULT["stream_rate"] = (c1 - c0) / (t1 - t0)
+    RESULT["stream_deltas"] = c1
+    RESULT["during_stream"] = _counts(app)
+    RESULT["rss_streaming"] = _rss_mb()
+    _phase("streaming keys")
+    STREAM["stop"] = True
+    t_stop = WATCH["t_stop"] = time.perf_counter()
+    WATCH["deadline"] = t_stop + ARGS.bg_wait + ARGS.key_cap
+    _in_phase("after turn")
+
+    def background_done() -> bool:
+        task = orch.compaction_task
+        return not app.busy and (task is None or task.done())
+
+    # The reply ends; keep typing while the turn settles and its background job runs.
+    await _type_in_prompt(
+        app, "prompt after turn", ARGS.presses, until=background_done, limit=ARGS.bg_wait
+    )
+    RESULT["turn_finished"] = await _wait(background_done, 1.0)
+    RESULT["after_turn_s"] = time.perf_counter() - t_stop
+    WATCH["deadline"] = None
+    RESULT["after_turn"] = _counts(app)
+    RESULT["rss_after_turn"] = _rss_mb()
+    _phase("after turn")
+
+
+WATCH: dict = {"t_stop": None, "deadline": None}
+
+
+def _emit() -> None:
+    sys.stdout.write("\n" + json.dumps(RESULT, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _watchdog() -> None:
+    """A thread: when the event loop holds one key longer than --key-cap, or the turn's
+    background job is still running --bg-wait + --key-cap seconds after the reply ended,
+    record what we have (the key as at least that long), print it and leave."""
+    while True:
+        time.sleep(0.2)
+        now = time.perf_counter()
+        p = PENDING
+        waited = now - p["t"] if p is not None and not p["fut"].done() else 0.0
+        deadline = WATCH.get("deadline")
+        if waited < ARGS.key_cap and (deadline is None or now < deadline):
+            continue
+        cases = RESULT.get("latency") or {}
+        if waited and cases:
+            name, case = list(cases.items())[-1]
+            case["effect"].append(waited * 1e3)
+            case["next"].append(float("inf") if p["first"] is None else (p["first"] - p["t"]) * 1e3)
+            case["gave_up"] = True
+        _stall_note(now)
+        if WATCH["t_stop"] is not None and "after_turn_s" not in RESULT:
+            RESULT["after_turn_s"] = now - WATCH["t_stop"]
+            RESULT["turn_finished"] = False
+        RESULT["gave_up"] = (
+            f"the event loop held a key for {waited:.1f} s; run ended there"
+            if waited
+            else f"the turn's background job still ran {now - WATCH['t_stop']:.0f} s after "
+            "the reply; run ended there"
+        )
+        RESULT["rss_after_turn"] = _rss_mb()
+        RESULT["rss_peak"] = _rss_mb()
+        RESULT["phases"] = PHASES
+        RESULT["stalls"] = STALLS
+        _emit()
+        os._exit(0)
+
+
+# -- event-loop stalls: the longest time the loop ran nothing else, per phase ----------
+
+STALLS: dict[str, float] = {}  # phase -> longest gap between two 10 ms heartbeats, ms
+HEART = {"phase": "", "last": 0.0}
+
+
+async def _heartbeat() -> None:
+    HEART["last"] = time.perf_counter()
+    while True:
+        await asyncio.sleep(0.01)
+        now = time.perf_counter()
+        _stall(HEART["phase"], (now - HEART["last"] - 0.01) * 1e3)
+        HEART["last"] = now
+
+
+def _stall(phase: str, gap_ms: float) -> None:
+    if phase and gap_ms > STALLS.get(phase, 0.0):
+        STALLS[phase] = gap_ms
+
+
+def _stall_note(now: float) -> None:
+    """The gap still open when the watchdog gives up counts too."""
+    _stall(HEART["phase"], (now - HEART["last"]) * 1e3)
+
+
+def _in_phase(name: str) -> None:
+    HEART["phase"] = name
+
+
+def main() -> None:
+    import threading
+
+    threading.Thread(target=_watchdog, daemon=True).start()
+    app = SlopApp(
+        db=ARGS.db,
+        session=ARGS.session,
+        user_themes=False,
+        blink=False,
+        cwd=Path(ARGS.cwd),
+        env={"SLOP_CONFIG": ARGS.config or str(Path(ARGS.cwd) / "no-config.toml")},
+    )
+    app.run(headless=True, size=(120, 40), auto_pilot=bench)
+    _phase("exited")
+    RESULT["phases"] = PHASES
+    RESULT["rss_peak"] = _rss_mb()
+    RESULT["frames"] = len(FRAMES)
+    if DEBUG_FRAMES:
+        RESULT["steps"] = [(n, round(a, 3), round(b, 3)) for n, a, b in STEPS]
+        RESULT["dirty"] = [
+            (round((t + WALL - ARGS.t0) * 1e3), lay, names) for t, lay, names in DIRTY
+        ]
+    _emit()
+
+
+if __name__ == "__main__":
+    main()
