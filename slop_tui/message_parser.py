@@ -38,11 +38,20 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 def native_payload(msg: Message) -> object | None:
-    """The parsed `payload` JSON of a row, or None when absent or malformed."""
+    """The parsed `payload` JSON of a row, or None when absent or malformed.
+
+    Parsed once per distinct payload and shared: treat the result as
+    read-only (the provider adapters copy what they send).
+    """
     if not msg.payload:
         return None
+    return _loads(msg.payload)
+
+
+@functools.lru_cache(maxsize=4096)
+def _loads(payload: str) -> object | None:
     try:
-        return json.loads(msg.payload)
+        return json.loads(payload)
     except (ValueError, TypeError, RecursionError):
         return None
 
