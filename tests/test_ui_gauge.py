@@ -125,10 +125,10 @@ async def test_projection_line():
         assert str(line.render()) == ""
         gauge.set_projection(10_000)
         await pilot.pause()
-        assert line.display and str(line.render()) == "dropping it saves ~10,000 tokens → 40.0 %"
+        assert line.display and str(line.render()) == "drop: −10,000 tokens → 40.0 %"
         gauge.set_projection(-5_000)
-        assert str(line.render()) == "restoring it adds ~5,000 tokens → 55.0 %"
+        assert str(line.render()) == "restore: +5,000 tokens → 55.0 %"
         gauge.set_projection(0)
-        assert "unchanged" in str(line.render())
+        assert "no change" in str(line.render())
         gauge.set_projection(None)
         assert str(line.render()) == ""

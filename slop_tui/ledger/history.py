@@ -556,6 +556,17 @@ class HistoryMixin(LedgerBase):
             UsageTotal(r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"]) for r in rows
         ]
 
+    async def last_usage(self, session: str) -> Usage | None:
+        """The newest provider call of a session (the gauge shows its cached tokens)."""
+        row = await self._one(
+            "SELECT * FROM usage WHERE session_id=? ORDER BY id DESC LIMIT 1", (session,)
+        )
+        if row is None:
+            return None
+        return Usage(row["id"], row["session_id"], row["group_id"], row["provider"],
+                     row["model"], row["prompt_tokens"], row["completion_tokens"],
+                     row["cached_tokens"], row["created_at"])
+
     async def prompt_token_series(self, session: str, limit: int = 50) -> list[int]:
         """Prompt tokens of the last provider calls, oldest first (the gauge's sparkline)."""
         rows = await self._all(

@@ -131,6 +131,15 @@ class SlopApp(App):
                 yield ContextPreview(id="preview")
         yield Footer()
 
+    def on_resize(self, event) -> None:
+        # Below 110 columns the side panes would squeeze the conversation to
+        # nothing: start them hidden (f7/f8 still show them).
+        narrow = event.size.width < 110
+        if narrow != getattr(self, "_narrow", None):
+            self._narrow = narrow
+            for pane in ("#left", "#right"):
+                self.query_one(pane).set_class(narrow, "-hidden")
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return app_variable_defaults(self.current_theme)
 
@@ -235,11 +244,9 @@ class SlopApp(App):
             choice = choice or await ws.provider_choice()
             prompt = await ws.prompt(choice.strategy)
             info = ws.model_info(choice.model)
-            totals = await ws.ledger.usage_totals(ws.session)
-            cached = None
+            last = await ws.ledger.last_usage(ws.session)
+            cached = last.cached_tokens if last is not None else None
             series = await ws.ledger.prompt_token_series(ws.session)
-            if totals:
-                cached = sum(t.cached_tokens for t in totals)
             self.query_one(TokenGauge).update_from(prompt, info.context_window, series, cached)
             self.query_one(ContextPreview).set_prompt(prompt)
 

@@ -285,8 +285,8 @@ class TokenGauge(Widget):
         reading = self.reading
         after = 100.0 * (reading.total - saved) / reading.context_window
         if saved > 0:
-            line.update(f"dropping it saves ~{saved:,} tokens → {after:.1f} %")
+            line.update(f"drop: −{saved:,} tokens → {after:.1f} %")
         elif saved < 0:
-            line.update(f"restoring it adds ~{-saved:,} tokens → {after:.1f} %")
+            line.update(f"restore: +{-saved:,} tokens → {after:.1f} %")
         else:
-            line.update("dropping it leaves the next request unchanged")
+            line.update("no change to the next request")
