@@ -815,3 +815,52 @@ async def test_pane_keys_hide_resize_and_focus_the_panes(project):
         assert app.focused.id == "scratchpad-text"
         await pilot.press("f2")
         assert app.focused.id == "prompt-area"
+
+
+async def test_r_on_a_group_starts_a_reply_in_its_lane(fake_llm, project, monkeypatch):
+    from tests.test_app import started
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
+    fake_llm.enqueue(Reply(text="first answer"), Reply(text="reply answer"))
+    import slop_tui.commands as commands_module
+
+    lines: list[str] = []
+    real_dispatch = commands_module.dispatch
+
+    async def spy(ws, text):
+        lines.append(text)
+        return await real_dispatch(ws, text)
+
+    monkeypatch.setattr(commands_module, "dispatch", spy)
+    app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await pilot.press(*"first", "enter")
+        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=30)
+        groups = app.query_one(GroupList)
+        groups.focus()
+        await pilot.press("end")
+        assert groups.highlighted_group is not None
+        gid = groups.highlighted_group.group_id
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.query_one("#prompt").text == f"/reply {gid} "
+        assert app.focused is app.query_one("#prompt").area, app.focused
+        await pilot.press(*"about that", "enter")
+        await wait_for(pilot, lambda: not app.busy and len(fake_llm.chat_requests) == 2, timeout=30)
+        await wait_for(pilot, lambda: not app.busy, timeout=30)
+    assert lines[-1] == f"/reply {gid} about that"
+    sess = await app_session(project)
+    assert sess.lane == f"reply:{gid}"
+    assert fake_llm.last.messages[-1]["content"].endswith("about that")
+
+
+async def app_session(project):
+    from slop_tui.ledger import Ledger
+
+    ledger = await Ledger.open(project / "slop.db")
+    try:
+        return await ledger.get_session("default_session")
+    finally:
+        await ledger.close()

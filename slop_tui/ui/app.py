@@ -72,6 +72,7 @@ class SlopApp(App):
         Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
         Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
         Binding("u", "undo", "Undo last group", id="undo", show=False),
+        Binding("r", "reply", "Reply to group", id="reply_to_group", show=False),
         Binding("[", "window_down", "Window −1", id="window_down", show=False),
         Binding("]", "window_up", "Window +1", id="window_up", show=False),
     ]
@@ -565,6 +566,14 @@ class SlopApp(App):
         if group is not None:
             verb = "restore" if group.status == "dropped" else "drop"
             await self.run_command(f"/context {verb} {group.group_id}")
+
+    def action_reply(self) -> None:
+        """Start a reply to the highlighted group: its own lane, the group quoted."""
+        group = self.query_one(GroupList).highlighted_group
+        if group is None:
+            self.notify("Highlight a group in the groups pane first (f3).", severity="warning")
+            return
+        self.prefill_prompt(f"/reply {group.group_id} ")
 
     async def action_undo(self) -> None:
         await self.run_command("/undo")
