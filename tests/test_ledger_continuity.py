@@ -464,3 +464,24 @@ def test_reply_lanes_name_their_group() -> None:
     assert reply_lane(7) == "reply:7"
     assert lane_group("reply:7") == 7
     assert lane_group("topic:7") is None and lane_group("main") is None
+
+
+async def test_clear_session_also_clears_compaction_log_and_handoffs(tmp_path):
+    from slop_tui.ledger import Ledger
+    from slop_tui.records import Handoff
+
+    ledger = await Ledger.open(tmp_path / "clear.db")
+    try:
+        user = await ledger.append_user("s", "hello")
+        await ledger.log_compaction("s", case_kind="summarize", trigger="t", tokens_before=10,
+                                    tokens_after=5, lane="main", summary_id=None,
+                                    first_message_id=user.id, last_message_id=user.id,
+                                    detail="d")
+        await ledger.add_handoff(Handoff(id=0, session="s", reason="manual", task="x"))
+        await ledger.add_context_file("s", "README.md")
+        await ledger.clear_session("s")
+        assert await ledger.compaction_log("s", 10) == []
+        assert await ledger.latest_handoff("s", False) is None
+        assert [f.path for f in await ledger.context_files("s")] == ["README.md"]
+    finally:
+        await ledger.close()

@@ -115,9 +115,17 @@ class HistoryMixin(LedgerBase):
             return cur.rowcount > 0
 
     async def clear_session(self, name: str) -> None:
-        """History, usage, STATE and summaries go; scratchpad and window size stay."""
+        """History, usage, STATE, summaries, the compaction log and handoffs go; scratchpad,
+        window size and files in context stay."""
         async with self.transaction() as db:
-            for table in ("messages", "usage", "state_versions", "summaries"):
+            for table in (
+                "messages",
+                "usage",
+                "state_versions",
+                "summaries",
+                "compaction_log",
+                "handoffs",
+            ):
                 await db.execute(f"DELETE FROM {table} WHERE session_id=?", (name,))
 
     async def clone_session(self, source: str, target: str) -> Session:
@@ -563,9 +571,17 @@ class HistoryMixin(LedgerBase):
         )
         if row is None:
             return None
-        return Usage(row["id"], row["session_id"], row["group_id"], row["provider"],
-                     row["model"], row["prompt_tokens"], row["completion_tokens"],
-                     row["cached_tokens"], row["created_at"])
+        return Usage(
+            row["id"],
+            row["session_id"],
+            row["group_id"],
+            row["provider"],
+            row["model"],
+            row["prompt_tokens"],
+            row["completion_tokens"],
+            row["cached_tokens"],
+            row["created_at"],
+        )
 
     async def prompt_token_series(self, session: str, limit: int = 50) -> list[int]:
         """Prompt tokens of the last provider calls, oldest first (the gauge's sparkline)."""
