@@ -140,42 +140,30 @@ class GroupList(OptionList):
     GroupList > .grouplist--meta { text-style: dim; }
     """
 
-    class DropToggled(Message):
+    class GroupIntent(Message):
+        """An intent about one group; the app turns it into a slash command."""
+
+        def __init__(self, group_list: GroupList, group_id: int) -> None:
+            super().__init__()
+            self.group_list = group_list
+            self.group_id = group_id
+
+        @property
+        def control(self) -> GroupList:
+            return self.group_list
+
+    class DropToggled(GroupIntent):
         """Drop (`dropped=True`) or restore (`dropped=False`) a group: `/context drop|restore`."""
 
         def __init__(self, group_list: GroupList, group_id: int, dropped: bool) -> None:
-            super().__init__()
-            self.group_list = group_list
-            self.group_id = group_id
+            super().__init__(group_list, group_id)
             self.dropped = dropped
 
-        @property
-        def control(self) -> GroupList:
-            return self.group_list
-
-    class RemoveRequested(Message):
+    class RemoveRequested(GroupIntent):
         """Hard-delete a group (`/message remove`); the app asks for confirmation first."""
 
-        def __init__(self, group_list: GroupList, group_id: int) -> None:
-            super().__init__()
-            self.group_list = group_list
-            self.group_id = group_id
-
-        @property
-        def control(self) -> GroupList:
-            return self.group_list
-
-    class ShowRequested(Message):
+    class ShowRequested(GroupIntent):
         """Show a group in the conversation pane (enter or click)."""
-
-        def __init__(self, group_list: GroupList, group_id: int) -> None:
-            super().__init__()
-            self.group_list = group_list
-            self.group_id = group_id
-
-        @property
-        def control(self) -> GroupList:
-            return self.group_list
 
     class Selected(Message):
         """The highlighted group changed (`None`: none, or the list lost focus).
