@@ -51,6 +51,22 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens
 from slop_tui.context.prompt import LAYER_FILES, LAYER_SUMMARY, Prompt, PromptMessage
+from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event types)
+    Approver,
+    BudgetWarning,
+    Compaction,
+    Emit,
+    ErrorEvent,
+    Event,
+    Notice,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnFinished,
+    TurnStarted,
+    UsageEvent,
+)
 from slop_tui.handoff import should_checkpoint
 from slop_tui.ledger import LedgerError
 from slop_tui.providers import ProviderError, create_provider
@@ -68,111 +84,6 @@ from slop_tui.records import (
 from slop_tui.tools import approval_decision, get_tool, run_tool
 from slop_tui.tools.base import ToolContext, ToolResult, error_result
 from slop_tui.workspace import Workspace
-
-# -- events ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str = ""
-
-
-@dataclass(frozen=True)
-class TurnStarted(Event):
-    group_id: int = 0
-    provider: str = ""
-    model: str = ""
-    kind: str = "turn_started"
-
-
-@dataclass(frozen=True)
-class TextChunk(Event):
-    text: str = ""
-    kind: str = "text"
-
-
-@dataclass(frozen=True)
-class ThinkingChunk(Event):
-    text: str = ""
-    kind: str = "thinking"
-
-
-@dataclass(frozen=True)
-class ToolCallEvent(Event):
-    call_id: str = ""
-    name: str = ""
-    arguments: dict = field(default_factory=dict)
-    kind: str = "tool_call"
-
-
-@dataclass(frozen=True)
-class ToolResultEvent(Event):
-    call_id: str = ""
-    name: str = ""
-    ok: bool = True
-    text: str = ""
-    message_id: int = 0
-    kind: str = "tool_result"
-
-
-@dataclass(frozen=True)
-class UsageEvent(Event):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    kind: str = "usage"
-
-
-@dataclass(frozen=True)
-class Notice(Event):
-    text: str = ""
-    kind: str = "notice"
-
-
-@dataclass(frozen=True)
-class ErrorEvent(Event):
-    error_kind: str = ""
-    message: str = ""
-    kind: str = "error"
-
-
-@dataclass(frozen=True)
-class BudgetWarning(Event):
-    """The request crossed `warn_pct` of the input budget (sent once per crossing)."""
-
-    percent: float = 0.0
-    text: str = ""
-    kind: str = "budget_warning"
-
-
-@dataclass(frozen=True)
-class Compaction(Event):
-    """A summary before a request, or the background compaction after a reply.
-
-    phase: "started" | "done" | "failed"; case: "summarize" | "truncate" |
-    "none" ("" while it is not decided yet).
-    """
-
-    phase: str = ""
-    case: str = ""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    text: str = ""
-    kind: str = "compaction"
-
-
-@dataclass(frozen=True)
-class TurnFinished(Event):
-    group_id: int = 0
-    text: str = ""
-    state_updated: bool = False
-    scratchpad_updated: bool = False
-    kind: str = "turn_finished"
-
-
-Emit = Callable[[Event], Awaitable[None] | None]
-# Asked before a write or shell tool runs: returns "allow", "allow_session" or "deny".
-Approver = Callable[[ToolCall], Awaitable[str]]
 
 REBUILD_INSTRUCTION = (
     "Re-read the conversation above and write a fresh, accurate `### STATE` block for it "

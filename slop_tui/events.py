@@ -1,0 +1,135 @@
+"""The events a turn emits, and the callback types that receive them.
+
+A module of its own so the UI can import the event types without importing
+the orchestrator (and with it the context engine, providers and tools) on
+its start-up path. `slop_tui.orchestrator` re-exports every name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slop_tui.records import ToolCall
+
+__all__ = [
+    "Event",
+    "TurnStarted",
+    "TextChunk",
+    "ThinkingChunk",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "UsageEvent",
+    "Notice",
+    "ErrorEvent",
+    "BudgetWarning",
+    "Compaction",
+    "TurnFinished",
+    "Emit",
+    "Approver",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class TurnStarted(Event):
+    group_id: int = 0
+    provider: str = ""
+    model: str = ""
+    kind: str = "turn_started"
+
+
+@dataclass(frozen=True)
+class TextChunk(Event):
+    text: str = ""
+    kind: str = "text"
+
+
+@dataclass(frozen=True)
+class ThinkingChunk(Event):
+    text: str = ""
+    kind: str = "thinking"
+
+
+@dataclass(frozen=True)
+class ToolCallEvent(Event):
+    call_id: str = ""
+    name: str = ""
+    arguments: dict = field(default_factory=dict)
+    kind: str = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultEvent(Event):
+    call_id: str = ""
+    name: str = ""
+    ok: bool = True
+    text: str = ""
+    message_id: int = 0
+    kind: str = "tool_result"
+
+
+@dataclass(frozen=True)
+class UsageEvent(Event):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    kind: str = "usage"
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    text: str = ""
+    kind: str = "notice"
+
+
+@dataclass(frozen=True)
+class ErrorEvent(Event):
+    error_kind: str = ""
+    message: str = ""
+    kind: str = "error"
+
+
+@dataclass(frozen=True)
+class BudgetWarning(Event):
+    """The request crossed `warn_pct` of the input budget (sent once per crossing)."""
+
+    percent: float = 0.0
+    text: str = ""
+    kind: str = "budget_warning"
+
+
+@dataclass(frozen=True)
+class Compaction(Event):
+    """A summary before a request, or the background compaction after a reply.
+
+    phase: "started" | "done" | "failed"; case: "summarize" | "truncate" |
+    "none" ("" while it is not decided yet).
+    """
+
+    phase: str = ""
+    case: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    text: str = ""
+    kind: str = "compaction"
+
+
+@dataclass(frozen=True)
+class TurnFinished(Event):
+    group_id: int = 0
+    text: str = ""
+    state_updated: bool = False
+    scratchpad_updated: bool = False
+    kind: str = "turn_finished"
+
+
+Emit = Callable[[Event], Awaitable[None] | None]
+# Asked before a write or shell tool runs: returns "allow", "allow_session" or "deny".
+Approver = Callable[["ToolCall"], Awaitable[str]]

@@ -1,0 +1,674 @@
+"""The pieces of the conversation pane: one `GroupBlock` per group, its answer and tool blocks.
+
+Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
+
+- Textual's `Markdown` widget mounts a widget per block and costs 30-100 ms
+  each on a 2-core machine, so history answers are one light `AnswerBlock`
+  rendering a Rich `Markdown` renderable. Only the live answer is a
+  `Markdown` widget, fed through `MarkdownStream`; it is replaced by the
+  light form when the next turn starts.
+- Tool calls are one light, focusable block each (a title line; the output
+  is mounted only while expanded), not Textual's three-widget `Collapsible`.
+
+Every piece of text from the ledger goes through `neutralise` before it
+reaches the screen: tool output may hold terminal escape sequences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.markdown import Markdown as RichMarkdown
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.geometry import Size
+from textual.message import Message as TextualMessage
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Markdown, Static, TextArea
+from textual.widgets.markdown import MarkdownStream
+
+from slop_tui import message_parser
+from slop_tui.context.isolation import same_family
+from slop_tui.context.tiers import TIER_FULL, TIER_INACTIVE, TruncationSettings, assign_tiers
+from slop_tui.context.window import select_window
+from slop_tui.events import (
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from slop_tui.records import (
+    STATUS_COMPLETED,
+    STATUS_DROPPED,
+    STATUS_ERROR,
+    STATUS_INTERRUPTED,
+    STATUS_SUMMARIZED,
+    STATUS_TOOL_CALL,
+    Message,
+    ToolCall,
+)
+from slop_tui.ui.text import neutralise
+
+if TYPE_CHECKING:
+    pass
+
+# What one block shows at most; `c` copies the whole text and a tool block's
+# output opens in a (virtualised) TextArea.
+ANSWER_CHARS = 20_000
+PROMPT_CHARS = 3_000
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    rest = text.count("\n", limit) + 1
+    return text[:limit] + f"\n… ({rest} more lines; c copies the whole text)"
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ".join(neutralise(text[: width * 4]).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+
+
+def tokens_label(n: int) -> str:
+    return str(n) if n < 1000 else f"{n / 1000:.1f}k"
+
+
+# -- what the model sees ----------------------------------------------------------
+
+LABEL_OTHER_PROVIDER = "not sent: other provider"
+LABEL_DROPPED = "dropped"
+
+
+@dataclass(frozen=True)
+class TierView:
+    """Which truncation tier each tool result gets in the next request.
+
+    Built from the same window the context engine assembles (`build_tier_view`),
+    so a label on screen is what `Workspace.prompt` will do with that row.
+    """
+
+    strategy: str | None = None
+    settings: TruncationSettings = field(default_factory=TruncationSettings)
+    lane: str | None = None
+    window: frozenset[int] | None = None  # group ids in the window; None: every group
+    active: int | None = None  # the active group: its newest results keep full fidelity
+    active_tiers: Mapping[int, str] = field(default_factory=dict)  # message id -> tier
+    enabled: frozenset[str] | None = None  # enabled tool names; None: all
+
+    def in_window(self, group_id: int | None) -> bool:
+        return group_id is not None and (self.window is None or group_id in self.window)
+
+    def label(self, msg: Message) -> str:
+        """`full 5000`, `degraded 1000`, `inactive 300`, `dropped` or `not sent: <why>`."""
+        if msg.status == STATUS_DROPPED:
+            return LABEL_DROPPED
+        if msg.status == STATUS_SUMMARIZED:
+            return "summarized"
+        if msg.status not in (STATUS_COMPLETED, STATUS_ERROR):
+            return f"not sent: {msg.status}"
+        if self.strategy and not same_family(msg, self.strategy):
+            return LABEL_OTHER_PROVIDER
+        if self.lane and msg.lane != self.lane:
+            return "not sent: other lane"
+        if not self.in_window(msg.group_id):
+            return "not sent: outside window"
+        if self.enabled is not None and (msg.tool_name or "") not in self.enabled:
+            return "not sent: tool disabled"
+        tier = self.active_tiers.get(msg.id, TIER_FULL) if msg.group_id == self.active else None
+        tier = tier or TIER_INACTIVE
+        return f"{tier} {self.settings.limit_for(tier)}"
+
+    def group_mark(self, group_id: int, status: str, lane: str | None = None) -> str:
+        if status == STATUS_DROPPED:
+            return "× dropped (not sent)"
+        if status == STATUS_SUMMARIZED:
+            return "Σ summarized"
+        inside = self.in_window(group_id) and not (self.lane and lane and lane != self.lane)
+        return "● in window" if inside else "○ outside window"
+
+
+def build_tier_view(
+    rows: Sequence[Message],
+    window_size: int,
+    *,
+    strategy: str | None,
+    settings: TruncationSettings,
+    lane: str | None = None,
+    enabled: Iterable[str] | None = None,
+) -> TierView:
+    """The tier view for window rows as `Ledger.window(session, size, lane)` returns them.
+
+    For a full-history window (`window_size` 0) pass the rows of the newest
+    group only: every other group is then inactive, and loading 20,000 rows
+    to learn that would be waste.
+    """
+    size = window_size if window_size > 0 else 1
+    window = select_window(rows, size, lane=lane)
+    visible = [
+        m for m in window if not m.is_tool_related or not strategy or same_family(m, strategy)
+    ]
+    tiers = assign_tiers(visible, settings)
+    active = visible[-1].group_id if visible else None
+    return TierView(
+        strategy=strategy,
+        settings=settings,
+        lane=lane,
+        window=frozenset(m.group_id for m in window if m.group_id is not None)
+        if window_size > 0
+        else None,
+        active=active,
+        active_tiers={
+            m.id: t for m, t in zip(visible, tiers, strict=True) if t and m.group_id == active
+        },
+        enabled=frozenset(enabled) if enabled is not None else None,
+    )
+
+
+# -- messages ---------------------------------------------------------------------
+
+
+class CopyRequested(TextualMessage):
+    """The user pressed `c` on a block; the app puts `text` on the clipboard."""
+
+    def __init__(self, text: str, what: str) -> None:
+        super().__init__()
+        self.text = text
+        self.what = what  # "message" | "group" | "tool result" | "thinking"
+
+
+# -- blocks -----------------------------------------------------------------------
+
+Fetch = Callable[[int], Awaitable[str | None]]
+
+
+class AnswerBlock(Widget, can_focus=True):
+    """An assistant text, rendered as Markdown by Rich: one widget, no children.
+
+    The rendered lines are cached per width: Textual asks for a widget's
+    height on every layout pass, and re-rendering 60 answers each time made
+    loading a long session take seconds.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "copy", "Copy message", id="conversation_copy_message"),
+    ]
+    DEFAULT_CSS = """
+    AnswerBlock { height: auto; padding: 0 1; }
+    AnswerBlock:focus { background: $boost; }
+    AnswerBlock.-interrupted { border-left: outer $warning; }
+    """
+
+    def __init__(self, source: str, status: str = STATUS_COMPLETED, message_id: int = 0) -> None:
+        super().__init__(classes=f"-{status}")
+        self.source = source
+        self.status = status
+        self.message_id = message_id
+        self.shown = clip(neutralise(source), ANSWER_CHARS)
+        self._lines: tuple[int, list[Strip]] | None = None
+
+    def _note(self) -> str:
+        if self.status == STATUS_INTERRUPTED:
+            return "\n\n*‖ interrupted — shown here, never sent to the model*"
+        if self.status == STATUS_DROPPED:
+            return "\n\n*× dropped — not sent to the model*"
+        if self.status == STATUS_ERROR:
+            return "\n\n*! ended in an error*"
+        return ""
+
+    def rendered(self, width: int) -> list[Strip]:
+        """The answer's lines at `width` cells (rendered once per width)."""
+        if self._lines is None or self._lines[0] != width:
+            console = self.app.console
+            body = RichMarkdown(self.shown + self._note(), hyperlinks=False)
+            lines = console.render_lines(
+                body, console.options.update_width(max(1, width)), pad=True
+            )
+            self._lines = (width, [Strip(line, width) for line in lines])
+        return self._lines[1]
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return container.width
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rendered(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        lines = self.rendered(width)
+        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
+        return line.apply_style(self.rich_style)
+
+    def action_copy(self) -> None:
+        self.post_message(CopyRequested(self.source, "message"))
+
+
+class LiveAnswer(Markdown):
+    """The streamed answer: the one `Markdown` widget of the view."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "copy", "Copy message", id="conversation_copy_live"),
+    ]
+    DEFAULT_CSS = """
+    LiveAnswer { padding: 0 1; margin: 0; }
+    LiveAnswer.-interrupted { border-left: outer $warning; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.text_parts: list[str] = []
+        self.stream: MarkdownStream | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    async def write(self, chunk: str) -> None:
+        self.text_parts.append(chunk)
+        if self.stream is None:
+            self.stream = Markdown.get_stream(self)
+        await self.stream.write(neutralise(chunk))
+
+    async def stop(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            await stream.stop()
+
+    def action_copy(self) -> None:
+        self.post_message(CopyRequested(self.text, "message"))
+
+
+class ToolTitle(Static):
+    DEFAULT_CSS = """
+    ToolTitle { color: $text-muted; padding: 0 1; }
+    ToolTitle:hover { color: $text; }
+    """
+
+    async def _on_click(self, event: events.Click) -> None:
+        event.stop()
+        block = self.parent
+        if isinstance(block, ToolBlock):
+            block.focus()
+            await block.toggle()
+
+
+class ToolBlock(Vertical, can_focus=True):
+    """A tool call and its result: a title line; Enter (or a click) opens the full output.
+
+    The title shows the tool, its arguments, ok/error, the output's line count
+    and the truncation tier the model will see. The output is read from the
+    ledger when the block opens and unmounted when it closes.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter,space", "toggle", "Open/close", id="conversation_tool_toggle"),
+        Binding("c", "copy", "Copy output", id="conversation_copy_tool"),
+    ]
+    DEFAULT_CSS = """
+    ToolBlock { height: auto; padding: 0; }
+    ToolBlock:focus > ToolTitle { background: $block-cursor-background; color: $block-cursor-foreground; }
+    ToolBlock.-error > ToolTitle { color: $text-error; }
+    ToolBlock.-unsent > ToolTitle { text-style: italic; }
+    ToolBlock > .tool-args { color: $text-muted; padding: 0 1 0 3; }
+    ToolBlock > TextArea { height: auto; max-height: 20; margin: 0 0 0 3; }
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        call_id: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        fetch: Fetch | None = None,
+        kind: str = "tool",
+    ) -> None:
+        super().__init__()
+        self.tool_name = name
+        self.call_id = call_id
+        self.arguments = dict(arguments or {})
+        self.fetch = fetch
+        self.kind = kind  # "tool" | "thinking"
+        self.result: Message | None = None  # the result row, content emptied (memory)
+        self.ok: bool | None = None  # None: no result yet
+        self.line_count = 0
+        self.tier_label = ""
+        self.pending = True
+        self.memory_text: str | None = None  # live results and thinking keep their text
+        self.expanded = False
+        self._title = ToolTitle("", markup=False)
+
+    def compose(self):
+        yield self._title
+
+    def on_mount(self) -> None:
+        self._render_title()
+
+    # -- state --------------------------------------------------------------
+
+    def set_result(self, msg: Message | None, *, ok: bool, text: str, keep: bool = False) -> None:
+        self.result = replace(msg, content="") if msg is not None else None
+        self.ok = ok
+        self.pending = False
+        self.line_count = _lines(text)
+        self.memory_text = text if keep or msg is None else None
+        self.set_class(not ok, "-error")
+        self._render_title()
+
+    def set_tier(self, label: str) -> None:
+        self.tier_label = label
+        self.set_class(label.startswith("not sent") or label == LABEL_DROPPED, "-unsent")
+        self._render_title()
+
+    def finish_without_result(self) -> None:
+        if self.pending:
+            self.pending = False
+            self._render_title()
+
+    def append_thinking(self, text: str) -> None:
+        self.memory_text = (self.memory_text or "") + text
+        self.line_count = _lines(self.memory_text)
+        self._render_title()
+
+    @property
+    def title(self) -> str:
+        arrow = "▼" if self.expanded else "▶"
+        if self.kind == "thinking":
+            n = len(self.memory_text or "")
+            return f"{arrow} thinking · {n} characters"
+        args = json.dumps(self.arguments, ensure_ascii=False) if self.arguments else ""
+        head = f"{arrow} {_one_line(self.tool_name, 40)}"
+        if args and args != "{}":
+            head += " " + _one_line(args, 60)
+        if self.pending:
+            return f"{head} · running…"
+        if self.ok is None:
+            return f"{head} · no result"
+        parts = [head, "ok" if self.ok else "error", f"{self.line_count} lines"]
+        if self.tier_label:
+            parts.append(self.tier_label)
+        return " · ".join(parts)
+
+    def _render_title(self) -> None:
+        self._title.update(Content(self.title))
+
+    # -- actions ------------------------------------------------------------
+
+    async def full_text(self) -> str:
+        if self.memory_text is not None:
+            return self.memory_text
+        if self.result is not None and self.fetch is not None:
+            text = await self.fetch(self.result.id)
+            if text is not None:
+                return text
+        return ""
+
+    async def toggle(self) -> None:
+        if self.expanded:
+            self.expanded = False
+            await self.remove_children(".tool-body")
+        else:
+            self.expanded = True
+            body: list[Widget] = []
+            if self.arguments:
+                args = json.dumps(self.arguments, ensure_ascii=False, indent=2)
+                body.append(Static(Content(neutralise(args)), classes="tool-body tool-args"))
+            text = await self.full_text()
+            if self.ok is not None or self.memory_text is not None:
+                area = TextArea(
+                    neutralise(text),
+                    read_only=True,
+                    soft_wrap=True,
+                    show_line_numbers=True,
+                    classes="tool-body",
+                )
+                area.cursor_blink = False
+                body.append(area)
+            await self.mount_all(body)
+        self._render_title()
+
+    async def action_toggle(self) -> None:
+        await self.toggle()
+
+    async def action_copy(self) -> None:
+        what = "thinking" if self.kind == "thinking" else "tool result"
+        self.post_message(CopyRequested(await self.full_text(), what))
+
+
+class GroupBlock(Vertical, can_focus=True):
+    """One group: header, the user prompt, answers, tool blocks, notices."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "copy", "Copy group", id="conversation_copy_group"),
+    ]
+    DEFAULT_CSS = """
+    GroupBlock { height: auto; margin: 0 0 1 0; border-left: blank; }
+    GroupBlock:focus { border-left: thick $accent; }
+    GroupBlock > .group-header { color: $text-muted; padding: 0 1; }
+    GroupBlock > .user-prompt { background: $boost; padding: 0 1; text-style: bold; }
+    GroupBlock > .notice { color: $text-warning; padding: 0 1; }
+    GroupBlock > .error { color: $text-error; padding: 0 1; }
+    GroupBlock.-dropped > .user-prompt { text-style: strike; text-opacity: 60%; }
+    GroupBlock.-dropped > AnswerBlock { text-opacity: 60%; }
+    GroupBlock.-live > .group-header { color: $text-accent; }
+    """
+
+    def __init__(self, group_id: int | None, prompt: str, *, live: bool = False) -> None:
+        super().__init__(classes="-live" if live else "")
+        self.group_id = group_id
+        self.prompt = prompt
+        self.live = live
+        self.status = STATUS_COMPLETED
+        self.tokens = 0
+        self.message_count = 0
+        self.mark = ""
+        self.usage = ""
+        self.messages: list[Message] = []  # contents emptied; see GroupBlock.build
+        self._header = Static("", markup=False, classes="group-header")
+        self._initial: list[Widget] = [
+            self._header,
+            Static(Content(clip(neutralise(prompt), PROMPT_CHARS)), classes="user-prompt"),
+        ]
+        self.tools: dict[str, ToolBlock] = {}  # by call id
+        self.tool_blocks: list[ToolBlock] = []  # every tool block, in order
+        self.live_answer: LiveAnswer | None = None
+        self.thinking: ToolBlock | None = None
+
+    def compose(self):
+        yield from self._initial
+
+    def on_mount(self) -> None:
+        self.render_header()
+
+    @classmethod
+    def build(cls, messages: Sequence[Message], fetch: Fetch | None) -> GroupBlock:
+        """A settled group from its ledger rows (oldest first)."""
+        gid = messages[0].group_id if messages else None
+        first = messages[0] if messages else None
+        prompt = first.content if first is not None and first.role == "user" else ""
+        block = cls(gid, prompt)
+        rest = messages[1:] if prompt else messages
+        block.message_count = len(messages)
+        block.tokens = sum(m.tokens for m in messages)
+        block.status = group_status(messages)
+        block.set_class(block.status == STATUS_DROPPED, "-dropped")
+        for m in rest:
+            block._initial.extend(block._widgets_for(m, fetch))
+        for tool in block.tools.values():
+            tool.finish_without_result()
+        block.messages = [replace(m, content="") for m in messages]
+        return block
+
+    def _widgets_for(self, m: Message, fetch: Fetch | None) -> list[Widget]:
+        out: list[Widget] = []
+        if m.role == "tool":
+            tool = self._tool_for(m.tool_call_id)
+            if tool is None:
+                tool = ToolBlock(m.tool_name or "unknown", call_id=m.tool_call_id, fetch=fetch)
+                self.tool_blocks.append(tool)
+                out.append(tool)
+            tool.set_result(m, ok=m.status != STATUS_ERROR, text=m.content)
+            return out
+        if m.role == "user":
+            return [
+                Static(Content(clip(neutralise(m.content), PROMPT_CHARS)), classes="user-prompt")
+            ]
+        text = message_parser.assistant_text(m)
+        if text.strip():
+            out.append(AnswerBlock(text, m.status, m.id))
+        if m.status == STATUS_TOOL_CALL or (m.status == STATUS_DROPPED and m.payload):
+            for call in _calls(m):
+                tool = ToolBlock(call.name, call_id=call.id, arguments=call.arguments, fetch=fetch)
+                self.tools[call.id] = tool
+                self.tool_blocks.append(tool)
+                out.append(tool)
+        return out
+
+    def _tool_for(self, call_id: str | None) -> ToolBlock | None:
+        tool = self.tools.get(call_id or "")
+        return tool if tool is not None and tool.pending else None
+
+    # -- header -------------------------------------------------------------
+
+    def render_header(self) -> None:
+        gid = f"#{self.group_id}" if self.group_id is not None else "#…"
+        parts = [gid]
+        if self.live:
+            parts.append("streaming…")
+        else:
+            parts.append(f"{self.message_count} messages")
+        if self.tokens:
+            parts.append(f"{tokens_label(self.tokens)} tokens")
+        if self.mark:
+            parts.append(self.mark)
+        if self.status in (STATUS_INTERRUPTED, STATUS_ERROR):
+            parts.append("‖ interrupted" if self.status == STATUS_INTERRUPTED else "! error")
+        if self.usage:
+            parts.append(self.usage)
+        self._header.update(" · ".join(parts))
+
+    def set_mark(self, mark: str) -> None:
+        if mark != self.mark:
+            self.mark = mark
+            self.render_header()
+
+    # -- the live turn ------------------------------------------------------
+
+    async def live_text(self, text: str) -> None:
+        if self.live_answer is None:
+            self.live_answer = LiveAnswer()
+            await self.mount(self.live_answer)
+        await self.live_answer.write(text)
+
+    async def end_segment(self) -> None:
+        """Text after a tool step starts a new answer block."""
+        if self.live_answer is not None:
+            await self.live_answer.stop()
+            self.live_answer = None
+
+    async def live_thinking(self, text: str) -> None:
+        if self.thinking is None:
+            self.thinking = ToolBlock("thinking", kind="thinking")
+            self.thinking.pending = False
+            self.tool_blocks.append(self.thinking)
+            await self.mount(self.thinking)
+        self.thinking.append_thinking(text)
+
+    async def live_tool_call(self, ev: ToolCallEvent, fetch: Fetch | None) -> None:
+        await self.end_segment()
+        self.thinking = None
+        tool = ToolBlock(ev.name, call_id=ev.call_id, arguments=ev.arguments, fetch=fetch)
+        self.tools[ev.call_id] = tool
+        self.tool_blocks.append(tool)
+        await self.mount(tool)
+
+    async def live_tool_result(self, ev: ToolResultEvent, msg: Message | None, fetch) -> None:
+        tool = self._tool_for(ev.call_id)
+        if tool is None:
+            tool = ToolBlock(ev.name, call_id=ev.call_id, fetch=fetch)
+            self.tool_blocks.append(tool)
+            await self.mount(tool)
+        tool.set_result(msg, ok=ev.ok, text=ev.text, keep=msg is None)
+
+    async def line(self, text: str, kind: str) -> None:
+        await self.mount(Static(Content(neutralise(text)), classes=kind))
+
+    async def settle(self, messages: Sequence[Message]) -> None:
+        """After the turn: statuses, counts and ids from the ledger."""
+        await self.end_segment()
+        self.live = False
+        self.remove_class("-live")
+        self.message_count = len(messages)
+        self.tokens = sum(m.tokens for m in messages)
+        self.status = group_status(messages)
+        self.messages = [replace(m, content="") for m in messages]
+        interrupted = [
+            m for m in messages if m.role == "assistant" and m.status == STATUS_INTERRUPTED
+        ]
+        answers = list(self.query(LiveAnswer))
+        if interrupted and answers:
+            answers[-1].add_class("-interrupted")
+            await self.mount(
+                Static(
+                    "‖ interrupted — the partial answer is kept, never sent to the model",
+                    classes="notice",
+                ),
+                after=answers[-1],
+            )
+        by_id = {m.id: m for m in messages}
+        for tool in self.tool_blocks:
+            fresh = by_id.get(tool.result.id) if tool.result is not None else None
+            if fresh is not None:  # e.g. dropped by the provider-400 auto-fix meanwhile
+                tool.result = replace(fresh, content="")
+            tool.finish_without_result()
+        self.render_header()
+
+    def tool_results(self) -> list[tuple[ToolBlock, Message]]:
+        return [(t, t.result) for t in self.tool_blocks if t.result is not None]
+
+    async def action_copy(self) -> None:
+        # The conversation view reads the group's full texts from the ledger.
+        group_markdown = getattr(self.parent, "group_markdown", None)
+        text = await group_markdown(self) if group_markdown is not None else self.prompt
+        self.post_message(CopyRequested(text, "group"))
+
+
+def _calls(m: Message) -> tuple[ToolCall, ...]:
+    if m.status == STATUS_TOOL_CALL:
+        return message_parser.tool_calls(m)
+    # A dropped call row lost its status; its payload still names the calls.
+    return message_parser.tool_calls(replace(m, status=STATUS_TOOL_CALL))
+
+
+def group_status(messages: Iterable[Message]) -> str:
+    """The worst status of a group's rows, as `Ledger.list_groups` reports it."""
+    statuses = {m.status for m in messages}
+    for name in (STATUS_DROPPED, STATUS_SUMMARIZED, STATUS_INTERRUPTED, STATUS_ERROR):
+        if name in statuses:
+            return name
+    return STATUS_COMPLETED
+
+
+def group_to_markdown(rows: Sequence[Message]) -> str:
+    out: list[str] = []
+    for m in rows:
+        if m.role == "user":
+            out.append(f"## You (#{m.group_id})\n\n{m.content}")
+        elif m.role == "tool":
+            fence = "````" if "```" in m.content else "```"
+            out.append(f"**{m.tool_name} result** ({m.status})\n\n{fence}\n{m.content}\n{fence}")
+        else:
+            text = message_parser.assistant_text(m)
+            if text.strip():
+                out.append(f"## Assistant ({m.status})\n\n{text}")
+            for call in message_parser.tool_calls(m):
+                args = json.dumps(call.arguments, ensure_ascii=False)
+                out.append(f"**tool call** `{call.name}` `{args}`")
+    return "\n\n".join(out) + "\n"
