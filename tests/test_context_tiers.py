@@ -12,6 +12,7 @@ from slop_tui.context.tiers import (
     TIER_INACTIVE,
     TruncationSettings,
     apply_tiers,
+    tool_result_tiers,
     truncate,
     truncation_hint,
 )
@@ -184,3 +185,28 @@ def test_truncate_invariants(content: str, limit: int, mid: int, ratio: float) -
     assert sep == hint  # the id is always carried
     assert content.startswith(head) and content.endswith(tail)
     assert len(head) + len(tail) < len(content)
+
+
+def test_tool_result_tiers_are_apply_tiers_of_the_tool_rows_by_id() -> None:
+    rows = _turn(1, 1, 3) + [answer(8, 1)] + _turn(2, 9, 7, size=3000)
+    s = TruncationSettings(full_fidelity_count=2, active_full_limit=2000)
+    by_id = tool_result_tiers(rows, s)
+    expected = {
+        m.id: t for m, t in zip(rows, apply_tiers(rows, s), strict=True) if m.role == "tool"
+    }
+    assert by_id == expected
+    assert {t.tier for t in by_id.values()} == {TIER_FULL, TIER_DEGRADED, TIER_INACTIVE}
+    assert tool_result_tiers([], s) == {}
+
+
+@pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 102, 103, 104, 250])
+def test_truncate_at_the_limit_and_hint_boundaries(size: int) -> None:
+    """A text no longer than the limit, or than the hint, is returned as it is."""
+    text = "x" * size
+    hint = truncation_hint(7)
+    for limit in (0, 50, 100, len(hint), 200):
+        out = truncate(text, limit, 7)
+        if size <= max(limit, len(hint)):
+            assert out is text
+        else:
+            assert hint in out and len(out) == max(limit, len(hint))

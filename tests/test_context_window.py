@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slop_tui.context.window import groups_in, select_window
+from slop_tui.context.window import groups_in, select_window, window_and_groups
 from slop_tui.records import STATUS_DROPPED, STATUS_SUMMARIZED, Message
 from tests.test_context_factories import answer, user
 
@@ -107,3 +107,12 @@ def test_window_invariants(rows: list[Message], n: int) -> None:
     # Exactly the last N groups, with every visible row of them.
     assert {m.group_id for m in out} == expected
     assert sorted(_ids(out)) == sorted(m.id for m in visible if m.group_id in expected)
+
+
+@settings(max_examples=120, deadline=None, database=None)
+@given(rows=_ROWS, n=st.integers(0, 10))
+def test_window_and_groups_is_one_pass_of_both(rows: list[Message], n: int) -> None:
+    """What `assemble` uses: the window and its groups, as the two separate calls give."""
+    window, groups = window_and_groups(rows, n)
+    assert window == select_window(rows, n)
+    assert groups == groups_in(window)

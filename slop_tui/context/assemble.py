@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from slop_tui.context import guidelines
-from slop_tui.context.isolation import isolate, message_tokens, same_family
+from slop_tui.context.isolation import isolate, message_tokens, visible_rows
 from slop_tui.context.layout import (
     LAYOUT_DEFAULT,
     MESSAGE_HEADERS,
@@ -55,9 +55,9 @@ from slop_tui.context.tiers import (
     TIER_FULL,
     TIER_INACTIVE,
     TruncationSettings,
-    apply_tiers,
+    tool_result_tiers,
 )
-from slop_tui.context.window import groups_in, select_window
+from slop_tui.context.window import window_and_groups
 from slop_tui.records import Memo, Message, Session, Skill, Summary
 
 BEGIN_MARKER = "## Begin Conversation History\n"
@@ -283,8 +283,7 @@ def _mark(messages: list[PromptMessage], count_tokens: CountTokens) -> None:
         messages[-1] = replace(last, text=text, tokens=count_tokens(text))
 
 
-def _window_note(window: Sequence[Message], size: int) -> str:
-    groups = groups_in(window)
+def _window_note(window: Sequence[Message], groups: Sequence[int], size: int) -> str:
     span = f"groups {groups[0]}..{groups[-1]}" if groups else "no groups"
     label = "full history" if size == 0 else f"last {size} group(s)"
     return f"window: {label}: {len(groups)} group(s), {len(window)} message(s), {span}"
@@ -298,17 +297,12 @@ def assemble(
     """Build the request for `inputs.strategy` (see the module docstring)."""
     settings = settings or ContextSettings()
     size = settings.window if settings.window is not None else inputs.session.window_size
-    window = select_window(inputs.messages, size, lane=inputs.session.lane)
-    notes = [_window_note(window, size)]
+    window, groups = window_and_groups(inputs.messages, size, lane=inputs.session.lane)
+    notes = [_window_note(window, groups, size)]
 
     # Tiers count only tool results the target will see, so results hidden by
     # isolation do not push visible ones out of full fidelity.
-    visible = [m for m in window if not m.is_tool_related or same_family(m, inputs.strategy)]
-    tiered = {
-        m.id: t
-        for m, t in zip(visible, apply_tiers(visible, settings.truncation), strict=True)
-        if t.tier is not None
-    }
+    tiered = tool_result_tiers(visible_rows(window, inputs.strategy), settings.truncation)
     enabled = {t.name for t in inputs.tools}
     isolated = isolate(window, inputs.strategy, enabled, tiered, count_tokens)
     notes.extend(isolated.notes)

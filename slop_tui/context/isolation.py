@@ -25,7 +25,6 @@ import json
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from slop_tui import message_parser
 from slop_tui.context.prompt import PromptMessage
@@ -41,6 +40,11 @@ from slop_tui.records import (
     ToolCall,
     strategy_family,
 )
+from slop_tui.slotted import positional_builder
+
+# One PromptMessage per replayed row of every request: built without the
+# frozen-dataclass `__init__` (see slotted.py), in PromptMessage's field order.
+_prompt_message = positional_builder(PromptMessage)
 
 DISABLED_CALL = "[tool call to disabled tool {name} omitted]"
 DISABLED_RESULT = "[result of disabled tool {name} omitted]"
@@ -74,6 +78,23 @@ def same_family(msg: Message, strategy: str) -> bool:
     return msg.strategy is not None and strategy_family(msg.strategy) == strategy_family(strategy)
 
 
+def visible_rows(messages: Sequence[Message], strategy: str) -> list[Message]:
+    """The rows whose text or tool data reaches `strategy`: every row except the
+    tool calls and results of another family (what tiering counts, see `assemble`)."""
+    family = strategy_family(strategy)
+    return [
+        m
+        for m in messages
+        if (m.role != "tool" and m.status != STATUS_TOOL_CALL)
+        or (m.strategy is not None and strategy_family(m.strategy) == family)
+    ]
+
+
+def _blank(text: str) -> bool:
+    # `not text.strip()` without copying a long text that ends in a newline.
+    return not text or text.isspace()
+
+
 @dataclass(frozen=True, slots=True)
 class Isolated:
     """Messages ready for assembly and notes on what isolation changed."""
@@ -92,7 +113,12 @@ def _native(msg: Message, strategy: str) -> object | None:
 
 @dataclass
 class _Walker:
-    """The state of one pass over the window; see `isolate`."""
+    """The state of one pass over the window; see `isolate`.
+
+    It runs once per history row of every request (2,000 rows for a long
+    session's full history), so the common path is kept to one family check
+    and one `PromptMessage` per row: no keyword dicts, no copies of the text.
+    """
 
     strategy: str
     enabled: Collection[str] | None
@@ -108,56 +134,86 @@ class _Walker:
     hidden_from: set[str] = field(default_factory=set)
     disabled_names: set[str] = field(default_factory=set)
     count_tokens: Callable[[str], int] | None = None
+    family: str | None = field(init=False)
 
-    def emit(self, stored: Message | None = None, **fields: Any) -> None:
+    def __post_init__(self) -> None:
+        self.family = strategy_family(self.strategy)
+
+    def mine(self, msg: Message) -> bool:
+        """`same_family(msg, self.strategy)`, with the target's family looked up once."""
+        return msg.strategy is not None and strategy_family(msg.strategy) == self.family
+
+    def emit(
+        self,
+        stored: Message | None,
+        role: str,
+        text: str,
+        message_id: int | None = None,
+        group_id: int | None = None,
+        tool_calls: tuple[ToolCall, ...] = (),
+        tool_call_id: str | None = None,
+        tool_name: str | None = None,
+        native: object | None = None,
+        truncated: bool = False,
+        tier: str | None = None,
+    ) -> None:
         """Append one message, counting its tokens when a counter was given.
 
         A message sent exactly as stored reuses the count taken when it was
         written (counted once), so assembly does not re-tokenise history.
         """
         tokens = 0
-        if stored is not None and stored.tokens > 0 and fields["text"] == stored.content:
+        if stored is not None and stored.tokens > 0 and text == stored.content:
             tokens = stored.tokens
         elif self.count_tokens is not None:
-            tokens = message_tokens(fields["text"], fields.get("tool_calls", ()), self.count_tokens)
-        self.out.append(PromptMessage(tokens=tokens, **fields))
+            tokens = message_tokens(text, tool_calls, self.count_tokens)
+        self.out.append(
+            _prompt_message(
+                role,
+                text,
+                tokens,
+                message_id,
+                group_id,
+                tool_calls,
+                tool_call_id,
+                tool_name,
+                native,
+                truncated,
+                tier,
+                None,  # kind: a conversation message
+            )
+        )
 
     def settle(self) -> None:
         """Close the current call/result run before a non-tool message."""
+        if not self.pending and not self.deferred:
+            return
         for call, gid in self.pending.values():
             self.counts["synthetic"] += 1
-            self.emit(
-                role="tool",
-                text=SYNTHETIC_RESULT,
-                group_id=gid,
-                tool_call_id=call.id,
-                tool_name=call.name,
-            )
+            self.emit(None, "tool", SYNTHETIC_RESULT, None, gid, (), call.id, call.name)
         self.pending.clear()
         for text, gid in self.deferred:
-            self.emit(role="assistant", text=text, group_id=gid)
+            self.emit(None, "assistant", text, None, gid)
         self.deferred.clear()
 
     def text(
         self, msg: Message, role: str, text: str, native: object | None = None, quiet: bool = False
     ) -> None:
         self.settle()
-        if not text.strip():
+        if _blank(text):
             # A provider rejects empty turns; a hidden row's missing text is expected.
             self.counts["empty"] += 0 if quiet else 1
             return
-        self.emit(
-            msg, role=role, text=text, message_id=msg.id, group_id=msg.group_id, native=native
-        )
+        self.emit(msg, role, text, msg.id, msg.group_id, (), None, None, native)
 
     def tool_call_row(self, msg: Message) -> None:
         text = message_parser.assistant_text(msg)
-        calls = message_parser.tool_calls(msg)
-        if not same_family(msg, self.strategy):
+        if not self.mine(msg):
             self.counts["hidden"] += 1
             self.hidden_from.add(msg.strategy or "unknown")
             self.text(msg, "assistant", text, quiet=True)
             return
+        calls = message_parser.tool_calls(msg)
         if not calls:  # unparsable payload: keep what the model said
             self.counts["unparsable"] += 1
             self.text(msg, "assistant", text)
@@ -166,51 +222,61 @@ class _Walker:
         # A repeated call id could not be answered unambiguously: keep the first.
         unique = {c.id: c for c in reversed(calls)}
         stored = len(calls)
-        calls = tuple(c for c in calls if unique.get(c.id) is c)
-        usable = [c for c in calls if self.enabled is None or c.name in self.enabled]
-        parts = [text] if text.strip() else []
-        for call in calls:
-            if self.enabled is not None and call.name not in self.enabled:
-                self.disabled[call.id] = call.name
-                self.disabled_names.add(call.name)
-                self.counts["disabled"] += 1
-                parts.append(DISABLED_CALL.format(name=call.name))
-        body = "\n".join(parts)
+        if len(unique) < stored:
+            calls = tuple(c for c in calls if unique.get(c.id) is c)
+        enabled = self.enabled
+        usable = calls if enabled is None else tuple(c for c in calls if c.name in enabled)
+        body = text
+        if enabled is not None and len(usable) < len(calls):
+            parts = [text] if not _blank(text) else []
+            for call in calls:
+                if call.name not in enabled:
+                    self.disabled[call.id] = call.name
+                    self.disabled_names.add(call.name)
+                    self.counts["disabled"] += 1
+                    parts.append(DISABLED_CALL.format(name=call.name))
+            body = "\n".join(parts)
+        elif _blank(text):
+            body = ""
         if not usable:
             self.text(msg, "assistant", body)
             return
-        native = _native(msg, self.strategy) if len(usable) == stored else None
+        whole = len(usable) == stored
         self.emit(
-            msg if len(usable) == stored else None,
-            role="assistant",
-            text=body,
-            message_id=msg.id,
-            group_id=msg.group_id,
-            tool_calls=tuple(usable),
-            native=native,
+            msg if whole else None,
+            "assistant",
+            body,
+            msg.id,
+            msg.group_id,
+            usable,
+            None,
+            None,
+            _native(msg, self.strategy) if whole else None,
         )
-        self.pending = {c.id: (c, msg.group_id) for c in usable}
+        gid = msg.group_id
+        self.pending = {c.id: (c, gid) for c in usable}
 
     def tool_result(self, msg: Message) -> None:
-        if not same_family(msg, self.strategy):
+        if not self.mine(msg):
             self.counts["hidden"] += 1
             self.hidden_from.add(msg.strategy or "unknown")
             return
         cid = msg.tool_call_id or ""
-        name = msg.tool_name or "unknown"
-        if cid in self.pending:
-            call, _ = self.pending.pop(cid)
-            tiered = self.tiers.get(msg.id)
+        pending = self.pending.pop(cid, None)
+        if pending is not None:
+            tiered = self.tiers.get(msg.id) or TierResult(msg.content, None, False)
             self.emit(
                 msg,
-                role="tool",
-                text=tiered.text if tiered else msg.content,
-                message_id=msg.id,
-                group_id=msg.group_id,
-                tool_call_id=cid,
-                tool_name=call.name,  # the pairing key for Gemini's function_response
-                truncated=tiered.truncated if tiered else False,
-                tier=tiered.tier if tiered else None,
+                "tool",
+                tiered.text,
+                msg.id,
+                msg.group_id,
+                (),
+                cid,
+                pending[0].name,  # the pairing key for Gemini's function_response
+                None,
+                tiered.truncated,
+                tiered.tier,
             )
         elif cid in self.disabled:
             self.deferred.append(
@@ -220,6 +286,7 @@ class _Walker:
             # Its call was dropped, or the results of a later call already
             # closed the run: keep a pointer so the model can still fetch it.
             self.counts["orphan"] += 1
+            name = msg.tool_name or "unknown"
             self.deferred.append((ORPHAN_RESULT.format(name=name, id=msg.id), msg.group_id))
 
     def notes(self) -> tuple[str, ...]:
@@ -271,20 +338,20 @@ def isolate(
     walker = _Walker(
         strategy=strategy, enabled=enabled_tools, tiers=tiers or {}, count_tokens=count_tokens
     )
+    counts = walker.counts
     for msg in messages:
         if not is_windowable(msg):
             continue
-        if msg.status == STATUS_INTERRUPTED:
-            walker.counts["interrupted"] += 1
-            continue
-        if msg.status not in _REPLAYED.get(msg.role, ()):
-            walker.counts["not_replayed"] += 1
-            continue
-        if msg.role == "tool":
+        role, status = msg.role, msg.status
+        if status == STATUS_INTERRUPTED:
+            counts["interrupted"] += 1
+        elif status not in _REPLAYED.get(role, ()):
+            counts["not_replayed"] += 1
+        elif role == "tool":
             walker.tool_result(msg)
-        elif msg.status == STATUS_TOOL_CALL:
+        elif status == STATUS_TOOL_CALL:
             walker.tool_call_row(msg)
-        elif msg.role == "assistant":
+        elif role == "assistant":
             walker.text(msg, "assistant", msg.content, _native(msg, strategy))
         else:
             walker.text(msg, "user", msg.content)

@@ -12,7 +12,7 @@ so the model can always fetch the full text with `query_db`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -28,9 +28,13 @@ HINT_TEMPLATE = (
 )
 
 
+_HINT_HEAD, _HINT_TAIL = HINT_TEMPLATE.split("{id}")
+
+
 def truncation_hint(message_id: int) -> str:
     """The exact retrieval hint inserted into a cut tool result."""
-    return HINT_TEMPLATE.format(id=message_id)
+    # HINT_TEMPLATE, without parsing the template for each of a long history's results.
+    return f"{_HINT_HEAD}{message_id}{_HINT_TAIL}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +91,10 @@ def truncate(content: str, limit: int, message_id: int, head_ratio: float = 0.2)
     hint itself, so every cut stays recoverable; the output then is the hint
     alone. A cut that would not make the text shorter is not made.
     """
+    if len(content) <= limit:  # most results: no hint to build
+        return content
     hint = truncation_hint(message_id)
-    if len(content) <= max(limit, len(hint)):
+    if len(content) <= len(hint):
         return content
     avail = max(0, limit - len(hint))
     head = int(avail * head_ratio)
@@ -123,13 +129,29 @@ def assign_tiers(messages: Sequence[Message], settings: TruncationSettings) -> l
     return tiers
 
 
+def _tiered(
+    messages: Sequence[Message], settings: TruncationSettings
+) -> Iterator[tuple[int, TierResult]]:
+    """(index, result) of each tool result, in order; other rows are skipped."""
+    limits = {tier: settings.limit_for(tier) for tier in (TIER_FULL, TIER_DEGRADED, TIER_INACTIVE)}
+    for i, tier in enumerate(assign_tiers(messages, settings)):
+        if tier is None:
+            continue
+        m = messages[i]
+        text = truncate(m.content, limits[tier], m.id, settings.head_ratio)
+        yield i, TierResult(text, tier, text != m.content)
+
+
 def apply_tiers(messages: Sequence[Message], settings: TruncationSettings) -> list[TierResult]:
     """Per message (same order): its text after tiering, its tier, whether it was cut."""
-    out: list[TierResult] = []
-    for m, tier in zip(messages, assign_tiers(messages, settings), strict=True):
-        if tier is None:
-            out.append(TierResult(m.content, None, False))
-            continue
-        text = truncate(m.content, settings.limit_for(tier), m.id, settings.head_ratio)
-        out.append(TierResult(text, tier, text != m.content))
+    out = [TierResult(m.content, None, False) for m in messages]
+    for i, result in _tiered(messages, settings):
+        out[i] = result
     return out
+
+
+def tool_result_tiers(
+    messages: Sequence[Message], settings: TruncationSettings
+) -> dict[int, TierResult]:
+    """`apply_tiers` for the tool results only, by message id (what `isolate` takes)."""
+    return {messages[i].id: result for i, result in _tiered(messages, settings)}

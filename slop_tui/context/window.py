@@ -9,12 +9,15 @@ tool's `SELECT DISTINCT ... ORDER BY created_at` (std_slop.md §3.7).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from slop_tui.records import STATUS_DROPPED, STATUS_SUMMARIZED, Message
 
 # Rows in these states were removed from the model's view: `/context drop`
 # (reversible) or replaced by a summary. They neither appear nor count as a group.
 HIDDEN_STATUSES = frozenset({STATUS_DROPPED, STATUS_SUMMARIZED})
+
+_by_id = attrgetter("id")
 
 
 def is_windowable(msg: Message) -> bool:
@@ -30,15 +33,37 @@ def _eligible(messages: Iterable[Message], lane: str | None) -> list[Message]:
     return [m for m in messages if is_windowable(m) and (lane is None or m.lane == lane)]
 
 
+def _group_order(rows: list[Message]) -> list[int]:
+    """Distinct group ids of eligible rows sorted by id, oldest group first (by max id)."""
+    newest = {m.group_id: m.id for m in rows}  # ascending ids: the last one is the max
+    return sorted(newest, key=lambda g: (newest[g], g))
+
+
 def groups_in(messages: Iterable[Message], lane: str | None = None) -> list[int]:
     """Distinct group ids of the windowable rows, oldest group first (by max id)."""
-    newest: dict[int, int] = {}
-    for m in _eligible(messages, lane):
-        gid = m.group_id
-        assert gid is not None  # guaranteed by is_windowable; narrows the type
-        if m.id > newest.get(gid, -1):
-            newest[gid] = m.id
-    return sorted(newest, key=lambda g: (newest[g], g))
+    return _group_order(sorted(_eligible(messages, lane), key=_by_id))
+
+
+def window_and_groups(
+    messages: Iterable[Message], window_size: int, lane: str | None = None
+) -> tuple[list[Message], list[int]]:
+    """`select_window` and the window's groups (`groups_in` of it), in one pass.
+
+    `window_size == 0` means full history. Dropped, summarized and ungrouped
+    rows are excluded and do not count towards N. With `lane` given, only rows
+    of that lane are considered.
+    """
+    if isinstance(window_size, bool) or not isinstance(window_size, int):
+        raise ValueError(f"window size must be an integer, got {window_size!r}")
+    if window_size < 0:
+        raise ValueError(f"window size must be 0 (full history) or more, got {window_size}")
+    rows = sorted(_eligible(messages, lane), key=_by_id)
+    groups = _group_order(rows)
+    if window_size > 0 and len(groups) > window_size:
+        groups = groups[-window_size:]
+        keep = set(groups)
+        rows = [m for m in rows if m.group_id in keep]
+    return rows, groups
 
 
 def select_window(
@@ -50,12 +75,4 @@ def select_window(
     rows are excluded and do not count towards N. With `lane` given, only rows
     of that lane are considered.
     """
-    if isinstance(window_size, bool) or not isinstance(window_size, int):
-        raise ValueError(f"window size must be an integer, got {window_size!r}")
-    if window_size < 0:
-        raise ValueError(f"window size must be 0 (full history) or more, got {window_size}")
-    rows = _eligible(messages, lane)
-    if window_size > 0:
-        keep = set(groups_in(rows)[-window_size:])
-        rows = [m for m in rows if m.group_id in keep]
-    return sorted(rows, key=lambda m: m.id)
+    return window_and_groups(messages, window_size, lane)[0]
