@@ -40,16 +40,26 @@ request from before it.
 `[compaction] summary_model` sends summaries to a (cheaper) model of the same
 provider with a standalone request over the covered rows (a different model
 shares no cache with the session's prefix).
+
+This runs as the turn's background job while the user types, so it never holds
+the event loop for long (issue 5): the pure work over many messages (building a
+summary request, the extractive fallback, anchors, redaction, `decide`, a roll
+over a whole backlog) runs in a worker thread (`asyncio.to_thread`; the ledger
+stays on the loop), and the ledger is asked for the rows a step needs (the
+oldest rows that left the window, the ids a summary hides), never for the whole
+lane: at 20,000 messages that read was ~35 MB of rows and half a second of the
+loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from slop_tui.context.budget import budget_report
+from slop_tui.context.budget import CompactionSettings, budget_report
 from slop_tui.context.compaction import (
     CASE_NONE,
     CASE_SUMMARIZE,
@@ -165,9 +175,9 @@ class Compactor:
         text = clean_summary(reply or "")
         if text:
             return text, False
-        return extractive_summary(rows), True
+        return await asyncio.to_thread(extractive_summary, rows), True
 
-    def _request(
+    async def _request(
         self,
         own: Prompt | None,
         keep_ids: Sequence[int],
@@ -176,16 +186,19 @@ class Compactor:
         strategy: str,
         extra: Sequence[PromptMessage] = (),
     ) -> tuple[Prompt, str]:
-        """The summary request and the model it goes to."""
+        """The summary request and the model it goes to (built in a worker thread)."""
         s = self.ws.compaction_settings()
         count = self.ws.ledger.count_tokens
         budget = s.summary_budget_tokens
         if own is not None and (not s.summary_model or s.summary_model == model):
-            request = stacked_request(own, keep_ids, budget, extra, count)
+            request = await asyncio.to_thread(stacked_request, own, keep_ids, budget, extra, count)
             if request.request_tokens <= self.ws.model_info(model).max_input_tokens:
                 return request, model
         target = s.summary_model or model
-        return standalone_summary_request(rows, strategy, budget, count_tokens=count), target
+        request = await asyncio.to_thread(
+            standalone_summary_request, rows, strategy, budget, count_tokens=count
+        )
+        return request, target
 
     async def _complete(self, text: str, rows: Sequence[Message], lane: str) -> str:
         """`complete_summary` against STATE, the scratchpad and the lane's other summaries."""
@@ -193,20 +206,18 @@ class Compactor:
         state = await ws.ledger.current_state(ws.session)
         sess = await ws.current()
         others = "\n".join(s.content for s in await ws.ledger.active_summaries(ws.session, lane))
-        anchors = merge_anchors(
-            [], extract_anchor_items(rows), ws.compaction_settings().lane_max_anchors
-        )
-        return complete_summary(
+        return await asyncio.to_thread(
+            _completed,
             text,
-            anchors,
+            rows,
             state.content if state else "",
             sess.scratchpad + ("\n" + others if others else ""),
+            ws.compaction_settings().lane_max_anchors,
         )
 
     async def _lane_ids_up_to(self, lane: str, last: int) -> list[int]:
         """Every visible row of the lane with id <= last (older than the window too)."""
-        rows = await self.ws.ledger.window(self.ws.session, 0, lane=lane)
-        return [m.id for m in rows if m.id <= last]
+        return await self.ws.ledger.lane_ids_up_to(self.ws.session, lane, last)
 
     async def _store(
         self,
@@ -262,7 +273,7 @@ class Compactor:
         ws = self.ws
         lane = (await ws.current()).lane
         rows = await ws.ledger.messages_by_ids(step.message_ids)
-        request, target = self._request(prompt, step.keep_ids, rows, model, prompt.strategy)
+        request, target = await self._request(prompt, step.keep_ids, rows, model, prompt.strategy)
         text, fallback = await self._summary_text(request, target, rows)
         content = await self._complete(text, rows, lane)
         ids = await self._lane_ids_up_to(lane, max(step.message_ids))
@@ -320,20 +331,21 @@ class Compactor:
         rows = await self._rows_in(prompt)
         boundary = SAFE_BOUNDARY
         if s.detector_model:
-            answer = await self.call(boundary_request(rows, strategy, count), s.detector_model)
-            boundary = parse_boundary(answer)
-        decision = decide(rows, boundary, s, count)
+            request = await asyncio.to_thread(boundary_request, rows, strategy, count)
+            boundary = parse_boundary(await self.call(request, s.detector_model))
+        decision = await asyncio.to_thread(decide, rows, boundary, s, count)
         if decision.case == CASE_NONE:
             result = CompactionResult(CASE_NONE, before, before, decision.reason)
             await notify("done", CASE_NONE, before, before, decision.reason)
             return result
-        covered = [r for r in rows if r.id in set(decision.covered_ids)]
+        covered_ids = set(decision.covered_ids)
+        covered = [r for r in rows if r.id in covered_ids]
         fallback = False
         if decision.case == CASE_TRUNCATE:
             text, kind, how = truncate_summary(decision), KIND_TRUNCATE, "no model call"
         else:
             reply = PromptMessage(role="assistant", text=reply_text, tokens=count(reply_text))
-            request, target = self._request(
+            request, target = await self._request(
                 sent, decision.verbatim_ids, covered, model, strategy, extra=(reply,)
             )
             text, fallback = await self._summary_text(request, target, covered)
@@ -388,21 +400,20 @@ class Compactor:
         if not s.enabled or sess.window_size <= 0:
             return None
         lane = sess.lane
-        inside = {m.id for m in await ws.ledger.window(ws.session, sess.window_size, lane=lane)}
-        left = [m for m in await ws.ledger.window(ws.session, 0, lane=lane) if m.id not in inside]
-        info = await ws.ledger.lane_info(ws.session, lane)
-        ids = lane_summary_due(
-            left,
-            s,
-            last_summary_at=info.last_summary_at,
-            now=time.time() if now is None else now,
-            count_tokens=ws.ledger.count_tokens,
-        )
-        if not ids:
-            return None
-        wanted = _oldest_groups(left, set(ids), MAX_ROLL_MESSAGES)
-        covered = [m for m in left if m.id in wanted]
         count = ws.ledger.count_tokens
+        last_at = await ws.ledger.last_summary_at(ws.session, lane)
+        now = time.time() if now is None else now
+        if s.lane_keep_recent > 0:
+            # The thresholds count the whole backlog: read it all (it stays short once
+            # rolling keeps up; a long one is an imported history, absorbed over turns).
+            left = await ws.ledger.lane_backlog(ws.session, lane, sess.window_size)
+            wanted = await asyncio.to_thread(_roll_selection, left, s, last_at, now, count)
+        else:
+            left, wanted = await self._oldest_backlog(lane, sess.window_size, s, last_at, now)
+        if not wanted:
+            return None
+        covered = [m for m in left if m.id in wanted]
+        del left  # a long backlog is not kept while the model is asked
         previous = next(
             (
                 x
@@ -419,8 +430,13 @@ class Compactor:
         try:
             target = s.summary_model or model
             prev_text = previous.content if previous is not None else ""
-            request = standalone_summary_request(
-                covered, strategy, s.summary_budget_tokens, prev_text, count_tokens=count
+            request = await asyncio.to_thread(
+                standalone_summary_request,
+                covered,
+                strategy,
+                s.summary_budget_tokens,
+                prev_text,
+                count_tokens=count,
             )
             text, fallback = await self._summary_text(request, target, covered)
             content = await self._complete_rolled(text, covered, lane, previous)
@@ -473,19 +489,40 @@ class Compactor:
             for x in await ws.ledger.active_summaries(ws.session, lane)
             if previous is None or x.id != previous.id
         )
-        prose = bound_prose(
-            strip_anchor_section(clean_summary(text) or text),
-            s.summary_budget_tokens,
-            ws.ledger.count_tokens,
-        )
-        carried = carried_anchor_items(previous.content) if previous is not None else []
-        anchors = merge_anchors(carried, extract_anchor_items(rows), s.lane_max_anchors)
-        return complete_summary(
-            prose,
-            anchors,
+        return await asyncio.to_thread(
+            _rolled,
+            text,
+            rows,
+            previous.content if previous is not None else "",
             state.content if state else "",
             sess.scratchpad + ("\n" + others if others else ""),
+            s,
+            ws.ledger.count_tokens,
         )
+
+    async def _oldest_backlog(
+        self,
+        lane: str,
+        window_size: int,
+        s: CompactionSettings,
+        last_at: float | None,
+        now: float,
+    ) -> tuple[list[Message], set[int]]:
+        """`_roll_selection` over the lane's backlog, reading only its oldest rows.
+
+        With `lane_keep_recent = 0` every whole group that left the window is due,
+        so the selection is the oldest `MAX_ROLL_MESSAGES` rows, completed to a
+        whole group: a prefix of the backlog decides it once the selection ends
+        before the prefix does (or the prefix is the whole backlog).
+        """
+        ws = self.ws
+        limit = MAX_ROLL_MESSAGES + 1
+        while True:
+            left = await ws.ledger.lane_backlog(ws.session, lane, window_size, limit)
+            wanted = _roll_selection(left, s, last_at, now, ws.ledger.count_tokens)
+            if len(left) < limit or (wanted and max(wanted) < left[-1].id):
+                return left, wanted
+            limit *= 2  # the last group is longer than what was read
 
 
 __all__ = [
@@ -506,6 +543,44 @@ __all__ = [
 # then absorbed over several turns instead of freezing the workspace while
 # tens of thousands of messages are scanned at once.
 MAX_ROLL_MESSAGES = 200
+
+
+def _roll_selection(
+    left: Sequence[Message],
+    settings: CompactionSettings,
+    last_at: float | None,
+    now: float,
+    count_tokens: Callable[[str], int],
+) -> set[int]:
+    """Ids of the backlog rows the next roll folds (empty: no lane summary is due)."""
+    ids = lane_summary_due(
+        left, settings, last_summary_at=last_at, now=now, count_tokens=count_tokens
+    )
+    return _oldest_groups(left, set(ids), MAX_ROLL_MESSAGES) if ids else set()
+
+
+def _completed(text: str, rows: Sequence[Message], state: str, notes: str, limit: int) -> str:
+    """`complete_summary` with the covered rows' anchors (merged, capped): pure, for a thread."""
+    anchors = merge_anchors([], extract_anchor_items(rows), limit)
+    return complete_summary(text, anchors, state, notes)
+
+
+def _rolled(
+    text: str,
+    rows: Sequence[Message],
+    previous: str,
+    state: str,
+    notes: str,
+    s: CompactionSettings,
+    count_tokens: Callable[[str], int],
+) -> str:
+    """The rolled summary's text (see `Compactor._complete_rolled`): pure, for a thread."""
+    prose = bound_prose(
+        strip_anchor_section(clean_summary(text) or text), s.summary_budget_tokens, count_tokens
+    )
+    carried = carried_anchor_items(previous) if previous else []
+    anchors = merge_anchors(carried, extract_anchor_items(rows), s.lane_max_anchors)
+    return complete_summary(prose, anchors, state, notes)
 
 
 def _oldest_groups(rows, wanted: set[int], limit: int) -> set[int]:

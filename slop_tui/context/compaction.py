@@ -127,6 +127,12 @@ def format_messages(
 
     Content longer than `max_chars` is cut and ends with ` [...]`.
     """
+    return "\n\n".join(_blocks(messages, max_chars, max_messages))
+
+
+def _blocks(
+    messages: Sequence[Message | PromptMessage], max_chars: int, max_messages: int
+) -> list[str]:
     start = max(0, len(messages) - max_messages)
     blocks = []
     for n in range(start, len(messages)):
@@ -137,7 +143,7 @@ def format_messages(
         if called:
             text = f"{text}\n{called}" if text else called
         blocks.append(f"[{n}] {role}: {text}")
-    return "\n\n".join(blocks)
+    return blocks
 
 
 def boundary_prompt(
@@ -156,9 +162,12 @@ def boundary_request(
 ) -> Prompt:
     """A self-contained request for the (cheaper) detector model: no tools, one user message.
 
-    The text is redacted: it may go to a different provider than the session's.
+    The text is redacted: it may go to a different provider than the session's. Each
+    message's block on its own (a secret never spans two messages), so no single regex
+    pass holds the GIL for long: see `standalone_summary_request`.
     """
-    text = redact_secrets(boundary_prompt(messages))
+    blocks = _blocks(messages, BOUNDARY_MAX_CHARS, BOUNDARY_MAX_MESSAGES)
+    text = BOUNDARY_INSTRUCTION + "\n\n".join(redact_secrets(b) for b in blocks) + "\n"
     return Prompt(
         layers=(Layer("system", BOUNDARY_SYSTEM, count_tokens(BOUNDARY_SYSTEM)),),
         messages=(PromptMessage(role="user", text=text, tokens=count_tokens(text)),),

@@ -197,10 +197,17 @@ def standalone_summary_request(
     previous_summary: str = "",
     count_tokens: CountTokens = rough_tokens,
 ) -> Prompt:
-    """A self-contained summary request over `messages` (seed 004's compaction prompt)."""
-    history = "".join(_summary_block(m) for m in messages if not _engine(m))
+    """A self-contained summary request over `messages` (seed 004's compaction prompt).
+
+    Each message's block is redacted on its own: a secret never spans two
+    messages, and one regex pass over a few hundred kilobytes holds the GIL
+    (so the event loop, even when this runs in a thread) for a tenth of a
+    second; per block it is a fraction of a millisecond. A truncated PEM block
+    is then redacted to the end of its own message, not of the whole history.
+    """
+    history = "".join(redact_secrets(_summary_block(m)) for m in messages if not _engine(m))
     instruction = summary_instruction(budget_tokens, previous_summary)
-    text = redact_secrets("**Conversation History:**\n" + history) + "\n" + instruction
+    text = "**Conversation History:**\n" + history + "\n" + instruction
     system = "You write faithful, structured summaries of coding sessions."
     return Prompt(
         layers=(Layer("system", system, count_tokens(system)),),

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from slop_tui.ledger.core import LedgerBase, LedgerError, now
+from slop_tui.ledger.history import _MSG_COLS
 from slop_tui.records import (
     COMPACTION_CASES,
     DEFAULT_LANE,
@@ -27,6 +28,7 @@ from slop_tui.records import (
     ContextFile,
     Handoff,
     LaneInfo,
+    Message,
     Summary,
 )
 
@@ -34,6 +36,7 @@ _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
 _TOPIC = re.compile(r"[\w][\w.\-]{0,63}")
 _REPLY = re.compile(r"[1-9][0-9]{0,17}")
 LANE_FORMS = "main, topic:<name> or reply:<group id>"
+MARK_SLICE = 10_000  # ids per statement when rows are hidden behind a summary
 
 
 def check_lane(lane: str) -> str:
@@ -93,6 +96,10 @@ def _compaction(r: sqlite3.Row) -> CompactionRecord:
     )
 
 
+def _message_row(_cursor: sqlite3.Cursor, row: tuple) -> Message:
+    return Message(*row)  # `_MSG_COLS` is in Message's field order
+
+
 def _strings(raw: str | None) -> tuple[str, ...]:
     try:
         value = json.loads(raw or "[]")
@@ -133,26 +140,35 @@ class ContinuityMixin(LedgerBase):
         return row
 
     async def _mark(self, db, session: str, message_ids: Sequence[int], summary_id: int) -> int:
+        # In slices: a compaction of a long imported history hides tens of thousands of
+        # rows, more than SQLite's limit of 32,766 variables per statement.
         ids = sorted({int(i) for i in message_ids})
         if not ids:
             return 0
-        marks = ",".join("?" * len(ids))
-        cur = await db.execute(
-            f"SELECT COUNT(*) FROM messages WHERE session_id=? AND id IN ({marks})",
-            (session, *ids),
-        )
-        found = (await cur.fetchone())[0]
+        slices = [ids[i : i + MARK_SLICE] for i in range(0, len(ids), MARK_SLICE)]
+        found = 0
+        for part in slices:
+            marks = ",".join("?" * len(part))
+            cur = await db.execute(
+                f"SELECT COUNT(*) FROM messages WHERE session_id=? AND id IN ({marks})",
+                (session, *part),
+            )
+            found += (await cur.fetchone())[0]
         if found != len(ids):
             raise LedgerError(
                 f"{len(ids) - found} of the messages to summarize are not in session '{session}'."
             )
-        cur = await db.execute(
-            f"""UPDATE messages SET status_before=status, summary_status=status,
-                   status='{STATUS_SUMMARIZED}', summary_id=?
-                   WHERE session_id=? AND id IN ({marks}) AND status NOT IN {_HIDDEN}""",
-            (summary_id, session, *ids),
-        )
-        return cur.rowcount
+        changed = 0
+        for part in slices:
+            marks = ",".join("?" * len(part))
+            cur = await db.execute(
+                f"""UPDATE messages SET status_before=status, summary_status=status,
+                       status='{STATUS_SUMMARIZED}', summary_id=?
+                       WHERE session_id=? AND id IN ({marks}) AND status NOT IN {_HIDDEN}""",
+                (summary_id, session, *part),
+            )
+            changed += cur.rowcount
+        return changed
 
     async def mark_summarized(
         self, session: str, message_ids: Sequence[int], summary_id: int
@@ -518,6 +534,56 @@ class ContinuityMixin(LedgerBase):
         ]
         infos.sort(key=lambda i: (i.lane != DEFAULT_LANE, -i.last_used, i.lane))
         return infos
+
+    async def lane_backlog(
+        self, session: str, lane: str, window_size: int, limit: int | None = None
+    ) -> list[Message]:
+        """The lane's visible rows that left its recency window, oldest first.
+
+        The rows `window(session, 0, lane)` has and `window(session, window_size,
+        lane)` has not (none when `window_size` <= 0: the window is everything);
+        at most `limit` of them (None: all). The rolling lane summary folds the
+        oldest ones, so it reads those instead of the whole lane. The `Message`
+        records are built in the database thread, so a long backlog does not
+        hold the event loop.
+        """
+        if window_size <= 0 or (limit is not None and limit <= 0):
+            return []
+        sql = f"""SELECT {_MSG_COLS} FROM messages
+            WHERE session_id = :s AND lane = :lane AND group_id IS NOT NULL
+              AND status NOT IN {_HIDDEN} AND group_id NOT IN (
+                SELECT group_id FROM messages
+                WHERE session_id = :s AND group_id IS NOT NULL
+                  AND status NOT IN {_HIDDEN} AND lane = :lane
+                GROUP BY group_id ORDER BY group_id DESC LIMIT :n)
+            ORDER BY id LIMIT :limit"""
+        params = {"s": session, "lane": lane, "n": window_size, "limit": limit or -1}
+        cur = await self._db.cursor()
+        try:
+            cur.row_factory = _message_row  # applied by fetchall, in the database thread
+            await cur.execute(sql, params)
+            return list(await cur.fetchall())
+        finally:
+            await cur.close()
+
+    async def lane_ids_up_to(self, session: str, lane: str, last_id: int) -> list[int]:
+        """Ids of the lane's visible rows (in a group) with id <= `last_id`, oldest first:
+        what a summary ending at `last_id` hides, rows older than the window included."""
+        rows = await self._tuples(
+            f"""SELECT id FROM messages WHERE session_id = ? AND lane = ? AND id <= ?
+                AND group_id IS NOT NULL AND status NOT IN {_HIDDEN} ORDER BY id""",
+            (session, lane, last_id),
+        )
+        return [r[0] for r in rows]
+
+    async def last_summary_at(self, session: str, lane: str) -> float | None:
+        """When the lane's newest summary still in effect was made (None: it has none);
+        `lane_info(...).last_summary_at` without counting the lane's messages."""
+        row = await self._one(
+            "SELECT MAX(created_at) FROM summaries WHERE session_id=? AND lane=? AND superseded=0",
+            (session, lane),
+        )
+        return row[0] if row else None
 
     async def lane_info(self, session: str, lane: str) -> LaneInfo:
         """One lane's counts (zeros for a lane with no messages yet)."""
