@@ -56,17 +56,22 @@ class Result:
 async def _window_plan(ledger: Ledger, session: str) -> list[str]:
     """EXPLAIN QUERY PLAN of the exact SQL `ledger.window` runs (captured, not copied)."""
     captured: list[tuple[str, object]] = []
-    real = ledger._all
 
-    async def spy(sql, params=()):
-        captured.append((sql, params))
-        return await real(sql, params)
+    def spy(real):
+        async def read(sql, params=()):
+            captured.append((sql, params))
+            return await real(sql, params)
 
-    ledger._all = spy  # type: ignore[method-assign]
+        return read
+
+    readers = ("_all", "_tuples")  # window() reads plain tuples since 28e146f
+    for name in readers:
+        setattr(ledger, name, spy(getattr(ledger, name)))
     try:
         await ledger.window(session, 5)
     finally:
-        del ledger._all
+        for name in readers:
+            delattr(ledger, name)
     sql, params = captured[-1]
     rows = await ledger._all("EXPLAIN QUERY PLAN " + sql, params)  # type: ignore[arg-type]
     depth = {0: -1}

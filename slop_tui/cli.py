@@ -12,7 +12,8 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from slop_tui import __version__
 
@@ -21,7 +22,9 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--db", default=default, help="ledger file (default ./.slop/slop.db, env SLOP_DB)")
+    parser.add_argument(
+        "--db", default=default, help="ledger file (default ./.slop/slop.db, env SLOP_DB)"
+    )
     parser.add_argument("--session", default=default, help="session name (env SLOP_SESSION)")
 
 
@@ -40,8 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(ask_p, suppress=True)
     ask_p.add_argument("--provider", help="provider name (see /provider)")
     ask_p.add_argument("--model", help="model name")
-    ask_p.add_argument("--approve", choices=("none", "reads", "all"), default=None,
-                       help="which tools run without asking (default: reads)")
+    ask_p.add_argument(
+        "--approve",
+        choices=("none", "reads", "all"),
+        default=None,
+        help="which tools run without asking (default: reads)",
+    )
     ask_p.add_argument("--output", choices=("text", "json"), default="text")
     ask_p.add_argument("prompt", help="what to ask")
     return parser
@@ -66,17 +73,22 @@ async def _open_workspace(args: argparse.Namespace):
     for warning in config.warnings:
         print(f"slop-tui: warning: {warning}", file=sys.stderr)
     try:
-        return await Workspace.open(config, _session(args))
+        ws = await Workspace.open(config, _session(args))
     except LedgerError as exc:
         return _fail(str(exc))
+    for r in ws.ledger.recovered:  # a turn of a killed process, finished on open
+        print(f"slop-tui: warning: {r.note()}", file=sys.stderr)
+    return ws
 
 
 async def _run_exec(args: argparse.Namespace) -> int:
     from slop_tui.commands import dispatch, is_command
 
     if not is_command(args.line):
-        return _fail("exec runs a slash command (e.g. \"/session list\"); use 'ask' to talk to the model.",
-                     EXIT_USAGE)
+        return _fail(
+            "exec runs a slash command (e.g. \"/session list\"); use 'ask' to talk to the model.",
+            EXIT_USAGE,
+        )
     ws = await _open_workspace(args)
     if isinstance(ws, int):
         return ws
@@ -86,8 +98,9 @@ async def _run_exec(args: argparse.Namespace) -> int:
             # A command that produces a user message (e.g. /reply GID TEXT) runs that turn.
             from slop_tui.orchestrator import run_headless_turn
 
-            outcome = await run_headless_turn(ws, result.send, approve=ws.config.approve,
-                                              echo=sys.stdout)
+            outcome = await run_headless_turn(
+                ws, result.send, approve=ws.config.approve, echo=sys.stdout
+            )
             return _fail(outcome.error) if outcome.error else EXIT_OK
     finally:
         await ws.close()
@@ -99,6 +112,7 @@ async def _run_exec(args: argparse.Namespace) -> int:
 
 
 async def _run_ask(args: argparse.Namespace) -> int:
+    from slop_tui.ledger import LedgerError
     from slop_tui.orchestrator import run_headless_turn
 
     ws = await _open_workspace(args)
@@ -114,6 +128,8 @@ async def _run_ask(args: argparse.Namespace) -> int:
             approve=args.approve or config.approve,
             echo=None if args.output == "json" else sys.stdout,
         )
+    except LedgerError as exc:  # e.g. a full disk while choosing the provider
+        return _fail(str(exc))
     finally:
         await ws.close()
     if args.output == "json":
@@ -129,12 +145,28 @@ def _run_tui(args: argparse.Namespace) -> int:
     return run_app(db=args.db, session=_session(args))
 
 
+def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CACHE_HOME/slop-tui` (default `~/.cache/slop-tui`): things that can be rebuilt."""
+    env = os.environ if env is None else env
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slop-tui"
+
+
+def _use_rank_cache() -> None:
+    """Keep the tokenizer's parsed rank file in the user cache (0.2 s less CPU at the
+    first count of a run; see slop_tui/context/tokens.py). Only the real commands do
+    this: tests and embedders that build the encoding leave no file behind."""
+    from slop_tui.context.tokens import use_rank_cache
+
+    use_rank_cache(user_cache_dir())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse prints its own usage line
         return int(exc.code or 0) and EXIT_USAGE
+    _use_rank_cache()
     try:
         if args.command == "exec":
             return asyncio.run(_run_exec(args))

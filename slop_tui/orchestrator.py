@@ -68,7 +68,7 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     UsageEvent,
 )
 from slop_tui.handoff import should_checkpoint
-from slop_tui.ledger import LedgerError
+from slop_tui.ledger import LedgerError, TurnJournal
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
@@ -114,6 +114,7 @@ class _Turn:
     sent: Prompt | None = None  # the last request sent
     strategy: str = "openai"
     model: str = ""
+    journal: TurnJournal | None = None  # the in-flight record a killed process leaves
 
 
 class Orchestrator:
@@ -187,7 +188,10 @@ class Orchestrator:
         ws = self.ws
         ws.turn_ran = True
         choice = await ws.provider_choice()
-        user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
+        try:
+            user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
+        except LedgerError as exc:
+            return await self._ledger_failed(exc, send, outcome)
         gid = user.group_id
         outcome.group_id = gid
         await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
@@ -197,16 +201,29 @@ class Orchestrator:
         resume = ws.pending_handoff
         if resume is not None and resume.session != ws.session:
             resume = None
-        turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume)
+        journal = TurnJournal(ws.ledger, ws.session, gid)
+        turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
         try:
             reply = await self._loop(turn)
+            if reply is not None:
+                await self._finish(reply, turn.strategy, gid, send, outcome)
+        except LedgerError as exc:  # a full disk, a read-only database: one clear error
+            await self._ledger_failed(exc, send, outcome)
+            reply = None
         finally:
+            await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
             if turn.consumed and ws.pending_handoff is resume:
                 ws.pending_handoff = None
         if reply is None:
             return outcome
-        await self._finish(reply, turn.strategy, gid, send, outcome)
         self._schedule_background(turn, reply.text)
+        return outcome
+
+    async def _ledger_failed(self, exc: LedgerError, send, outcome: TurnOutcome) -> TurnOutcome:
+        """The ledger refused a write: the turn ends with one error; stored rows stay whole."""
+        msg = f"The ledger could not be written: {exc}"
+        await send(ErrorEvent(error_kind="ledger", message=msg))
+        outcome.error = msg
         return outcome
 
     async def _loop(self, turn: _Turn) -> ProviderReply | None:
@@ -228,12 +245,12 @@ class Orchestrator:
                 await self.sleep(ws.throttle)
             provider, model = await self.provider()
             turn.strategy, turn.model = provider.strategy, model
-            prompt, plan = await self._guarded_prompt(provider.strategy, model, send)
+            prompt, plan = await self._guarded_prompt(provider.strategy, model, send, gid)
             if plan.fails:
                 await self._overflow(plan, prompt, turn)
                 return None
             try:
-                reply = await self._stream(provider, prompt, model, gid, send)
+                reply = await self._stream(provider, prompt, model, gid, send, turn.journal)
             except ProviderError as err:
                 if err.kind == "bad_request" and not fixed_history:
                     dropped = await self._drop_last_tool_exchange(gid)
@@ -274,7 +291,7 @@ class Orchestrator:
             )
             if not reply.tool_calls:
                 return reply
-            await self._tool_step(reply, provider.strategy, gid, send)
+            await self._tool_step(reply, provider.strategy, gid, send, turn.journal)
             iteration += 1
             interval = ws.compaction_settings().checkpoint_interval
             if should_checkpoint(iteration, interval):
@@ -282,13 +299,17 @@ class Orchestrator:
 
     # -- the guard ladder ------------------------------------------------------
 
-    async def _guarded_prompt(self, strategy: str, model: str, send) -> tuple[Prompt, GuardPlan]:
-        """The next request after the guard ladder (`plan.fails`: it cannot be sent)."""
+    async def _guarded_prompt(
+        self, strategy: str, model: str, send, gid: int | None = None
+    ) -> tuple[Prompt, GuardPlan]:
+        """The next request after the guard ladder (`plan.fails`: it cannot be sent).
+
+        `gid`: the turn's group, so groups another workspace opened since are not in it."""
         ws = self.ws
         settings = ws.compaction_settings()
         info = ws.model_info(model)
         count = ws.ledger.count_tokens
-        prompt = await ws.prompt(strategy)
+        prompt = await ws.prompt(strategy, upto=gid)
         plan = plan_reduction(prompt, info, settings, count)
         sess = await ws.current()
         key = (ws.session, sess.lane)
@@ -340,7 +361,7 @@ class Orchestrator:
                         text=result.text,
                     )
                 )
-            prompt = await ws.prompt(strategy)
+            prompt = await ws.prompt(strategy, upto=gid)
             plan = plan_reduction(
                 prompt,
                 info,
@@ -490,9 +511,17 @@ class Orchestrator:
         return reply.text
 
     async def _stream(
-        self, provider: Provider, prompt, model: str, gid: int, send
+        self,
+        provider: Provider,
+        prompt,
+        model: str,
+        gid: int,
+        send,
+        journal: TurnJournal | None = None,
     ) -> ProviderReply:
         partial: list[str] = []
+        if journal is not None:
+            journal.stream_started()
 
         async def on_retry(err: ProviderError, delay: float, attempt: int) -> None:
             await send(
@@ -509,9 +538,13 @@ class Orchestrator:
                 if isinstance(item, TextDelta):
                     partial.append(item.text)
                     await send(TextChunk(text=item.text))
+                    if journal is not None:  # a SIGKILL now keeps what was shown
+                        await journal.text(partial, provider.strategy)
                 elif isinstance(item, ThinkingDelta):
                     await send(ThinkingChunk(text=item.text))
                 elif isinstance(item, ProviderReply):
+                    if journal is not None:
+                        await journal.text([item.text], provider.strategy, final=True)
                     return item
         except asyncio.CancelledError:
             await asyncio.shield(self._keep_partial(gid, "".join(partial), provider.strategy))
@@ -536,7 +569,14 @@ class Orchestrator:
                 ],
             )
 
-    async def _tool_step(self, reply: ProviderReply, strategy: str, gid: int, send) -> None:
+    async def _tool_step(
+        self,
+        reply: ProviderReply,
+        strategy: str,
+        gid: int,
+        send,
+        journal: TurnJournal | None = None,
+    ) -> None:
         ws = self.ws
         # Counted once, as the context engine will count it: text plus the calls.
         tokens = message_tokens(reply.text, reply.tool_calls, ws.ledger.count_tokens)
@@ -556,6 +596,8 @@ class Orchestrator:
                 )
             ],
         )
+        if journal is not None:  # a SIGKILL while tools run leaves them an `error` result
+            await journal.calls(reply.tool_calls, strategy)
         for call in reply.tool_calls:
             await send(
                 ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments))
@@ -566,6 +608,7 @@ class Orchestrator:
             session=ws.session,
             project_root=ws.config.project_root,
             bash_timeout=ws.config.bash_timeout,
+            db_time_limit=ws.config.query_time_limit,
             cancel_event=cancel,
         )
         limit = asyncio.Semaphore(max(1, ws.config.parallel_tools))

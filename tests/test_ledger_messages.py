@@ -246,6 +246,21 @@ async def test_window_agrees_with_the_context_engine(ledger: Ledger) -> None:
                 assert len(groups_in(got)) == min(n, len(groups_in(every, lane)))
 
 
+async def test_window_is_chronological_when_groups_interleave(ledger: Ledger) -> None:
+    """Rows come back by id even where the index order (group, id) differs from it."""
+    g0 = await ledger.append_user("s", "first")
+    g1 = await ledger.append_user("s", "second")
+    late = await ledger.append("s", g0.id, [NewMessage("assistant", "late answer to the first")])
+    await ledger.append("s", g1.id, [NewMessage("assistant", "answer to the second")])
+    for n in (0, 1, 2):
+        rows = await ledger.window("s", n)
+        assert [m.id for m in rows] == sorted(m.id for m in rows), n
+    every = await ledger.window("s", 0)
+    assert [m.group_id for m in every] == [g0.id, g1.id, g0.id, g1.id]
+    assert every[2].id == late[0].id and every[2].content == "late answer to the first"
+    assert [m.id for m in every] == [m.id for m in select_window(every, 0)]
+
+
 # --- groups: list, drop, restore, remove ---------------------------------------------
 
 
@@ -496,3 +511,38 @@ async def test_usage_totals(ledger: Ledger) -> None:
     assert await ledger.usage_totals("nobody") == []
     assert await ledger.prompt_token_series("a") == [100, 200, 7]
     assert await ledger.prompt_token_series("a", limit=2) == [200, 7]
+
+
+async def test_long_texts_are_counted_off_the_event_loop(tmp_path: Path):
+    """A 10 MB paste or a 5 MB tool output must not hold the UI while it is counted."""
+    import asyncio
+
+    from slop_tui.ledger.history import THREAD_COUNT_CHARS
+
+    seen: list[tuple[int, bool]] = []
+
+    def count(text: str) -> int:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((len(text), on_loop))
+        return len(text) // 4
+
+    ledger = await Ledger.open(tmp_path / "l.db", count_tokens=count)
+    try:
+        big = "x" * (THREAD_COUNT_CHARS + 1)
+        user = await ledger.append_user("s", big)
+        rows = await ledger.append(
+            "s",
+            user.group_id,
+            [
+                NewMessage(role="tool", content=big + "y", tool_call_id="c1", tool_name="t"),
+                NewMessage(role="assistant", content="short answer"),
+            ],
+        )
+        assert dict(seen) == {len(big): False, len(big) + 1: False, len("short answer"): True}
+        assert user.tokens == len(big) // 4 and rows[0].tokens == (len(big) + 1) // 4
+    finally:
+        await ledger.close()

@@ -291,8 +291,8 @@ async def test_token_learner_gets_the_whole_request_with_tool_declarations(ws, o
     sent, learned = [], []
     prompt_of = ws.prompt
 
-    async def recording_prompt(strategy=None):
-        p = await prompt_of(strategy)
+    async def recording_prompt(strategy=None, **options):
+        p = await prompt_of(strategy, **options)
         sent.append(p)
         return p
 
@@ -326,3 +326,25 @@ async def test_headless_turn_waits_for_background_compaction(ws, fake_llm):
     done = [e for e in outcome.events_json() if e["kind"] == "compaction" and e["phase"] == "done"]
     assert len(done) == 1 and done[0]["tokens_after"] < done[0]["tokens_before"]
     assert (await ws.ledger.latest_handoff(ws.session)).reason == "compaction"
+
+
+async def test_the_configured_query_time_limit_reaches_query_db(tmp_path, fake_llm):
+    """`[tools] query_time_limit` in config.toml is the limit the model's query runs under."""
+    (tmp_path / "limit.toml").write_text("[tools]\nquery_time_limit = 0.3\n")
+    env = {**env_for(fake_llm), "SLOP_CONFIG": str(tmp_path / "limit.toml")}
+    ws = await open_workspace(tmp_path, env=env)
+    orch = Orchestrator(ws, approve="reads", retry_policy=RetryPolicy())
+    bomb = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+    try:
+        assert ws.config.query_time_limit == 0.3
+        fake_llm.enqueue(
+            Reply(tool_calls=[FakeToolCall("query_db", {"sql": bomb})]),
+            Reply(text="done"),
+        )
+        await orch.run_turn("count forever")
+        rows = await ws.ledger.session_messages(ws.session)
+        result = next(m for m in rows if m.role == "tool")
+        assert "stopped at the 0.3 s time limit" in result.content
+    finally:
+        await orch.aclose()
+        await ws.close()

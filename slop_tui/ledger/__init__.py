@@ -16,12 +16,14 @@ from slop_tui.ledger.continuity import (
 )
 from slop_tui.ledger.core import LedgerError
 from slop_tui.ledger.history import HistoryMixin, check_session_name, snippet
+from slop_tui.ledger.inflight import InflightMixin, Recovered, TurnJournal
 from slop_tui.ledger.knowledge import KnowledgeMixin, normalise_tags
 from slop_tui.ledger.schema import SCHEMA_VERSION
 
 
-class Ledger(HistoryMixin, KnowledgeMixin, ContinuityMixin):
-    """Sessions, messages, STATE, usage, memos, skills, tools, summaries and continuity."""
+class Ledger(InflightMixin, HistoryMixin, KnowledgeMixin, ContinuityMixin):
+    """Sessions, messages, STATE, usage, memos, skills, tools, summaries, continuity and
+    the in-flight record of running turns (recovered on open after a kill)."""
 
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "ContinuityMixin",
     "Ledger",
     "LedgerError",
+    "Recovered",
+    "TurnJournal",
     "SCHEMA_VERSION",
     "check_lane",
     "check_session_name",

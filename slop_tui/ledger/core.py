@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -64,6 +65,45 @@ def _check_version(path: Path, version: int) -> None:
         )
 
 
+def _write_problem(exc: sqlite3.Error, path: Path) -> str | None:
+    """The user's sentence for a write the disk or the file system refused; None otherwise."""
+    code = getattr(exc, "sqlite_errorname", "") or ""
+    if code == "SQLITE_FULL":
+        return (
+            f"the disk holding {path} is full (or the database reached its size limit); "
+            "this change was not saved and nothing was half-written. Free some space and "
+            "try again."
+        )
+    if code.startswith("SQLITE_READONLY"):
+        return (
+            f"the database {path} is read-only now (file, folder or file system); this "
+            "change was not saved and nothing was half-written."
+        )
+    if code.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN")):
+        return (
+            f"the disk refused a write to {path} ({exc}); this change was not saved and "
+            "nothing was half-written."
+        )
+    return None
+
+
+def _read_rows(
+    conn: sqlite3.Connection, sql: str, params: tuple | dict, plain: bool, first: bool
+) -> Any:
+    """One read, run in the connection's thread: the first row or all of them.
+
+    `plain` gives tuples instead of `sqlite3.Row`s (no wrapper object per row).
+    """
+    cur = conn.cursor()
+    try:
+        if plain:
+            cur.row_factory = None
+        cur.execute(sql, params)
+        return cur.fetchone() if first else cur.fetchall()
+    finally:
+        cur.close()
+
+
 class LedgerBase:
     """Connection, transactions and migrations; query mixins build on this."""
 
@@ -94,6 +134,15 @@ class LedgerBase:
         _header_check(p)
         if p.exists() and not os.access(p, os.R_OK | os.W_OK):
             raise LedgerError(f"cannot open the database {p}: permission denied.")
+        if (
+            p.exists()
+            and not os.access(p.parent, os.W_OK | os.X_OK)
+            and not all(os.access(f"{p}{end}", os.W_OK) for end in ("-wal", "-shm"))
+        ):
+            raise LedgerError(
+                f"cannot open the database {p}: its folder is read-only, and SQLite needs "
+                "to create its journal files (-wal, -shm) next to it."
+            )
         if not p.exists() and not os.access(p.parent, os.W_OK):
             raise LedgerError(f"cannot create the database {p}: the folder is not writable.")
         try:
@@ -185,17 +234,26 @@ class LedgerBase:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction (BEGIN IMMEDIATE), serialised within this process."""
+        """One write transaction (BEGIN IMMEDIATE), serialised within this process.
+
+        All or nothing: when a statement or the COMMIT fails, the transaction is
+        rolled back. A full disk or a database that became read-only is a
+        `LedgerError` with one sentence the user can act on."""
         async with self._write_lock:
-            await self._begin_immediate()
             try:
-                yield self._db
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    await self._db.execute("ROLLBACK")
-                raise
-            else:
-                await self._db.execute("COMMIT")
+                await self._begin_immediate()
+                try:
+                    yield self._db
+                    await self._db.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        await self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                problem = _write_problem(exc, self.path)
+                if problem is None:
+                    raise
+                raise LedgerError(problem) from exc
 
     async def _begin_immediate(self) -> None:
         for attempt in range(LOCK_RETRIES):
@@ -213,26 +271,24 @@ class LedgerBase:
 
     # -- small query helpers ----------------------------------------------
 
+    async def _read(
+        self, sql: str, params: Iterable[object] | dict, *, plain: bool = False, first: bool = False
+    ) -> Any:
+        # aiosqlite's `_execute` runs a function in the connection's thread: the
+        # whole read is one round trip instead of one per cursor call (execute,
+        # fetch, close), which on a busy machine is a thread switch each.
+        args = params if isinstance(params, dict) else tuple(params)
+        return await self._db._execute(_read_rows, self._db._conn, sql, args, plain, first)
+
     async def _all(self, sql: str, params: Iterable[object] | dict = ()) -> list[sqlite3.Row]:
-        cur = await self._db.execute(sql, params if isinstance(params, dict) else tuple(params))
-        rows = await cur.fetchall()
-        await cur.close()
-        return list(rows)
+        return await self._read(sql, params)
 
     async def _tuples(self, sql: str, params: Iterable[object] | dict = ()) -> list[tuple]:
         """Plain tuples (no sqlite3.Row per row): for long reads mapped positionally."""
-        cur = await self._db.cursor()
-        cur._cursor.row_factory = None  # aiosqlite exposes no setter; the cursor is ours alone
-        await cur.execute(sql, params if isinstance(params, dict) else tuple(params))
-        rows = await cur.fetchall()
-        await cur.close()
-        return rows
+        return await self._read(sql, params, plain=True)
 
     async def _one(self, sql: str, params: Iterable[object] | dict = ()) -> sqlite3.Row | None:
-        cur = await self._db.execute(sql, params if isinstance(params, dict) else tuple(params))
-        row = await cur.fetchone()
-        await cur.close()
-        return row
+        return await self._read(sql, params, first=True)
 
     async def schema_sql(self) -> list[tuple[str, str]]:
         """`CREATE` statements of the user tables (for `/schema` and `describe_db`)."""

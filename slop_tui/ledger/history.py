@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from operator import itemgetter
 
 from slop_tui.ledger.core import LedgerBase, LedgerError, now
 from slop_tui.records import (
@@ -21,18 +24,23 @@ from slop_tui.records import (
     Usage,
     UsageTotal,
 )
+from slop_tui.slotted import positional_builder
+
+# Texts longer than this are token-counted in a thread (see `HistoryMixin._counted`).
+THREAD_COUNT_CHARS = 50_000
 
 _MSG_COLS = (
     "id, session_id, group_id, lane, role, content, status, payload, tool_call_id, "
     "tool_name, parsing_strategy, tokens, created_at"
 )
+_row_id = itemgetter(0)  # `id` is the first of `_MSG_COLS`
 _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
 
 
-def _message(r: sqlite3.Row) -> Message:
-    # `_MSG_COLS` lists the columns in Message's field order, so the row can be
-    # passed positionally (measurably faster than by name for long histories).
-    return Message(*r)
+# `_MSG_COLS` lists the columns in Message's field order, so a row maps
+# positionally (`_message(*row)`), without the frozen-dataclass `__init__`:
+# a long session's full history is 2,000 rows per request (see slotted.py).
+_message: Callable[..., Message] = positional_builder(Message)
 
 
 def _session(r: sqlite3.Row) -> Session:
@@ -89,12 +97,17 @@ class HistoryMixin(LedgerBase):
         return await self.session_or_default(name)
 
     async def list_sessions(self) -> list[SessionSummary]:
+        # The preview is the session's first grouped prompt. Ordering by
+        # (group_id, id) walks ix_messages_session_group and stops at the first
+        # row; ordering by id alone read and sorted every row of every session
+        # (3.2 s at 1,000,000 messages).
         rows = await self._all(
             """SELECT s.name, s.message_count, s.token_total, s.updated_at,
                   (SELECT COUNT(DISTINCT group_id) FROM messages
                      WHERE session_id = s.name AND group_id IS NOT NULL) AS groups,
-                  (SELECT content FROM messages WHERE session_id = s.name AND role = 'user'
-                     ORDER BY id LIMIT 1) AS preview
+                  (SELECT content FROM messages
+                     WHERE session_id = s.name AND group_id IS NOT NULL AND role = 'user'
+                     ORDER BY group_id, id LIMIT 1) AS preview
                FROM sessions s ORDER BY s.updated_at DESC, s.name"""
         )
         return [
@@ -226,6 +239,21 @@ class HistoryMixin(LedgerBase):
 
     # -- messages ----------------------------------------------------------
 
+    async def _counted(self, messages: Sequence[NewMessage]) -> list[NewMessage]:
+        """`messages` with the token counts of long texts filled in, off the event loop.
+
+        Counting a 10 MB paste or a 5 MB tool output takes seconds; done here,
+        before the write transaction, neither the UI nor the database lock (another
+        workspace may be waiting on it) waits for it. Short texts are counted
+        inline by `_insert`: a thread hop would cost more than the count.
+        """
+        out = []
+        for m in messages:
+            if m.tokens is None and len(m.content) > THREAD_COUNT_CHARS:
+                m = replace(m, tokens=await asyncio.to_thread(self.count_tokens, m.content))
+            out.append(m)
+        return out
+
     async def _insert(self, db, session: str, group_id: int | None, m: NewMessage, lane: str):
         tokens = m.tokens if m.tokens is not None else self.count_tokens(m.content)
         cur = await db.execute(
@@ -258,12 +286,11 @@ class HistoryMixin(LedgerBase):
         self, session: str, text: str, *, lane: str | None = None, strategy: str | None = None
     ) -> Message:
         """Write a user prompt; it opens a new group whose id is the prompt's own id."""
+        (prompt,) = await self._counted([NewMessage(role="user", content=text, strategy=strategy)])
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             lane = lane or await self._session_lane(db, session)
-            msg_id = await self._insert(
-                db, session, None, NewMessage(role="user", content=text, strategy=strategy), lane
-            )
+            msg_id = await self._insert(db, session, None, prompt, lane)
             await db.execute("UPDATE messages SET group_id=id WHERE id=?", (msg_id,))
         msg = await self.get_message(msg_id)
         assert msg is not None
@@ -273,6 +300,7 @@ class HistoryMixin(LedgerBase):
         self, session: str, group_id: int | None, messages: Sequence[NewMessage]
     ) -> list[Message]:
         """Append messages to a group in one transaction (one user-visible event)."""
+        messages = await self._counted(messages)
         ids: list[int] = []
         async with self.transaction() as db:
             await self._ensure_session(db, session)
@@ -314,7 +342,7 @@ class HistoryMixin(LedgerBase):
 
     async def get_message(self, message_id: int) -> Message | None:
         row = await self._one(f"SELECT {_MSG_COLS} FROM messages WHERE id=?", (message_id,))
-        return _message(row) if row else None
+        return _message(*row) if row else None
 
     async def messages_by_ids(self, ids: Sequence[int]) -> list[Message]:
         if not ids:
@@ -323,7 +351,7 @@ class HistoryMixin(LedgerBase):
         rows = await self._all(
             f"SELECT {_MSG_COLS} FROM messages WHERE id IN ({marks}) ORDER BY id", ids
         )
-        return [_message(r) for r in rows]
+        return [_message(*r) for r in rows]
 
     async def window(self, session: str, size: int, lane: str | None = None) -> list[Message]:
         """Rows of the last `size` visible groups (0: all), oldest first.
@@ -336,7 +364,7 @@ class HistoryMixin(LedgerBase):
         if size <= 0:
             sql = (
                 f"SELECT {_MSG_COLS} FROM messages WHERE session_id = :s AND group_id IS NOT NULL "
-                f"AND status NOT IN {_HIDDEN}{lane_sql} ORDER BY id"
+                f"AND status NOT IN {_HIDDEN}{lane_sql}"
             )
         else:
             sql = f"""SELECT {_MSG_COLS} FROM messages
@@ -344,23 +372,27 @@ class HistoryMixin(LedgerBase):
                     SELECT group_id FROM messages
                     WHERE session_id = :s AND group_id IS NOT NULL
                       AND status NOT IN {_HIDDEN}{lane_sql}
-                    GROUP BY group_id ORDER BY group_id DESC LIMIT :n)
-                ORDER BY id"""
-        return [Message(*r) for r in await self._tuples(sql, params)]
+                    GROUP BY group_id ORDER BY group_id DESC LIMIT :n)"""
+        # No ORDER BY id: SQLite would copy every row (megabytes of text for a
+        # long session's full history) through a temporary B-tree to sort it;
+        # the rows come in index order (group, id) and are sorted here instead.
+        rows = await self._tuples(sql, params)
+        rows.sort(key=_row_id)
+        return [_message(*r) for r in rows]
 
     async def session_messages(self, session: str) -> list[Message]:
         """Every row of a session, dropped ones included, oldest first."""
         rows = await self._all(
             f"SELECT {_MSG_COLS} FROM messages WHERE session_id=? ORDER BY id", (session,)
         )
-        return [_message(r) for r in rows]
+        return [_message(*r) for r in rows]
 
     async def group_messages(self, session: str, group_id: int) -> list[Message]:
         rows = await self._all(
             f"SELECT {_MSG_COLS} FROM messages WHERE session_id=? AND group_id=? ORDER BY id",
             (session, group_id),
         )
-        return [_message(r) for r in rows]
+        return [_message(*r) for r in rows]
 
     async def last_group_id(self, session: str, *, visible: bool = True) -> int | None:
         """The newest group; with `visible`, the newest one not dropped (what /undo takes)."""
@@ -406,6 +438,31 @@ class HistoryMixin(LedgerBase):
                 )
             )
         return out
+
+    async def group_rows(self, session: str, prompt_chars: int = 240) -> list[tuple]:
+        """The workspace's group list in one query: plain tuples, oldest first.
+
+        Each row has `GroupSummary`'s fields in order (`GroupSummary(*row)`
+        builds one), except that `prompt` is only the first `prompt_chars`
+        characters: a list line shows a snippet, and 5,000 whole prompts are
+        megabytes. One pass over `ix_messages_session_group`; the status is
+        the worst of the group, ranked as in `list_groups`.
+        """
+        return await self._tuples(
+            """SELECT m.group_id, MIN(m.lane),
+                   COALESCE((SELECT substr(u.content, 1, :chars) FROM messages u
+                             WHERE u.id = m.group_id), ''),
+                   COUNT(*), COALESCE(SUM(m.tokens), 0),
+                   CASE MAX(CASE m.status WHEN 'dropped' THEN 4 WHEN 'summarized' THEN 3
+                                          WHEN 'interrupted' THEN 2 WHEN 'error' THEN 1
+                                          ELSE 0 END)
+                       WHEN 4 THEN 'dropped' WHEN 3 THEN 'summarized'
+                       WHEN 2 THEN 'interrupted' WHEN 1 THEN 'error' ELSE 'completed' END,
+                   MIN(m.created_at)
+               FROM messages m WHERE m.session_id = :s AND m.group_id IS NOT NULL
+               GROUP BY m.group_id ORDER BY m.group_id""",
+            {"s": session, "chars": prompt_chars},
+        )
 
     async def set_group_dropped(self, session: str, group_id: int, dropped: bool) -> int:
         """Soft drop (or restore) a group; returns how many rows changed."""
