@@ -8,7 +8,9 @@ its problems are collected as one-line warnings and the defaults are used.
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +39,14 @@ _TOOLS_KEYS = {
     "query_time_limit": (int, float),
 }
 _CONTEXT_KEYS = {"window": int, "layout": str}
+# Smallest allowed value of a number; TOML also allows inf and nan, which are refused.
+_MINIMUM = {
+    "tools.max_iterations": 1,
+    "tools.parallel": 1,
+    "tools.bash_timeout": 0.1,
+    "tools.query_time_limit": 0.1,
+    "context.window": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,11 @@ class Config:
     def bash_timeout(self) -> float:
         return float(self.tools.get("bash_timeout", 180))
 
+    @property
+    def query_time_limit(self) -> float:
+        """Seconds one `query_db` statement may run before it is stopped."""
+        return float(self.tools.get("query_time_limit", 2.0))
+
 
 def user_config_path(env: Mapping[str, str]) -> Path:
     if env.get("SLOP_CONFIG"):
@@ -82,12 +97,17 @@ def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def _read_toml(path: Path, warnings: list[str]) -> dict[str, Any]:
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a folder, or a FIFO open() would wait on
+            warnings.append(f"{path}: not a regular file; using defaults for this file.")
+            return {}
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as exc:
         warnings.append(f"{path}: TOML syntax error ({exc}); using defaults for this file.")
+    except UnicodeDecodeError as exc:
+        warnings.append(f"{path}: not UTF-8 text (byte {exc.start}); using defaults for this file.")
     except OSError as exc:
         warnings.append(f"{path}: cannot read ({exc.strerror}); using defaults for this file.")
     return {}
@@ -115,6 +135,13 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
                     warnings.append(f"{path}: unknown key '{table}.{k}' ignored.")
                 elif isinstance(v, bool) or not isinstance(v, want):
                     warnings.append(f"{path}: '{table}.{k}' has the wrong type; ignored.")
+                elif (low := _MINIMUM.get(f"{table}.{k}")) is not None and not (
+                    math.isfinite(v) and v >= low
+                ):
+                    warnings.append(
+                        f"{path}: '{table}.{k}' = {v} must be a finite number, at least {low}; "
+                        "using the default."
+                    )
                 else:
                     checked[k] = v
             clean[table] = checked
@@ -127,7 +154,10 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
             warnings.append(f"{path}: [truncation] {exc}; using the default limits.")
             clean.pop("truncation")
     if "keymap" in clean:
-        clean["keymap"] = {str(k): str(v) for k, v in clean["keymap"].items() if isinstance(v, str)}
+        for k, v in clean["keymap"].items():
+            if not isinstance(v, str):
+                warnings.append(f"{path}: 'keymap.{k}' should be a key string; ignored.")
+        clean["keymap"] = {str(k): v for k, v in clean["keymap"].items() if isinstance(v, str)}
     if "approve" in clean and clean["approve"] not in ("none", "reads", "all"):
         warnings.append(f"{path}: 'approve' must be none, reads or all; using 'reads'.")
         clean.pop("approve")

@@ -4,9 +4,13 @@ Markdown is for people: one section per group, tool calls and tool results
 in fenced blocks, every status other than `completed` marked. JSON is for
 tools: every message with every field (the provider-native `payload` kept
 as the exact stored string), every STATE version and the scratchpad, so an
-export can be read back without loss.
+export can be read back without loss, secrets aside.
 
-Nothing is redacted here: an export contains what the ledger holds.
+An export leaves the ledger for files people share, so secrets are redacted
+(`redact_secrets`: API keys, tokens, passwords, private keys) in both forms:
+the Markdown document as a whole, the JSON object string by string (so it
+stays valid JSON). The ledger itself keeps every byte; `/message show` and
+copying a message give the exact text.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from slop_tui.context.redact import redact_secrets
 from slop_tui.message_parser import assistant_text, tool_calls
 from slop_tui.records import (
     DEFAULT_LANE,
@@ -187,7 +192,7 @@ def session_markdown(
         lines.append("")
         for m in rows:
             lines += [message_markdown(m), ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return redact_secrets("\n".join(lines).rstrip("\n") + "\n")
 
 
 def _group_heading(gid: int | None, rows: Sequence[Message]) -> str:
@@ -212,8 +217,9 @@ def session_json(
     session: Session | None = None,
     exported_at: float | None = None,
 ) -> dict:
-    """The whole session as a JSON-ready dict: every field of every row, nothing dropped."""
-    return {
+    """The whole session as a JSON-ready dict: every field of every row, nothing dropped
+    (secrets redacted in every string)."""
+    doc = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "session": session_name,
@@ -234,6 +240,18 @@ def session_json(
         "state_versions": [asdict(v) for v in _versions(session_name, state)],
         "messages": [asdict(m) for m in sorted(messages, key=lambda m: m.id)],
     }
+    return _redacted(doc)  # type: ignore[return-value]
+
+
+def _redacted(value: object) -> object:
+    """`value` with `redact_secrets` applied to every string inside it."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def dumps_json(data: dict) -> str:

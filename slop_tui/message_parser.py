@@ -144,8 +144,9 @@ def _calls_of(strategy: str | None, payload_json: str) -> tuple[ToolCall, ...]:
     # Stored payloads never change, and every assembly re-reads the same
     # window, so parsing each payload once per process is enough. ToolCall
     # records are frozen; callers must not mutate their `arguments`.
-    probe = Message(0, "", None, "", "assistant", "", STATUS_TOOL_CALL, payload_json,
-                    strategy=strategy)
+    probe = Message(
+        0, "", None, "", "assistant", "", STATUS_TOOL_CALL, payload_json, strategy=strategy
+    )
     payload = native_payload(probe)
     family = _family(probe, payload)
     if family == STRATEGY_OPENAI:

@@ -12,12 +12,20 @@ import pytest
 
 
 def run(args, cwd: Path, env_extra=None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOP_", "OPENAI_", "GEMINI_", "GOOGLE_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLOP_", "OPENAI_", "GEMINI_", "GOOGLE_"))
+    }
     env["HOME"] = str(cwd)
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "slop_tui.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -29,8 +29,9 @@ async def ledger_fingerprint(ws) -> str:
 
 async def add_group(ws, prompt: str, answer: str, session: str | None = None) -> int:
     user = await ws.ledger.append_user(session or ws.session, prompt)
-    await ws.ledger.append(session or ws.session, user.group_id,
-                           [NewMessage(role="assistant", content=answer)])
+    await ws.ledger.append(
+        session or ws.session, user.group_id, [NewMessage(role="assistant", content=answer)]
+    )
     return user.group_id
 
 
@@ -43,10 +44,23 @@ async def test_unknown_command_changes_nothing(ws):
 
 @pytest.mark.parametrize(
     "line",
-    ["/context window abc", "/context window -1", "/message show x", "/message list 0",
-     "/session activate", "/session clone   ", "/memo add onlytags", "/history search",
-     "/history search foo --role robot", "/history search foo --limit", "/session nope",
-     "/context show --yaml", "/throttle soon", "/undo now", "/skill activate"],
+    [
+        "/context window abc",
+        "/context window -1",
+        "/message show x",
+        "/message list 0",
+        "/session activate",
+        "/session clone   ",
+        "/memo add onlytags",
+        "/history search",
+        "/history search foo --role robot",
+        "/history search foo --limit",
+        "/session nope",
+        "/context show --yaml",
+        "/throttle soon",
+        "/undo now",
+        "/skill activate",
+    ],
 )
 async def test_wrong_arguments_give_one_usage_line(ws, line):
     before = await ledger_fingerprint(ws)
@@ -62,8 +76,9 @@ async def test_plain_text_is_not_a_command(ws):
     assert result.ok and result.send == "  hello /not a command"
 
 
-@pytest.mark.parametrize("name", ["it's \"quoted\"", "with spaces here", "ünïcödé 会话",
-                                  "x' OR '1'='1", "session[1]"])
+@pytest.mark.parametrize(
+    "name", ['it\'s "quoted"', "with spaces here", "ünïcödé 会话", "x' OR '1'='1", "session[1]"]
+)
 async def test_session_names_are_taken_literally(ws, name):
     result = await dispatch(ws, f"/session activate {name}")
     assert result.ok
@@ -120,7 +135,9 @@ async def test_drop_restore_undo_and_state_versions(ws):
     dropped = await dispatch(ws, f"/context drop {g2}")
     assert dropped.ok and f"STATE now from group {g1}" in dropped.text
     prompt = await ws.prompt("openai")
-    assert "Goal: one" in prompt.system_text and "two" not in "".join(m.text for m in prompt.messages)
+    assert "Goal: one" in prompt.system_text and "two" not in "".join(
+        m.text for m in prompt.messages
+    )
     await dispatch(ws, f"/context restore {g2}")
     assert (await ws.ledger.current_state(ws.session)).content.endswith("two")
     undo = await dispatch(ws, "/undo")
@@ -218,8 +235,9 @@ async def test_config_window_is_the_default_for_new_sessions(tmp_path):
     from tests.workspace_fixtures import rough
 
     config = load_config(db=str(tmp_path / "slop.db"), env={}, cwd=tmp_path)
-    ws = await Workspace.open(replace(config, context={"window": 2}), "fresh",
-                              count_tokens=rough, env={})
+    ws = await Workspace.open(
+        replace(config, context={"window": 2}), "fresh", count_tokens=rough, env={}
+    )
     try:
         assert (await ws.current()).window_size == 2
         await add_group(ws, "hello", "hi")

@@ -473,10 +473,18 @@ async def test_clear_session_also_clears_compaction_log_and_handoffs(tmp_path):
     ledger = await Ledger.open(tmp_path / "clear.db")
     try:
         user = await ledger.append_user("s", "hello")
-        await ledger.log_compaction("s", case_kind="summarize", trigger="t", tokens_before=10,
-                                    tokens_after=5, lane="main", summary_id=None,
-                                    first_message_id=user.id, last_message_id=user.id,
-                                    detail="d")
+        await ledger.log_compaction(
+            "s",
+            case_kind="summarize",
+            trigger="t",
+            tokens_before=10,
+            tokens_after=5,
+            lane="main",
+            summary_id=None,
+            first_message_id=user.id,
+            last_message_id=user.id,
+            detail="d",
+        )
         await ledger.add_handoff(Handoff(id=0, session="s", reason="manual", task="x"))
         await ledger.add_context_file("s", "README.md")
         await ledger.clear_session("s")

@@ -26,8 +26,13 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
     ws = await open_workspace(tmp_path, env=env)
     orch = Orchestrator(ws, approve="all")
     pidfile = tmp_path / "child.pid"
-    fake_llm.enqueue(Reply(tool_calls=[FakeToolCall(
-        "execute_bash", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})]))
+    fake_llm.enqueue(
+        Reply(
+            tool_calls=[
+                FakeToolCall("execute_bash", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})
+            ]
+        )
+    )
     started = asyncio.Event()
 
     def on_event(ev) -> None:

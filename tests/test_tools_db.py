@@ -104,13 +104,13 @@ async def test_size_cap_and_single_huge_value(ctx: ToolContext) -> None:
     ok, text = await query(
         ctx,
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 150) "
-        "SELECT x, printf('%.2000c', 'y') AS pad FROM c",
+        "SELECT x, replace(hex(zeroblob(1000)), '0', 'y') AS pad FROM c",
     )
     assert ok and len(text) <= ctx.db_max_chars + 200
     data, note = text.rsplit("\n", 1)
     shown = len(json.loads(data))
     assert 0 < shown < 150 and note.startswith(f"[capped: {shown} rows shown;")
-    ok, text = await query(ctx, "SELECT printf('%.300000c', 'z') AS content")
+    ok, text = await query(ctx, "SELECT replace(hex(zeroblob(150000)), '0', 'z') AS content")
     assert ok and len(text) <= ctx.db_max_chars + 300
     assert "page with substr(content, " in text and "[capped: 1 rows shown" in text
 
@@ -148,6 +148,29 @@ HOSTILE = {
     "cte_delete": "WITH x AS (SELECT 1) DELETE FROM messages",
     "fts_delete_all": "INSERT INTO memos_fts(memos_fts) VALUES ('delete-all')",
     "explain_delete": "EXPLAIN DELETE FROM messages",
+    # issue 7: more of every category
+    "insert_returning": "INSERT INTO memos(content, tags, created_at) VALUES ('x', '[]', 0) RETURNING id",
+    "upsert": "INSERT INTO app_state(key, value) VALUES ('k', 'v') ON CONFLICT(key) DO UPDATE SET value = 'x'",
+    "cte_update": "WITH RECURSIVE x AS (SELECT 1) UPDATE sessions SET scratchpad = 'pwned'",
+    "update_sqlite_master": "UPDATE sqlite_master SET sql = 'x'",
+    "create_table_as": "CREATE TABLE copy AS SELECT * FROM messages",
+    "create_virtual_table": "CREATE VIRTUAL TABLE evil USING fts5(x)",
+    "drop_index": "DROP INDEX IF EXISTS ix_messages_group",
+    "attach_uri_rwc": "ATTACH 'file:/tmp/slop-evil.db?mode=rwc' AS evil",
+    "attach_memory": "ATTACH ':memory:' AS scratch",
+    "pragma_foreign_keys_off": "PRAGMA foreign_keys=OFF",
+    "pragma_mmap": "PRAGMA mmap_size=1000000000",
+    "pragma_user_version": "PRAGMA user_version=99",
+    "pragma_function_side_effect": "SELECT * FROM pragma_journal_mode('delete')",
+    "pragma_function_compile_options": "SELECT * FROM pragma_compile_options",
+    "fts3_tokenizer": "SELECT fts3_tokenizer('simple')",
+    "readfile": "SELECT readfile('/etc/passwd')",
+    "writefile": "SELECT writefile('/tmp/slop-evil.db', 'x')",
+    "rollback": "ROLLBACK",
+    "release": "RELEASE s1",
+    "end": "END",
+    "comment_then_write": "SELECT 1; -- harmless?\nDELETE FROM messages",
+    "write_then_select": "DELETE FROM messages; SELECT 1",
 }
 
 
@@ -155,7 +178,9 @@ HOSTILE = {
 async def test_hostile_statement_refused(ctx: ToolContext, sql: str) -> None:
     db = ctx.ledger.path
     before = db_checksum(db)
+    start = time.monotonic()
     ok, text = await query(ctx, sql)
+    assert time.monotonic() - start < ctx.db_time_limit + 1.0  # refused, not run to the limit
     assert not ok, text
     assert text.startswith("Error: query_db: ")
     assert "\n" not in text  # one clear line
@@ -196,6 +221,48 @@ async def test_memory_bomb_is_refused(ctx: ToolContext) -> None:
     ok, text = await query(ctx, "SELECT group_concat(randomblob(1e6)) FROM messages, messages m2")
     assert ok  # small enough: shown as a blob size, not as data
     assert time.monotonic() - start < 3
+
+
+# Statements that are allowed to start but must stop: at the time limit, at the
+# 64 MiB value limit, or at the row/character caps.
+BOMBS = {
+    "cte_cross_join": (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 100000) "
+        "SELECT count(*) FROM c a, c b",
+        "time limit",
+    ),
+    "cte_group_concat": (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+        "SELECT length(group_concat(x)) FROM c",
+        "time limit",
+    ),
+    "replace_amplifier": (
+        "SELECT length(replace(hex(zeroblob(20000000)), '0', 'xxxxxxxxxx')) AS n",
+        "MiB limit",
+    ),
+    # one function call is one VM step: the progress handler cannot stop it (refused)
+    "printf_width": ("SELECT length(printf('%.*c', 2000000000, 'x')) AS n", "printf()"),
+    "format_width": ("SELECT length(format('%.*c', 2000000000, 'x')) AS n", "format()"),
+    "wide_rows": (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+        "SELECT x, hex(zeroblob(5000)) AS pad FROM c",
+        "[capped:",
+    ),
+    "many_rows": (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c",
+        "[capped: 200 rows shown",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BOMBS), ids=list(BOMBS))
+async def test_bombs_stop_within_the_time_limit(ctx: ToolContext, case: str) -> None:
+    sql, expected = BOMBS[case]
+    start = time.monotonic()
+    ok, text = await query(ctx, sql)
+    assert time.monotonic() - start < ctx.db_time_limit + 1.5
+    assert expected in text, text[-300:]
+    assert len(text) <= ctx.db_max_chars + 1000
 
 
 async def test_huge_result_set_is_capped(ctx: ToolContext) -> None:

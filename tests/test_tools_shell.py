@@ -218,7 +218,15 @@ async def test_grep_caps_lines(ctx: ToolContext) -> None:
 def test_shell_env_drops_credentials_and_keeps_the_rest():
     from slop_tui.tools.shell import shell_env
 
-    env = shell_env({"OPENAI_API_KEY": "sk-x", "MY_SERVICE_SECRET": "s", "DB_PASSWORD": "p",
-                     "GOOGLE_API_KEY": "g", "PATH": "/usr/bin", "HOME": "/root"})
+    env = shell_env(
+        {
+            "OPENAI_API_KEY": "sk-x",
+            "MY_SERVICE_SECRET": "s",
+            "DB_PASSWORD": "p",
+            "GOOGLE_API_KEY": "g",
+            "PATH": "/usr/bin",
+            "HOME": "/root",
+        }
+    )
     assert env["PATH"] == "/usr/bin" and env["HOME"] == "/root" and env["PAGER"] == "cat"
     assert not {"OPENAI_API_KEY", "MY_SERVICE_SECRET", "DB_PASSWORD", "GOOGLE_API_KEY"} & set(env)

@@ -21,10 +21,19 @@ from slop_tui.commands.base import (
     split_first,
 )
 from slop_tui.ledger import LedgerError
+from slop_tui.tools.args import lone_surrogate
 
 TABLE.command_aliases.update({"messages": "message", "usage": "stats", "quit": "exit"})
-TABLE.default_sub.update({"session": "list", "message": "list", "tool": "list",
-                          "skill": "list", "memo": "list", "context": "show"})
+TABLE.default_sub.update(
+    {
+        "session": "list",
+        "message": "list",
+        "tool": "list",
+        "skill": "list",
+        "memo": "list",
+        "context": "show",
+    }
+)
 
 
 @command("help", None, "/help", "This list.", "Core")
@@ -47,8 +56,11 @@ def resolve(text: str) -> tuple[Command | None, str, CommandResult | None]:
     name = TABLE.command_aliases.get(name, name)
     if not name or not any(c.name == name for c in TABLE.commands):
         word = text.strip().split(None, 1)[0] if text.strip() else "/"
-        return None, "", CommandResult(ok=False, text=f"Unknown command: {word}",
-                                       error_kind="unknown")
+        return (
+            None,
+            "",
+            CommandResult(ok=False, text=f"Unknown command: {word}", error_kind="unknown"),
+        )
     direct = TABLE.find(name, None)
     if direct is not None:
         return direct, rest, None
@@ -59,13 +71,21 @@ def resolve(text: str) -> tuple[Command | None, str, CommandResult | None]:
     cmd = TABLE.find(name, sub)
     if cmd is None:
         subs = " | ".join(c.sub or "" for c in TABLE.subs(name))
-        return None, "", CommandResult(ok=False, error_kind="usage",
-                                       text=f"Usage: /{name} {subs}")
+        return None, "", CommandResult(ok=False, error_kind="usage", text=f"Usage: /{name} {subs}")
     return cmd, sub_rest, None
 
 
 async def dispatch(ws, text: str) -> CommandResult:
     """Run one slash command. Never raises for bad input: errors are one line."""
+    if (bad := lone_surrogate(text)) is not None:
+        # argv holds undecodable bytes as lone surrogates (`slop-tui exec $'\xff'`);
+        # the ledger stores UTF-8 only, so such a line is refused before anything runs.
+        return CommandResult(
+            ok=False,
+            error_kind="usage",
+            text=f"The line contains {bad}, which is not valid Unicode "
+            "(undecodable input); retype it as UTF-8 text.",
+        )
     if not is_command(text):
         return CommandResult(ok=True, send=text)
     cmd, args, error = resolve(text)
@@ -77,8 +97,9 @@ async def dispatch(ws, text: str) -> CommandResult:
     except UsageError as exc:
         return CommandResult(ok=False, text=str(exc), error_kind="usage")
     except (CommandError, LedgerError) as exc:
-        return CommandResult(ok=False, text=f"{cmd.label}: {_sentence(str(exc))}",
-                             error_kind="failed")
+        return CommandResult(
+            ok=False, text=f"{cmd.label}: {_sentence(str(exc))}", error_kind="failed"
+        )
 
 
 def _sentence(text: str) -> str:

@@ -124,6 +124,10 @@ def split_first(text: str) -> tuple[str, str]:
     return parts[0], parts[1] if len(parts) > 1 else ""
 
 
+# The largest value an SQLite INTEGER holds: ids and counts above it cannot be looked up.
+MAX_INT = 2**63 - 1
+
+
 def parse_int(value: str, what: str, usage: str, minimum: int | None = None) -> int:
     try:
         n = int(value.strip())
@@ -131,6 +135,8 @@ def parse_int(value: str, what: str, usage: str, minimum: int | None = None) -> 
         raise UsageError(f"{what} must be a whole number. Usage: {usage}") from None
     if minimum is not None and n < minimum:
         raise UsageError(f"{what} must be {minimum} or more. Usage: {usage}")
+    if n > MAX_INT:
+        raise UsageError(f"{what} is too large (at most {MAX_INT}). Usage: {usage}")
     return n
 
 

@@ -14,10 +14,13 @@ from slop_tui.commands.base import (
     parse_int,
     split_first,
 )
-from slop_tui.context import extract_keywords, rank_memos
+from slop_tui.context import extract_keywords, rank_memos, redact_secrets
 from slop_tui.ledger import snippet
 
 CAT = "Memory & skills"
+# Memos are sent with every request that matches them, in every session: like
+# summaries and handoffs they never hold a secret (`redact_secrets`).
+REDACTED_NOTE = " Secrets in it were replaced by [REDACTED]."
 
 
 def _memo_form(tags: tuple[str, ...], content: str) -> str:
@@ -47,16 +50,19 @@ async def memo_list(ws, args: str) -> CommandResult:
     if not memos:
         return ok("No memos yet.", data=[])
     lines = ["| id | tags | memo |", "|---|---|---|"]
-    lines += [f"| {m.id} | {', '.join(m.tags)} | {snippet(m.content, 57).replace('|', chr(92) + '|')} |"
-              for m in memos]
+    lines += [
+        f"| {m.id} | {', '.join(m.tags)} | {snippet(m.content, 57).replace('|', chr(92) + '|')} |"
+        for m in memos
+    ]
     return ok("\n".join(lines), data=memos)
 
 
 @command("memo", "show", "/memo show ID", "One memo in full.", CAT)
 async def memo_show(ws, args: str) -> CommandResult:
     memo = await _memo(ws, args, "/memo show ID")
-    return ok(f"### Memo {memo.id}\n**Tags**: {', '.join(memo.tags)}\n\n---\n\n{memo.content}",
-              data=memo)
+    return ok(
+        f"### Memo {memo.id}\n**Tags**: {', '.join(memo.tags)}\n\n---\n\n{memo.content}", data=memo
+    )
 
 
 @command("memo", "add", "/memo add TAG[,TAG…] CONTENT", "Save a memo (global to the project).", CAT)
@@ -64,8 +70,12 @@ async def memo_add(ws, args: str) -> CommandResult:
     tags_text, content = split_first(args)
     if not tags_text or not content.strip():
         raise UsageError("tags and content are needed. Usage: /memo add TAG[,TAG…] CONTENT")
-    memo = await ws.ledger.add_memo(content.strip(), tags_text.split(","))
-    return ok(f"Saved memo {memo.id} [{', '.join(memo.tags)}].", changed=("memos",), data=memo)
+    clean = redact_secrets(content.strip())
+    note = REDACTED_NOTE if clean != content.strip() else ""
+    memo = await ws.ledger.add_memo(clean, tags_text.split(","))
+    return ok(
+        f"Saved memo {memo.id} [{', '.join(memo.tags)}].{note}", changed=("memos",), data=memo
+    )
 
 
 @command("memo", "edit", "/memo edit ID", "Edit a memo in $EDITOR (empty text deletes it).", CAT)
@@ -81,8 +91,10 @@ async def memo_edit(ws, args: str) -> CommandResult:
     if not content:
         await ws.ledger.remove_memo(memo.id)
         return ok(f"Memo {memo.id} deleted (the edited text was empty).", changed=("memos",))
-    await ws.ledger.update_memo(memo.id, content, tags)
-    return ok(f"Memo {memo.id} updated.", changed=("memos",))
+    clean = redact_secrets(content)
+    note = REDACTED_NOTE if clean != content else ""
+    await ws.ledger.update_memo(memo.id, clean, tags)
+    return ok(f"Memo {memo.id} updated.{note}", changed=("memos",))
 
 
 @command("memo", "remove", "/memo remove ID", "Delete a memo.", CAT, aliases=("delete",))
@@ -92,8 +104,13 @@ async def memo_remove(ws, args: str) -> CommandResult:
     return ok(f"Memo {memo.id} deleted.", changed=("memos",))
 
 
-@command("memo", "search", "/memo search QUERY",
-         "Memos matching the query's keywords (tags first, then full text).", CAT)
+@command(
+    "memo",
+    "search",
+    "/memo search QUERY",
+    "Memos matching the query's keywords (tags first, then full text).",
+    CAT,
+)
 async def memo_search(ws, args: str) -> CommandResult:
     if not args.strip():
         raise UsageError("a query is needed. Usage: /memo search QUERY")
@@ -155,8 +172,13 @@ async def skill_show(ws, args: str) -> CommandResult:
     return ok(f"### Skill {s.id}: {s.name}\n{s.description}\n\n{s.prompt_patch}", data=s)
 
 
-@command("skill", "add", "/skill add NAME [PATCH…]",
-         "Create a skill; without PATCH it opens $EDITOR on a template.", CAT)
+@command(
+    "skill",
+    "add",
+    "/skill add NAME [PATCH…]",
+    "Create a skill; without PATCH it opens $EDITOR on a template.",
+    CAT,
+)
 async def skill_add(ws, args: str) -> CommandResult:
     name, patch = split_first(args)
     if not name:
@@ -185,8 +207,9 @@ async def skill_edit(ws, args: str) -> CommandResult:
     name, description, patch = _parse_skill_form(edited)
     if not name:
         raise CommandError("the form lost its '# Name:' line; the skill was not changed.")
-    updated = await ws.ledger.update_skill(s.id, name=name, description=description,
-                                           prompt_patch=patch)
+    updated = await ws.ledger.update_skill(
+        s.id, name=name, description=description, prompt_patch=patch
+    )
     if s.name in ws.active_skills and updated.name != s.name:
         await ws.set_active_skills([updated.name if n == s.name else n for n in ws.active_skills])
     return ok(f"Skill {updated.id} saved as '{updated.name}'.", changed=("skills",))
@@ -201,8 +224,13 @@ async def skill_delete(ws, args: str) -> CommandResult:
     return ok(f"Skill '{s.name}' deleted.", changed=("skills",))
 
 
-@command("skill", "activate", "/skill activate NAME|ID",
-         "Add a skill's prompt patch to every request (kept across sessions).", CAT)
+@command(
+    "skill",
+    "activate",
+    "/skill activate NAME|ID",
+    "Add a skill's prompt patch to every request (kept across sessions).",
+    CAT,
+)
 async def skill_activate(ws, args: str) -> CommandResult:
     s = await _skill(ws, args, "/skill activate NAME|ID")
     if s.name in ws.active_skills:
@@ -236,12 +264,17 @@ async def _tool(ws, args: str, usage: str):
     return tool
 
 
-@command("tool", "list", "/tool list", "The agent's tools, enabled or not, with call counts.", TOOLS)
+@command(
+    "tool", "list", "/tool list", "The agent's tools, enabled or not, with call counts.", TOOLS
+)
 async def tool_list(ws, args: str) -> CommandResult:
     tools = await ws.ledger.list_tools()
     lines = ["| tool | enabled | calls | description |", "|---|---|---|---|"]
-    lines += [f"| {t.name} | {'✅' if t.enabled else '❌'} | {t.call_count} | "
-              f"{snippet(t.description, 60)} |" for t in tools]
+    lines += [
+        f"| {t.name} | {'✅' if t.enabled else '❌'} | {t.call_count} | "
+        f"{snippet(t.description, 60)} |"
+        for t in tools
+    ]
     return ok("\n".join(lines), data=tools)
 
 
@@ -259,8 +292,13 @@ async def tool_enable(ws, args: str) -> CommandResult:
     return ok(f"Tool '{t.name}' enabled.", changed=("tools",))
 
 
-@command("tool", "disable", "/tool disable NAME",
-         "Stop offering a tool; its past calls become placeholders in the request.", TOOLS)
+@command(
+    "tool",
+    "disable",
+    "/tool disable NAME",
+    "Stop offering a tool; its past calls become placeholders in the request.",
+    TOOLS,
+)
 async def tool_disable(ws, args: str) -> CommandResult:
     t = await _tool(ws, args, "/tool disable NAME")
     await ws.ledger.set_tool_enabled(t.name, False)

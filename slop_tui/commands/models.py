@@ -13,13 +13,19 @@ async def _hidden_tool_messages(ws, strategy: str) -> int:
     sess = await ws.current()
     window = await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)
     return sum(
-        1 for m in window
+        1
+        for m in window
         if m.is_tool_related and strategy_family(m.strategy) != strategy_family(strategy)
     )
 
 
-@command("provider", None, "/provider [NAME [MODEL]]",
-         "Show the providers, or switch this session to NAME (and MODEL).", CAT)
+@command(
+    "provider",
+    None,
+    "/provider [NAME [MODEL]]",
+    "Show the providers, or switch this session to NAME (and MODEL).",
+    CAT,
+)
 async def provider(ws, args: str) -> CommandResult:
     configs = ws.provider_configs()
     name, model = split_first(args)
@@ -28,8 +34,9 @@ async def provider(ws, args: str) -> CommandResult:
         lines = ["| | provider | kind | model | endpoint |", "|---|---|---|---|---|"]
         for cfg in configs.values():
             mark = "✓" if cfg.name == choice.name else ""
-            lines.append(f"| {mark} | {cfg.name} | {cfg.kind} | {cfg.model} | "
-                         f"{cfg.base_url or 'default'} |")
+            lines.append(
+                f"| {mark} | {cfg.name} | {cfg.kind} | {cfg.model} | {cfg.base_url or 'default'} |"
+            )
         return ok("\n".join(lines), data=list(configs))
     if name not in configs:
         raise CommandError(f"there is no provider '{name}'; configured: {', '.join(configs)}.")
@@ -38,10 +45,15 @@ async def provider(ws, args: str) -> CommandResult:
     await ws.ledger.set_provider(ws.session, name, model)
     choice = await ws.provider_choice()
     hidden = await _hidden_tool_messages(ws, choice.strategy)
-    note = (f" {hidden} tool message(s) in the window were made by another provider and will "
-            "not be sent; their text answers still are.") if hidden else ""
-    return ok(f"Provider {name} ({model}) for session '{ws.session}'.{note}",
-              changed=("provider",))
+    note = (
+        (
+            f" {hidden} tool message(s) in the window were made by another provider and will "
+            "not be sent; their text answers still are."
+        )
+        if hidden
+        else ""
+    )
+    return ok(f"Provider {name} ({model}) for session '{ws.session}'.{note}", changed=("provider",))
 
 
 @command("model", None, "/model [NAME]", "Show or set the model of the current provider.", CAT)
@@ -72,5 +84,6 @@ async def models(ws, args: str) -> CommandResult:
     names = sorted(n for n in names if wanted in n.lower())
     if not names:
         return ok(f"No model of {choice.name} matches '{wanted}'.", data=[])
-    return ok("\n".join(f"- {'**' + n + '**' if n == choice.model else n}" for n in names),
-              data=names)
+    return ok(
+        "\n".join(f"- {'**' + n + '**' if n == choice.model else n}" for n in names), data=names
+    )

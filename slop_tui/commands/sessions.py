@@ -30,8 +30,14 @@ def _name(args: str, usage: str) -> str:
     return name
 
 
-@command("session", "activate", "/session activate NAME",
-         "Switch to session NAME (created on its first message).", CAT, aliases=("switch",))
+@command(
+    "session",
+    "activate",
+    "/session activate NAME",
+    "Switch to session NAME (created on its first message).",
+    CAT,
+    aliases=("switch",),
+)
 async def session_activate(ws, args: str) -> CommandResult:
     name = _name(args, "/session activate NAME")
     await ws.switch_session(name)
@@ -40,25 +46,39 @@ async def session_activate(ws, args: str) -> CommandResult:
     return ok(f"Switched to session '{name}'{note}.", changed=("session",))
 
 
-@command("session", "list", "/session list",
-         "Sessions with groups, messages, tokens, last use and first prompt.", CAT)
+@command(
+    "session",
+    "list",
+    "/session list",
+    "Sessions with groups, messages, tokens, last use and first prompt.",
+    CAT,
+)
 async def session_list(ws, args: str) -> CommandResult:
     rows = await ws.ledger.list_sessions()
     names = [r.name for r in rows]
-    lines = ["| | session | groups | messages | tokens | last used | first prompt |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| | session | groups | messages | tokens | last used | first prompt |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         mark = "✓" if r.name == ws.session else ""
         preview = r.preview.replace("|", "\\|")
-        lines.append(f"| {mark} | {r.name} | {r.groups} | {r.messages} | {r.tokens} | "
-                     f"{_when(r.last_used)} | {preview} |")
+        lines.append(
+            f"| {mark} | {r.name} | {r.groups} | {r.messages} | {r.tokens} | "
+            f"{_when(r.last_used)} | {preview} |"
+        )
     if ws.session not in names:
         lines.append(f"| ✓ | {ws.session} | 0 | 0 | 0 | - | (not written yet) |")
     return ok("\n".join(lines), data=[asdict(r) for r in rows])
 
 
-@command("session", "remove", "/session remove NAME",
-         "Delete session NAME and everything in it; the current one moves to default_session.", CAT)
+@command(
+    "session",
+    "remove",
+    "/session remove NAME",
+    "Delete session NAME and everything in it; the current one moves to default_session.",
+    CAT,
+)
 async def session_remove(ws, args: str) -> CommandResult:
     name = _name(args, "/session remove NAME")
     removed = await ws.ledger.remove_session(name)
@@ -71,18 +91,30 @@ async def session_remove(ws, args: str) -> CommandResult:
     return ok(text, changed=("session", "history"))
 
 
-@command("session", "clear", "/session clear",
-         "Delete this session's history, usage and STATE; keep its scratchpad and window.", CAT)
+@command(
+    "session",
+    "clear",
+    "/session clear",
+    "Delete this session's history, usage and STATE; keep its scratchpad and window.",
+    CAT,
+)
 async def session_clear(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/session clear takes no arguments (it clears the current session).")
     await ws.ledger.clear_session(ws.session)
-    return ok(f"Cleared session '{ws.session}' (scratchpad and window size kept).",
-              changed=("history", "state"))
+    return ok(
+        f"Cleared session '{ws.session}' (scratchpad and window size kept).",
+        changed=("history", "state"),
+    )
 
 
-@command("session", "clone", "/session clone NAME",
-         "Copy this session (messages, STATE, scratchpad, usage) to NAME and switch to it.", CAT)
+@command(
+    "session",
+    "clone",
+    "/session clone NAME",
+    "Copy this session (messages, STATE, scratchpad, usage) to NAME and switch to it.",
+    CAT,
+)
 async def session_clone(ws, args: str) -> CommandResult:
     name = _name(args, "/session clone NAME")
     await ws.ledger.clone_session(ws.session, name)
@@ -91,8 +123,13 @@ async def session_clone(ws, args: str) -> CommandResult:
     return ok(f"Cloned '{source}' to '{name}' and switched to it.", changed=("session",))
 
 
-@command("session", "scratchpad", "/session scratchpad [show | edit | set TEXT]",
-         "Show, edit ($EDITOR) or set this session's scratchpad.", CAT)
+@command(
+    "session",
+    "scratchpad",
+    "/session scratchpad [show | edit | set TEXT]",
+    "Show, edit ($EDITOR) or set this session's scratchpad.",
+    CAT,
+)
 async def session_scratchpad(ws, args: str) -> CommandResult:
     op, rest = split_first(args)
     sess = await ws.current()
@@ -111,20 +148,28 @@ async def session_scratchpad(ws, args: str) -> CommandResult:
             return ok("No changes made.")
         await ws.ledger.set_scratchpad(ws.session, edited)
         return ok(f"Scratchpad saved ({len(edited)} characters).", changed=("scratchpad",))
-    raise UsageError("unknown scratchpad operation. Usage: /session scratchpad [show | edit | set TEXT]")
+    raise UsageError(
+        "unknown scratchpad operation. Usage: /session scratchpad [show | edit | set TEXT]"
+    )
 
 
-@command("throttle", None, "/throttle [SECONDS]",
-         "Show or set the pause between tool-loop iterations (kept across sessions).", "Models & tools")
+@command(
+    "throttle",
+    None,
+    "/throttle [SECONDS]",
+    "Show or set the pause between tool-loop iterations (kept across sessions).",
+    "Models & tools",
+)
 async def throttle(ws, args: str) -> CommandResult:
     if not args.strip():
         return ok(f"Current throttle: {ws.throttle:g} seconds.")
     try:
         seconds = float(args.strip())
     except ValueError:
-        raise UsageError("the throttle must be a number of seconds. Usage: /throttle [SECONDS]") from None
+        raise UsageError(
+            "the throttle must be a number of seconds. Usage: /throttle [SECONDS]"
+        ) from None
     if seconds < 0 or seconds != seconds or seconds > 3600:
         raise UsageError("the throttle must be between 0 and 3600 seconds.")
     await ws.set_throttle(seconds)
     return ok(f"Throttle set to {seconds:g} seconds between tool-loop iterations.")
-

@@ -10,9 +10,10 @@ orchestrator can act on without knowing the vendor.
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slop_tui import message_parser
@@ -75,6 +76,30 @@ class ProviderReply:
 
 
 StreamItem = TextDelta | ThinkingDelta | ProviderReply
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD.
+
+    JSON lets a model send "\\ud800" on its own; Python decodes it into a str
+    that cannot be encoded as UTF-8, so storing or printing it would fail and
+    the answer would be lost. Everything else passes through unchanged.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
+def valid_item(item: StreamItem) -> StreamItem:
+    """A stream item whose texts are valid Unicode (see `valid_text`)."""
+    if isinstance(item, ProviderReply):
+        text, thinking = valid_text(item.text), valid_text(item.thinking)
+        payload = None if item.payload is None else valid_text(item.payload)
+        if text is item.text and thinking is item.thinking and payload is item.payload:
+            return item
+        return replace(item, text=text, thinking=thinking, payload=payload)
+    text = valid_text(item.text)
+    return item if text is item.text else replace(item, text=text)
 
 
 class ProviderError(Exception):

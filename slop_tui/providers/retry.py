@@ -21,7 +21,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from slop_tui.context.prompt import Prompt
-from slop_tui.providers.base import RETRYABLE_KINDS, Provider, ProviderError, StreamItem
+from slop_tui.providers.base import (
+    RETRYABLE_KINDS,
+    Provider,
+    ProviderError,
+    StreamItem,
+    valid_item,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,9 @@ async def stream_with_retries(
     """`provider.stream` re-run on retryable errors raised before any output.
 
     `on_retry(error, delay, attempt)` (sync or async; attempt counts from 1)
-    runs before each wait so the caller can say why it is waiting.
+    runs before each wait so the caller can say why it is waiting. Every item
+    comes out with valid Unicode texts (`valid_item`): a lone surrogate in
+    the model's text must not lose the answer when it is stored.
     """
     policy = policy or RetryPolicy()
     attempt = 0
@@ -75,7 +83,7 @@ async def stream_with_retries(
         try:
             async for item in provider.stream(prompt, model):
                 yielded = True
-                yield item
+                yield valid_item(item)
             return
         except ProviderError as err:
             # Belt and braces: never retry once the caller has seen output,

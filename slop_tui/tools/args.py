@@ -5,6 +5,10 @@ items, enum, minimum, maximum, default). Errors are one line, named after the
 tool and the argument, because the model reads them and retries:
 `read_file: 'start_line' must be an integer`.
 
+A string with a lone surrogate (a JSON `"\\ud800"` escape, which `json.loads`
+accepts) is refused: it cannot be encoded as UTF-8, so no path, command line,
+file or ledger row could hold it.
+
 Leniency, on purpose: integral floats (`5.0`) and digit strings (`"5"`) are
 accepted as integers because models send them; `null` for an optional
 argument means "not given"; unknown arguments are ignored.
@@ -28,6 +32,19 @@ _TYPE_WORDS = {
     "array": "an array",
     "object": "an object",
 }
+
+
+def lone_surrogate(text: str) -> str | None:
+    """`U+D800`-style name of the first lone surrogate in `text`; None for valid Unicode.
+
+    Python holds undecodable bytes (`surrogateescape`: argv, file names) and JSON
+    `\\ud800` escapes as lone surrogates; SQLite, files and the terminal take UTF-8 only.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"U+{ord(text[exc.start]):04X}"
+    return None
 
 
 def parse_arguments(name: str, raw: dict[str, Any] | str | None) -> dict[str, Any]:
@@ -74,6 +91,11 @@ def _check(tool: str, schema: dict[str, Any], value: Any, where: str) -> Any:
     value = _coerce(kind, value)
     if kind and not _is(kind, value):
         raise ToolError(f"{tool}: '{where}' must be {_TYPE_WORDS.get(kind, kind)}")
+    if isinstance(value, str) and (bad := lone_surrogate(value)) is not None:
+        raise ToolError(
+            f"{tool}: '{where}' contains {bad}, a lone surrogate that is not valid Unicode; "
+            "send UTF-8 text"
+        )
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(str(c) for c in schema["enum"])
         raise ToolError(f"{tool}: '{where}' must be one of {choices}")

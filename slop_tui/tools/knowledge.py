@@ -9,6 +9,7 @@ import weakref
 from typing import Any
 
 from slop_tui.context.memos import rank_memos, tag_matches
+from slop_tui.context.redact import redact_secrets
 from slop_tui.ledger import LedgerError, normalise_tags
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
 
@@ -84,12 +85,17 @@ def _memo_json(memo: Any) -> dict[str, Any]:
     ["content", "tags"],
 )
 async def save_memo(args: dict[str, Any], ctx: ToolContext) -> str:
+    # A memo is sent again in later requests of every session: a key the model
+    # read in a tool output must not live on in one.
+    content: str = args["content"]
+    clean = redact_secrets(content)
     try:
-        memo = await ctx.ledger.add_memo(args["content"], args["tags"])
+        memo = await ctx.ledger.add_memo(clean, args["tags"])
     except LedgerError as exc:
         raise ToolError(f"save_memo: {exc}") from None
     tags = ", ".join(memo.tags) or "(none)"
-    return f"Memo {memo.id} saved. Tags: {tags}."
+    note = " Secrets in it were replaced by [REDACTED]." if clean != content else ""
+    return f"Memo {memo.id} saved. Tags: {tags}.{note}"
 
 
 @tool(

@@ -3,6 +3,9 @@
 Arguments go to the child as an argv list (never through a shell), and the
 pattern is always passed after `-e`, so a pattern such as `--help` or `-rf`
 is a pattern. Both back ends use extended regular expressions (`-E`).
+A path that is neither a folder nor a regular file (a FIFO, a device, a
+socket) is refused before grep starts: grep named a FIFO waits for a writer
+until the time limit.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
 from slop_tui.tools.files import SKIP_DIRS
-from slop_tui.tools.paths import display, resolve_inside
+from slop_tui.tools.paths import display, require_regular, resolve_inside
 from slop_tui.tools.procs import run_process
 
 MAX_LINES = 200
@@ -113,9 +116,9 @@ async def grep(args: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError("grep: the pattern is empty")
     root = ctx.root
     target = resolve_inside(root, args["path"], "grep")
-    if not target.exists():
-        raise ToolError(f"grep: '{display(root, target)}' does not exist")
     rel = display(root, target)
+    if not target.is_dir():
+        require_regular(target, rel, "grep")  # missing, FIFO, device or socket: refused
     git = await in_git_work_tree(root, ctx)
     outcome = await _search(git, pattern, rel, args["context"], ctx)
     if git and (outcome.returncode or 0) > 1:  # git refused (e.g. path outside the repo)

@@ -18,7 +18,14 @@ _ENV_OVERRIDES = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"
 
 # The model's shell must not be able to read the user's provider credentials
 # (a prompt-injected `env | curl …` would leak them), so they are removed.
-_SECRET_SUFFIXES = ("_API_KEY", "_API_TOKEN", "_ACCESS_TOKEN", "_SECRET", "_SECRET_KEY", "_PASSWORD")
+_SECRET_SUFFIXES = (
+    "_API_KEY",
+    "_API_TOKEN",
+    "_ACCESS_TOKEN",
+    "_SECRET",
+    "_SECRET_KEY",
+    "_PASSWORD",
+)
 _SECRET_NAMES = {"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"}
 
 

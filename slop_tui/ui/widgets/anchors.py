@@ -18,6 +18,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Markdown, Static, TextArea
 
+from slop_tui.ui.text import neutralise
+from slop_tui.ui.widgets.editor import SafeTextArea
+
 SCRATCHPAD_DEBOUNCE = 0.8  # seconds of quiet before the scratchpad is saved
 CONFLICT_NOTICE = (
     "the model updated the scratchpad; press ctrl+r to load its version, "
@@ -41,8 +44,11 @@ def _replace_all(area: TextArea, text: str) -> None:
 
 
 def _keep_lines(text: str) -> str:
-    """STATE is written line by line (Goal:, Context:, ...); Markdown would join them."""
-    return "\n".join(line + "  " if line.strip() else line for line in text.splitlines())
+    """STATE is written line by line (Goal:, Context:, ...); Markdown would join them.
+    The model wrote it: controls are neutralised before Markdown draws it."""
+    return "\n".join(
+        line + "  " if line.strip() else line for line in neutralise(text).splitlines()
+    )
 
 
 class StatePane(Widget, can_focus=True):
@@ -92,7 +98,7 @@ class StatePane(Widget, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Markdown(_keep_lines(self.state_text) or EMPTY_STATE, id="state-view")
-        yield TextArea("", id="state-editor", language="markdown", soft_wrap=True)
+        yield SafeTextArea("", id="state-editor", language="markdown", soft_wrap=True)
         yield Static("ctrl+s saves a new STATE version · escape cancels", id="state-hint")
 
     @property
@@ -209,6 +215,10 @@ class ScratchpadEditor(Widget):
         self.session = session
         self.debounce = debounce
         self._base = text  # the newest version known to be in the ledger
+        # What the editor showed for `_base`. TextArea normalises line ends (a
+        # lone CR the model wrote becomes a newline), so the two can differ;
+        # only a keystroke, not loading, may make the editor dirty.
+        self._shown = text
         self._initial = text
         self._model_text: str | None = None  # the model's version, while in conflict
         self._conflict_text: str | None = None  # the editor's text when the conflict began
@@ -216,7 +226,7 @@ class ScratchpadEditor(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static(CONFLICT_NOTICE, id="scratchpad-notice", markup=False)
-        yield TextArea(self._initial, id="scratchpad-text", language="markdown", soft_wrap=True)
+        yield SafeTextArea(self._initial, id="scratchpad-text", language="markdown", soft_wrap=True)
 
     # -- state -------------------------------------------------------------
 
@@ -232,7 +242,7 @@ class ScratchpadEditor(Widget):
     @property
     def dirty(self) -> bool:
         """True while the editor holds edits the ledger does not have."""
-        return self.text != self._base
+        return self.text != self._shown
 
     @property
     def in_conflict(self) -> bool:
@@ -255,19 +265,21 @@ class ScratchpadEditor(Widget):
         self.session = session if session is not None else self.session
         self._base = text
         self.area.load_text(text)
+        self._shown = self.area.text
 
     def external_update(self, text: str) -> None:
         """The ledger's scratchpad changed (a turn, a command, or our own save echoing back)."""
         if _same(text, self._base) and not self.in_conflict:
             return  # nothing new
         if _same(text, self.text):
-            self._base = self.text
+            self._base = self._shown = self.text
             self._stop_timer()
             self._end_conflict()
             return
         if not self.dirty and not self.in_conflict:
             self._base = text
             _replace_all(self.area, text)
+            self._shown = self.area.text
             return
         # Unsaved edits: keep them on screen, hold the model's version, stop autosave
         # until the user types again (which means "overwrite it") or presses ctrl+r.
@@ -298,6 +310,7 @@ class ScratchpadEditor(Widget):
         self._end_conflict()
         self._base = text
         _replace_all(self.area, text)
+        self._shown = self.area.text
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "load_model_version":
@@ -325,10 +338,10 @@ class ScratchpadEditor(Widget):
     def _save(self) -> None:
         self._timer = None
         text = self.text
-        if text == self._base and not self.in_conflict:
+        if text == self._shown and not self.in_conflict:
             return
         self.post_message(self.ScratchpadSaved(self, text, self._base, self.session))
-        self._base = text
+        self._base = self._shown = text
         self._end_conflict()
 
     def _stop_timer(self) -> None:
