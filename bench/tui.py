@@ -165,6 +165,11 @@ def spawn(
     db = work / f"run-{tag}.db"
     shutil.copyfile(template, db)
     env = dict(os.environ, TEXTUAL_ANIMATIONS="none", SLOP_CONFIG=str(work / "no-config.toml"))
+    # The warm-up start compiles bytecode for the measured ones (as an installed app
+    # has it): with PYTHONDONTWRITEBYTECODE set nothing was kept and every start
+    # compiled the app from source (0.2-0.4 s). The bytecode goes to the bench folder.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     for var in (
         "OPENAI_API_KEY",
         "GEMINI_API_KEY",

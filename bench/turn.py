@@ -47,8 +47,12 @@ class InstantProvider(Provider):
     async def stream(self, prompt, model=None):
         for d in self.deltas:
             yield TextDelta(d)
-        yield ProviderReply(text="".join(self.deltas), prompt_tokens=prompt.total_tokens,
-                            completion_tokens=len(self.deltas), finish_reason="stop")
+        yield ProviderReply(
+            text="".join(self.deltas),
+            prompt_tokens=prompt.total_tokens,
+            completion_tokens=len(self.deltas),
+            finish_reason="stop",
+        )
 
     async def list_models(self):
         return ["instant"]
@@ -62,17 +66,40 @@ async def populate(ws: Workspace, messages: int) -> None:
     body = "x" * 600
     for g in range(messages // 5):
         user = await ws.ledger.append_user(ws.session, f"prompt {g} " + body[:100])
-        await ws.ledger.append(ws.session, user.group_id, [
-            NewMessage(role="assistant", content="", status="tool_call", strategy="openai",
-                       payload='{"role":"assistant","content":null,"tool_calls":[{"id":"c1",'
-                               '"type":"function","function":{"name":"read_file","arguments":"{}"}}]}',
-                       tool_call_id="c1", tool_name="read_file", tokens=20),
-            NewMessage(role="tool", content="### TOOL_RESULT: read_file\n" + body * 3 + "\n\n---",
-                       tool_call_id="c1", tool_name="read_file", strategy="openai", tokens=450),
-            NewMessage(role="tool", content="### TOOL_RESULT: read_file\n" + body + "\n\n---",
-                       tool_call_id="c1", tool_name="read_file", strategy="openai", tokens=150),
-            NewMessage(role="assistant", content=f"answer {g}\n" + body[:200], tokens=50),
-        ])
+        await ws.ledger.append(
+            ws.session,
+            user.group_id,
+            [
+                NewMessage(
+                    role="assistant",
+                    content="",
+                    status="tool_call",
+                    strategy="openai",
+                    payload='{"role":"assistant","content":null,"tool_calls":[{"id":"c1",'
+                    '"type":"function","function":{"name":"read_file","arguments":"{}"}}]}',
+                    tool_call_id="c1",
+                    tool_name="read_file",
+                    tokens=20,
+                ),
+                NewMessage(
+                    role="tool",
+                    content="### TOOL_RESULT: read_file\n" + body * 3 + "\n\n---",
+                    tool_call_id="c1",
+                    tool_name="read_file",
+                    strategy="openai",
+                    tokens=450,
+                ),
+                NewMessage(
+                    role="tool",
+                    content="### TOOL_RESULT: read_file\n" + body + "\n\n---",
+                    tool_call_id="c1",
+                    tool_name="read_file",
+                    strategy="openai",
+                    tokens=150,
+                ),
+                NewMessage(role="assistant", content=f"answer {g}\n" + body[:200], tokens=50),
+            ],
+        )
 
 
 def ms(ns: float) -> str:
@@ -151,21 +178,31 @@ async def main(quick: bool) -> None:
         await ws.close()
 
     p, t = statistics.median(provider_ns), statistics.median(turn_ns)
-    print(f"# bench/turn.py ({'quick' if quick else 'full'}): ledger of {ledger_size:,} messages "
-          f"({size / 1e6:.1f} MB), {runs} turns, loopback server replying at once\n")
+    print(
+        f"# bench/turn.py ({'quick' if quick else 'full'}): ledger of {ledger_size:,} messages "
+        f"({size / 1e6:.1f} MB), {runs} turns, loopback server replying at once\n"
+    )
     print("| measure | value | target |")
     print("|---|---|---|")
     print(f"| provider call alone, median | {ms(p)} ms | |")
     print(f"| whole turn, median | {ms(t)} ms | |")
     print(f"| turn − provider call (loopback, noisy: server shares the GIL) | {ms(t - p)} ms | |")
-    print(f"| **orchestrator overhead per turn** (instant in-memory provider), median | "
-          f"{ms(statistics.median(instant_ns))} ms | ≤ 10 ms |")
-    print(f"| **deltas handled per second** (in-memory provider, {handled:,} deltas) | "
-          f"{handled / (flood_ns / 1e9):,.0f} /s | ≥ 20,000 /s |")
-    print(f"| deltas per second through the orchestrator over loopback HTTP ({seen:,}) | "
-          f"{seen / (stream_ns / 1e9):,.0f} /s | |")
-    print(f"| deltas per second, SDK stream alone over loopback HTTP | "
-          f"{deltas / (raw_ns / 1e9):,.0f} /s | |")
+    print(
+        f"| **orchestrator overhead per turn** (instant in-memory provider), median | "
+        f"{ms(statistics.median(instant_ns))} ms | ≤ 10 ms |"
+    )
+    print(
+        f"| **deltas handled per second** (in-memory provider, {handled:,} deltas) | "
+        f"{handled / (flood_ns / 1e9):,.0f} /s | ≥ 20,000 /s |"
+    )
+    print(
+        f"| deltas per second through the orchestrator over loopback HTTP ({seen:,}) | "
+        f"{seen / (stream_ns / 1e9):,.0f} /s | |"
+    )
+    print(
+        f"| deltas per second, SDK stream alone over loopback HTTP | "
+        f"{deltas / (raw_ns / 1e9):,.0f} /s | |"
+    )
 
 
 if __name__ == "__main__":

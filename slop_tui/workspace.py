@@ -16,6 +16,14 @@ unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
 `exit` handoff when a turn ran in this process (so the app and `slop-tui ask`
 both write one without any caller doing more than closing the workspace).
 
+Token counts at start-up: `display_prompt` assembles the request for the
+gauge and the preview without the tokenizer (building it costs ~0.4 s of CPU,
+see slop_tui/context/tokens.py). Messages carry the counts stored when they
+were written; the few other texts (system, STATE, scratchpad, memos, tool
+declarations, ...) take their counts from a cache the workspace keeps in the
+ledger (`KEY_TOKEN_COUNTS`: the counts of the last exactly shown request), and
+any text not in it is estimated and the result says so.
+
 Settings that can be wrong in a config file (`[compaction]`, `[models]`,
 `[context] layout`) are read through `compaction_settings`, `model_info` and
 `context_settings`: a bad value gives a one-line warning (`warnings`, shown
@@ -37,7 +45,7 @@ from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
 from slop_tui.context.prompt import Prompt, ToolSpec
-from slop_tui.context.tokens import TokenCounter
+from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
 from slop_tui.handoff import pending_resume, record_handoff, resume_text
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
 from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
@@ -46,6 +54,9 @@ KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
 KEY_THROTTLE = "throttle"
 KEY_TOKEN_FACTOR = "token_factor"
+# o200k counts of the texts of the last exactly shown request, by digest (JSON);
+# named after the rank file, so other ranks never reuse them.
+KEY_TOKEN_COUNTS = f"token_counts:o200k:{O200K_SHA256[:16]}"
 
 Editor = Callable[[str, str], "str | None"]
 
@@ -81,6 +92,10 @@ class Workspace:
     # One-line problems with config values that fell back to defaults (shown once).
     warnings: list[str] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set, repr=False)
+    # The counts stored under KEY_TOKEN_COUNTS (to write only when they change).
+    _stored_counts: dict[str, int] = field(default_factory=dict, repr=False)
+    # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
+    _own_count: bool = field(default=False, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -102,11 +117,14 @@ class Workspace:
             if count_tokens is None:
                 # Messages are counted once, when written, with the current model's counter.
                 ledger.count_tokens = lambda text: ws.counter.count(text)
+            else:
+                ws._own_count = True
             if env is not None:
                 ws.env = env
             stored = await ledger.get_setting(KEY_SESSION)
             ws.session = check_session_name(session) if session else (stored or DEFAULT_SESSION)
             ws.active_skills = _json_list(await ledger.get_setting(KEY_SKILLS))
+            await ws._load_token_counts()
             ws.throttle = float(await ledger.get_setting(KEY_THROTTLE, "0") or 0)
             await ws._register_tools()
             if session and session != stored:
@@ -139,6 +157,15 @@ class Workspace:
         except (LedgerError, OSError, ValueError) as exc:
             self._warn(f"could not record the {reason} handoff for '{session}': {exc}")
             return None
+
+    async def _load_token_counts(self) -> None:
+        raw = await self.ledger.get_setting(KEY_TOKEN_COUNTS)
+        try:
+            stored = json.loads(raw) if raw else {}
+        except ValueError:
+            stored = {}
+        if isinstance(stored, dict) and count_cache().update(stored) == len(stored):
+            self._stored_counts = stored
 
     async def _register_tools(self) -> None:
         from slop_tui.tools import registry_rows
@@ -234,7 +261,9 @@ class Workspace:
     def provider_configs(self) -> dict:
         from slop_tui.providers.config import load_provider_configs
 
-        configs, _errors = load_provider_configs(self.env, self.config.providers)
+        configs, errors = load_provider_configs(self.env, self.config.providers)
+        for error in errors:  # a broken [providers.NAME] table is left out, not silently
+            self._warn(error)
         return configs
 
     async def provider_choice(self) -> ProviderChoice:
@@ -265,12 +294,37 @@ class Workspace:
         enabled = {t.name for t in await self.ledger.list_tools() if t.enabled}
         return [spec for spec in tool_specs() if spec.name in enabled]
 
-    async def prompt(self, strategy: str | None = None) -> Prompt:
-        """Assemble the next request from the ledger (what is shown is what is sent)."""
+    async def display_prompt(self, strategy: str | None = None) -> tuple[Prompt, bool]:
+        """The next request for the gauge and the preview, and whether its counts are
+        estimates. Never builds the tokenizer (see the module docstring): texts it
+        has not counted before are estimated until it is built."""
+        if self._own_count:
+            return await self.prompt(strategy), False
+        count = DisplayCount(self.counter)
+        prompt = await self.prompt(strategy, count_tokens=count)
+        if not count.estimated and count.used != self._stored_counts:
+            self._stored_counts = count.used
+            await self.ledger.set_setting(KEY_TOKEN_COUNTS, json.dumps(count.used))
+        return prompt, bool(count.estimated)
+
+    async def prompt(
+        self,
+        strategy: str | None = None,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        upto: int | None = None,
+    ) -> Prompt:
+        """Assemble the next request from the ledger (what is shown is what is sent).
+
+        `count_tokens` counts the texts that carry no stored count (default: the
+        ledger's counter, exact, building the tokenizer if needed). `upto`: the
+        running turn's group; groups another process opened after it are later
+        turns, not this request's history, so it stays the current request.
+        """
         if strategy is None:
             strategy = (await self.provider_choice()).strategy
         sess = await self.current()
-        window = await self.ledger.window(self.session, sess.window_size, lane=sess.lane)
+        window = await self._window_upto(sess, upto)
         state = await self.ledger.current_state(self.session)
         keywords = extract_keywords(latest_user_text(window))
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
@@ -295,20 +349,38 @@ class Workspace:
             quoted_group=reply_to,
             focus=focus_note(reply_to, _last_answer_group(window)),
         )
-        prompt = assemble(inputs, self.context_settings(), self.ledger.count_tokens)
+        prompt = assemble(inputs, self.context_settings(), count_tokens or self.ledger.count_tokens)
         if notes:
             prompt = replace(prompt, notes=(*prompt.notes, *notes))
         return prompt
 
+    async def _window_upto(self, sess: Session, upto: int | None) -> list[Message]:
+        """The window, without groups newer than `upto` (only another workspace on the
+        same session can open one mid-turn); still `window_size` groups when there are."""
+        size = sess.window_size
+        while True:
+            window = await self.ledger.window(self.session, size, lane=sess.lane)
+            if upto is None or not window or window[-1].group_id <= upto:
+                return window
+            kept = [m for m in window if m.group_id <= upto]
+            groups = len({m.group_id for m in window})
+            older = len({m.group_id for m in kept})
+            if size == 0 or groups < size or older >= sess.window_size:
+                return kept  # full history, every group read, or enough older ones
+            size = sess.window_size + groups - older
+
     async def context_files(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The `/file add` set as (path, text), and a note per file that cannot be read."""
+        files: list[tuple[str, str]] = []
+        notes: list[str] = []
+        listed = await self.ledger.context_files(self.session)
+        if not listed:
+            return files, notes  # without importing the command layer (start-up time)
         from slop_tui.commands.base import CommandError
         from slop_tui.commands.continuity import read_context_file
 
         root = Path(self.config.project_root).resolve()
-        files: list[tuple[str, str]] = []
-        notes: list[str] = []
-        for f in await self.ledger.context_files(self.session):
+        for f in listed:
             try:
                 files.append(read_context_file(root, f.path))
             except CommandError as exc:

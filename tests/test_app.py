@@ -68,8 +68,10 @@ async def test_commands_run_from_the_prompt(project):
 async def test_approval_dialog_allows_a_write(project, fake_llm, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
-    fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("write_file", {"path": "out.txt", "content": "ok"})]),
-                     Reply(text="written"))
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "out.txt", "content": "ok"})]),
+        Reply(text="written"),
+    )
     app = SlopApp(db=str(project / "slop.db"), user_themes=False, blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)

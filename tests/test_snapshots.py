@@ -24,6 +24,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
+from slop_tui.context.tokens import get_encoding
 from slop_tui.ledger import Ledger
 from slop_tui.records import (
     STATUS_ERROR,
@@ -88,6 +89,9 @@ class Project:
 
     def app(self) -> SlopApp:
         self.clock.step = 0.0  # nothing the app writes may move a timestamp on screen
+        # The app builds the tokenizer at the first submit and shows estimates (≈)
+        # until then; build it so every shot counts exactly, whatever ran before.
+        get_encoding()
         app = SlopApp(db=self.db, user_themes=False, blink=False)
         app.animation_level = "none"
         return app

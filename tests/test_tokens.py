@@ -294,3 +294,143 @@ def test_first_load_is_once_under_concurrency(
         t.join(timeout=10)
     assert results == [2, 2, 2, 2]
     assert builds == [1]
+
+
+# --- memory and the rank cache ----------------------------------------------------------
+
+
+def test_the_python_rank_dict_is_released_and_encode_decode_still_work(
+    encoding: tiktoken.Encoding, reference_encoding: tiktoken.Encoding
+) -> None:
+    # tiktoken keeps the {bytes: rank} dict (~27 MB) only for pickling; the core has its own.
+    assert encoding._mergeable_ranks == {}
+    for text in SAMPLES:
+        ids = encoding.encode_ordinary(text)
+        assert ids == reference_encoding.encode_ordinary(text)
+        assert encoding.decode(ids) == text
+    assert encoding.decode_single_token_bytes(24912) == b"hello"
+
+
+@pytest.fixture
+def rank_cache(tmp_path, monkeypatch: pytest.MonkeyPatch, fresh_state: None):
+    """A rank cache in tmp_path for one test (the process default is none)."""
+    monkeypatch.setattr(tokens, "_rank_cache", tokens._RankCache())
+    return tokens.use_rank_cache(tmp_path / "cache")
+
+
+def test_rank_cache_is_written_once_and_read_instead_of_the_rank_file(
+    rank_cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not rank_cache.exists()
+    first = TokenCounter().count("The quick brown fox jumps over the lazy dog.")
+    assert first == 10 and rank_cache.exists()
+    assert rank_cache.name.startswith("o200k_base-" + tokens.O200K_SHA256[:16])
+
+    # A new process: the rank file is not read at all, the counts are the same.
+    monkeypatch.setattr(tokens, "_state", tokens._EncodingState())
+
+    def no_rank_file() -> bytes:
+        raise AssertionError("the rank file was read although the cache is valid")
+
+    monkeypatch.setattr(tokens, "_read_data", no_rank_file)
+    assert TokenCounter().count("The quick brown fox jumps over the lazy dog.") == 10
+    assert TokenCounter().count("Grüße aus München! 日本語のテキスト 🚀✨ naïve café") == 18
+    assert tokens.encoding_error() is None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "other-ranks"])
+def test_a_damaged_or_foreign_rank_cache_is_ignored(
+    rank_cache, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    TokenCounter().count("x")  # writes the cache
+    blob = rank_cache.read_bytes()
+    if damage == "truncate":
+        blob = blob[: len(blob) // 2]
+    elif damage == "flip":
+        blob = blob[:-10] + bytes([blob[-10] ^ 1]) + blob[-9:]
+    elif damage == "garbage":
+        blob = b"not a cache"
+    else:  # a valid blob made from other ranks
+        blob = tokens.pack_ranks({b"a": 0, b"b": 1})
+    assert tokens.unpack_ranks(blob) is None
+    rank_cache.write_bytes(blob)
+    monkeypatch.setattr(tokens, "_state", tokens._EncodingState())
+    # Parsed from the rank file again (10 exact tokens; a failed build would say 11).
+    assert TokenCounter().count("The quick brown fox jumps over the lazy dog.") == 10
+    assert tokens.encoding_error() is None
+    assert tokens.unpack_ranks(rank_cache.read_bytes()) is not None  # and rewritten
+
+
+def test_ranks_that_are_not_0_to_n_are_not_cached() -> None:
+    assert tokens.pack_ranks({b"a": 0, b"b": 2}) is None
+    assert tokens.unpack_ranks(tokens.pack_ranks({b"a": 0, b"b": 1})) is None  # too few
+
+
+def test_an_unwritable_rank_cache_only_costs_the_speed_up(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, fresh_state: None
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setattr(tokens, "_rank_cache", tokens._RankCache())
+    tokens.use_rank_cache(blocker / "cache")
+    # 10 exact tokens; an encoding that failed to build would estimate 11 (chars / 4).
+    assert TokenCounter().count("The quick brown fox jumps over the lazy dog.") == 10
+    assert tokens.encoding_error() is None
+    assert list(tmp_path.iterdir()) == [blocker]
+
+
+# --- counting for display without the encoding ------------------------------------------
+
+
+@pytest.fixture
+def fresh_counts(monkeypatch: pytest.MonkeyPatch) -> tokens.CountCache:
+    cache = tokens.CountCache()
+    monkeypatch.setattr(tokens, "_count_cache", cache)
+    return cache
+
+
+def test_display_count_never_builds_the_encoding_and_says_what_it_estimated(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None, fresh_counts: tokens.CountCache
+) -> None:
+    def no_build() -> tiktoken.Encoding:
+        raise AssertionError("DisplayCount built the encoding")
+
+    monkeypatch.setattr(tokens, "_load_encoding", no_build)
+    count = tokens.DisplayCount(TokenCounter("gpt-4o"))
+    assert count("a" * 40) == 10  # len // 4
+    assert count("") == 0
+    assert count.estimated == 1 and count.used == {}
+    assert tokens.encoding_ready() is None and not tokens.encoding_loaded()
+
+    # A count stored earlier (e.g. loaded from the ledger) is exact without the encoding.
+    key = tokens.CountCache.key("The quick brown fox jumps over the lazy dog.")
+    fresh_counts.put(key, 10)
+    count = tokens.DisplayCount(TokenCounter("gpt-4o"))
+    assert count("The quick brown fox jumps over the lazy dog.") == 10
+    assert count.estimated == 0 and count.used == {key: 10}
+    # Another model applies its factor to the exact o200k count, as TokenCounter.count does.
+    gemini = tokens.DisplayCount(TokenCounter("gemini-2.5-pro", factor=1.5))
+    assert gemini("The quick brown fox jumps over the lazy dog.") == 15
+    assert gemini("a" * 40) == 15 and gemini.estimated == 1
+
+
+def test_display_count_is_exact_once_the_encoding_is_built(
+    encoding: tiktoken.Encoding, fresh_counts: tokens.CountCache
+) -> None:
+    count = tokens.DisplayCount(TokenCounter("gpt-4o"))
+    for text in SAMPLES:
+        assert count(text) == TokenCounter("gpt-4o").count(text)
+    assert count.estimated == 0
+    assert len(count.used) == len(SAMPLES) == len(fresh_counts)
+    assert fresh_counts.get(tokens.CountCache.key("hello world")) == 2
+
+
+def test_count_cache_takes_only_well_formed_entries_and_stays_bounded() -> None:
+    cache = tokens.CountCache(limit=3)
+    good = tokens.CountCache.key("a")
+    assert cache.update({good: 5, "short": 1, "g" * 32: 1, tokens.CountCache.key("b"): -1}) == 1
+    assert cache.update({tokens.CountCache.key("c"): True, tokens.CountCache.key("d"): "7"}) == 0
+    assert cache.get(good) == 5 and len(cache) == 1
+    for text in ("w", "x", "y", "z"):
+        cache.put(tokens.CountCache.key(text), 1)
+    assert len(cache) == 3 and cache.get(good) is None  # the oldest went first

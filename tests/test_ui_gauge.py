@@ -132,3 +132,18 @@ async def test_projection_line():
         assert "no change" in str(line.render())
         gauge.set_projection(None)
         assert str(line.render()) == ""
+
+
+async def test_an_estimated_total_is_marked_until_it_is_exact():
+    app = GaugeApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        gauge = app.query_one(TokenGauge)
+        total = app.query_one("#gauge-total", Static)
+        gauge.update_from(prompt_of(48_000), 100_000, estimated=True)
+        await pilot.pause()
+        assert str(total.render()) == "≈50,000 / 100,000 tokens · 50.0 %"
+        assert total.tooltip and "first submit" in str(total.tooltip)
+        gauge.update_from(prompt_of(48_000), 100_000)
+        await pilot.pause()
+        assert str(total.render()) == "50,000 / 100,000 tokens · 50.0 %"
+        assert total.tooltip is None

@@ -115,9 +115,9 @@ async def test_marks_for_each_status_and_window_membership():
         row = groups.row_text(9)
         assert " 9 " in row and "100" in row and "prompt 9" in row
         # Styles come from component classes, resolved at render time.
-        spans = {s.style for s in groups.get_option_at_index(2).prompt.spans}
+        spans = {s.style for s in groups.row_content(3).spans}
         assert ".grouplist--dropped" in spans
-        assert ".grouplist--interrupted" in {s.style for s in groups.options[4].prompt.spans}
+        assert ".grouplist--interrupted" in {s.style for s in groups.row_content(5).spans}
 
 
 async def test_reload_updates_marks_and_keeps_the_highlight():
@@ -291,3 +291,83 @@ async def test_a_theme_switch_restyles_the_marks_without_a_reload():
         await pilot.pause()
         assert flag_colour() != before
         assert flag_colour().triplet.hex == app.theme_variables["text-warning"].lower()
+
+
+async def test_group_rows_is_list_groups_in_one_compact_read(tmp_path):
+    ws = await open_workspace(tmp_path)
+    try:
+        ledger = ws.ledger
+        for i in range(5):
+            user = await ledger.append_user(ws.session, f"question {i} " + "x" * 400)
+            await ledger.append(ws.session, user.group_id, [NewMessage("assistant", f"answer {i}")])
+        groups = await ledger.list_groups(ws.session)
+        await ledger.set_group_dropped(ws.session, groups[1].group_id, True)
+        groups = await ledger.list_groups(ws.session)
+        rows = await ledger.group_rows(ws.session)
+        assert [GroupSummary(*row) for row in rows] == [
+            GroupSummary(
+                g.group_id, g.lane, g.prompt[:240], g.messages, g.tokens, g.status, g.created_at
+            )
+            for g in reversed(groups)
+        ]
+        assert {row[5] for row in rows} == {"completed", "dropped"}
+        assert all(isinstance(row, tuple) and len(row[2]) == 240 for row in rows)
+        assert await ledger.group_rows("no-such-session") == []
+    finally:
+        await ws.close()
+
+
+async def test_only_the_lines_on_screen_are_built():
+    many = [group(i, tokens=i) for i in range(1, 5001)]
+    app = ListsApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        groups = app.query_one(GroupList)
+        built: list[int] = []
+        real_row = groups._row
+
+        def counting_row(row):
+            built.append(row[0])
+            return real_row(row)
+
+        groups._row = counting_row
+        groups.load(many, 5, "main")
+        await pilot.pause()
+        height = groups.scrollable_content_region.height
+        assert groups.option_count == 5000 and groups.is_vertical_scroll_end
+        assert 0 < len(built) <= height and min(built) > 5000 - height  # the newest screenful
+        groups.focus()  # the focus style repaints the screenful
+        await pilot.pause()
+        built.clear()
+        await pilot.press("home")
+        await pilot.pause()
+        assert groups.highlighted == 0 and groups.scroll_y == 0
+        assert 0 < len(built) <= height and max(built) <= height
+
+
+async def test_moving_wraps_pages_and_repaints_only_what_changed():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(i) for i in range(1, 41)], 3, "main")
+        groups.focus()
+        await pilot.press("up")  # nothing highlighted: up starts at the newest, like OptionList
+        assert groups.highlighted_group.group_id == 40
+        await pilot.press("down")  # and wraps
+        assert groups.highlighted_group.group_id == 1
+        await pilot.press("up")
+        assert groups.highlighted_group.group_id == 40
+        page = groups.scrollable_content_region.height
+        await pilot.press("pageup")
+        assert groups.highlighted == 39 - page
+        await pilot.press("pagedown", "pagedown")
+        assert groups.highlighted == 39  # clamped, no wrap
+        await pilot.pause()
+        built: list[int] = []
+        real_row = groups._row
+        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        groups._lines.clear()  # so that every repainted line is built again
+        await pilot.press("up")
+        await pilot.pause()
+        # One step inside the screen repaints the two lines whose highlight changed.
+        assert sorted(built) == [39, 40]
+        assert [m.group_id for m in app.of(GroupList.Selected)][-1] == 39

@@ -5,11 +5,20 @@ The app holds no business rules: every action is the slash command the prompt
 would run (`slop_tui.commands.dispatch`), and turns run in the orchestrator,
 whose events the conversation view renders. Start-up imports no provider SDK;
 the ledger opens in a worker after the first frame.
+
+Start-up path (issue 5): the module imports only what the first frame draws;
+the command layer, the orchestrator and the dialogs come when first used.
+The ledger is read once for the group list and the conversation
+(`Ledger.group_rows`), and the tokenizer is not built: the gauge and the
+preview count with `Workspace.display_prompt` (stored and cached counts,
+estimates marked `≈`), and the encoding is built in a thread at the first
+submit (or when an estimate shows up later), never before the screen is up.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -19,11 +28,12 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widget import WidgetError
 from textual.widgets import Footer, Header, Markdown, Static
 
 from slop_tui.ui.palette import SlopCommands
-from slop_tui.ui.screens.dialogs import ApprovalScreen, ConfirmScreen
+from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
     DEFAULT_THEME,
     app_variable_defaults,
@@ -37,13 +47,72 @@ from slop_tui.ui.themes import (
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import HIDDEN, GroupList, SessionList
+from slop_tui.ui.widgets.groups import HIDDEN, SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
-__all__ = ["ApprovalScreen", "SlopApp", "run_app"]
+__all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
+
+
+def __getattr__(name: str):
+    # The dialogs are imported when first shown, not at start-up; `ApprovalScreen`
+    # stays importable from here.
+    if name == "ApprovalScreen":
+        from slop_tui.ui.screens.dialogs import ApprovalScreen
+
+        return ApprovalScreen
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SIDE_WIDTHS = (32, 40, 52, 64)
+# Seconds the group list's highlight must rest before the gauge shows what dropping
+# the group would save (see group_selected).
+PROJECTION_REST = 0.25
+
+
+class SlopFooter(Footer):
+    """Textual's footer, recomposed only when the keys it shows change.
+
+    Footer unmounts and mounts all of its keys on every binding refresh (each
+    focus change, each check_action refresh): five times during start-up,
+    ~0.2 s of CPU, and again on every F-key that moves the focus. Refreshes
+    that come together are folded into one, and one that shows the same keys
+    as now is skipped.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending = False
+        self._shown: tuple | None = None
+
+    def bindings_changed(self, screen) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen and not self._pending:
+            self._pending = True
+            self.call_later(self._recompose_if_changed)
+
+    def _keys(self) -> tuple:
+        app = self.app
+        return (
+            self.show_command_palette,
+            self.compact,
+            *(
+                (b.key, app.get_key_display(b), b.action, b.description, b.group, enabled, tip)
+                for key, (_node, b, enabled, tip) in self.screen.active_bindings.items()
+                if b.show or key == app.COMMAND_PALETTE_BINDING
+            ),
+        )
+
+    async def _recompose_if_changed(self) -> None:
+        self._pending = False
+        if not self.is_attached:
+            return
+        keys = self._keys()
+        if keys != self._shown:
+            self._shown = keys
+            await self.recompose()
 
 
 class SlopApp(App):
@@ -100,6 +169,9 @@ class SlopApp(App):
         self.ready = False  # the ledger is open and the panes show it
         self.phase = ""  # "", "streaming", "tools", "compacting"
         self._side_width = 1
+        self._projection: int | None = None  # the group list's latest Selected.saving
+        self._projection_timer: Timer | None = None
+        self._last_selected = 0.0
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -117,7 +189,7 @@ class SlopApp(App):
                 )
                 yield GroupList(id="group-list")
             with Vertical(id="centre"):
-                yield Static("", id="banner")
+                yield Static("", id="banner", markup=False)
                 yield ConversationView(id="conversation")
                 with VerticalScroll(id="output"):
                     yield Markdown("", id="output-text")
@@ -130,7 +202,7 @@ class SlopApp(App):
                 yield ScratchpadEditor(id="scratchpad")
                 yield Static("Context preview", classes="pane-title")
                 yield ContextPreview(id="preview")
-        yield Footer()
+        yield SlopFooter()
 
     def on_resize(self, event) -> None:
         # Below 110 columns the side panes would squeeze the conversation to
@@ -140,6 +212,25 @@ class SlopApp(App):
             self._narrow = narrow
             for pane in ("#left", "#right"):
                 self.query_one(pane).set_class(narrow, "-hidden")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity="information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notifications carry untrusted text (command echoes, provider errors, config
+        values): plain text by default, controls neutralised, so `[/x]` cannot crash it."""
+        super().notify(
+            neutralise(message),
+            title=neutralise(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return app_variable_defaults(self.current_theme)
@@ -152,20 +243,24 @@ class SlopApp(App):
     async def open_workspace(self) -> None:
         from slop_tui.config import load_config
         from slop_tui.ledger import LedgerError
-        from slop_tui.ui.keymap import apply_keymap
-        from slop_tui.ui.screens import dialogs, help, search
         from slop_tui.workspace import Workspace
 
         config = load_config(db=self._db, cwd=self._cwd, env=self._env)
-        extra = (
-            dialogs.ApprovalScreen,
-            dialogs.ConfirmScreen,
-            dialogs.ProviderScreen,
-            dialogs.SessionScreen,
-            search.SearchScreen,
-            help.HelpScreen,
-        )
-        for warning in [*config.warnings, *apply_keymap(self, config.keymap, extra)]:
+        warnings = list(config.warnings)
+        if config.keymap:  # an empty [keymap] changes nothing: skip importing every dialog
+            from slop_tui.ui.keymap import apply_keymap
+            from slop_tui.ui.screens import dialogs, help, search
+
+            extra = (
+                dialogs.ApprovalScreen,
+                dialogs.ConfirmScreen,
+                dialogs.ProviderScreen,
+                dialogs.SessionScreen,
+                search.SearchScreen,
+                help.HelpScreen,
+            )
+            warnings += apply_keymap(self, config.keymap, extra)
+        for warning in warnings:
             self.notify(warning, severity="warning", timeout=15)
         if note := self.theme_load.notification():
             self.notify(note, severity="warning", timeout=15)
@@ -181,18 +276,21 @@ class SlopApp(App):
         self.theme = name
         for w in warns:
             self.notify(w, severity="warning")
-        # The o200k tokenizer takes about half a second to build: build it in a
-        # thread so the event loop keeps drawing frames and taking keys.
-        import asyncio
-
-        from slop_tui.context.tokens import get_encoding
-
-        await asyncio.to_thread(get_encoding)
+        # No tokenizer here: building it costs ~0.4 s of CPU and ~46 MB. The panes
+        # count with stored and cached counts (see refresh_context); the encoding is
+        # built at the first submit (`_tokenizer`).
         history = await self.workspace.ledger.get_setting("prompt_history")
         if history:
             self.query_one(PromptInput).set_history(json.loads(history))
         await self.refresh_all(reload_conversation=True)
         self.ready = True
+        # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
+        # as long as the app. Left to the collector, every full collection walked it
+        # again: 100-250 ms pauses at random keys. Frozen, it is never scanned (what
+        # of it turns into cyclic garbage later stays; the first screen's blocks at most).
+        import gc
+
+        gc.freeze()
         if (
             await self.workspace.provider_choice()
         ).name == "demo" and not await self._has_history():
@@ -220,12 +318,22 @@ class SlopApp(App):
         if ws is None or not self.is_running:
             return
         with self._unless_closing():
+            # Read everything first, then show it in one go: an await between two pane
+            # updates let a frame through, and each one laid out the whole screen.
             choice = await ws.provider_choice()
             sess = await ws.current()
-            self.sub_title = self._status(choice, sess)
-            await self.query_one(SessionList).refresh_from(ws)
-            await self.query_one(GroupList).refresh_from(ws)
+            sessions = await ws.ledger.list_sessions()
+            rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
             state = await ws.ledger.current_state(ws.session)
+            context = await self._read_context(choice)
+            if reload_conversation:
+                # The group list's read gives the conversation its group ids too.
+                await self.query_one(ConversationView).load(ws, group_ids=[r[0] for r in rows])
+            # From here on nothing awaits: the panes change in the same frame as the
+            # conversation (only the first is laid out once more, when Markdown mounts).
+            self.sub_title = self._status(choice, sess)
+            self.query_one(SessionList).load(sessions, ws.session)
+            self.query_one(GroupList).load_rows(rows, sess.window_size, sess.lane)
             self.query_one(StatePane).set_state(state.content if state else None)
             pad = self.query_one(ScratchpadEditor)
             if pad.session != ws.session:
@@ -233,23 +341,51 @@ class SlopApp(App):
                 pad.load(sess.scratchpad, session=ws.session)
             else:
                 pad.external_update(sess.scratchpad)
-            await self.refresh_context(choice)
-            if reload_conversation:
-                await self.query_one(ConversationView).load(ws)
+            self._show_context(*context)
 
     async def refresh_context(self, choice=None) -> None:
         ws = self.workspace
         if ws is None or not self.is_running:
             return
         with self._unless_closing():
-            choice = choice or await ws.provider_choice()
-            prompt = await ws.prompt(choice.strategy)
-            info = ws.model_info(choice.model)
-            last = await ws.ledger.last_usage(ws.session)
-            cached = last.cached_tokens if last is not None else None
-            series = await ws.ledger.prompt_token_series(ws.session)
-            self.query_one(TokenGauge).update_from(prompt, info.context_window, series, cached)
-            self.query_one(ContextPreview).set_prompt(prompt)
+            self._show_context(*await self._read_context(choice or await ws.provider_choice()))
+
+    async def _read_context(self, choice) -> tuple:
+        """What the gauge and the preview show: the next request, and whether its
+        counts are estimates (never builds the tokenizer), the model's window, the
+        prompt tokens per call and the last call's cached tokens."""
+        ws = self.workspace
+        prompt, estimated = await ws.display_prompt(choice.strategy)
+        info = ws.model_info(choice.model)
+        last = await ws.ledger.last_usage(ws.session)
+        cached = last.cached_tokens if last is not None else None
+        series = await ws.ledger.prompt_token_series(ws.session)
+        return prompt, estimated, info.context_window, series, cached
+
+    def _show_context(self, prompt, estimated: bool, window: int, series, cached) -> None:
+        self.query_one(TokenGauge).update_from(prompt, window, series, cached, estimated=estimated)
+        self.query_one(ContextPreview).set_prompt(prompt, estimated=estimated)
+        if estimated and self.ready:
+            # Something changed after start-up that no stored count covers: count
+            # it exactly, off the event loop (never on the start path).
+            self._exact_counts()
+
+    async def _tokenizer(self) -> None:
+        """Build the tokenizer in a thread (once); the first submit waits for it. A
+        gauge that shows estimates is then counted again, exactly."""
+        import asyncio
+
+        from slop_tui.context.tokens import encoding_loaded, get_encoding
+
+        if not encoding_loaded():
+            await asyncio.to_thread(get_encoding)
+            with self._unless_closing():
+                if self.is_running and self.query_one(TokenGauge).estimated:
+                    self.call_later(self.refresh_context)
+
+    @work(exclusive=True, group="tokenizer")
+    async def _exact_counts(self) -> None:
+        await self._tokenizer()
 
     def _status(self, choice, sess) -> str:
         label = (
@@ -260,18 +396,18 @@ class SlopApp(App):
         window = sess.window_size or "all"
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
         phase = f" · {self.phase}" if self.phase else ""
-        return f"{self.workspace.session} · {label} · window {window}{lane}{phase}"
+        return neutralise(f"{self.workspace.session} · {label} · window {window}{lane}{phase}")
 
     def show_banner(self, text: str) -> None:
         banner = self.query_one("#banner", Static)
-        banner.update(f"⚠ {text}  (Esc or click to dismiss)" if text else "")
+        banner.update(f"⚠ {neutralise(text)}  (Esc or click to dismiss)" if text else "")
         banner.set_class(bool(text), "-shown")
 
     async def show_output(self, command: str, text: str) -> None:
         """A command's result, above the prompt (Esc closes it)."""
         out = self.query_one("#output", VerticalScroll)
         await self.query_one("#output-text", Markdown).update(
-            f"`{command.strip()}`\n\n{text}" if text else ""
+            neutralise(f"`{command.strip()}`\n\n{text}") if text else ""
         )
         out.set_class(bool(text), "-shown")
         out.scroll_home(animate=False)
@@ -288,6 +424,9 @@ class SlopApp(App):
 
         if self.workspace is None:
             return
+        # The first submit (or command key) builds the tokenizer, in a thread: commands
+        # and turns count exactly, and would otherwise build it on the event loop.
+        await self._tokenizer()
         result = await dispatch(self.workspace, text)
         if result.quit:
             await self.action_quit()
@@ -373,6 +512,7 @@ class SlopApp(App):
         )
 
         ws = self.workspace
+        await self._tokenizer()  # the turn counts what it writes: not on the event loop
         if self.orchestrator is None:
             self.orchestrator = Orchestrator(
                 ws, approve=ws.config.approve, approver=self.ask_approval
@@ -428,8 +568,11 @@ class SlopApp(App):
                 self.notify(f"Compaction failed: {ev.text}", severity="error", timeout=10)
             elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
                 # Routine lane-summary rolls stay quiet (the header shows "compacting").
-                self.notify(f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
-                            "(/context log; /context uncompact restores).", timeout=6)
+                self.notify(
+                    f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
+                    "(/context log; /context uncompact restores).",
+                    timeout=6,
+                )
             with self._unless_closing():
                 await self.refresh_all(reload_conversation=False)
         with self._unless_closing():
@@ -437,6 +580,8 @@ class SlopApp(App):
             self.sub_title = self._status(choice, await self.workspace.current())
 
     async def ask_approval(self, call) -> str:
+        from slop_tui.ui.screens.dialogs import ApprovalScreen
+
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
         return await self.push_screen_wait(ApprovalScreen(call.name, args))
 
@@ -462,6 +607,8 @@ class SlopApp(App):
 
     @work(group="dialogs")
     async def _confirm_remove(self, gid: int) -> None:
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
         if await self.push_screen_wait(
             ConfirmScreen(
                 f"Remove group {gid} permanently?",
@@ -476,7 +623,26 @@ class SlopApp(App):
 
     @on(GroupList.Selected)
     def group_selected(self, event: GroupList.Selected) -> None:
-        self.query_one(TokenGauge).set_projection(event.saving)
+        # While the highlight moves fast (a key held or pressed in quick succession),
+        # the gauge's projection waits until it rests. Drawn in the same frame as the
+        # list, the two far-apart changes made Textual repaint the rectangle around
+        # them, i.e. every pane (~34 widgets), on every up/down.
+        now = time.monotonic()
+        moving = event.saving is not None and now - self._last_selected < PROJECTION_REST
+        self._last_selected = now
+        self._projection = event.saving
+        if self._projection_timer is not None:
+            self._projection_timer.stop()
+            self._projection_timer = None
+        if moving:
+            self._projection_timer = self.set_timer(PROJECTION_REST, self._show_projection)
+        else:
+            self._show_projection()
+
+    def _show_projection(self) -> None:
+        self._projection_timer = None
+        with self._unless_closing():
+            self.query_one(TokenGauge).set_projection(self._projection)
 
     @on(SessionList.SessionChosen)
     async def session_chosen(self, event: SessionList.SessionChosen) -> None:
@@ -514,6 +680,7 @@ class SlopApp(App):
     async def _load_json(self) -> None:
         from slop_tui.commands import dispatch
 
+        await self._tokenizer()
         result = await dispatch(self.workspace, "/context show --json")
         if not self.is_running:
             return  # the app closed while the body was built
@@ -647,6 +814,7 @@ class SlopApp(App):
     async def action_copy_context(self) -> None:
         from slop_tui.context import render_prompt
 
+        await self._tokenizer()
         prompt = await self.workspace.prompt()
         await self._copy(render_prompt(prompt), "the whole context")
 

@@ -18,6 +18,7 @@ from slop_tui.ui import text as _text
 
 T = TypeVar("T")
 
+
 def neutralise(text: str) -> str:
     """Exact text for a dialog: controls visible, CRLF shown as ␍ plus a line end."""
     return _text.neutralise(text, crlf_as_newline=False)

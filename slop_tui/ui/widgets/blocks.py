@@ -7,6 +7,13 @@ Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
   rendering a Rich `Markdown` renderable. Only the live answer is a
   `Markdown` widget, fed through `MarkdownStream`; it is replaced by the
   light form when the next turn starts.
+- The live answer stays cheap however long it grows (issue 5): its stream is
+  paced (`LIVE_INTERVAL`); `Markdown.append` re-parses only from the last
+  top-level block, and the blocks before it move into one light
+  `SettledMarkdown`, so only the open block is a Markdown widget; blank room
+  below the text (`LIVE_ROOM`) keeps the view from scrolling on every update.
+- Answers are rendered by Rich in a thread before their block is mounted
+  when the pane's width is known (`AnswerBlock.render_ahead`).
 - Tool calls are one light, focusable block each (a title line; the output
   is mounted only while expanded), not Textual's three-widget `Collapsible`.
 
@@ -16,13 +23,17 @@ reaches the screen: tool output may hold terminal escape sequences.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
 from textual import events
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
@@ -31,7 +42,7 @@ from textual.message import Message as TextualMessage
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Markdown, Static, TextArea
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets.markdown import MarkdownBlock, MarkdownStream
 
 from slop_tui import message_parser
 from slop_tui.context.isolation import same_family
@@ -190,6 +201,13 @@ class CopyRequested(TextualMessage):
 Fetch = Callable[[int], Awaitable[str | None]]
 
 
+def markdown_lines(console: Console, source: str, width: int) -> list[Strip]:
+    """`source` rendered as Markdown by Rich, as lines of `width` cells."""
+    body = RichMarkdown(source, hyperlinks=False)
+    lines = console.render_lines(body, console.options.update_width(max(1, width)), pad=True)
+    return [Strip(line, width) for line in lines]
+
+
 class AnswerBlock(Widget, can_focus=True):
     """An assistant text, rendered as Markdown by Rich: one widget, no children.
 
@@ -227,13 +245,25 @@ class AnswerBlock(Widget, can_focus=True):
     def rendered(self, width: int) -> list[Strip]:
         """The answer's lines at `width` cells (rendered once per width)."""
         if self._lines is None or self._lines[0] != width:
-            console = self.app.console
-            body = RichMarkdown(self.shown + self._note(), hyperlinks=False)
-            lines = console.render_lines(
-                body, console.options.update_width(max(1, width)), pad=True
-            )
-            self._lines = (width, [Strip(line, width) for line in lines])
+            source = self.shown + self._note()
+            self._lines = (width, markdown_lines(self.app.console, source, width))
         return self._lines[1]
+
+    async def render_ahead(self, pane_width: int) -> None:
+        """Render the lines in a thread before the block is laid out, for a pane whose
+        settled answers are `pane_width` cells wide (0: unknown, nothing to do).
+
+        Rich takes 5-80 ms per answer (code blocks are highlighted); done here the
+        event loop keeps drawing frames meanwhile, where the layout pass that
+        first measures the block would hold it for all of that.
+        """
+        # An interrupted answer has a one-cell border on its left.
+        width = pane_width - (self.status == STATUS_INTERRUPTED)
+        if width <= 0 or (self._lines is not None and self._lines[0] == width):
+            return
+        source = self.shown + self._note()
+        lines = await asyncio.to_thread(markdown_lines, self.app.console, source, width)
+        self._lines = (width, lines)
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return container.width
@@ -245,14 +275,131 @@ class AnswerBlock(Widget, can_focus=True):
         width = self.content_size.width
         lines = self.rendered(width)
         line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
-        return line.apply_style(self.rich_style)
+        return line.apply_style(self.visual_style.rich_style)
 
     def action_copy(self) -> None:
         self.post_message(CopyRequested(self.source, "message"))
 
 
+# The live answer is redrawn at most this often (seconds). Each redraw lays the
+# screen out again (15-40 ms on a 2-core machine); at 200 deltas/s, redrawing
+# whenever the loop was free kept it busy and keys waited hundreds of ms
+# (issue 5). Measured with bench/tui.py (2,000 msgs, 30 keys) typing while a
+# reply streams took 38 ms median at 0.1 s, 30 ms at 0.15 s and 6 ms at 0.2 s:
+# a key has to wait when it lands in a redraw. Five updates a second still read
+# as a stream.
+LIVE_INTERVAL = 0.2
+# Blank lines kept below the streamed text. While the text grows into them the
+# conversation's height does not change, so the view following the bottom does
+# not scroll: only the changed lines are drawn, where a scroll redrew the whole
+# pane and its scrollbar on every update. The view moves this many lines at once.
+LIVE_ROOM = 8
+
+
+class LiveStream(MarkdownStream):
+    """A `MarkdownStream` paced to `interval`: fragments written meanwhile join the next append.
+
+    `stop` lets the last append finish and flushes what is pending; the base
+    class cancels the task, which can land in the middle of an append.
+    """
+
+    def __init__(self, markdown_widget: Markdown, interval: float = LIVE_INTERVAL) -> None:
+        super().__init__(markdown_widget)
+        self.interval = interval
+        self._closing = asyncio.Event()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            self._closing.set()
+            self._new_markup.set()
+            await task
+        self._stopped = True
+
+    def cancel(self) -> None:
+        """Drop the stream without flushing (its widget is going away)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        self._stopped = True
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        ready = loop.time()  # the first fragment shows at once
+        while True:
+            await self._new_markup.wait()
+            delay = ready - loop.time()
+            if delay > 0 and not self._closing.is_set():
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), delay)
+            text = "".join(self._pending)
+            self._pending.clear()
+            self._new_markup.clear()
+            if text:
+                await self.markdown_widget.append(text)
+            ready = loop.time() + self.interval
+            if self._closing.is_set() and not self._pending:
+                return
+
+
+class SettledMarkdown(Widget):
+    """The live answer's finished blocks as one light widget, rendered like a history answer.
+
+    Parts are added as the stream closes them and each is rendered once per
+    width, so the live answer stays a few widgets however long it grows:
+    every widget costs time in every layout pass.
+    """
+
+    DEFAULT_CSS = """
+    SettledMarkdown { height: auto; margin: 0 0 1 0; display: none; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._width = 0
+        self._lines: list[Strip] = []
+        self._rendered = 0  # parts already in _lines
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self.display = True
+        self.refresh(layout=True)
+
+    def rendered(self, width: int) -> list[Strip]:
+        """The parts' lines at `width` cells; only new parts are rendered."""
+        if width != self._width:
+            self._width, self._lines, self._rendered = width, [], 0
+        console = self.app.console
+        for part in self.parts[self._rendered :]:
+            lines = markdown_lines(console, part, width)
+            # One blank line between parts, unless the part brings its own (lists, code).
+            if self._lines and lines and lines[0].text.strip():
+                self._lines.append(Strip.blank(width))
+            self._lines.extend(lines)
+        self._rendered = len(self.parts)
+        return self._lines
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return container.width
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rendered(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        lines = self.rendered(width)
+        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
+        return line.apply_style(self.visual_style.rich_style)
+
+
 class LiveAnswer(Markdown):
-    """The streamed answer: the one `Markdown` widget of the view."""
+    """The streamed answer: the one `Markdown` widget of the view, fed through a `LiveStream`.
+
+    After each append the blocks the stream has closed (all but the last)
+    move into `settled`; only the open block stays a Markdown block widget.
+    `source` is the whole answer.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "copy", "Copy message", id="conversation_copy_live"),
@@ -262,10 +409,22 @@ class LiveAnswer(Markdown):
     LiveAnswer.-interrupted { border-left: outer $warning; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, interval: float = LIVE_INTERVAL) -> None:
         super().__init__("")
+        self.interval = interval
         self.text_parts: list[str] = []
-        self.stream: MarkdownStream | None = None
+        self.stream: LiveStream | None = None
+        self.settled = SettledMarkdown()
+        self._settled_to = 0  # source lines moved into `settled`
+
+    def compose(self):
+        yield self.settled
+
+    @property
+    def BLANK(self) -> bool:  # noqa: N802 -- Textual's name
+        # Its own lines are padding (the blocks are children); rendered through the
+        # styles cache they cost O(height) on every update of a growing answer.
+        return not self.has_class("-interrupted")
 
     @property
     def text(self) -> str:
@@ -274,13 +433,58 @@ class LiveAnswer(Markdown):
     async def write(self, chunk: str) -> None:
         self.text_parts.append(chunk)
         if self.stream is None:
-            self.stream = Markdown.get_stream(self)
+            self.stream = LiveStream(self, self.interval)
+            self.stream.start()
         await self.stream.write(neutralise(chunk))
 
     async def stop(self) -> None:
         if self.stream is not None:
             stream, self.stream = self.stream, None
             await stream.stop()
+        self.styles.min_height = None  # the room below goes with the stream
+
+    def append(self, markdown: str) -> AwaitComplete:
+        appended = super().append(markdown)
+
+        async def append_and_settle() -> None:
+            await appended
+            async with self.lock:
+                await self._settle_closed()
+            self._keep_room()
+
+        return AwaitComplete(append_and_settle())
+
+    def _keep_room(self) -> None:
+        """Grow the blank room below the text (LIVE_ROOM) when the text nears its end."""
+        used = sum(  # the blocks' extent as last laid out (margins counted, not collapsed)
+            child.outer_size.height + child.styles.margin.top + child.styles.margin.bottom
+            for child in self.children
+            if child.display
+        )
+        room = self.styles.min_height
+        if room is None or used + 2 >= room.value:
+            self.styles.min_height = used + LIVE_ROOM
+
+    async def _settle_closed(self) -> None:
+        blocks = [child for child in self.children if isinstance(child, MarkdownBlock)]
+        if len(blocks) < 2:
+            return
+        # Markdown.append re-parses from the last top-level block: the ones before it are final.
+        open_from = min(blocks[-1].source_range[0], self._last_parsed_line)
+        closed = [b for b in blocks[:-1] if b.source_range[1] <= open_from]
+        if not closed or open_from <= self._settled_to:
+            return
+        lines = self.source.splitlines(keepends=True)[self._settled_to : open_from]
+        self._settled_to = open_from
+        text = "".join(lines).strip("\n")
+        with self.app.batch_update():
+            if text.strip():
+                self.settled.add(text)
+            await self.remove_children(closed)
+
+    def on_unmount(self) -> None:
+        if self.stream is not None:
+            self.stream.cancel()
 
     def action_copy(self) -> None:
         self.post_message(CopyRequested(self.text, "message"))
@@ -346,10 +550,10 @@ class ToolBlock(Vertical, can_focus=True):
         self._title = ToolTitle("", markup=False)
 
     def compose(self):
-        yield self._title
-
-    def on_mount(self) -> None:
+        # Set before the title is mounted: updating a mounted widget that has not been
+        # laid out yet makes Textual look it up in a full map of the screen (a paging cost).
         self._render_title()
+        yield self._title
 
     # -- state --------------------------------------------------------------
 
@@ -482,10 +686,15 @@ class GroupBlock(Vertical, can_focus=True):
         self.thinking: ToolBlock | None = None
 
     def compose(self):
+        self.render_header()  # before mounting, as ToolBlock.compose says
         yield from self._initial
 
-    def on_mount(self) -> None:
-        self.render_header()
+    @property
+    def BLANK(self) -> bool:  # noqa: N802 -- Textual's name
+        # Live and unfocused, its own lines are blank (a blank border; the parts are
+        # children): drawn as blanks they cost nothing, where the styles cache rendered
+        # every line of the group each time the streamed reply grew it.
+        return self.live and not self.has_focus
 
     @classmethod
     def build(cls, messages: Sequence[Message], fetch: Fetch | None) -> GroupBlock:
@@ -629,6 +838,10 @@ class GroupBlock(Vertical, can_focus=True):
                 tool.result = replace(fresh, content="")
             tool.finish_without_result()
         self.render_header()
+
+    def answers(self) -> list[AnswerBlock]:
+        """The settled answer blocks, mounted or not (a live answer is not one)."""
+        return [w for w in self._initial if isinstance(w, AnswerBlock)]
 
     def tool_results(self) -> list[tuple[ToolBlock, Message]]:
         return [(t, t.result) for t in self.tool_blocks if t.result is not None]

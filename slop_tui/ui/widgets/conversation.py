@@ -4,17 +4,30 @@ At most `max_blocks` groups are mounted, a contiguous slice of the session;
 the rest are one "▲ N older groups" / "▼ N newer groups" line each. Reaching
 the top (or ctrl+u) mounts a page of older groups and unmounts as many at the
 bottom, and the other way round. The blocks themselves live in `blocks.py`.
+
+Frame time (issue 5, bench/tui.py): every layout pass walks every mounted
+widget, so the bound is small (15 groups, a few screens) and a reply streams
+with only a page of history above it; a page is mounted one group per frame
+from blocks built ahead of time (`_prepare_older`); the live answer is paced
+and keeps room below it (blocks.py). `textual_fixes` removes two redundant
+layout passes of Textual's own.
 """
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections.abc import Sequence
+from contextlib import suppress
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.geometry import Size
+from textual.layout import DockArrangeResult
+from textual.widget import Widget
 from textual.widgets import Static
 
 from slop_tui.events import (
@@ -28,7 +41,8 @@ from slop_tui.events import (
     TurnStarted,
     UsageEvent,
 )
-from slop_tui.records import GroupSummary
+from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
+from slop_tui.ui import textual_fixes
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.widgets.blocks import (
     AnswerBlock,
@@ -45,6 +59,12 @@ from slop_tui.ui.widgets.blocks import (
 if TYPE_CHECKING:
     from slop_tui.workspace import Workspace
 
+textual_fixes.install()  # every frame that follows a reply lays the screen out once, not twice
+
+
+# Seconds after a slice is mounted before the next page is built ahead (`_prepare_older`).
+PREPARE_DELAY = 1.0
+
 
 # -- the view ---------------------------------------------------------------------
 
@@ -60,16 +80,20 @@ class PageMarker(Static):
     def __init__(self, direction: str) -> None:
         super().__init__("", markup=False, classes=f"-{direction}")
         self.direction = direction
-        self.count = 0
+        self.count = -1  # nothing shown yet
 
     def set_count(self, count: int) -> None:
+        # Only on a change: refreshing a widget off screen right after blocks were
+        # mounted makes Textual re-arrange the whole screen to find it.
+        if count == self.count:
+            return
         self.count = count
-        self.display = count > 0
+        if self.display != (count > 0):
+            self.display = count > 0
+        noun = "group" if count == 1 else "groups"
         if self.direction == "older":
-            noun = "group" if count == 1 else "groups"
             self.update(f"▲ {count} older {noun} — scroll up or press ctrl+u to load more")
         else:
-            noun = "group" if count == 1 else "groups"
             self.update(f"▼ {count} newer {noun} — scroll down or press ctrl+d to load")
 
     async def _on_click(self, event: events.Click) -> None:
@@ -99,7 +123,7 @@ class ConversationView(VerticalScroll):
     def __init__(
         self,
         *,
-        max_blocks: int = 30,
+        max_blocks: int = 15,
         page_size: int = 5,
         initial_blocks: int = 10,
         id: str | None = None,
@@ -125,6 +149,14 @@ class ConversationView(VerticalScroll):
         self._scroll_up = False
         self._older = PageMarker("older")
         self._newer = PageMarker("newer")
+        # The page ctrl+u mounts next, built ahead (see _prepare_older).
+        self._prepared: dict[int, GroupBlock] = {}
+        self._generation = 0  # bumped when the mounted slice is replaced or cut (paging stops)
+        self._tops: dict[Widget, int] = {}  # each child's top, as last arranged
+        # While paging: a block that must not move on screen, and its offset from the top.
+        self._keep: tuple[Widget, int] | None = None
+        self._laid_out = asyncio.Event()  # set by each arrangement (see _next_frame)
+        self._prepared_session: str | None = None
 
     def compose(self):
         yield self._older
@@ -132,6 +164,53 @@ class ConversationView(VerticalScroll):
 
     def on_mount(self) -> None:
         self._update_markers()
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Textual's arrangement; while paging, scrolled so the kept block stays put.
+
+        Set here, inside the layout pass (as Textual anchors a view to its bottom),
+        the scroll is right in the frame that shows the new blocks; scrolling
+        after the refresh drew the content shifted first.
+        """
+        arrangement = super().arrange(size, optimal)
+        self._tops = {p.widget: p.region.y for p in arrangement.placements}
+        self._laid_out.set()
+        if self._keep is not None and self._keep[0] in self._tops:
+            widget, offset = self._keep
+            bottom = arrangement.total_region.bottom
+            y = max(0, min(self._tops[widget] - offset, bottom - size.height))
+            if y != self.scroll_y:
+                self.set_reactive(Widget.scroll_y, y)
+                self.set_reactive(Widget.scroll_target_y, y)
+                self.vertical_scrollbar._reactive_position = y
+        return arrangement
+
+    def _let_go(self, keep: tuple[Widget, int] | None) -> None:
+        if self._keep is keep:  # not a hold a later page has taken since
+            self._keep = None
+
+    def _let_go_later(self, keep: tuple[Widget, int] | None) -> None:
+        # Two refreshes on: the markers are updated after the first, and one that
+        # appears or goes moves everything by a line.
+        self.call_after_refresh(self.call_after_refresh, self._let_go, keep)
+
+    def _hold(self, block: GroupBlock | None, *, at_top: bool = False) -> None:
+        """Keep `block` where it is on screen (`at_top`: at the top of the pane) through
+        the coming layouts; None lets go."""
+        if block is None or (block not in self._tops and not at_top):
+            self._keep = None
+            return
+        self._keep = (block, 0 if at_top else self._tops[block] - round(self.scroll_y))
+        if at_top:
+            self.release_anchor()  # as a scroll by the user: back at the bottom, it follows again
+
+    @property
+    def BLANK(self) -> bool:  # noqa: N802 -- Textual's name
+        # Its own lines are blank (padding; the blocks are children). While it follows a
+        # live reply it scrolls on every update, and the styles cache re-rendered them each
+        # time; drawn as blanks they cost nothing. (Settled, the styles cache is used: the
+        # same cells, split into the segments the snapshot baselines hold.)
+        return self._live is not None
 
     # -- introspection (tests, the app) -------------------------------------
 
@@ -164,10 +243,12 @@ class ConversationView(VerticalScroll):
         session: str | None = None,
         *,
         groups: Sequence[GroupSummary] | None = None,
+        group_ids: Sequence[int] | None = None,
     ) -> None:
         """Show `session` (default: the workspace's), its newest groups mounted.
 
-        Pass `groups` (from `Ledger.list_groups`, newest first) when the caller
+        Pass `group_ids` (oldest first, e.g. from the group list's `Ledger.group_rows`)
+        or `groups` (from `Ledger.list_groups`, newest first) when the caller
         already has them, so a 5,000-group session is listed once.
         """
         self.ws = ws
@@ -176,9 +257,12 @@ class ConversationView(VerticalScroll):
             await self._live.end_segment()
             await self._live.remove()
             self._live = None
-        if groups is None:
-            groups = await ws.ledger.list_groups(self.session)
-        self._set_gids([g.group_id for g in reversed(groups)])
+        if group_ids is None:
+            if groups is None:
+                group_ids = [row[0] for row in await ws.ledger.group_rows(self.session, 0)]
+            else:
+                group_ids = [g.group_id for g in reversed(groups)]
+        self._set_gids(list(group_ids))
         await self.refresh_tiers(relabel=False)
         n = len(self._gids)
         await self._mount_slice(max(0, n - self.initial_blocks), n)
@@ -203,14 +287,61 @@ class ConversationView(VerticalScroll):
 
     async def _build(self, gids: Sequence[int]) -> list[GroupBlock]:
         assert self.ws is not None and self.session is not None
+        prepared = self._prepared if self._prepared_session == self.session else {}
+        width = self._answer_width()
         blocks = []
         for gid in gids:
-            rows = await self.ws.ledger.group_messages(self.session, gid)
-            block = GroupBlock.build(rows, self._fetch_text)
-            block.group_id = gid
+            block = prepared.pop(gid, None)
+            if block is None:
+                rows = await self.ws.ledger.group_messages(self.session, gid)
+                block = GroupBlock.build(rows, self._fetch_text)
+                block.group_id = gid
+                for answer in block.answers():
+                    await answer.render_ahead(width)
             self._label(block)
             blocks.append(block)
         return blocks
+
+    def _prepare_older(self) -> None:
+        """Build the pages ctrl+u mounts next while nothing else runs (nearest first).
+
+        Reading its rows and rendering its answers took most of a page's time;
+        built ahead, paging only mounts. A later page, a reload or a changed
+        group (`refresh_group`) makes the blocks be built again.
+        """
+        if self._lo == 0 or self.ws is None or not self.is_mounted:
+            return
+        # Two pages: the next one is usually asked for before this one is built.
+        gids = self._gids[max(0, self._lo - 2 * self.page_size) : self._lo][::-1]
+        self.run_worker(partial(self._prepare, gids), group="conversation-prepare", exclusive=True)
+
+    async def _prepare(self, gids: Sequence[int]) -> None:
+        if self.ws is None or self.session is None:
+            return
+        if self._prepared_session != self.session:
+            self._prepared, self._prepared_session = {}, self.session
+        self._prepared = {g: b for g, b in self._prepared.items() if g in gids}
+        width = self._answer_width()
+        for gid in gids:
+            if gid in self._prepared:
+                continue
+            rows = await self.ws.ledger.group_messages(self.session, gid)
+            if not rows or self.session != self._prepared_session:
+                return
+            block = GroupBlock.build(rows, self._fetch_text)
+            block.group_id = gid
+            for answer in block.answers():
+                await answer.render_ahead(width)
+            self._prepared[gid] = block
+
+    def _answer_width(self) -> int:
+        """The content width of a settled answer block here (0 if none is laid out)."""
+        for block in self._blocks.values():
+            for answer in block.answers():
+                width = answer.content_size.width
+                if width and not answer.has_class(f"-{STATUS_INTERRUPTED}"):
+                    return width
+        return 0
 
     def _label(self, block: GroupBlock) -> None:
         if block.group_id is not None:
@@ -220,6 +351,7 @@ class ConversationView(VerticalScroll):
             tool.set_tier(self.tiers.label(msg))
 
     async def _mount_slice(self, lo: int, hi: int) -> None:
+        self._generation += 1
         blocks = await self._build(self._gids[lo:hi])
         with self.app.batch_update():
             old = list(self._blocks.values())
@@ -230,14 +362,16 @@ class ConversationView(VerticalScroll):
             if blocks:
                 await self.mount_all(blocks, before=self._newer)
             self._update_markers()
+        # Not at once: right after a load the first screen is still being drawn.
+        self.set_timer(PREPARE_DELAY, self._prepare_older)
 
     def _update_markers(self) -> None:
         self._older.set_count(self._lo)
         self._newer.set_count(len(self._gids) - self._hi)
 
-    async def _trim(self, *, from_bottom: bool) -> None:
-        """Unmount blocks at one end until at most `max_blocks` remain."""
-        limit = self.max_blocks
+    async def _trim(self, *, from_bottom: bool, limit: int | None = None) -> None:
+        """Unmount blocks at one end until at most `limit` (default `max_blocks`) remain."""
+        limit = self.max_blocks if limit is None else limit
         gone: list[GroupBlock] = []
         while self._hi - self._lo > limit:
             if from_bottom:
@@ -253,57 +387,89 @@ class ConversationView(VerticalScroll):
             await self.remove_children(gone)
 
     async def load_older(self, count: int | None = None) -> int:
-        """Mount up to `count` (default `page_size`) older groups; returns how many."""
+        """Mount up to `count` (default `page_size`) older groups; returns how many.
+
+        One group per frame, the nearest first: a page mounted at once (its widgets
+        styled, the screen laid out around them) held the event loop ~100-250 ms.
+        """
         if self._paging or self._lo == 0 or self.ws is None:
             return 0
-        self._paging = True
-        try:
-            new_lo = max(0, self._lo - (count or self.page_size))
-            gids = self._gids[new_lo : self._lo]
-            blocks = await self._build(gids)
-            keep = self._blocks.get(self._gids[self._lo]) if self._lo < self._hi else None
-            with self.app.batch_update():
-                await self.mount_all(blocks, after=self._older)
-                self._blocks.update({b.group_id: b for b in blocks if b.group_id is not None})
-                self._lo = new_lo
-                trimmed = self._hi - self._lo > self.max_blocks
-                await self._trim(from_bottom=True)
-                self._update_markers()
-            if trimmed:
-                self.anchor(False)  # the newest groups are no longer mounted
-            if keep is not None:
-                # Keep what the user was looking at in place: the new groups are above it.
-                self.call_after_refresh(self.scroll_to_widget, keep, animate=False, top=True)
-            return len(blocks)
-        finally:
-            self._paging = False
+        return await self._page(self._older, max(0, self._lo - (count or self.page_size)))
 
     async def load_newer(self, count: int | None = None) -> int:
-        """Mount up to `count` newer groups (after `load_older` unmounted them)."""
+        """Mount up to `count` newer groups (after `load_older` unmounted them), as load_older."""
         if self._paging or self._hi >= len(self._gids) or self.ws is None:
             return 0
+        return await self._page(
+            self._newer, min(len(self._gids), self._hi + (count or self.page_size))
+        )
+
+    async def _page(self, marker: PageMarker, target: int, *, hold: bool = True) -> int:
+        """Move the `marker` end of the mounted slice to `target`, one group per frame,
+        trimming the other end to `max_blocks`; with `hold`, what was on screen stays."""
+        older = marker is self._older
         self._paging = True
+        generation = self._generation
         try:
-            new_hi = min(len(self._gids), self._hi + (count or self.page_size))
-            blocks = await self._build(self._gids[self._hi : new_hi])
-            keep = self._blocks.get(self._gids[self._hi - 1]) if self._hi > self._lo else None
-            with self.app.batch_update():
-                await self.mount_all(blocks, before=self._newer)
-                self._blocks.update({b.group_id: b for b in blocks if b.group_id is not None})
-                self._hi = new_hi
-                await self._trim(from_bottom=False)
-                self._update_markers()
-            if keep is not None:
-                self.call_after_refresh(self.scroll_to_widget, keep, animate=False, top=False)
-            return len(blocks)
+            if older:
+                keep = self._blocks.get(self._gids[self._lo]) if self._lo < self._hi else None
+            else:
+                keep = self._blocks.get(self._gids[self._hi - 1]) if self._hi > self._lo else None
+            # Older: the boundary comes to the top, the new groups just above it. Newer: what
+            # the user was looking at stays in place, the new groups below it.
+            if hold:
+                self._hold(keep, at_top=older)
+            mounted = 0
+            while (self._lo > target) if older else (self._hi < target):
+                if mounted:
+                    await self._next_frame()
+                    if generation != self._generation:
+                        break  # reloaded or jumped meanwhile: that slice stands
+                gid = self._gids[self._lo - 1] if older else self._gids[self._hi]
+                (block,) = await self._build([gid])
+                if generation != self._generation:
+                    break
+                with self.app.batch_update():
+                    if older:
+                        await self.mount(block, after=self._older)
+                        self._lo -= 1
+                    else:
+                        await self.mount(block, before=self._newer)
+                        self._hi += 1
+                    self._blocks[gid] = block
+                    trimmed = self._hi - self._lo > self.max_blocks
+                    await self._trim(from_bottom=older)
+                mounted += 1
+                if trimmed and older:
+                    self.anchor(False)  # the newest groups are no longer mounted
+            # After the frame: refreshing a marker off screen before it makes Textual
+            # arrange the whole screen once more just to find it.
+            self.call_after_refresh(self._update_markers)
+            self.call_after_refresh(self._prepare_older)
+            return mounted
         finally:
             self._paging = False
+            if hold:
+                self._let_go_later(self._keep)
 
-    async def action_load_older(self) -> None:
-        await self.load_older()
+    async def _next_frame(self) -> None:
+        """Wait until the view has been laid out and the screen refreshed (at most a
+        quarter second). `call_after_refresh` alone can run before a layout that
+        the last mount still owes."""
+        self._laid_out.clear()
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._laid_out.wait(), 0.25)
+        drawn = asyncio.get_running_loop().create_future()
+        self.call_after_refresh(lambda: drawn.done() or drawn.set_result(None))
+        with suppress(TimeoutError):
+            await asyncio.wait_for(drawn, 0.25)
 
-    async def action_load_newer(self) -> None:
-        await self.load_newer()
+    def action_load_older(self) -> None:
+        # A worker: the page takes a few frames and the app's key queue must not wait.
+        self.run_worker(self.load_older, group="conversation-page")
+
+    def action_load_newer(self) -> None:
+        self.run_worker(self.load_newer, group="conversation-page")
 
     async def action_newest(self) -> None:
         await self.show_newest()
@@ -312,11 +478,36 @@ class ConversationView(VerticalScroll):
         """Mount the newest groups (if needed) and follow the bottom again."""
         n = len(self._gids)
         if self._hi < n:
-            await self._mount_slice(max(0, n - self.max_blocks), n)
+            await self._mount_slice(n - 1, n)
+            self._grow(older=self.page_size - 1)
         self.anchor()
+
+    def _grow(self, *, older: int = 0, newer: int = 0, hold: GroupBlock | None = None) -> None:
+        """Mount neighbours of a slice just mounted, a group per frame (a worker): a
+        screenful mounted at once (its blocks built, styled, laid out) held the loop
+        a few hundred ms. `hold` stays at the top of the pane meanwhile (it is
+        scrolled there in the first layout); without, the view follows the bottom."""
+        if hold is not None:
+            self._hold(hold, at_top=True)
+        keep = self._keep
+
+        async def grow() -> None:
+            try:
+                if newer and not self._paging and self._hi < len(self._gids):
+                    await self._page(
+                        self._newer, min(len(self._gids), self._hi + newer), hold=False
+                    )
+                if older and not self._paging and self._lo > 0:
+                    await self._page(self._older, max(0, self._lo - older), hold=False)
+            finally:
+                self._let_go_later(keep)
+
+        self.run_worker(grow, group="conversation-page")
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        if self._keep is not None and new_value != old_value:
+            self._keep = None  # a scroll by someone else (arrange sets it silently): let go
         if new_value != old_value and self.ws is not None:
             # Only a move towards an edge pages: loading scrolls from 0 to the
             # bottom, and that must not count as reaching the top.
@@ -332,13 +523,13 @@ class ConversationView(VerticalScroll):
         if self._paging or self.max_scroll_y <= 0:
             return
         if self._scroll_up and self.scroll_y <= 0 and self._lo > 0:
-            await self.load_older()
+            self.action_load_older()
         elif (
             not self._scroll_up
             and self.scroll_y >= self.max_scroll_y
             and self._hi < len(self._gids)
         ):
-            await self.load_newer()
+            self.action_load_newer()
 
     async def show_group(self, group_id: int) -> bool:
         """Scroll to a group, mounting it (and its neighbours) first when needed."""
@@ -350,15 +541,20 @@ class ConversationView(VerticalScroll):
             i = self._index.get(group_id)
             if i is None:
                 return False
-            # A screenful around the target; paging brings the rest.
-            lo = max(0, min(i - self.initial_blocks // 2, len(self._gids) - self.initial_blocks))
-            hi = min(len(self._gids), lo + self.initial_blocks)
-            await self._mount_slice(lo, hi)
-            if hi < len(self._gids):
+            # The target first, then a page after it and one before it (paging brings
+            # the rest); the target stays at the top meanwhile.
+            await self._mount_slice(i, i + 1)
+            if i + 1 < len(self._gids):
                 self.anchor(False)
             block = self._blocks.get(group_id)
             if block is None:
                 return False
+            # The groups after it first, so that it can be scrolled to the top at once;
+            # then those before it, in the background.
+            self._hold(block, at_top=True)
+            await self._page(self._newer, min(len(self._gids), i + 1 + self.page_size), hold=False)
+            self._grow(older=self.page_size, hold=block)
+            return True
         self.call_after_refresh(self.scroll_to_widget, block, animate=False, top=True)
         return True
 
@@ -368,6 +564,7 @@ class ConversationView(VerticalScroll):
             return
         if self._live is not None and self._live.group_id == group_id:
             return
+        self._prepared.pop(group_id, None)
         rows = await self.ws.ledger.group_messages(self.session, group_id)
         old = self._blocks.get(group_id)
         if rows and group_id not in self._index:
@@ -455,7 +652,9 @@ class ConversationView(VerticalScroll):
             await self.end_turn()
         n = len(self._gids)
         if self._hi < n:
-            await self._mount_slice(max(0, n - self.page_size), n)
+            await self._mount_slice(n - 1, n)  # the latest group above the turn; paging brings more
+        elif self._hi - self._lo > self.page_size:
+            self.run_worker(self._shed_history, group="conversation-shed", exclusive=True)
         await self._settle_previous_live()
         block = GroupBlock(group_id, prompt_text, live=True)
         self._live = block
@@ -464,6 +663,29 @@ class ConversationView(VerticalScroll):
         if group_id is not None:
             await self.refresh_tiers()
         return block
+
+    async def _shed_history(self) -> None:
+        """Unmount all but a page of the groups above the live turn, a page per frame.
+
+        Every layout pass while the reply streams walks every mounted widget;
+        scrolling up pages the rest back in. A page at a time: unmounting 25
+        groups at once held the loop ~120 ms.
+        """
+        if self._paging:
+            return
+        self._paging = True  # no paging meanwhile: both move _lo
+        self._generation += 1
+        generation = self._generation
+        try:
+            while self._hi - self._lo > self.page_size and generation == self._generation:
+                await self._trim(
+                    from_bottom=False,
+                    limit=max(self.page_size, self._hi - self._lo - self.page_size),
+                )
+                self._update_markers()
+                await self._next_frame()
+        finally:
+            self._paging = False
 
     async def _settle_previous_live(self) -> None:
         # The last turn's answer is still a Markdown widget: swap it for the light form.

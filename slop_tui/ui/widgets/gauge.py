@@ -3,6 +3,9 @@
 The arithmetic lives in plain functions (`read_prompt`, `bar_cells`) so it can
 be tested without a screen; the widgets only draw it. Nothing animates, so a
 snapshot of the gauge is the same on every run.
+
+Until the tokenizer is built (the first submit; see `Workspace.display_prompt`)
+a request may hold estimated counts: the total is then shown as `≈12,345`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.content import Content, Span
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from slop_tui.context.prompt import Prompt, ToolSpec
+if TYPE_CHECKING:
+    from slop_tui.context.prompt import Prompt, ToolSpec
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 WARNING_PERCENT = 80
@@ -27,6 +31,11 @@ CRITICAL_PERCENT = 90
 # Request order; names the engine adds later are drawn after these.
 LAYER_ORDER = ("system", "guidelines", "state", "scratchpad", "memos", "history", "tools")
 LAYER_LABELS = {"state": "STATE"}
+
+ESTIMATE_MARK = "≈"  # before a total that holds estimated counts
+ESTIMATE_TOOLTIP = (
+    "Estimated: some texts are not counted yet (the tokenizer loads at the first submit)."
+)
 
 FILL = "█"
 FREE = "░"
@@ -165,10 +174,10 @@ class GaugeBar(Widget):
 class TokenGauge(Widget):
     """Next request's tokens vs the context window, by layer, with a per-turn sparkline.
 
-    Call `update_from(prompt, context_window, series, cached)` after every
-    change that alters the next request, and `set_projection(tokens)` while a
-    group is highlighted in the group list. The widget gets the CSS class
-    `-warning` at 80 % and `-critical` at 90 % of the window.
+    Call `update_from(prompt, context_window, series, cached, estimated)` after
+    every change that alters the next request, and `set_projection(tokens)`
+    while a group is highlighted in the group list. The widget gets the CSS
+    class `-warning` at 80 % and `-critical` at 90 % of the window.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -208,6 +217,7 @@ class TokenGauge(Widget):
         self.series: list[int] = []
         self.cached: int | None = None
         self.projection: int | None = None
+        self.estimated = False
 
     def compose(self) -> ComposeResult:
         yield GaugeBar(id="gauge-bar")
@@ -228,11 +238,14 @@ class TokenGauge(Widget):
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         series: Sequence[int] = (),
         cached: int | None = None,
+        estimated: bool = False,
     ) -> None:
-        """Show `prompt` against `context_window`; `series` is prompt tokens per call, oldest first."""
+        """Show `prompt` against `context_window`; `series` is prompt tokens per call, oldest
+        first; `estimated`: the prompt holds estimated counts (marked `≈`)."""
         self.reading = read_prompt(prompt, context_window)
         self.series = list(series)
         self.cached = cached
+        self.estimated = estimated
         self._draw()
 
     def set_projection(self, tokens_saved: int | None) -> None:
@@ -258,10 +271,13 @@ class TokenGauge(Widget):
             "warning": "\nnearly full: drop or summarize old groups",
             "critical": "\nalmost out of room: drop groups or compact now",
         }
-        self.query_one("#gauge-total", Static).update(
-            f"{reading.total:,} / {reading.context_window:,} tokens · "
+        total = self.query_one("#gauge-total", Static)
+        mark = ESTIMATE_MARK if self.estimated else ""
+        total.update(
+            f"{mark}{reading.total:,} / {reading.context_window:,} tokens · "
             f"{reading.percent:.1f} %{note.get(reading.level, '')}"
         )
+        total.tooltip = ESTIMATE_TOOLTIP if self.estimated else None
         self.query_one(Sparkline).data = self.series
         if self.series:
             last, top = compact(self.series[-1]), compact(max(self.series))
@@ -280,13 +296,16 @@ class TokenGauge(Widget):
         saved = self.projection
         if saved is None:
             # Keep the line (empty) so moving through the groups never reflows the pane.
-            line.update("")
-            return
-        reading = self.reading
-        after = 100.0 * (reading.total - saved) / reading.context_window
-        if saved > 0:
-            line.update(f"drop: −{saved:,} tokens → {after:.1f} %")
-        elif saved < 0:
-            line.update(f"restore: +{-saved:,} tokens → {after:.1f} %")
+            text = ""
         else:
-            line.update("no change to the next request")
+            reading = self.reading
+            after = 100.0 * (reading.total - saved) / reading.context_window
+            if saved > 0:
+                text = f"drop: −{saved:,} tokens → {after:.1f} %"
+            elif saved < 0:
+                text = f"restore: +{-saved:,} tokens → {after:.1f} %"
+            else:
+                text = "no change to the next request"
+        # One line of fixed height: no layout pass. With one, every key in the groups
+        # pane reflowed the whole screen (conversation included) for this line.
+        line.update(text, layout=False)

@@ -1,9 +1,15 @@
 """The left pane: sessions and the current session's conversation groups.
 
-Both lists are `OptionList`s, which render only the visible lines, so a
-session with 5,000 groups scrolls as fast as one with five (see
-providers_testing.md §5). The widgets only post intents; the app turns them
-into `slop_tui.commands.dispatch` calls and reloads the lists afterwards.
+`GroupList` is a virtual line list (Textual's Line API on a `ScrollView`):
+it keeps one plain tuple per group (`Ledger.group_rows`) and builds and
+renders only the lines on screen, so a session with 5,000 groups loads and
+scrolls as fast as one with five. (It was an `OptionList`, which builds an
+`Option` and a `Content` for every group and re-measures them all on each
+resize: 0.6 s at 5,000 groups.) It looks and behaves like one: the same
+component classes for the highlight and hover, the same keys. The
+sessions stay an `OptionList`: there are few. The widgets only post
+intents; the app turns them into `slop_tui.commands.dispatch` calls and
+reloads the lists afterwards.
 
 Groups are listed oldest first, newest at the bottom, like the conversation
 they index: the window (the last N groups) is then one block at the bottom,
@@ -17,10 +23,15 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
 from textual.content import Content, Span
+from textual.geometry import Region, Size
 from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -32,9 +43,15 @@ from slop_tui.records import (
     GroupSummary,
     SessionSummary,
 )
+from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
 if TYPE_CHECKING:
     from slop_tui.workspace import Workspace
+
+# One group as `Ledger.group_rows` returns it: GroupSummary's fields in order
+# (group_id, lane, prompt head, messages, tokens, status, created_at).
+GroupRow = tuple[int, str, str, int, int, str, float]
+_GID, _LANE, _PROMPT, _MESSAGES, _TOKENS, _STATUS, _CREATED = range(7)
 
 # Rows in these states are not sent and do not count towards the window.
 HIDDEN = frozenset({STATUS_DROPPED, STATUS_SUMMARIZED})
@@ -65,8 +82,9 @@ def compact_tokens(n: int) -> str:
     return f"{n / 1_000_000:.1f}M"
 
 
-# Control characters (an ESC from a pasted log, ...) must never reach the terminal.
-_CONTROLS = dict.fromkeys([*range(32), *range(0x7F, 0xA0)], " ")
+# Control characters (an ESC from a pasted log, ...), bidi overrides and lone
+# surrogates must never reach the terminal: in a one-line view they become spaces.
+_CONTROLS = dict.fromkeys([*UNSAFE_CODEPOINTS, 0x09, 0x0A], " ")
 
 
 def snippet(text: str, width: int = 60) -> str:
@@ -85,18 +103,48 @@ def window_membership(
     With `lane` given, only that lane is sent (Workspace.prompt filters by the
     session's lane), so groups of other lanes are never in the window.
     """
+    return _window(
+        _visible_by_lane(((g.group_id, g.lane, g.status) for g in groups), lane), window_size
+    )
+
+
+def _visible_by_lane(
+    groups: Iterable[tuple[int, str, str]], lane: str | None
+) -> dict[str, list[int]]:
+    """Sorted ids of the groups that count towards the window, per lane, from
+    (group_id, lane, status) triples."""
     by_lane: dict[str, list[int]] = {}
-    for g in groups:
-        if g.status not in HIDDEN and (lane is None or g.lane == lane):
-            by_lane.setdefault(g.lane, []).append(g.group_id)
-    inside: set[int] = set()
+    for gid, group_lane, status in groups:
+        if status not in HIDDEN and (lane is None or group_lane == lane):
+            by_lane.setdefault(group_lane, []).append(gid)
     for ids in by_lane.values():
         ids.sort()
+    return by_lane
+
+
+def _window(by_lane: dict[str, list[int]], window_size: int) -> set[int]:
+    inside: set[int] = set()
+    for ids in by_lane.values():
         inside.update(ids if window_size <= 0 else ids[-window_size:])
     return inside
 
 
-class GroupList(OptionList):
+class _GroupView(Sequence[GroupSummary]):
+    """The list's rows as `GroupSummary`s, built on access (5,000 cost nothing to keep)."""
+
+    def __init__(self, rows: Sequence[GroupRow]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [GroupSummary(*row) for row in self._rows[i]]
+        return GroupSummary(*self._rows[i])
+
+
+class GroupList(ScrollView, can_focus=True):
     """One line per conversation group: marks, id, tokens and a prompt snippet.
 
     Marks: `●` in the window, `○` outside it, `×` dropped, `Σ` summarized;
@@ -106,15 +154,31 @@ class GroupList(OptionList):
     Muted parts are `dim` rather than a muted colour: a fixed colour turns
     unreadable on the highlight bar, and `auto` colours (`$text-muted` is
     `auto 60%`) turn white because a component style has no background.
+
+    The highlight, hover and line styles are `OptionList`'s component classes
+    (`option-list--option-highlighted`, ...), so the list looks like the other
+    lists of the app and themes that style those style this one too.
     """
 
+    ALLOW_SELECT = False  # a click highlights a line, as in OptionList, not text
+
+    # OptionList's keys and descriptions, in its order (the F1 help lists them).
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("end", "last", "Last", show=False),
         Binding("enter", "select", "Show", id="groups_show"),
+        Binding("home", "first", "First", show=False),
+        Binding("pagedown", "page_down", "Page Down", show=False),
+        Binding("pageup", "page_up", "Page Up", show=False),
+        Binding("up", "cursor_up", "Up", show=False),
         Binding("d", "drop_toggle", "Drop/restore", id="groups_drop_toggle"),
         Binding("x", "remove", "Remove", id="groups_remove"),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "option-list--option",
+        "option-list--option-highlighted",
+        "option-list--option-hover",
         "grouplist--in-window",
         "grouplist--outside",
         "grouplist--dropped",
@@ -124,12 +188,40 @@ class GroupList(OptionList):
         "grouplist--meta",
     }
 
+    # OptionList's look (its DEFAULT_CSS, Textual 8), then the list's own.
     DEFAULT_CSS = """
     GroupList {
         height: 1fr;
+        max-height: 100%;
+        color: $foreground;
+        overflow-x: hidden;
+        border: tall $border-blurred;
+        padding: 0 1;
+        background: $surface;
         scrollbar-gutter: stable;
         text-wrap: nowrap;
         text-overflow: ellipsis;
+        & > .option-list--option-highlighted {
+            color: $block-cursor-blurred-foreground;
+            background: $block-cursor-blurred-background;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus {
+            border: tall $border;
+            background-tint: $foreground 5%;
+            & > .option-list--option-highlighted {
+                color: $block-cursor-foreground;
+                background: $block-cursor-background;
+                text-style: $block-cursor-text-style;
+            }
+        }
+        & > .option-list--option-highlighted {
+            color: $foreground;
+            background: $block-cursor-blurred-background;
+        }
+        & > .option-list--option-hover {
+            background: $block-hover-background;
+        }
     }
     GroupList > .grouplist--in-window { color: $text-success; text-style: bold; }
     GroupList > .grouplist--outside { text-style: dim; }
@@ -139,6 +231,12 @@ class GroupList(OptionList):
     GroupList > .grouplist--error { color: $text-error; text-style: bold; }
     GroupList > .grouplist--meta { text-style: dim; }
     """
+
+    # Not `repaint`: a move repaints the two lines it changes (see _refresh_row).
+    highlighted: reactive[int | None] = reactive(None, repaint=False)
+    """Index (oldest first) of the highlighted group, or None."""
+
+    _hover: reactive[int | None] = reactive(None, repaint=False)
 
     class GroupIntent(Message):
         """An intent about one group; the app turns it into a slash command."""
@@ -193,114 +291,146 @@ class GroupList(OptionList):
         classes: str | None = None,
         disabled: bool = False,
     ) -> None:
-        super().__init__(name=name, id=id, classes=classes, disabled=disabled, markup=False)
-        self._groups: list[GroupSummary] = []  # oldest first, parallel to the options
-        self._index: dict[int, int] = {}  # group id -> option index
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self._rows: list[GroupRow] = []  # oldest first
+        self._index: dict[int, int] = {}  # group id -> row index
         self._inside: set[int] = set()
         self._window_size = 0
         self._lane: str | None = None
         self._visible: dict[str, list[int]] = {}  # lane -> sorted visible group ids
         self._id_width = 1
+        self._loading = False  # a reload moves the highlight: no Selected for that
+        # Rendered lines by (row index, line style, width); cleared when rows change.
+        self._lines: LRUCache[tuple, Strip] = LRUCache(maxsize=512)
 
     # -- loading -------------------------------------------------------------
 
-    async def refresh_from(self, ws: Workspace) -> None:
-        """Reload the session's groups and window size from the ledger."""
+    async def refresh_from(self, ws: Workspace) -> list[GroupRow]:
+        """Reload the session's groups and window size from the ledger; returns the rows
+        (oldest first) so the conversation can take its group ids from the same read."""
         sess = await ws.current()
-        groups = await ws.ledger.list_groups(ws.session)
-        self.load(groups, sess.window_size, sess.lane)
+        rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
+        self.load_rows(rows, sess.window_size, sess.lane)
+        return rows
 
     def load(
-        self, groups: Sequence[GroupSummary], window_size: int, lane: str | None = None
+        self, groups: Iterable[GroupSummary], window_size: int, lane: str | None = None
     ) -> None:
-        """Show `groups` (any order) with marks for a window of `window_size` groups of `lane`.
+        """Show `groups` (any order) with marks for a window of `window_size` groups of `lane`."""
+        rows = [
+            (g.group_id, g.lane, g.prompt, g.messages, g.tokens, g.status, g.created_at)
+            for g in groups
+        ]
+        rows.sort(key=lambda r: r[_GID])
+        self.load_rows(rows, window_size, lane)
 
-        When the ids are unchanged or only new groups were added, only the lines
-        whose marks, tokens or prompt changed are re-rendered, and the highlight
-        and scroll position stay where they were.
+    def load_rows(
+        self, rows: Sequence[GroupRow], window_size: int, lane: str | None = None
+    ) -> None:
+        """Show `rows` (`Ledger.group_rows`: oldest first).
+
+        The highlight stays on its group (or the nearest one when that group is
+        gone) and the list keeps its scroll position, or stays at the end when
+        it was there. Only the lines on screen are rendered again.
         """
-        ordered = sorted(groups, key=lambda g: g.group_id)
-        old, old_inside = self._groups, self._inside
         old_highlight = self._highlighted_group()
-        scroll_y = self.scroll_y
-        was_at_end = self.is_vertical_scroll_end or not old
+        was_at_end = self.is_vertical_scroll_end or not self._rows
+        self._rows = list(rows)
+        self._index = {row[_GID]: i for i, row in enumerate(self._rows)}
         self._window_size, self._lane = window_size, lane
-        self._inside = window_membership(ordered, window_size, lane)
-        self._visible = {}
-        for g in ordered:
-            if g.status not in HIDDEN and (lane is None or g.lane == lane):
-                self._visible.setdefault(g.lane, []).append(g.group_id)
-        self._groups = ordered
-        self._index = {g.group_id: i for i, g in enumerate(ordered)}
-        id_width = len(str(ordered[-1].group_id)) if ordered else 1
-        same_ids = len(old) <= len(ordered) and all(
-            a.group_id == b.group_id for a, b in zip(old, ordered, strict=False)
+        self._visible = _visible_by_lane(
+            ((r[_GID], r[_LANE], r[_STATUS]) for r in self._rows), lane
         )
-        if old and same_ids and id_width == self._id_width:
-            self._update_rows(old, old_inside)
-            self.add_options(self._option(g) for g in ordered[len(old) :])
-        else:
-            self._id_width = id_width
-            with self.prevent(OptionList.OptionHighlighted):
-                self.set_options(self._option(g) for g in ordered)
-                if old_highlight is not None:
-                    self.highlighted = self._nearest_index(old_highlight)
-            if self.highlighted is None and not was_at_end:
-                self.call_after_refresh(self.scroll_to, y=scroll_y, animate=False, immediate=True)
+        self._inside = _window(self._visible, window_size)
+        self._id_width = len(str(self._rows[-1][_GID])) if self._rows else 1
+        self._lines.clear()
+        self._update_virtual_size()
+        self._loading = True
+        try:
+            self.highlighted = None if old_highlight is None else self._nearest_index(old_highlight)
+        finally:
+            self._loading = False
+        self.refresh()
         if was_at_end and self.highlighted is None:
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+            if self.scrollable_content_region:
+                # The virtual size is set: go to the end now, so the first lines drawn
+                # are the newest (not a screenful from the top first).
+                self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+            else:
+                self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
         if self.highlighted is not None and self.has_focus:
             self._post_selected()
 
-    def _update_rows(self, old: Sequence[GroupSummary], old_inside: set[int]) -> None:
-        """Re-render the lines whose group or window membership changed, in place."""
-        changed = False
-        for i, (before, after) in enumerate(zip(old, self._groups, strict=False)):
-            gid = after.group_id
-            if before != after or (gid in old_inside) != (gid in self._inside):
-                option = self.options[i]
-                # Every line is one row high, so the line cache stays valid; the public
-                # replace_option_prompt_at_index would re-measure all 5,000 lines.
-                set_prompt = getattr(option, "_set_prompt", None)
-                if set_prompt is None:  # a future Textual: the public, slower path
-                    self.replace_option_prompt_at_index(i, self._row(after))
-                else:
-                    set_prompt(self._row(after))
-                changed = True
-        if changed:
-            self._option_render_cache.clear()
-            self.refresh()
-
     def _nearest_index(self, group_id: int) -> int | None:
-        if not self._groups:
+        if not self._rows:
             return None
-        ids = [g.group_id for g in self._groups]
+        i = self._index.get(group_id)
+        if i is not None:
+            return i
+        ids = [row[_GID] for row in self._rows]
         return min(bisect_left(ids, group_id), len(ids) - 1)
 
     # -- rendering -----------------------------------------------------------
 
-    def _option(self, g: GroupSummary) -> Option:
-        return Option(self._row(g), id=str(g.group_id))
+    def _update_virtual_size(self) -> None:
+        region = self.scrollable_content_region
+        if not region:
+            return  # not laid out yet (or hidden): on_resize comes back here
+        size = Size(region.width, len(self._rows))
+        if size != self.virtual_size:
+            self.virtual_size = size
+            self._scroll_update(size)
 
-    def _row(self, g: GroupSummary) -> Content:
+    def on_resize(self) -> None:
+        self._lines.clear()
+        self._update_virtual_size()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._update_virtual_size()
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.scrollable_content_region.width
+        if not 0 <= index < len(self._rows):
+            return Strip.blank(width, self.get_visual_style("option-list--option").rich_style)
+        if index == self.highlighted:
+            style = self.get_visual_style("option-list--option", "option-list--option-highlighted")
+        elif index == self._hover:
+            style = self.get_visual_style("option-list--option", "option-list--option-hover")
+        else:
+            style = self.get_visual_style("option-list--option")
+        key = (index, style, width)
+        strip = self._lines.get(key)
+        if strip is None:
+            content = self._row(self._rows[index])
+            strips = Content.to_strips(self, content, width, None, style)
+            strip = (
+                strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
+            )
+            self._lines[key] = strip
+        return strip
+
+    def _row(self, row: GroupRow) -> Content:
         # Spans name component classes (".grouplist--dropped"): Textual resolves them
         # when a line is drawn, so a theme switch restyles the list without a rebuild.
-        if g.status == STATUS_DROPPED:
+        gid, status = row[_GID], row[_STATUS]
+        if status == STATUS_DROPPED:
             mark, row_style = MARK_DROPPED, ".grouplist--dropped"
-        elif g.status == STATUS_SUMMARIZED:
+        elif status == STATUS_SUMMARIZED:
             mark, row_style = MARK_SUMMARIZED, ".grouplist--summarized"
-        elif g.group_id in self._inside:
+        elif gid in self._inside:
             mark, row_style = MARK_IN_WINDOW, ""
         else:
             mark, row_style = MARK_OUTSIDE, ".grouplist--outside"
-        if g.status == STATUS_INTERRUPTED:
+        if status == STATUS_INTERRUPTED:
             flag, flag_style = FLAG_INTERRUPTED, ".grouplist--interrupted"
-        elif g.status == STATUS_ERROR:
+        elif status == STATUS_ERROR:
             flag, flag_style = FLAG_ERROR, ".grouplist--error"
         else:
             flag, flag_style = " ", ""
-        meta = f" {g.group_id:>{self._id_width}} {compact_tokens(g.tokens):>5} "
-        text = f"{mark}{flag}{meta}{snippet(g.prompt)}"
+        meta = f" {gid:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
+        text = f"{mark}{flag}{meta}{snippet(row[_PROMPT] or '')}"
         spans = [Span(0, 1, row_style or ".grouplist--in-window")]
         if flag_style:
             spans.append(Span(1, 2, flag_style))
@@ -311,37 +441,48 @@ class GroupList(OptionList):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        # Rendered lines are cached by their base style only; a theme that changes
-        # just a mark colour must not leave stale lines behind. Only the visible
-        # lines are rendered again, so this is cheap.
-        cache = getattr(self, "_option_render_cache", None)
-        if cache is not None:
-            cache.clear()
+        # Lines are cached by their base style only; a theme that changes just a
+        # mark colour must not leave stale lines behind.
+        lines = getattr(self, "_lines", None)
+        if lines is not None:
+            lines.clear()
+        self.refresh()
 
     # -- queries -------------------------------------------------------------
 
     @property
     def groups(self) -> Sequence[GroupSummary]:
         """The groups shown, oldest first."""
-        return self._groups
+        return _GroupView(self._rows)
+
+    @property
+    def option_count(self) -> int:
+        """How many groups are listed (the name `OptionList` uses)."""
+        return len(self._rows)
 
     def in_window(self, group_id: int) -> bool:
         return group_id in self._inside
 
+    def row_content(self, group_id: int) -> Content:
+        """A group's line, styled spans included (for tests)."""
+        return self._row(self._rows[self._index[group_id]])
+
     def row_text(self, group_id: int) -> str:
         """The plain text of a group's line (for tests and the help screen)."""
-        return self._row(self._groups[self._index[group_id]]).plain
+        return self.row_content(group_id).plain
 
     def _highlighted_group(self) -> int | None:
-        if self.highlighted is None or not self._groups:
+        h = self.highlighted
+        if h is None or h >= len(self._rows):
             return None
-        return self._groups[self.highlighted].group_id
+        return self._rows[h][_GID]
 
     @property
     def highlighted_group(self) -> GroupSummary | None:
-        if self.highlighted is None or self.highlighted >= len(self._groups):
+        h = self.highlighted
+        if h is None or h >= len(self._rows):
             return None
-        return self._groups[self.highlighted]
+        return GroupSummary(*self._rows[h])
 
     def select_group(self, group_id: int) -> None:
         """Highlight a group (e.g. a search hit) and scroll it into view."""
@@ -350,24 +491,130 @@ class GroupList(OptionList):
 
     def projected_saving(self, group_id: int) -> int:
         """Tokens the next request loses if this group is dropped (negative: restoring adds)."""
-        g = self._groups[self._index[group_id]]
-        if self._lane is not None and g.lane != self._lane:
+        row = self._rows[self._index[group_id]]
+        lane, tokens = row[_LANE], row[_TOKENS]
+        if self._lane is not None and lane != self._lane:
             return 0  # another lane: never sent
-        lane_ids = self._visible.get(g.lane, [])
+        lane_ids = self._visible.get(lane, [])
         size = self._window_size
-        if g.status == STATUS_DROPPED:
+        if row[_STATUS] == STATUS_DROPPED:
             newer = len(lane_ids) - bisect_left(lane_ids, group_id)
             if size > 0 and newer >= size:
                 return 0  # even restored, it would sit outside the window
             pushed_out = lane_ids[-size] if size > 0 and len(lane_ids) >= size else None
-            return -(g.tokens - self._tokens(pushed_out))
+            return -(tokens - self._tokens(pushed_out))
         if group_id not in self._inside:
             return 0
         slides_in = lane_ids[-size - 1] if size > 0 and len(lane_ids) > size else None
-        return g.tokens - self._tokens(slides_in)
+        return tokens - self._tokens(slides_in)
 
     def _tokens(self, group_id: int | None) -> int:
-        return 0 if group_id is None else self._groups[self._index[group_id]].tokens
+        return 0 if group_id is None else self._rows[self._index[group_id]][_TOKENS]
+
+    # -- the highlight -------------------------------------------------------
+
+    def validate_highlighted(self, highlighted: int | None) -> int | None:
+        if highlighted is None or not self._rows:
+            return None
+        return max(0, min(highlighted, len(self._rows) - 1))
+
+    def watch_highlighted(self, old: int | None, highlighted: int | None) -> None:
+        self._refresh_row(old)
+        self._refresh_row(highlighted)
+        if highlighted is None:
+            return
+        self.scroll_to_highlight()
+        if not self._loading:
+            self._post_selected()
+
+    def watch__hover(self, old: int | None, hover: int | None) -> None:
+        self._refresh_row(old)
+        self._refresh_row(hover)
+
+    def _refresh_row(self, index: int | None) -> None:
+        """Repaint one line: only it is rendered again (a whole-list refresh renders
+        every visible line through Textual's line styling, ~1 ms each)."""
+        if index is not None:
+            self.refresh_line(index)
+
+    def scroll_to_highlight(self, top: bool = False) -> None:
+        """Scroll the highlighted line into view."""
+        highlighted = self.highlighted
+        if highlighted is None or not self.is_mounted:
+            return
+        self._update_virtual_size()
+        self.scroll_to_region(
+            Region(0, highlighted, self.scrollable_content_region.width, 1),
+            force=True,
+            animate=False,
+            top=top,
+            immediate=True,
+        )
+
+    def on_show(self) -> None:
+        self.scroll_to_highlight()
+
+    # -- keys and mouse --------------------------------------------------------
+
+    def action_cursor_up(self) -> None:
+        self._step(-1)
+
+    def action_cursor_down(self) -> None:
+        self._step(+1)
+
+    def _step(self, direction: int) -> None:
+        """One line up or down, wrapping at the ends (as OptionList does)."""
+        n = len(self._rows)
+        if not n:
+            return
+        h = self.highlighted
+        if h is None:
+            self.highlighted = 0 if direction > 0 else n - 1
+        else:
+            self.highlighted = (h + direction) % n
+
+    def action_first(self) -> None:
+        if self._rows:
+            self.highlighted = 0
+
+    def action_last(self) -> None:
+        if self._rows:
+            self.highlighted = len(self._rows) - 1
+
+    def _move_page(self, direction: int) -> None:
+        if not self._rows:
+            return
+        height = self.scrollable_content_region.height
+        self.highlighted = (self.highlighted or 0) + direction * height  # validate clamps
+
+    def action_page_up(self) -> None:
+        if self.highlighted is None:
+            self.action_first()
+        else:
+            self._move_page(-1)
+
+    def action_page_down(self) -> None:
+        if self.highlighted is None:
+            self.action_last()
+        else:
+            self._move_page(+1)
+
+    def action_select(self) -> None:
+        g = self._highlighted_group()
+        if g is not None:
+            self.post_message(self.ShowRequested(self, g))
+
+    async def _on_click(self, event: events.Click) -> None:
+        index = event.style.meta.get("option")
+        if index is not None and index < len(self._rows):
+            self.highlighted = index
+            self.action_select()
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        self._hover = event.style.meta.get("option")
+
+    def _on_leave(self, _: events.Leave) -> None:
+        self._hover = None
 
     # -- intents -------------------------------------------------------------
 
@@ -377,30 +624,19 @@ class GroupList(OptionList):
             self.post_message(self.DropToggled(self, g.group_id, g.status != STATUS_DROPPED))
 
     def action_remove(self) -> None:
-        g = self.highlighted_group
+        g = self._highlighted_group()
         if g is not None:
-            self.post_message(self.RemoveRequested(self, g.group_id))
-
-    @on(OptionList.OptionSelected)
-    def _show(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        if event.option_index < len(self._groups):
-            self.post_message(self.ShowRequested(self, self._groups[event.option_index].group_id))
-
-    @on(OptionList.OptionHighlighted)
-    def _highlight(self, event: OptionList.OptionHighlighted) -> None:
-        event.stop()
-        self._post_selected()
+            self.post_message(self.RemoveRequested(self, g))
 
     def _post_selected(self) -> None:
-        g = self.highlighted_group
+        g = self._highlighted_group()
         if g is None:
             self.post_message(self.Selected(self, None, None))
         else:
-            self.post_message(self.Selected(self, g.group_id, self.projected_saving(g.group_id)))
+            self.post_message(self.Selected(self, g, self.projected_saving(g)))
 
     def on_focus(self) -> None:
-        if self.highlighted_group is not None:
+        if self._highlighted_group() is not None:
             self._post_selected()
 
     def on_blur(self) -> None:

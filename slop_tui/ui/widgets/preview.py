@@ -10,7 +10,7 @@ someone asks for it (building it imports the provider's SDK).
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,9 +18,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static, TextArea
 
-from slop_tui.context.prompt import Prompt
-from slop_tui.context.render import render_prompt
-from slop_tui.ui.widgets.gauge import read_prompt
+from slop_tui.ui.text import neutralise
+from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, read_prompt
+
+if TYPE_CHECKING:
+    from slop_tui.context.prompt import Prompt
 
 MODE_TEXT = "text"
 MODE_JSON = "json"
@@ -65,6 +67,7 @@ class ContextPreview(Widget):
         self.prompt: Prompt | None = None
         self.body: dict | None = None
         self.mode = MODE_TEXT
+        self.estimated = False  # the prompt's counts are partly estimates (see the gauge)
         self.wrap: bool | None = None  # None: wrap texts up to WRAP_LIMIT characters
         self._shown = False
         self._stale = True
@@ -85,9 +88,11 @@ class ContextPreview(Widget):
 
     # -- API ---------------------------------------------------------------
 
-    def set_prompt(self, prompt: Prompt) -> None:
-        """Show a newly assembled request; a JSON body for the previous one is dropped."""
+    def set_prompt(self, prompt: Prompt, *, estimated: bool = False) -> None:
+        """Show a newly assembled request; a JSON body for the previous one is dropped.
+        `estimated`: its counts are partly estimates (the header marks the total `≈`)."""
         self.prompt = prompt
+        self.estimated = estimated
         self.body = None
         if self.mode == MODE_JSON:
             self.post_message(self.JsonRequested(self))
@@ -137,7 +142,7 @@ class ContextPreview(Widget):
             return
         self._stale = False
         area = self.query_one(TextArea)
-        text = self._content()
+        text = neutralise(self._content(), crlf_as_newline=False)  # `.text` keeps the bytes
         if text != area.text:
             scroll = area.scroll_offset
             wrap = self.wrap if self.wrap is not None else len(text) <= WRAP_LIMIT
@@ -154,6 +159,8 @@ class ContextPreview(Widget):
     def _content(self) -> str:
         prompt = self.prompt
         if self.mode == MODE_TEXT:
+            from slop_tui.context.render import render_prompt
+
             return render_prompt(prompt) if prompt is not None else "(no request assembled yet)"
         if self.body is None:
             return "(building the provider request body…)"
@@ -164,7 +171,8 @@ class ContextPreview(Widget):
     def _update_header(self) -> None:
         prompt = self.prompt
         # Counted like the gauge: layers, history and the tool declarations.
-        tokens = f" · {read_prompt(prompt).total:,} tokens" if prompt is not None else ""
+        mark = ESTIMATE_MARK if self.estimated else ""
+        tokens = f" · {mark}{read_prompt(prompt).total:,} tokens" if prompt is not None else ""
         view = "text · j JSON" if self.mode == MODE_TEXT else "JSON · j text"
         wrap = "w unwrap" if self.soft_wrap else "w wrap"
         self.query_one("#preview-header", Static).update(f"next request{tokens} · {view} · {wrap}")

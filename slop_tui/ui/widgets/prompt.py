@@ -32,8 +32,6 @@ from textual.message import Message
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
 
-from slop_tui.commands import TABLE, completions, resolve
-
 PLACEHOLDER = "Type a prompt or /help · Enter sends · shift+enter or ctrl+j: new line"
 
 
@@ -288,6 +286,9 @@ class PromptInput(Vertical, can_focus=False):
         if not text.startswith("/") or "\n" in text:
             self.hide_completions()
             return
+        # The command layer is imported at the first "/", not at start-up.
+        from slop_tui.commands import TABLE, completions
+
         items = completions(text)
         if not items:
             self.hide_completions()
@@ -325,6 +326,8 @@ class PromptInput(Vertical, can_focus=False):
     @staticmethod
     def _is_command(text: str) -> bool:
         """True when the line already names a command (Enter then runs it)."""
+        from slop_tui.commands import resolve
+
         return resolve(text)[2] is None
 
     def accept_completion(self) -> bool:

@@ -1,0 +1,150 @@
+"""What keeps the conversation pane's frames short (issue 5): a live answer that stays a
+few widgets, room below it, pages mounted a group per frame from blocks built ahead,
+and the two fixes to Textual's layout pass (`slop_tui/ui/textual_fixes.py`).
+
+bench/tui.py measures the times; these tests check the mechanisms do what they claim.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.scroll_view import ScrollView
+from textual.widgets.markdown import MarkdownBlock
+
+from slop_tui.events import TextChunk, TurnStarted
+from slop_tui.records import NewMessage
+from slop_tui.ui import textual_fixes
+from slop_tui.ui.widgets.blocks import LiveAnswer, SettledMarkdown
+from slop_tui.ui.widgets.conversation import ConversationView
+from tests.fakeserver import wait_for
+from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups
+from tests.workspace_fixtures import open_workspace
+
+
+@pytest.fixture
+async def ws(tmp_path: Path):
+    workspace = await open_workspace(tmp_path)
+    yield workspace
+    await workspace.close()
+
+
+async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        gid = (await ws.ledger.append_user(ws.session, "a long one")).group_id
+        await view.on_event(TurnStarted(group_id=gid))
+        chunks = []
+        for i in range(400):
+            chunk = f"word{i} " + ("\n\n" if i % 20 == 19 else "")
+            if i == 200:
+                chunk = "\n\n## A heading\n\n- item one\n- item two\n\n"
+            chunks.append(chunk)
+            await view.on_event(TextChunk(text=chunk))
+            if i % 100 == 99:
+                await pilot.pause(0.3)  # past the stream's pace: another append
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: "word399" in answer.source)
+        await pilot.pause(0.3)  # the paced stream's last append
+        # 20 paragraphs, a heading and a list streamed in a few appends; the finished
+        # blocks are one widget, added to at each append.
+        blocks = [c for c in answer.children if isinstance(c, MarkdownBlock)]
+        assert len(blocks) <= 2 and len(answer.settled.parts) >= 3
+        assert answer.source == "".join(chunks)
+        width = answer.settled.content_size.width
+        text = "\n".join(strip.text for strip in answer.settled.rendered(width))
+        assert "word0" in text and "A heading" in text and "item two" in text
+        assert "word399" not in text  # still open: the last paragraph is a Markdown block
+        assert answer.styles.min_height is not None  # blank room below the text
+        # Following the bottom, a line per update: the view moves a room at a time.
+        scrolls = set()
+        for i in range(12):
+            await view.on_event(TextChunk(text=f"\n\nline {i}"))
+            await pilot.pause(0.25)  # past the stream's pace: one append each
+            scrolls.add(view.scroll_y)
+        assert view.scroll_y == view.max_scroll_y and len(scrolls) <= 6
+        chunks += [f"\n\nline {i}" for i in range(12)]
+        await view.on_event(TextChunk(text="\n\nthe end"))
+        await ws.ledger.append(
+            ws.session, gid, [NewMessage(role="assistant", content="".join(chunks) + "\n\nthe end")]
+        )
+        await view.end_turn()
+        await pilot.pause()
+        assert answer.styles.min_height is None  # the room goes with the stream
+        assert "the end" in answer.source and view.scroll_y == view.max_scroll_y
+
+
+async def test_a_settled_part_renders_like_a_history_answer(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        await view.begin_turn(None, "q")
+        await view.on_event(TextChunk(text="first **bold** paragraph\n\nsecond"))
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: bool(answer.settled.parts))
+        settled = answer.query_one(SettledMarkdown)
+        assert settled.parts == ["first **bold** paragraph"]
+        lines = settled.rendered(30)
+        assert [s.text.rstrip() for s in lines] == ["first bold paragraph"]
+        assert any(seg.style and seg.style.bold for seg in lines[0])  # Markdown, not raw text
+        assert str(answer.children[-1].render()).startswith("second")
+        await view.end_turn()
+
+
+async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -> None:
+    gids = await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        view.focus()
+        # Built ahead once the first screen is drawn: the next two pages, answers rendered.
+        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=10)
+        first = view.mounted_group_ids[0]
+        page = gids[gids.index(first) - 5 : gids.index(first)]
+        assert set(page) <= set(view._prepared)
+        prepared = {g: view._prepared[g] for g in page}
+        for block in prepared.values():
+            assert all(a._lines is not None for a in block.answers())
+        seen: list[int] = []
+        view.watch(view, "virtual_size", lambda: seen.append(len(view.mounted_group_ids)))
+        await pilot.press("ctrl+u")
+        await wait_for(pilot, lambda: view.mounted_group_ids[0] == page[0] and not view._paging)
+        # The very blocks built ahead were mounted, one a frame (never all at once).
+        assert all(view.block(g) is prepared[g] for g in page)
+        assert len(set(seen)) >= 3
+        ids = view.mounted_group_ids
+        assert ids == gids[gids.index(ids[0]) : gids.index(ids[0]) + len(ids)]
+        # The old boundary is at the top of the pane, the new groups above it.
+        await pilot.pause()
+        assert view.block(first).region.y == view.region.y
+
+
+async def test_textual_fixes_skip_only_repeated_work(ws) -> None:
+    textual_fixes.install()
+    textual_fixes.install()  # once is enough; twice changes nothing
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        compositor = app.screen._compositor
+        compositor._full_map_invalidated = True
+        app.screen._refresh_layout()
+        assert compositor._full_map_invalidated is False  # reflow built the full map
+        view = app.query_one(ConversationView)
+        probe = ScrollView()
+        await view.mount(probe)
+        await pilot.pause()
+        calls = []
+        probe._scroll_update = lambda size: calls.append(size)  # type: ignore[method-assign]
+        args = (probe.outer_size, probe.virtual_size, probe.container_size)
+        probe._size_updated(*args)
+        probe._size_updated(*args)
+        assert len(calls) <= 1  # the same inputs twice: the second call has nothing to do
+        probe.virtual_size = probe.virtual_size.with_height(probe.virtual_size.height + 50)
+        probe._size_updated(*args)
+        assert calls, "a changed content size must still update the scrollbars"
+        assert isinstance(LiveAnswer().BLANK, bool)

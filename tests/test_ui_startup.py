@@ -1,0 +1,221 @@
+"""The workspace's start path (issue 5): no tokenizer, counts that say when they are
+estimates, one group read, and the groups pane's keys kept cheap.
+
+The tokenizer is process-wide state: each test here starts from "not built" with
+an empty count cache (the `cold` fixture), as a fresh process would.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slop_tui.config import load_config
+from slop_tui.context import tokens
+from slop_tui.records import NewMessage
+from slop_tui.ui.app import SlopApp
+from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
+from slop_tui.ui.widgets.groups import GroupList
+from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.workspace import KEY_TOKEN_COUNTS, Workspace
+from tests import test_app
+from tests.fakeserver import wait_for
+from tests.test_app import started
+from tests.workspace_fixtures import open_workspace
+
+project = test_app.project  # a temporary project folder, no provider keys
+
+
+async def seed(root, n: int = 3, window: int = 2) -> list[int]:
+    """Groups written with rough counts (so seeding builds no tokenizer)."""
+    ws = await open_workspace(root)
+    try:
+        gids = []
+        for i in range(n):
+            user = await ws.ledger.append_user(ws.session, f"question {i}", strategy="openai")
+            await ws.ledger.append(
+                ws.session,
+                user.group_id,
+                [NewMessage("assistant", f"answer {i}", strategy="openai")],
+            )
+            gids.append(user.group_id)
+        await ws.ledger.set_window(ws.session, window)
+        return gids
+    finally:
+        await ws.close()
+
+
+@pytest.fixture
+def cold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The tokenizer not built and no counts cached; returns the list of builds."""
+    builds: list[int] = []
+    real = tokens._load_encoding
+
+    def counted():
+        builds.append(1)
+        return real()
+
+    monkeypatch.setattr(tokens, "_state", tokens._EncodingState())
+    monkeypatch.setattr(tokens, "_count_cache", tokens.CountCache())
+    monkeypatch.setattr(tokens, "_load_encoding", counted)
+    return builds
+
+
+async def default_workspace(root) -> Workspace:
+    """A workspace as the app opens it: its own counter, not the tests' rough one."""
+    config = load_config(db=str(root / ".slop" / "slop.db"), env={}, cwd=root)
+    return await Workspace.open(config, env={})
+
+
+async def test_display_prompt_estimates_until_counted_then_the_next_start_is_exact(
+    tmp_path, cold, monkeypatch
+):
+    await seed(tmp_path)
+    ws = await default_workspace(tmp_path)
+    try:
+        prompt, estimated = await ws.display_prompt()
+        assert estimated and cold == []  # shown without building the tokenizer
+        assert await ws.ledger.get_setting(KEY_TOKEN_COUNTS) is None  # estimates are not kept
+
+        tokens.get_encoding()  # the first submit builds it
+        assert cold == [1]
+        prompt, estimated = await ws.display_prompt()
+        exact = await ws.prompt()
+        assert not estimated
+        assert prompt.total_tokens == exact.total_tokens
+        assert prompt.layer_tokens() == exact.layer_tokens()
+        stored = json.loads(await ws.ledger.get_setting(KEY_TOKEN_COUNTS))
+        assert stored and all(isinstance(n, int) for n in stored.values())
+    finally:
+        await ws.close()
+
+    # A new process: no tokenizer, no cache in memory; the ledger's counts make it exact.
+    monkeypatch.setattr(tokens, "_state", tokens._EncodingState())
+    monkeypatch.setattr(tokens, "_count_cache", tokens.CountCache())
+    ws = await default_workspace(tmp_path)
+    try:
+        again, estimated = await ws.display_prompt()
+        assert not estimated and cold == [1]
+        assert again.total_tokens == exact.total_tokens
+        # Something new (a scratchpad edit) is estimated again, and says so.
+        await ws.ledger.set_scratchpad(ws.session, "a note the tokenizer never saw " * 20)
+        _, estimated = await ws.display_prompt()
+        assert estimated and cold == [1]
+    finally:
+        await ws.close()
+
+
+async def test_a_bad_stored_count_table_is_ignored(tmp_path, cold):
+    await seed(tmp_path, n=1)
+    ws = await open_workspace(tmp_path)
+    await ws.ledger.set_setting(KEY_TOKEN_COUNTS, "{not json")
+    await ws.close()
+    ws = await default_workspace(tmp_path)
+    try:
+        _, estimated = await ws.display_prompt()
+        assert estimated and cold == []
+    finally:
+        await ws.close()
+
+
+def app_for(root) -> SlopApp:
+    return SlopApp(db=str(root / ".slop" / "slop.db"), user_themes=False, blink=False)
+
+
+async def test_the_app_starts_without_the_tokenizer_and_counts_exactly_at_the_first_submit(
+    project, cold
+):
+    await seed(project)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        gauge = app.query_one(TokenGauge)
+        preview = app.query_one(ContextPreview)
+        total = app.query_one("#gauge-total")
+        assert cold == [] and not tokens.encoding_loaded()
+        assert gauge.estimated and str(total.render()).startswith(ESTIMATE_MARK)
+        assert f"· {ESTIMATE_MARK}" in str(app.query_one("#preview-header").render())
+        assert preview.estimated
+
+        await pilot.press(*"/help", "enter")  # any submit builds it, off the event loop
+        await wait_for(pilot, lambda: tokens.encoding_loaded() and not gauge.estimated)
+        assert cold == [1]
+        assert not str(total.render()).startswith(ESTIMATE_MARK)
+        exact = await app.workspace.prompt()
+        assert gauge.reading.total == sum(n for _, n in gauge.reading.layers)
+        assert dict(gauge.reading.layers)["history"] == exact.history_tokens
+
+
+async def test_the_group_list_and_the_conversation_share_one_read(project, cold, monkeypatch):
+    gids = await seed(project, n=4)
+    from slop_tui.ledger import Ledger
+
+    reads: list[str] = []
+    real_list, real_rows = Ledger.list_groups, Ledger.group_rows
+
+    async def list_groups(self, *a, **k):
+        reads.append("list_groups")
+        return await real_list(self, *a, **k)
+
+    async def group_rows(self, *a, **k):
+        reads.append("group_rows")
+        return await real_rows(self, *a, **k)
+
+    monkeypatch.setattr(Ledger, "list_groups", list_groups)
+    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert reads == ["group_rows"]
+        assert [g.group_id for g in app.query_one(GroupList).groups] == gids
+        assert app.query_one("#conversation").group_ids == gids
+
+
+async def test_the_projection_waits_while_the_highlight_moves_fast(project):
+    gids = await seed(project, n=6, window=3)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        groups = app.query_one(GroupList)
+        gauge = app.query_one(TokenGauge)
+        await pilot.press("f3", "end")  # one move after a rest: shown at once
+        await wait_for(pilot, lambda: gauge.projection == groups.projected_saving(gids[-1]))
+        shown: list[int | None] = []
+        real = gauge.set_projection
+        gauge.set_projection = lambda saving: shown.append(saving) or real(saving)
+        await pilot.press("up", "up", "up")  # quick succession: drawn once, at rest
+        assert shown == []
+        await wait_for(pilot, lambda: shown != [])
+        assert shown == [groups.projected_saving(gids[-4])] == [gauge.projection]
+        assert groups.highlighted_group.group_id == gids[-4]
+
+
+async def test_the_footer_is_rebuilt_only_when_its_keys_change(project):
+    await seed(project, n=2)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        footer = app.query_one("SlopFooter")
+        rebuilt: list[int] = []
+        real = footer.recompose
+
+        async def counting():
+            rebuilt.append(1)
+            await real()
+
+        footer.recompose = counting
+
+        def keys() -> set[str]:
+            return {k.description for k in footer.query("FooterKey")}
+
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: "Drop/restore" in keys())
+        assert rebuilt == [1]
+        app.screen.refresh_bindings()  # same keys: nothing to rebuild
+        await pilot.pause()
+        await pilot.pause()
+        assert rebuilt == [1]
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: "Drop/restore" not in keys())
+        assert rebuilt == [1, 1]
