@@ -208,7 +208,30 @@ def markdown_lines(console: Console, source: str, width: int) -> list[Strip]:
     return [Strip(line, width) for line in lines]
 
 
-class AnswerBlock(Widget, can_focus=True):
+class RenderedLines(Widget):
+    """A widget drawn from pre-rendered lines: subclasses give `rendered(width)`.
+
+    Line API only (no children, no Textual Markdown), so a long answer costs one
+    widget in every layout pass; the height is the number of rendered lines.
+    """
+
+    def rendered(self, width: int) -> list[Strip]:
+        raise NotImplementedError
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return container.width
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rendered(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        lines = self.rendered(width)
+        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
+        return line.apply_style(self.visual_style.rich_style)
+
+
+class AnswerBlock(RenderedLines, can_focus=True):
     """An assistant text, rendered as Markdown by Rich: one widget, no children.
 
     The rendered lines are cached per width: Textual asks for a widget's
@@ -264,18 +287,6 @@ class AnswerBlock(Widget, can_focus=True):
         source = self.shown + self._note()
         lines = await asyncio.to_thread(markdown_lines, self.app.console, source, width)
         self._lines = (width, lines)
-
-    def get_content_width(self, container: Size, viewport: Size) -> int:
-        return container.width
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.rendered(width))
-
-    def render_line(self, y: int) -> Strip:
-        width = self.content_size.width
-        lines = self.rendered(width)
-        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
-        return line.apply_style(self.visual_style.rich_style)
 
     def action_copy(self) -> None:
         self.post_message(CopyRequested(self.source, "message"))
@@ -342,7 +353,7 @@ class LiveStream(MarkdownStream):
                 return
 
 
-class SettledMarkdown(Widget):
+class SettledMarkdown(RenderedLines):
     """The live answer's finished blocks as one light widget, rendered like a history answer.
 
     Parts are added as the stream closes them and each is rendered once per
@@ -379,18 +390,6 @@ class SettledMarkdown(Widget):
             self._lines.extend(lines)
         self._rendered = len(self.parts)
         return self._lines
-
-    def get_content_width(self, container: Size, viewport: Size) -> int:
-        return container.width
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.rendered(width))
-
-    def render_line(self, y: int) -> Strip:
-        width = self.content_size.width
-        lines = self.rendered(width)
-        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
-        return line.apply_style(self.visual_style.rich_style)
 
 
 class LiveAnswer(Markdown):
