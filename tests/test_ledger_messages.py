@@ -546,3 +546,24 @@ async def test_long_texts_are_counted_off_the_event_loop(tmp_path: Path):
         assert user.tokens == len(big) // 4 and rows[0].tokens == (len(big) + 1) // 4
     finally:
         await ledger.close()
+
+
+async def test_a_write_cancelled_while_begin_is_queued_leaves_no_open_transaction(ledger):
+    """Esc or quitting can cancel a write at any await; the next write must still work."""
+    import asyncio
+
+    async def write() -> None:
+        await ledger.set_scratchpad("s", "never")
+
+    for _ in range(3):
+        task = asyncio.create_task(write())
+        # Run the task up to its first suspension: BEGIN IMMEDIATE is queued on the
+        # connection's thread, and the task is waiting for it.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await ledger.set_scratchpad("s", "kept")
+    session = await ledger.get_session("s")
+    assert session is not None and session.scratchpad == "kept"

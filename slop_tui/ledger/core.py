@@ -241,7 +241,17 @@ class LedgerBase:
         `LedgerError` with one sentence the user can act on."""
         async with self._write_lock:
             try:
-                await self._begin_immediate()
+                try:
+                    await self._begin_immediate()
+                except asyncio.CancelledError:
+                    # Cancelled (Esc, quitting) while BEGIN was queued on the
+                    # connection's thread: it still runs there, and a transaction
+                    # left open would make every later write fail with "cannot
+                    # start a transaction within a transaction". The connection
+                    # runs calls in order, so a ROLLBACK queued now undoes it.
+                    with contextlib.suppress(sqlite3.Error):
+                        await asyncio.shield(self._db.execute("ROLLBACK"))
+                    raise
                 try:
                     yield self._db
                     await self._db.execute("COMMIT")
