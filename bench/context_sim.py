@@ -577,6 +577,39 @@ def _k(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def _targets(results: list[Result], full_cum: int) -> list[str]:
+    """The `targets:` block (`  what: value  PASS|FAIL`) that bench/run_all.py collects."""
+    r = next((r for r in results if r.policy.name == "default"), None)
+    if r is None or not full_cum:
+        return []
+    main, extra = r.main(), r.extra()
+    share = (sum(q.tokens for q in main) + sum(q.tokens for q in extra)) * 100 / full_cum
+    peak = max((q.tokens for q in main + extra), default=0) * 100 / r.policy.context_window
+    kept = sum(1 for v in r.survival.values() if v["kept"])
+    asked = len(r.survival)
+    checked = sum(v["checked"] for v in r.recover.values())
+    ok = sum(v["ok"] for v in r.recover.values())
+
+    def row(what: str, value: str, passed: bool) -> str:
+        return f"  {what}: {value}  {'PASS' if passed else 'FAIL'}"
+
+    return [
+        "targets:",
+        row("cumulative tokens <= 10 % of full history", f"{share:.1f} %", share <= 10),
+        row("peak request <= 60 % of the window", f"{peak:.1f} %", peak <= 60),
+        row(
+            "anchor survival >= 95 %",
+            f"{kept}/{asked} = {kept * 100 / max(1, asked):.1f} %",
+            asked > 0 and kept * 100 >= 95 * asked,
+        ),
+        row(
+            "cut or summarized messages read back identical through query_db",
+            f"{ok}/{checked} checked",
+            ok == checked,
+        ),
+    ]
+
+
 def report(results: list[Result], plan: Plan) -> str:
     lines: list[str] = []
     full = next((r for r in results if r.policy.name == "full"), None)
@@ -654,6 +687,7 @@ def report(results: list[Result], plan: Plan) -> str:
         "the window; anchors >= 95 % (38/40); every cut or summarized message "
         "recoverable through query_db."
     )
+    lines.extend(_targets(results, full_cum))
     for r in results:
         lines.append("")
         lines.append(f"## {r.policy.label}")
