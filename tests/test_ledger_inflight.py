@@ -133,3 +133,27 @@ async def test_the_journal_writes_at_most_every_interval_and_clears_at_the_end(t
         await quick.text(["fast"], "openai")
         await quick.text(["fast reply"], "openai", final=True)
         assert not await led.inflight_records() and not quick.written  # a short stream: no write
+
+
+async def test_the_workspace_says_what_it_recovered_from_a_killed_turn(tmp_path, monkeypatch):
+    """The app tells the user, as the CLI does, that a killed turn was finished on open."""
+    from slop_tui.ui.app import SlopApp
+    from tests.test_app import started
+
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "SLOP_DB", "SLOP_SESSION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLOP_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "slop.db"
+    async with await Ledger.open(db) as led:
+        user = await led.append_user("default", "question")
+        await led.save_inflight("default", user.id, "openai", text="half an ans")
+        await _orphan(led, user.id, pid=_reaped())
+    app = SlopApp(db=str(db), user_themes=False, blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        notes = [n.message for n in app._notifications]
+        assert any(
+            f"group {user.id} of session 'default'" in n and "kept as interrupted" in n
+            for n in notes
+        ), notes

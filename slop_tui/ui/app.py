@@ -270,6 +270,8 @@ class SlopApp(App):
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
+        for recovered in self.workspace.ledger.recovered:  # a killed process's turn, finished
+            self.notify(recovered.note(), severity="warning", timeout=20)
         name, warns = pick_theme(
             self.available_themes, await saved_theme(self.workspace.ledger), config.theme
         )
