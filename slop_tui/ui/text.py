@@ -11,7 +11,7 @@ import re
 # C0 controls except tab and newline become Unicode control pictures (␛, ␍, ␀);
 # DEL becomes ␡; C1 controls (0x9b is a one-byte CSI), bidi overrides and lone
 # surrogates (a model's JSON "\ud800" escape: the terminal's UTF-8 encoder would
-# fail on it) become a visible <U+XXXX>, so the user still sees that something was there.
+# fail on it) become a visible "<U+" hex code ">" form, so the user still sees that something was there.
 _NEUTRAL: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
 _NEUTRAL[0x7F] = "\u2421"
 for _c in [
@@ -43,7 +43,7 @@ def neutralise(text: str, *, crlf_as_newline: bool = True) -> str:
 
 
 # For editors (TextArea), where every character must stay one cell wide so the
-# cursor lines up with the text: the <U+XXXX> forms become one U+FFFD each.
+# cursor lines up with the text: the multi-cell "<U+" hex ">" forms become one U+FFFD each.
 _ONE_CELL: dict[int, str] = {c: (v if len(v) == 1 else "\ufffd") for c, v in _NEUTRAL.items()}
 _UNSAFE_RE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_NEUTRAL)) + "]")
 

@@ -90,6 +90,7 @@ def _lines(text: str) -> int:
 
 
 def tokens_label(n: int) -> str:
+    """1234 -> '1.2k': one decimal at every size (the group header has room)."""
     return str(n) if n < 1000 else f"{n / 1000:.1f}k"
 
 
@@ -214,9 +215,6 @@ class RenderedLines(Widget):
     Line API only (no children, no Textual Markdown), so a long answer costs one
     widget in every layout pass; the height is the number of rendered lines.
     """
-
-    def rendered(self, width: int) -> list[Strip]:
-        raise NotImplementedError
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return container.width
