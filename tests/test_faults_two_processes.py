@@ -77,7 +77,7 @@ async def test_two_workspaces_turn_and_prune_on_one_database(tmp_path: Path, fak
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+            proc.communicate()  # closes its pipes
 
     for name, r in results.items():
         assert r["errors"] == [], (name, r["errors"])

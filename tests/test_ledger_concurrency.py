@@ -83,10 +83,12 @@ def _run_workers(db: Path, session: str, names: list[str], rounds: int) -> list[
             outputs.append(out)
         return outputs
     finally:
+        # Kill what still runs and close every pipe: a pipe left to the garbage
+        # collector fails some later test with an unraisable ResourceWarning.
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.communicate()
 
 
 def _check(db: Path, session: str, names: list[str], rounds: int) -> None:
@@ -146,3 +148,61 @@ async def test_two_processes_create_a_fresh_database_at_once(tmp_path: Path) -> 
         assert [s.name for s in await led.list_skills()] == ["planner", "code_reviewer", "dba"]
         row = await led._one("PRAGMA user_version")
         assert row[0] == SCHEMA_VERSION
+
+
+async def test_a_migration_committed_while_opening_is_not_another_programs_database(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Another workspace commits the fresh schema between this open's first two statements.
+
+    Read in two statements, version 0 and then its tables looked like a foreign
+    database (seen once in CI as "a SQLite database of another program")."""
+    import aiosqlite
+
+    from slop_tui.ledger import core
+    from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS
+
+    db = tmp_path / "slop.db"
+    statements: list[str] = []
+
+    def other_workspace_migrates() -> None:
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
+            con.execute("BEGIN IMMEDIATE")
+            for target, migration in enumerate(MIGRATIONS, start=1):
+                for stmt in migration:
+                    con.execute(stmt)
+                if target == 1:
+                    con.executemany(
+                        "INSERT INTO skills(name, description, prompt_patch) VALUES (?,?,?)",
+                        DEFAULT_SKILLS,
+                    )
+            con.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
+            con.execute("COMMIT")
+
+    def trace(sql: str) -> None:
+        statements.append(sql)
+        if len(statements) == 2:  # the second statement this open runs
+            other_workspace_migrates()
+
+    real_connect = aiosqlite.connect
+
+    def connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+
+        async def opened():
+            c = await conn
+            await c.set_trace_callback(trace)
+            return c
+
+        return opened()
+
+    monkeypatch.setattr(core.aiosqlite, "connect", connect)
+    ledger = await Ledger.open(db)
+    try:
+        assert len(statements) >= 2  # the other workspace really migrated mid-open
+        assert [s.name for s in await ledger.list_skills()] == ["planner", "code_reviewer", "dba"]
+        assert (await ledger._one("PRAGMA user_version"))[0] == SCHEMA_VERSION
+        user = await ledger.append_user("s", "works")
+        assert (await ledger.window("s", 0))[0].id == user.id
+    finally:
+        await ledger.close()

@@ -165,14 +165,19 @@ class LedgerBase:
     async def _prepare(self) -> None:
         db = self._db
         db.row_factory = sqlite3.Row
-        cur = await db.execute("PRAGMA user_version")
-        version = (await cur.fetchone())[0]
+        # One statement, so one read snapshot: read apart, another workspace
+        # creating this file could commit its first migration in between, and
+        # its fresh tables would look like another program's database.
+        cur = await db.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT COUNT(*) FROM sqlite_master)"
+        )
+        version, tables = await cur.fetchone()
         _check_version(self.path, version)
         if version == 0:
             # Tables without our schema version: another program's database. Refuse
             # before the WAL switch or a migration writes to it.
-            cur = await db.execute("SELECT COUNT(*) FROM sqlite_master")
-            if (await cur.fetchone())[0]:
+            if tables:
                 raise LedgerError(
                     f"{self.path} is a SQLite database of another program, not a slop-tui "
                     "database; it was left untouched. Point --db or SLOP_DB at another file."
