@@ -336,6 +336,7 @@ CASES = [
 STALL_PHASES = [
     ("idle", "idle keys"),
     ("paging", "ctrl+u paging"),
+    ("first submit", "first submit until the reply streams (builds the tokenizer, once)"),
     ("streaming", "reply streaming"),
     ("after turn", "after the reply (turn end, background job)"),
 ]
@@ -404,14 +405,16 @@ def print_report(results, counts, runs, presses, load, build_s, quick) -> None:
             if gap is None:
                 continue
             gave_up = results[name][0].get("gave_up") and phase == "after turn"
+            # The first submit waits for its reply anyway: reported, not held to 50 ms.
+            judged = phase != "first submit"
             rows.append(
                 [
                     f"longest event-loop stall, {label}",
                     LABEL[name],
                     f"{'≥ ' if gave_up else ''}{gap:.0f} ms",
                     "",
-                    f"≤ {KEY_TARGET_MS:.0f} ms",
-                    c.verdict(gap, KEY_TARGET_MS),
+                    f"≤ {KEY_TARGET_MS:.0f} ms" if judged else "",
+                    c.verdict(gap, KEY_TARGET_MS) if judged else "",
                 ]
             )
     for name, _ in SIZES:

@@ -213,7 +213,12 @@ def _display(self: App, screen, renderable) -> None:
         SIGS.append(_signature(self))
         if DEBUG_FRAMES:
             DIRTY.append(
-                (now, IN_LAYOUT[0], sorted({type(w).__name__ for w in screen._dirty_widgets}))
+                (
+                    now,
+                    IN_LAYOUT[0],
+                    sorted({type(w).__name__ for w in screen._dirty_widgets}),
+                    HEART["phase"],
+                )
             )
         if not READY_FRAME and getattr(self, "ready", False):
             READY_FRAME.append(now)
@@ -236,12 +241,19 @@ _original_refresh_layout = Screen._refresh_layout
 IN_LAYOUT = [False]  # a frame drawn by a full reflow repaints every widget whose region changed
 
 
+FRAME_COST: dict[str, list[tuple[float, bool]]] = {}  # phase -> (ms, reflowed) (stall trace)
+
+
 def _refresh_layout(self, size=None, scroll=False):
     IN_LAYOUT[0] = not scroll
+    t = time.perf_counter()
     try:
         return _original_refresh_layout(self, size, scroll)
     finally:
         IN_LAYOUT[0] = False
+        if STALL_TRACE:
+            ms = (time.perf_counter() - t) * 1e3
+            FRAME_COST.setdefault(HEART["phase"], []).append((round(ms, 1), not scroll))
 
 
 Screen._refresh_layout = _refresh_layout  # type: ignore[method-assign]
@@ -547,6 +559,10 @@ async def bench(pilot) -> None:  # started by App.run(auto_pilot=...); uses no P
 async def _stream_cases(app: SlopApp) -> None:
     """Keys while a reply streams at `--rate` deltas/s, then while the turn's
     background job (after-reply compaction, lane summary) runs."""
+    # The first submit builds the tokenizer (tiktoken's Rust core holds the GIL for
+    # ~0.2 s while it takes the 200k ranks) and imports the turn's modules: its
+    # stall is reported on its own row.
+    _in_phase("first submit")
     from slop_tui.orchestrator import Orchestrator
 
     ws = app.workspace
@@ -641,6 +657,8 @@ def _watchdog() -> None:
         RESULT["rss_peak"] = _rss_mb()
         RESULT["phases"] = PHASES
         RESULT["stalls"] = STALLS
+        if STALL_TRACE:
+            RESULT["traced"] = TRACED
         _emit()
         os._exit(0)
 
@@ -674,10 +692,100 @@ def _in_phase(name: str) -> None:
     HEART["phase"] = name
 
 
+# -- stall tracing (BENCH_STALL_TRACE=1): what the loop ran during each long stall ----------
+
+STALL_TRACE = bool(os.environ.get("BENCH_STALL_TRACE"))
+TRACED: list[dict] = []  # per stall > 40 ms: phase, ms, gc pauses inside it, sampled stacks
+GC_PAUSES: list[tuple[float, float, str]] = []  # (start, ms, "gen/collected") of those > 5 ms
+_GC_START = {"t": 0.0}
+
+
+def _gc_callback(event: str, info: dict) -> None:
+    if event == "start":
+        _GC_START["t"] = time.perf_counter()
+    else:
+        ms = (time.perf_counter() - _GC_START["t"]) * 1e3
+        if ms > 5:
+            GC_PAUSES.append((_GC_START["t"], ms, f"{info['generation']}/{info['collected']}"))
+
+
+def _where(frame) -> str:
+    """The innermost frames of the app, Textual or Rich, innermost last."""
+    names = []
+    while frame is not None and len(names) < 5:
+        path = frame.f_code.co_filename
+        if any(k in path for k in ("slop_tui", "textual", "rich", "markdown_it", "pygments")):
+            short = path.rsplit("site-packages/", 1)[-1].rsplit("/main/", 1)[-1]
+            names.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
+        frame = frame.f_back
+    return " <- ".join(names) or "(outside the app)"
+
+
+def _stall_sampler() -> None:
+    import collections
+    import threading
+
+    main = threading.main_thread().ident
+    sys.setswitchinterval(0.001)  # the sampler gets the GIL often enough to see a stall
+    current = None
+    while True:
+        time.sleep(0.004)
+        last = HEART["last"]
+        late = time.perf_counter() - last
+        if current is not None and current["last"] != last:
+            ms = (current["end"] - current["last"]) * 1e3
+            if ms > 40:
+                gcs = [
+                    (round(p, 1), g)
+                    for t, p, g in GC_PAUSES
+                    if current["last"] <= t <= current["end"]
+                ]
+                TRACED.append(
+                    {
+                        "phase": current["phase"],
+                        "ms": round(ms),
+                        "gc": gcs,
+                        "stacks": current["samples"].most_common(6),
+                        "inclusive": current["inclusive"].most_common(12),
+                    }
+                )
+            current = None
+        if late > 0.02:
+            if current is None:
+                current = {
+                    "last": last,
+                    "phase": HEART["phase"],
+                    "samples": collections.Counter(),
+                    "inclusive": collections.Counter(),
+                }
+            current["end"] = time.perf_counter()
+            frames = sys._current_frames()
+            frame = frames.get(main)
+            current["samples"][_where(frame)] += 1
+            for ident, other in frames.items():
+                if ident not in (main, threading.get_ident()):
+                    where = _where(other)
+                    if where != "(outside the app)":
+                        current["samples"]["[thread] " + where] += 1
+            seen = set()
+            while frame is not None:
+                code = frame.f_code
+                key = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+                if key not in seen:
+                    seen.add(key)
+                    current["inclusive"][key] += 1
+                frame = frame.f_back
+
+
 def main() -> None:
     import threading
 
     threading.Thread(target=_watchdog, daemon=True).start()
+    if STALL_TRACE:
+        import gc
+
+        gc.callbacks.append(_gc_callback)
+        threading.Thread(target=_stall_sampler, daemon=True).start()
     app = SlopApp(
         db=ARGS.db,
         session=ARGS.session,
@@ -694,8 +802,11 @@ def main() -> None:
     if DEBUG_FRAMES:
         RESULT["steps"] = [(n, round(a, 3), round(b, 3)) for n, a, b in STEPS]
         RESULT["dirty"] = [
-            (round((t + WALL - ARGS.t0) * 1e3), lay, names) for t, lay, names in DIRTY
+            (round((t + WALL - ARGS.t0) * 1e3), lay, names, phase) for t, lay, names, phase in DIRTY
         ]
+    if STALL_TRACE:
+        RESULT["traced"] = TRACED
+        RESULT["frame_cost"] = FRAME_COST
     _emit()
 
 

@@ -256,6 +256,10 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         assert await sent_groups(app) == set(gids[1:])
         await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_OUTSIDE))
         assert "window 2" in app.sub_title
+        # What the header shows, not only the attribute (it is redrawn on its own).
+        await pilot.pause()
+        title = app.query_one("HeaderTitle").render()
+        assert "window 2" in str(title) and "window all" not in str(title)
 
         await pilot.press("]")
         await eventually(pilot, lambda: _is(window_size(ws), 3))

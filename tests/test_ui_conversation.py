@@ -183,6 +183,28 @@ async def test_a_long_session_mounts_a_bounded_slice(ws) -> None:
         assert view.scroll_y == view.max_scroll_y > 0
 
 
+async def test_short_groups_on_a_tall_screen_are_filled_from_above_at_the_bottom(ws) -> None:
+    """A first slice that does not fill the pane gets older groups mounted above it
+    (else nobody could scroll up to page), and the view stays at the bottom."""
+    gids = []
+    for i in range(40):  # four lines each: a dozen fill the pane
+        u = await ws.ledger.append_user(ws.session, f"q{i}")
+        await ws.ledger.append(ws.session, u.group_id, [NewMessage("assistant", f"a{i}")])
+        gids.append(u.group_id)
+    app = ConvApp(max_blocks=15, page_size=3, initial_blocks=2)
+    async with app.run_test(size=(100, 50)) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        assert view.mounted_group_ids == gids[-2:]  # what load mounts at once
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert view.max_scroll_y > 0  # it can scroll now: paging works again
+        assert 2 < len(view.mounted_group_ids) < 40  # filled, not the whole session
+        assert view.mounted_group_ids == gids[-len(view.mounted_group_ids) :]
+        assert view.scroll_y == view.max_scroll_y  # still at the bottom, following
+        assert visible(view, view.block(gids[-1]))
+
+
 async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_bound(ws) -> None:
     gids = await bulk_groups(ws, 200)
     app = ConvApp(max_blocks=30, page_size=10, initial_blocks=10)

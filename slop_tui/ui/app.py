@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -31,7 +31,9 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import WidgetError
 from textual.widgets import Footer, Header, Markdown, Static
+from textual.widgets._header import HeaderTitle
 
+from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
@@ -168,6 +170,7 @@ class SlopApp(App):
         self.busy = False
         self.ready = False  # the ledger is open and the panes show it
         self.phase = ""  # "", "streaming", "tools", "compacting"
+        self.collector = CollectorPacing()  # full collections between keys, not during
         self._side_width = 1
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
@@ -287,18 +290,45 @@ class SlopApp(App):
         await self.refresh_all(reload_conversation=True)
         self.ready = True
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
-        # as long as the app. Left to the collector, every full collection walked it
-        # again: 100-250 ms pauses at random keys. Frozen, it is never scanned (what
-        # of it turns into cyclic garbage later stays; the first screen's blocks at most).
-        import gc
-
-        gc.freeze()
+        # as long as the app: frozen, no collection walks it again. From here on the
+        # full collections run between the user's keys (ui/collector.py).
+        self.collector.start()
+        self.set_interval(0.5, self._pace_collector, name="collector")
         if (
             await self.workspace.provider_choice()
         ).name == "demo" and not await self._has_history():
             from slop_tui.ui.screens.firstrun import FirstRunScreen
 
             self.push_screen(FirstRunScreen())
+
+    def show_status(self, text: str) -> None:
+        """The header's status line (session, provider, model, window, phase).
+
+        Not through `App.sub_title`'s own refresh: that repaints the whole screen,
+        45-80 ms at 120x40, at every turn's end and status change (bench/tui.py).
+        Only the header's title is redrawn."""
+        if text == self.sub_title:
+            return
+        self.set_reactive(SlopApp.sub_title, text)
+        for header in self.query(Header):
+            header.query_one(HeaderTitle).update(header.format_title())
+
+    def _pace_collector(self) -> None:
+        self.collector.tick(busy=self.busy or bool(self.phase))
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(
+            event,
+            (
+                events.Key,
+                events.MouseDown,
+                events.MouseScrollDown,
+                events.MouseScrollUp,
+                events.Paste,
+            ),
+        ):
+            self.collector.note_input()
+        await super().on_event(event)
 
     async def _has_history(self) -> bool:
         return bool(await self.workspace.ledger.list_sessions())
@@ -333,7 +363,7 @@ class SlopApp(App):
                 await self.query_one(ConversationView).load(ws, group_ids=[r[0] for r in rows])
             # From here on nothing awaits: the panes change in the same frame as the
             # conversation (only the first is laid out once more, when Markdown mounts).
-            self.sub_title = self._status(choice, sess)
+            self.show_status(self._status(choice, sess))
             self.query_one(SessionList).load(sessions, ws.session)
             self.query_one(GroupList).load_rows(rows, sess.window_size, sess.lane)
             self.query_one(StatePane).set_state(state.content if state else None)
@@ -544,7 +574,7 @@ class SlopApp(App):
                 self.phase = "streaming"
             await view.on_event(ev)
             if ev.kind in ("tool_result", "usage"):
-                self.sub_title = self._status(await ws.provider_choice(), await ws.current())
+                self.show_status(self._status(await ws.provider_choice(), await ws.current()))
 
         try:
             await self.orchestrator.run_turn(text, on_event)
@@ -579,7 +609,7 @@ class SlopApp(App):
                 await self.refresh_all(reload_conversation=False)
         with self._unless_closing():
             choice = await self.workspace.provider_choice()
-            self.sub_title = self._status(choice, await self.workspace.current())
+            self.show_status(self._status(choice, await self.workspace.current()))
 
     async def ask_approval(self, call) -> str:
         from slop_tui.ui.screens.dialogs import ApprovalScreen
@@ -841,6 +871,7 @@ class SlopApp(App):
             await ws.ledger.set_scratchpad(pad.session or ws.session, pad.text)
 
     async def on_unmount(self) -> None:
+        self.collector.stop()
         ws = self.workspace
         if ws is None:
             return

@@ -64,6 +64,7 @@ textual_fixes.install()  # every frame that follows a reply lays the screen out 
 
 # Seconds after a slice is mounted before the next page is built ahead (`_prepare_older`).
 PREPARE_DELAY = 1.0
+FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
 
 
 # -- the view ---------------------------------------------------------------------
@@ -125,7 +126,7 @@ class ConversationView(VerticalScroll):
         *,
         max_blocks: int = 15,
         page_size: int = 5,
-        initial_blocks: int = 10,
+        initial_blocks: int = 4,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -267,13 +268,29 @@ class ConversationView(VerticalScroll):
         n = len(self._gids)
         await self._mount_slice(max(0, n - self.initial_blocks), n)
         self.anchor()
-        self.call_after_refresh(self._fill_viewport)
+        self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
 
     async def _fill_viewport(self) -> None:
-        # Short groups may not fill the screen; then nobody can scroll up to page.
-        if self._lo > 0 and self.max_scroll_y == 0 and self.is_mounted:
-            if await self.load_older():
-                self.call_after_refresh(self._fill_viewport)
+        """Short groups may not fill the screen; then nobody could scroll up to page.
+
+        A worker (started by `load`, so whoever waits for the app's workers waits
+        for it too): once the mounted blocks are laid out, older groups are mounted
+        above, a page at a time, until the pane can scroll. The view does not move:
+        it stays at the bottom, following (a user's ctrl+u holds the old top instead).
+        """
+        for _ in range(FILL_TRIES):
+            if self._lo == 0 or not self.is_mounted:
+                return
+            laid_out = self.size.height and all(b in self._tops for b in self._blocks.values())
+            if self._paging or not laid_out:
+                await self._next_frame()  # its height is unknown until then
+                continue
+            if self.max_scroll_y > 0:
+                return
+            if not await self._page(self._older, max(0, self._lo - self.page_size), hold=False):
+                return
+            self.anchor()
+            await self._next_frame()
 
     def _set_gids(self, gids: list[int]) -> None:
         self._gids = gids

@@ -1,0 +1,157 @@
+"""The workspace's garbage-collector pacing: full collections between keys, not during."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from slop_tui.ui import collector
+from slop_tui.ui.collector import CollectorPacing
+from tests import test_app
+
+project = test_app.project  # a temporary project folder, no provider keys
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Node:
+    """A reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def pacing():
+    threshold = gc.get_threshold()
+    clock = Clock()
+    pace = CollectorPacing(clock)
+    try:
+        yield pace, clock
+    finally:
+        pace.stop()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+def orphan_cycle() -> weakref.ref:
+    """A cycle that lived long enough to reach the old generation, then became garbage."""
+    node = Node()
+    ref = weakref.ref(node)
+    gc.collect(1)  # it survives: moved to generation 2
+    del node
+    return ref
+
+
+def pend_young_collections(n: int) -> None:
+    """Make gen-1 collections happen until `n` are pending for the full one."""
+    while gc.get_count()[2] < n:
+        gc.collect(1)
+
+
+def test_start_turns_the_automatic_full_collection_off_and_stop_gives_it_back(pacing) -> None:
+    pace, _ = pacing
+    before = gc.get_threshold()
+    pace.start()
+    young, middle, full = gc.get_threshold()
+    assert (young, middle) == before[:2]
+    assert full == collector.NO_AUTOMATIC_FULL
+    assert gc.get_freeze_count() > 0  # what start-up built is frozen
+    pace.stop()
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    assert pace.tick(busy=False) is None  # stopped: nothing runs
+
+
+def test_an_idle_pause_collects_and_a_busy_one_waits(pacing) -> None:
+    pace, clock = pacing
+    pace.start()
+    ref = orphan_cycle()
+    pend_young_collections(1)
+    assert ref() is not None  # in generation 2: only a full collection frees it
+    clock.now += 5
+    assert pace.tick(busy=True) is None  # a turn runs: not now
+    assert ref() is not None
+    pace.note_input()
+    clock.now += collector.IDLE_S / 2
+    assert pace.tick(busy=False) is None  # the user typed just now
+    clock.now += collector.IDLE_S
+    assert pace.tick(busy=False) == "young-full"
+    assert ref() is None
+    assert pace.counts["young-full"] == 1
+    assert pace.tick(busy=False) is None  # nothing pending any more
+
+
+def test_too_many_pending_collections_collect_even_while_busy(pacing) -> None:
+    pace, _ = pacing
+    pace.start()
+    ref = orphan_cycle()
+    pend_young_collections(collector.FORCE_AFTER)
+    pace.note_input()
+    assert pace.tick(busy=True) == "young-full"
+    assert ref() is None
+
+
+def test_a_frozen_cycle_is_only_freed_by_the_deep_collection(pacing) -> None:
+    pace, clock = pacing
+    pace.start()
+    node = Node()
+    ref = weakref.ref(node)
+    pend_young_collections(1)
+    clock.now += collector.IDLE_S
+    assert pace.tick(busy=False) == "young-full"  # it survives, and is frozen
+    del node
+    pend_young_collections(1)
+    clock.now += collector.IDLE_S
+    assert pace.tick(busy=False) == "young-full"
+    assert ref() is not None  # frozen: the young-full collection does not walk it
+    # Long quiet, long since the last deep collection: everything is walked.
+    clock.now += collector.DEEP_EVERY_S + collector.DEEP_IDLE_S
+    assert pace.tick(busy=True) is None  # never while a turn runs, before the hard bound
+    assert pace.tick(busy=False) == "deep"
+    assert ref() is None
+    assert gc.get_freeze_count() > 0  # the survivors are frozen again
+    assert pace.tick(busy=False) is None
+
+
+def test_the_deep_collection_comes_at_the_latest_after_its_bounds(pacing) -> None:
+    pace, clock = pacing
+    pace.start()
+    clock.now += collector.DEEP_LATEST_S
+    pace.note_input()
+    clock.now += collector.IDLE_S  # a short pause is enough by now
+    assert pace.tick(busy=False) == "deep"
+    clock.now += collector.DEEP_FORCE_S
+    pace.note_input()
+    assert pace.tick(busy=True) == "deep"  # busy for hours: collected anyway
+    assert pace.counts["deep"] == 2
+
+
+async def test_the_workspace_paces_the_collector_from_ready_to_exit(project) -> None:
+    """Started once the panes are filled; every key counts as input; given back at exit."""
+    from tests.test_app import started
+    from tests.test_ui_startup import app_for, seed
+
+    threshold = gc.get_threshold()
+    await seed(project, n=2)
+    app = app_for(project)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await started(pilot)
+            assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
+            before = app.collector.last_input
+            await pilot.press("a")
+            assert app.collector.last_input > before
+        assert gc.get_threshold() == threshold
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
