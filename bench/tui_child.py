@@ -28,7 +28,10 @@ the event loop holds one key longer than `--key-cap` seconds (the key is then
 recorded as at least that long) or the turn's background job still runs
 `--bg-wait` + `--key-cap` seconds after the reply. A 10 ms heartbeat task
 records the longest event-loop stall per phase. `BENCH_DEBUG_FRAMES=1` adds the dirty widgets
-of every frame and the timing of the start-up steps to the JSON.
+of every frame (and the phase) and the timing of the start-up steps to the JSON.
+`BENCH_STALL_TRACE=1` adds, for every stall above 40 ms, the garbage collections inside
+it and the stacks a sampling thread saw (the main thread's and the others'), plus the
+cost of every layout pass per phase: what to look at when a maximum is over target.
 
 Prints one JSON object on stdout after the app has exited.
 """
@@ -97,6 +100,9 @@ from textual import events  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.app import App  # noqa: E402
 
+from slop_tui.ui.collector import hold_full_collections  # noqa: E402
+
+hold_full_collections()  # as `slop-tui` does before the workspace's imports (cli._run_tui)
 from slop_tui.ui.app import SlopApp  # noqa: E402
 
 T_IMPORTED = time.time()

@@ -140,6 +140,9 @@ async def _run_ask(args: argparse.Namespace) -> int:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
+    from slop_tui.ui.collector import hold_full_collections
+
+    hold_full_collections()  # until the first full screen; the app paces them after
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))

@@ -155,3 +155,32 @@ async def test_the_workspace_paces_the_collector_from_ready_to_exit(project) -> 
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_start_up_holds_full_collections_and_the_app_gives_the_original_back(pacing) -> None:
+    pace, _ = pacing
+    original = gc.get_threshold()
+    collector.hold_full_collections()
+    assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
+    collector.hold_full_collections()  # twice is once: the original is kept
+    pace.start()
+    assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
+    pace.stop()
+    assert gc.get_threshold() == original  # not the held one
+
+
+def test_the_command_line_holds_full_collections_before_the_workspace_imports(
+    monkeypatch,
+) -> None:
+    from slop_tui import cli
+    from slop_tui.ui import app as ui_app
+
+    seen: list[int] = []
+    monkeypatch.setattr(ui_app, "run_app", lambda **kw: seen.append(gc.get_threshold()[2]) or 0)
+    original = gc.get_threshold()
+    try:
+        assert cli.main(["--db", "unused.db"]) == 0
+        assert seen == [collector.NO_AUTOMATIC_FULL]
+    finally:
+        collector._held = None
+        gc.set_threshold(*original)
