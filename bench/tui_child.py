@@ -29,7 +29,7 @@ recorded as at least that long) or the turn's background job still runs
 `--bg-wait` + `--key-cap` seconds after the reply. A 10 ms heartbeat task
 records the longest event-loop stall per phase. `BENCH_DEBUG_FRAMES=1` adds the dirty widgets
 of every frame (and the phase) and the timing of the start-up steps to the JSON.
-`BENCH_STALL_TRACE=1` adds, for every stall above 40 ms, the garbage collections inside
+`BENCH_STALL_TRACE=1` adds, for every stall above 40 ms (`BENCH_STALL_MS`), the garbage collections inside
 it and the stacks a sampling thread saw (the main thread's and the others'), plus the
 cost of every layout pass per phase: what to look at when a maximum is over target.
 
@@ -701,7 +701,8 @@ def _in_phase(name: str) -> None:
 # -- stall tracing (BENCH_STALL_TRACE=1): what the loop ran during each long stall ----------
 
 STALL_TRACE = bool(os.environ.get("BENCH_STALL_TRACE"))
-TRACED: list[dict] = []  # per stall > 40 ms: phase, ms, gc pauses inside it, sampled stacks
+STALL_MS = float(os.environ.get("BENCH_STALL_MS") or 40)
+TRACED: list[dict] = []  # per stall > STALL_MS: phase, ms, gc pauses inside it, sampled stacks
 GC_PAUSES: list[tuple[float, float, str]] = []  # (start, ms, "gen/collected") of those > 5 ms
 _GC_START = {"t": 0.0}
 
@@ -740,7 +741,7 @@ def _stall_sampler() -> None:
         late = time.perf_counter() - last
         if current is not None and current["last"] != last:
             ms = (current["end"] - current["last"]) * 1e3
-            if ms > 40:
+            if ms > STALL_MS:
                 gcs = [
                     (round(p, 1), g)
                     for t, p, g in GC_PAUSES

@@ -189,33 +189,3 @@ async def test_the_projection_waits_while_the_highlight_moves_fast(project):
         await wait_for(pilot, lambda: shown != [])
         assert shown == [groups.projected_saving(gids[-4])] == [gauge.projection]
         assert groups.highlighted_group.group_id == gids[-4]
-
-
-async def test_the_footer_is_rebuilt_only_when_its_keys_change(project):
-    await seed(project, n=2)
-    app = app_for(project)
-    async with app.run_test(size=(140, 44)) as pilot:
-        await started(pilot)
-        footer = app.query_one("SlopFooter")
-        rebuilt: list[int] = []
-        real = footer.recompose
-
-        async def counting():
-            rebuilt.append(1)
-            await real()
-
-        footer.recompose = counting
-
-        def keys() -> set[str]:
-            return {k.description for k in footer.query("FooterKey")}
-
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: "Drop/restore" in keys())
-        assert rebuilt == [1]
-        app.screen.refresh_bindings()  # same keys: nothing to rebuild
-        await pilot.pause()
-        await pilot.pause()
-        assert rebuilt == [1]
-        await pilot.press("f2")
-        await wait_for(pilot, lambda: "Drop/restore" not in keys())
-        assert rebuilt == [1, 1]

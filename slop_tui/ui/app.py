@@ -30,7 +30,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import WidgetError
-from textual.widgets import Footer, Header, Markdown, Static
+from textual.widgets import Header, Markdown, Static
 from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
@@ -50,6 +50,7 @@ from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
 from slop_tui.ui.widgets.groups import HIDDEN, SNIPPET_SOURCE, GroupList, SessionList
+from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
@@ -70,51 +71,6 @@ SIDE_WIDTHS = (32, 40, 52, 64)
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see group_selected).
 PROJECTION_REST = 0.25
-
-
-class SlopFooter(Footer):
-    """Textual's footer, recomposed only when the keys it shows change.
-
-    Footer unmounts and mounts all of its keys on every binding refresh (each
-    focus change, each check_action refresh): five times during start-up,
-    ~0.2 s of CPU, and again on every F-key that moves the focus. Refreshes
-    that come together are folded into one, and one that shows the same keys
-    as now is skipped.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._pending = False
-        self._shown: tuple | None = None
-
-    def bindings_changed(self, screen) -> None:
-        self._bindings_ready = True
-        if not screen.app.app_focus:
-            return
-        if self.is_attached and screen is self.screen and not self._pending:
-            self._pending = True
-            self.call_later(self._recompose_if_changed)
-
-    def _keys(self) -> tuple:
-        app = self.app
-        return (
-            self.show_command_palette,
-            self.compact,
-            *(
-                (b.key, app.get_key_display(b), b.action, b.description, b.group, enabled, tip)
-                for key, (_node, b, enabled, tip) in self.screen.active_bindings.items()
-                if b.show or key == app.COMMAND_PALETTE_BINDING
-            ),
-        )
-
-    async def _recompose_if_changed(self) -> None:
-        self._pending = False
-        if not self.is_attached:
-            return
-        keys = self._keys()
-        if keys != self._shown:
-            self._shown = keys
-            await self.recompose()
 
 
 class SlopApp(App):
@@ -205,7 +161,7 @@ class SlopApp(App):
                 yield ScratchpadEditor(id="scratchpad")
                 yield Static("Context preview", classes="pane-title")
                 yield ContextPreview(id="preview")
-        yield SlopFooter()
+        yield KeyBar(id="keys")
 
     def on_resize(self, event) -> None:
         # Below 110 columns the side panes would squeeze the conversation to
