@@ -696,6 +696,20 @@ def _stall_note(now: float) -> None:
 
 def _in_phase(name: str) -> None:
     HEART["phase"] = name
+    if PHASE_PROFILE:  # BENCH_PROFILE_PHASE=streaming: cProfile that phase only
+        if name == PHASE_PROFILE[0]:
+            PHASE_PROFILER.enable()
+        else:
+            PHASE_PROFILER.disable()
+
+
+# `BENCH_PROFILE_PHASE=NAME` (with BENCH_PROFILE_OUT=FILE): a cProfile of one phase
+# (idle, paging, first submit, streaming, after turn) written when the app exits.
+PHASE_PROFILE = [p for p in [os.environ.get("BENCH_PROFILE_PHASE")] if p]
+if PHASE_PROFILE:
+    import cProfile
+
+    PHASE_PROFILER = cProfile.Profile()
 
 
 # -- stall tracing (BENCH_STALL_TRACE=1): what the loop ran during each long stall ----------
@@ -803,6 +817,9 @@ def main() -> None:
     )
     app.run(headless=True, size=(120, 40), auto_pilot=bench)
     _phase("exited")
+    if PHASE_PROFILE:
+        PHASE_PROFILER.disable()
+        PHASE_PROFILER.dump_stats(os.environ.get("BENCH_PROFILE_OUT") or "phase.prof")
     RESULT["phases"] = PHASES
     RESULT["rss_peak"] = _rss_mb()
     RESULT["frames"] = len(FRAMES)

@@ -400,6 +400,9 @@ def focus_group(group_index: int) -> Step:
         await pilot.press("f3")
         groups = pilot.app.query_one("#group-list")
         groups.highlighted = group_index
+        # The gauge projects the saving once the highlight rests (PROJECTION_REST).
+        gauge = pilot.app.query_one("#gauge")
+        await wait_for(pilot, lambda: gauge.projection is not None)
         await pilot.pause()
 
     return step

@@ -50,16 +50,19 @@ def notice_shown(app: App) -> bool:
 
 
 async def test_scratchpad_debounce_saves_once_after_several_keys():
-    app = AnchorsApp("# notes\n")
+    # Twice the shipped pause: five keys through Pilot on a loaded machine took
+    # most of 0.8 s once, and the save came before the last key.
+    debounce = 2 * SCRATCHPAD_DEBOUNCE
+    app = AnchorsApp("# notes\n", debounce=debounce)
     async with app.run_test(size=(60, 30)) as pilot:
         pad = app.query_one(ScratchpadEditor)
         pad.area.focus()
         pad.area.move_cursor(pad.area.document.end)
         await pilot.press(*"- one")
         assert pad.dirty and app.saves() == []
-        await pilot.pause(SCRATCHPAD_DEBOUNCE / 2)
+        await pilot.pause(debounce / 4)
         assert app.saves() == []  # still inside the pause
-        await pilot.pause(SCRATCHPAD_DEBOUNCE)
+        await pilot.pause(debounce)
         saves = app.saves()
         assert [(m.text, m.base, m.session) for m in saves] == [
             ("# notes\n- one", "# notes\n", "s1")

@@ -371,3 +371,56 @@ async def test_moving_wraps_pages_and_repaints_only_what_changed():
         # One step inside the screen repaints the two lines whose highlight changed.
         assert sorted(built) == [39, 40]
         assert [m.group_id for m in app.of(GroupList.Selected)][-1] == 39
+
+
+async def test_a_reload_after_a_turn_draws_only_the_rows_that_changed():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        rows = [group(i) for i in range(1, 31)]
+        groups.load(rows, 3, "main")
+        await pilot.pause()
+        built: list[int] = []
+        real_row = groups._row
+        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        # A turn adds group 31: it enters the window and group 28 leaves it; group 5
+        # was dropped meanwhile (a second workspace). Every other line is as drawn.
+        rows = rows[:4] + [group(5, status="dropped")] + rows[5:] + [group(31)]
+        groups.load(rows, 3, "main")
+        await pilot.pause()
+        height = groups.scrollable_content_region.height
+        assert groups.is_vertical_scroll_end and height < 31
+        assert sorted(built) == [28, 31]  # group 5 is off screen: drawn when scrolled to
+        built.clear()
+        groups.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        assert 5 in built
+        line = groups.render_line(4 - round(groups.scroll_y))
+        assert MARK_DROPPED in line.text
+
+
+class FocusWithinApp(ListsApp):
+    # As in the workspace, a pane styled by :focus-within: every focus change in it
+    # restyles everything inside, the group list too.
+    CSS = "Screen:focus-within { background: $surface; }"
+
+
+async def test_a_focus_change_elsewhere_draws_no_group_line_again():
+    app = FocusWithinApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(i) for i in range(1, 31)], 3, "main")
+        await pilot.pause()
+        built: list[int] = []
+        real_row = groups._row
+        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        sessions = app.query_one(SessionList)
+        for _ in range(2):  # the list is restyled on each move, its lines are not drawn again
+            sessions.focus()
+            await pilot.pause()
+            app.set_focus(None)
+            await pilot.pause()
+        assert built == [] and app.focused is None
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        assert len(built) >= groups.scrollable_content_region.height  # a new theme redraws

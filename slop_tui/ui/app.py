@@ -18,7 +18,6 @@ submit (or when an estimate shows up later), never before the screen is up.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -130,7 +129,6 @@ class SlopApp(App):
         self._side_width = 1
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
-        self._last_selected = 0.0
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -543,7 +541,20 @@ class SlopApp(App):
             self.busy = False
             self.phase = ""
             if self.is_running:
+                # The settled answer gets a frame of its own: drawn together with every
+                # side pane, the frame after a reply was the longest of a session
+                # (30-40 ms) and a key typed then waited for all of it.
+                await self._frame_drawn()
                 await self.refresh_all()
+
+    async def _frame_drawn(self, timeout: float = 0.1) -> None:
+        """Wait until the next frame has been drawn (at most `timeout` seconds)."""
+        import asyncio
+
+        drawn = asyncio.get_running_loop().create_future()
+        self.call_after_refresh(lambda: drawn.done() or drawn.set_result(None))
+        with suppress(TimeoutError):
+            await asyncio.wait_for(drawn, timeout)
 
     async def _compaction_event(self, ev) -> None:
         if not self.is_running or self.workspace is None:
@@ -611,18 +622,16 @@ class SlopApp(App):
 
     @on(GroupList.Selected)
     def group_selected(self, event: GroupList.Selected) -> None:
-        # While the highlight moves fast (a key held or pressed in quick succession),
-        # the gauge's projection waits until it rests. Drawn in the same frame as the
-        # list, the two far-apart changes made Textual repaint the rectangle around
-        # them, i.e. every pane (~34 widgets), on every up/down.
-        now = time.monotonic()
-        moving = event.saving is not None and now - self._last_selected < PROJECTION_REST
-        self._last_selected = now
+        # The gauge's projection is drawn once the highlight has rested for
+        # PROJECTION_REST, never in the frame of the key that moved it (or focused
+        # the list): drawn in the same frame as the list, the two far-apart changes
+        # made Textual repaint the rectangle around them, i.e. every pane (~34
+        # widgets, 20-30 ms). Taking it away (leaving the list) is immediate.
         self._projection = event.saving
         if self._projection_timer is not None:
             self._projection_timer.stop()
             self._projection_timer = None
-        if moving:
+        if event.saving is not None:
             self._projection_timer = self.set_timer(PROJECTION_REST, self._show_projection)
         else:
             self._show_projection()

@@ -1,14 +1,17 @@
-"""Two fixes to Textual's layout pass that the conversation pane depends on for its frame time.
+"""Two fixes to Textual's frame work that the workspace depends on for its key latency.
 
-Both were found profiling bench/tui.py while a reply streams (Textual 8.2.8);
-each is a pure saving -- the screen is drawn exactly as before:
+All were found profiling bench/tui.py (Textual 8.2.8); each is a pure saving --
+the screen is drawn exactly as before:
 
 - `Compositor.reflow` rebuilds the map of every widget on the screen but left
   the "full map invalidated" flag as it found it. `Screen._refresh_layout`
   sets that flag just before (any repainted widget off screen does), so the
-  first `Widget.region` lookup after the reflow -- every scrollable widget
-  whose size the layout updates asks for one -- arranged the whole screen a
-  second time. After `reflow` the map is current, so the flag is cleared.
+  first `Widget.region` lookup during or after the reflow -- every scrollable
+  widget whose size the layout updates asks for one, and so does a scrollbar
+  refreshed while the layout arranges it -- arranged the whole screen a second
+  time (10-20 ms in the frame after a turn). During the reflow such lookups
+  read the previous map; after it the map is current. The flag is cleared
+  for both.
 - `ScrollView._size_updated` compares the compositor's virtual size (the
   viewport) with the view's own (its content): they always differ, so every
   full layout re-ran `_scroll_update` for every ScrollView on the screen (the
@@ -28,6 +31,10 @@ _size_updated = ScrollView._size_updated
 
 
 def _reflow_and_validate(self: Compositor, parent, size):  # type: ignore[no-untyped-def]
+    # Lookups made while the new map is built (a scrollbar's reactive refreshing it,
+    # a widget asking for its size) read the previous map, which is what they read
+    # between two layouts anyway, instead of arranging the whole screen once more.
+    self._full_map_invalidated = False
     result = _reflow(self, parent, size)
     self._full_map_invalidated = False  # the map reflow just built covers every widget
     return result

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.content import Content, Span
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
@@ -132,16 +133,25 @@ class GaugeBar(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.reading: GaugeReading | None = None
+        self._width = 0  # as the layout gave it (see get_content_height)
 
     def show(self, reading: GaugeReading) -> None:
         self.reading = reading
         self.refresh(layout=True)
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Its height depends on its width (the legend wraps), so Textual renders it
+        # while laying the screen out: the width comes from here. `self.size` there
+        # asked the compositor for a map it was still building, and it built a whole
+        # second one (10-25 ms in the frame after every turn).
+        self._width = width
+        return super().get_content_height(container, viewport, width)
+
     def render(self) -> Content:
         reading = self.reading
         if reading is None:
             return Content("no request assembled yet")
-        width = self.size.width
+        width = self._width or self.size.width
         scale = max(reading.context_window, reading.total)
         text, spans = "", []
         for name, cells in bar_cells(reading.layers, scale, width):

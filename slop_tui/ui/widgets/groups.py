@@ -64,6 +64,16 @@ MARK_SUMMARIZED = "Σ"
 # Second mark column: how the turn ended, when it did not end well.
 FLAG_INTERRUPTED = "◐"
 FLAG_ERROR = "!"
+# The component classes a row's spans name (resolved when a line is drawn).
+MARK_CLASSES = (
+    "grouplist--in-window",
+    "grouplist--outside",
+    "grouplist--dropped",
+    "grouplist--summarized",
+    "grouplist--interrupted",
+    "grouplist--error",
+    "grouplist--meta",
+)
 # Every mark is a character Rich measures on its fast path (Latin-1, Greek,
 # geometric shapes): one slow-path glyph per line made loading 5,000 lines
 # several times slower.
@@ -179,13 +189,7 @@ class GroupList(ScrollView, can_focus=True):
         "option-list--option",
         "option-list--option-highlighted",
         "option-list--option-hover",
-        "grouplist--in-window",
-        "grouplist--outside",
-        "grouplist--dropped",
-        "grouplist--summarized",
-        "grouplist--interrupted",
-        "grouplist--error",
-        "grouplist--meta",
+        *MARK_CLASSES,
     }
 
     # OptionList's look (its DEFAULT_CSS, Textual 8), then the list's own.
@@ -300,7 +304,8 @@ class GroupList(ScrollView, can_focus=True):
         self._visible: dict[str, list[int]] = {}  # lane -> sorted visible group ids
         self._id_width = 1
         self._loading = False  # a reload moves the highlight: no Selected for that
-        # Rendered lines by (row index, line style, width); cleared when rows change.
+        # Rendered lines by what they show (row index and values, window mark, id
+        # width, line style, width); cleared on resize and on a theme change.
         self._lines: LRUCache[tuple, Strip] = LRUCache(maxsize=512)
 
     # -- loading -------------------------------------------------------------
@@ -343,7 +348,8 @@ class GroupList(ScrollView, can_focus=True):
         )
         self._inside = _window(self._visible, window_size)
         self._id_width = len(str(self._rows[-1][_GID])) if self._rows else 1
-        self._lines.clear()
+        # The line cache stays: its keys hold everything a line shows, so after a turn
+        # only the new row and the rows whose mark changed are drawn again.
         self._update_virtual_size()
         self._loading = True
         try:
@@ -400,10 +406,11 @@ class GroupList(ScrollView, can_focus=True):
             style = self.get_visual_style("option-list--option", "option-list--option-hover")
         else:
             style = self.get_visual_style("option-list--option")
-        key = (index, style, width)
+        row = self._rows[index]
+        key = (index, row, row[_GID] in self._inside, self._id_width, style, width)
         strip = self._lines.get(key)
         if strip is None:
-            content = self._row(self._rows[index])
+            content = self._row(row)
             strips = Content.to_strips(self, content, width, None, style)
             strip = (
                 strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
@@ -442,10 +449,20 @@ class GroupList(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         # Lines are cached by their base style only; a theme that changes just a
-        # mark colour must not leave stale lines behind.
+        # mark colour must not leave stale lines behind. Every focus change in the
+        # pane restyles the list too (`:focus-within`), and the marks' colours stay:
+        # then the lines stay (drawing a screenful again took 10-13 ms).
         lines = getattr(self, "_lines", None)
         if lines is not None:
-            lines.clear()
+            try:
+                marks = tuple(
+                    self.get_component_rich_style(name, partial=True) for name in MARK_CLASSES
+                )
+            except KeyError:  # the component styles are not set up yet
+                marks = None
+            if marks is None or marks != self.__dict__.get("_marks_drawn"):
+                self.__dict__["_marks_drawn"] = marks
+                lines.clear()
         self.refresh()
 
     # -- queries -------------------------------------------------------------
