@@ -20,8 +20,12 @@ and these hooks time what a terminal would get:
   path a terminal's input thread takes). Latency is the first frame that
   repaints the target widget (it is among the frame's dirty widgets, or the
   whole screen is repainted, or -- for ctrl+u, whose effect is new blocks -- a
-  full reflow) while the key's effect is visible in its state (prompt text
-  grew / group highlight moved / older groups mounted).
+  full reflow, or the widget drew itself at once after the key with
+  `slop_tui.ui.echo.draw_now`: that update is written to the terminal like
+  any frame) while the key's effect is visible in its state (prompt text
+  grew / group highlight moved / older groups mounted). Before the first
+  ctrl+u the conversation is focused and the screen left quiet for 0.1 s, as
+  a click and then the key would be.
 
 Cases, order and options: see bench/tui.py. A watchdog thread ends the run when
 the event loop holds one key longer than `--key-cap` seconds (the key is then
@@ -103,6 +107,7 @@ from textual.app import App  # noqa: E402
 from slop_tui.ui.collector import hold_full_collections  # noqa: E402
 
 hold_full_collections()  # as `slop-tui` does before the workspace's imports (cli._run_tui)
+from slop_tui.ui import echo  # noqa: E402
 from slop_tui.ui.app import SlopApp  # noqa: E402
 
 T_IMPORTED = time.time()
@@ -207,6 +212,19 @@ def _signature(app: App) -> tuple | None:
 
 
 _original_display = App._display
+ECHO: list = [None]  # the widget slop_tui.ui.echo.draw_now is drawing, while it draws
+_original_draw_now = echo.draw_now
+
+
+def _draw_now(widget) -> bool:
+    ECHO[0] = widget
+    try:
+        return _original_draw_now(widget)
+    finally:
+        ECHO[0] = None
+
+
+echo.draw_now = _draw_now
 
 
 def _display(self: App, screen, renderable) -> None:
@@ -233,7 +251,12 @@ def _display(self: App, screen, renderable) -> None:
             if p["first"] is None:
                 p["first"] = now
             dirty = screen._dirty_widgets
-            repainted = p["widget"] in dirty or screen in dirty or (p["layout"] and IN_LAYOUT[0])
+            repainted = (
+                p["widget"] in dirty
+                or screen in dirty
+                or (p["layout"] and IN_LAYOUT[0])
+                or p["widget"] is ECHO[0]  # drawn at once after the key (ui/echo.py)
+            )
             if p["probe"]() and repainted:
                 p["fut"].set_result(now)
     _original_display(self, screen, renderable)
@@ -466,6 +489,9 @@ async def _page_up(app: SlopApp, name: str, pages: int) -> None:
     conv = app.query_one("#conversation")
     conv.focus()
     await _wait(lambda: app.focused is conv, 2.0)
+    # As a user's ctrl+u comes after the pane shows it has the focus (a click, then
+    # the key): the focus change's own frames are not the first page's.
+    await _settle(app, 0.1, timeout=5.0)
     most = _counts(app)
     case = _case(name)
     rnd = random.Random(5)

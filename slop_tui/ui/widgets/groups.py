@@ -43,6 +43,7 @@ from slop_tui.records import (
     GroupSummary,
     SessionSummary,
 )
+from slop_tui.ui import echo
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
 if TYPE_CHECKING:
@@ -540,9 +541,14 @@ class GroupList(ScrollView, can_focus=True):
         self._refresh_row(highlighted)
         if highlighted is None:
             return
+        scroll = self.scroll_offset
         self.scroll_to_highlight()
         if not self._loading:
             self._post_selected()
+            if self.scroll_offset == scroll and self.scroll_target_y == scroll.y:
+                # The two lines are drawn at once, not after a frame a streaming reply
+                # or a turn's end is drawing (ui/echo.py). A scroll waits for the frame.
+                self.call_later(echo.draw_now, self)
 
     def watch__hover(self, old: int | None, hover: int | None) -> None:
         self._refresh_row(old)

@@ -32,6 +32,8 @@ from textual.message import Message
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
 
+from slop_tui.ui import echo
+
 PLACEHOLDER = "Type a prompt or /help · Enter sends · shift+enter or ctrl+j: new line"
 
 
@@ -79,6 +81,9 @@ class PromptArea(TextArea):
         # bindings so prompt_submit / prompt_newline (and any remap) decide.
         if event.key == "enter":
             event.prevent_default()
+        # Once TextArea has handled the key: what was typed is drawn at once, not
+        # after the frame a streaming reply or a turn's end is drawing (ui/echo.py).
+        self.call_later(echo.draw_now, self)
 
     def action_submit(self) -> None:
         self.owner.submit()

@@ -1,0 +1,41 @@
+"""Draw a widget at once after a key, instead of in the next frame (local echo).
+
+Textual draws the screen in frames, at most 60 a second, and a frame that
+follows other changes (a streaming reply growing, the panes updated after a
+turn) first lays the whole screen out and draws everything that changed. A
+key typed then waited for the frame in progress, the next timer tick and all
+of that work: 40-70 ms. The prompt and the group list ask for `draw_now`
+after each key: their changed lines are drawn in their current place at
+once (2-4 ms), and the next frame draws everything else as before (it draws
+them again, from Textual's line cache).
+
+It draws nothing while Textual batches updates, when the widget is not on the
+top screen, or not where the last layout put it (not laid out yet, hidden):
+then the next frame shows the key as it always did.
+"""
+
+from __future__ import annotations
+
+from textual.widget import Widget
+
+
+def draw_now(widget: Widget) -> bool:
+    """Draw `widget`'s pending changes now; False when that has to wait for the frame."""
+    if not widget.is_attached or not widget.display:
+        return False
+    app = widget.app
+    screen = widget.screen
+    if (
+        app._batch_count
+        or not app._running
+        or app.is_inline
+        or screen is not app.screen
+        or not screen.is_current
+    ):
+        return False
+    compositor = screen._compositor
+    if widget not in compositor.visible_widgets:
+        return False  # not laid out yet, or hidden: the next frame places it
+    compositor.update_widgets({widget})
+    app._display(screen, compositor.render_update(screen_stack=app._background_screens))
+    return True

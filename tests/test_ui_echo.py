@@ -1,0 +1,97 @@
+"""Local echo (`slop_tui/ui/echo.py`): a key in the prompt or the group list is drawn at
+once, in a frame of its own, even while Textual's next frame is held back."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import App
+from textual.widgets import TextArea
+
+from slop_tui.ui.widgets.groups import GroupList
+from slop_tui.ui.widgets.prompt import PromptInput
+from tests.test_ui_groups import ListsApp, group
+
+
+class PromptApp(App):
+    def compose(self):
+        yield PromptInput(id="prompt", blink=False)
+
+
+def recording(app: App) -> list[str]:
+    """The text of every update written to the terminal from now on."""
+    written: list[str] = []
+    real = app._display
+
+    def display(screen, renderable) -> None:
+        if renderable is not None:
+            written.append(renderable.render_segments(app.console))
+        real(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+    return written
+
+
+def hold_frames(app: App) -> list[int]:
+    """Textual's frames stop (as while a long frame or a busy loop holds them);
+    returns a list that counts the frames asked for meanwhile."""
+    held: list[int] = []
+    timer = app.screen._update_timer
+    timer.pause()
+    timer.resume = lambda: held.append(1)  # type: ignore[method-assign]
+    # Pilot's pause() draws a frame itself (it calls this): held too.
+    app.screen._on_timer_update = lambda: held.append(1)  # type: ignore[method-assign]
+    return held
+
+
+async def focused_prompt(app: PromptApp, pilot) -> TextArea:
+    area = app.query_one(PromptInput).area
+    area.focus()
+    await pilot.pause()
+    return area
+
+
+async def test_a_key_in_the_prompt_is_drawn_before_the_next_frame():
+    app = PromptApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        area = await focused_prompt(app, pilot)
+        written = recording(app)
+        held = hold_frames(app)
+        app._driver.process_message(events.Key("q", "q"))
+        await pilot.pause()
+        assert area.text == "q"
+        assert len(written) == 1 and "q" in written[0]  # the echo, while frames are held
+        app._driver.process_message(events.Key("z", "z"))
+        await pilot.pause()
+        assert area.text == "qz" and len(written) == 2 and "z" in written[1]
+        assert held  # Textual asked for its frame meanwhile: it was held, not needed
+
+
+async def test_moving_in_the_group_list_is_drawn_before_the_next_frame():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(i, prompt=f"task number {i}") for i in range(1, 9)], 3, "main")
+        groups.focus()
+        groups.highlighted = 7
+        await pilot.pause()
+        written = recording(app)
+        hold_frames(app)
+        app._driver.process_message(events.Key("up", None))
+        await pilot.pause()
+        assert groups.highlighted == 6
+        assert len(written) == 1
+        assert "task number 7" in written[0] and "task number 8" in written[0]
+        assert "task number 3" not in written[0]  # only the two lines that changed
+
+
+async def test_nothing_is_drawn_out_of_turn_while_updates_are_batched():
+    app = PromptApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        area = await focused_prompt(app, pilot)
+        written = recording(app)
+        with app.batch_update():
+            app._driver.process_message(events.Key("q", "q"))
+            await pilot.pause()
+            assert area.text == "q" and written == []
+        await pilot.pause()
+        assert any("q" in w for w in written)  # the next frame shows it, as before
