@@ -216,10 +216,10 @@ ECHO: list = [None]  # the widget slop_tui.ui.echo.draw_now is drawing, while it
 _original_draw_now = echo.draw_now
 
 
-def _draw_now(widget) -> bool:
+def _draw_now(widget, *also) -> bool:
     ECHO[0] = widget
     try:
-        return _original_draw_now(widget)
+        return _original_draw_now(widget, *also)
     finally:
         ECHO[0] = None
 

@@ -95,3 +95,28 @@ async def test_nothing_is_drawn_out_of_turn_while_updates_are_batched():
             assert area.text == "q" and written == []
         await pilot.pause()
         assert any("q" in w for w in written)  # the next frame shows it, as before
+
+
+async def test_a_move_that_scrolls_the_group_list_draws_it_whole_at_once():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(i, prompt=f"task number {i}") for i in range(1, 61)], 3, "main")
+        groups.focus()
+        groups.highlighted = 59
+        await pilot.pause()
+        height = groups.scrollable_content_region.height
+        top = round(groups.scroll_y)
+        groups.highlighted = top  # the first line on screen
+        await pilot.pause()
+        assert round(groups.scroll_y) == top
+        written = recording(app)
+        hold_frames(app)
+        app._driver.process_message(events.Key("up", None))
+        await pilot.pause()
+        assert groups.highlighted == top - 1 and round(groups.scroll_y) == top - 1
+        assert len(written) == 1
+        # Every line on screen moved down one: all of them are drawn, the new top too.
+        drawn = written[0]
+        assert f"task number {top}" in drawn  # the new first line (index top - 1)
+        assert f"task number {top - 1 + height}" in drawn  # the new last line

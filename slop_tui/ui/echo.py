@@ -11,7 +11,8 @@ them again, from Textual's line cache).
 
 It draws nothing while Textual batches updates, when the widget is not on the
 top screen, or not where the last layout put it (not laid out yet, hidden):
-then the next frame shows the key as it always did.
+then the next frame shows the key as it always did. A list that scrolled
+draws itself whole, with its scrollbar.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 from textual.widget import Widget
 
 
-def draw_now(widget: Widget) -> bool:
-    """Draw `widget`'s pending changes now; False when that has to wait for the frame."""
+def draw_now(widget: Widget, *also: Widget) -> bool:
+    """Draw `widget`'s pending changes now (and those of `also`, e.g. its scrollbar);
+    False when that has to wait for the frame."""
     if not widget.is_attached or not widget.display:
         return False
     app = widget.app
@@ -34,8 +36,9 @@ def draw_now(widget: Widget) -> bool:
     ):
         return False
     compositor = screen._compositor
-    if widget not in compositor.visible_widgets:
+    widgets = {widget, *also}
+    if not widgets <= compositor.visible_widgets.keys():
         return False  # not laid out yet, or hidden: the next frame places it
-    compositor.update_widgets({widget})
+    compositor.update_widgets(widgets)
     app._display(screen, compositor.render_update(screen_stack=app._background_screens))
     return True

@@ -541,14 +541,14 @@ class GroupList(ScrollView, can_focus=True):
         self._refresh_row(highlighted)
         if highlighted is None:
             return
-        scroll = self.scroll_offset
-        self.scroll_to_highlight()
+        self.scroll_to_highlight()  # immediate: a scroll has happened when it returns
         if not self._loading:
             self._post_selected()
-            if self.scroll_offset == scroll and self.scroll_target_y == scroll.y:
-                # The two lines are drawn at once, not after a frame a streaming reply
-                # or a turn's end is drawing (ui/echo.py). A scroll waits for the frame.
-                self.call_later(echo.draw_now, self)
+            # The changed lines (all of them after a scroll, with the scrollbar) are
+            # drawn at once, not after a frame a streaming reply or a turn's end is
+            # drawing (ui/echo.py).
+            also = (self.vertical_scrollbar,) if self.show_vertical_scrollbar else ()
+            self.call_later(echo.draw_now, self, *also)
 
     def watch__hover(self, old: int | None, hover: int | None) -> None:
         self._refresh_row(old)
