@@ -202,9 +202,60 @@ class CopyRequested(TextualMessage):
 Fetch = Callable[[int], Awaitable[str | None]]
 
 
-def markdown_lines(console: Console, source: str, width: int) -> list[Strip]:
-    """`source` rendered as Markdown by Rich, as lines of `width` cells."""
-    body = RichMarkdown(source, hyperlinks=False)
+@dataclass(frozen=True)
+class MarkdownLook:
+    """How Rich draws an answer in the current theme: a console whose theme gives
+    inline code the colours Textual's own Markdown widget gives it (the STATE
+    pane), and the Pygments style for fenced code. Rich's defaults (cyan on black,
+    `monokai`) were black blocks in a light theme."""
+
+    key: str  # the Textual theme's name: rendered lines are cached per look
+    console: Console
+    code_theme: str
+
+
+_LOOKS: dict[str, MarkdownLook] = {}
+
+
+def markdown_look(app: Any) -> MarkdownLook:
+    """The look for `app`'s current theme (built once per theme)."""
+    name = app.theme
+    look = _LOOKS.get(name)
+    if look is not None:
+        return look
+    from rich.color import Color as RichColor
+    from rich.style import Style
+    from rich.theme import Theme as RichTheme
+    from textual.color import Color
+
+    variables = app.theme_variables
+    dark = app.current_theme.dark
+    background = Color.parse(variables["background"])
+    # As Textual's MarkdownBlock draws `.code_inline` (dark: $warning 10% on the
+    # background, $text-warning; light: $error 5%, $text-error).
+    tint, text = ("warning", "text-warning") if dark else ("error", "text-error")
+    code_bg = background.blend(Color.parse(variables[tint]), 0.10 if dark else 0.05)
+    code_fg = background.blend(Color.parse(variables[text]), 0.95)
+    inline = Style(color=RichColor.from_rgb(*code_fg.rgb), bgcolor=RichColor.from_rgb(*code_bg.rgb))
+    console = Console(
+        theme=RichTheme({"markdown.code": inline, "markdown.code_block": inline}),
+        color_system=app.console.color_system or "truecolor",
+        force_terminal=True,
+        legacy_windows=False,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        width=80,
+    )
+    look = MarkdownLook(name, console, "monokai" if dark else "default")
+    _LOOKS[name] = look
+    return look
+
+
+def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
+    """`source` rendered as Markdown by Rich in `look`, as lines of `width` cells."""
+    body = RichMarkdown(source, hyperlinks=False, code_theme=look.code_theme)
+    console = look.console
     lines = console.render_lines(body, console.options.update_width(max(1, width)), pad=True)
     return [Strip(line, width) for line in lines]
 
@@ -252,7 +303,7 @@ class AnswerBlock(RenderedLines, can_focus=True):
         self.status = status
         self.message_id = message_id
         self.shown = clip(neutralise(source), ANSWER_CHARS)
-        self._lines: tuple[int, list[Strip]] | None = None
+        self._lines: tuple[int, str, list[Strip]] | None = None  # width, look, lines
 
     def _note(self) -> str:
         if self.status == STATUS_INTERRUPTED:
@@ -264,11 +315,12 @@ class AnswerBlock(RenderedLines, can_focus=True):
         return ""
 
     def rendered(self, width: int) -> list[Strip]:
-        """The answer's lines at `width` cells (rendered once per width)."""
-        if self._lines is None or self._lines[0] != width:
+        """The answer's lines at `width` cells (rendered once per width and theme)."""
+        look = markdown_look(self.app)
+        if self._lines is None or self._lines[:2] != (width, look.key):
             source = self.shown + self._note()
-            self._lines = (width, markdown_lines(self.app.console, source, width))
-        return self._lines[1]
+            self._lines = (width, look.key, markdown_lines(look, source, width))
+        return self._lines[2]
 
     async def render_ahead(self, pane_width: int) -> None:
         """Render the lines in a thread before the block is laid out, for a pane whose
@@ -280,11 +332,12 @@ class AnswerBlock(RenderedLines, can_focus=True):
         """
         # An interrupted answer has a one-cell border on its left.
         width = pane_width - (self.status == STATUS_INTERRUPTED)
-        if width <= 0 or (self._lines is not None and self._lines[0] == width):
+        look = markdown_look(self.app)
+        if width <= 0 or (self._lines is not None and self._lines[:2] == (width, look.key)):
             return
         source = self.shown + self._note()
-        lines = await asyncio.to_thread(markdown_lines, self.app.console, source, width)
-        self._lines = (width, lines)
+        lines = await asyncio.to_thread(markdown_lines, look, source, width)
+        self._lines = (width, look.key, lines)
 
     def action_copy(self) -> None:
         self.post_message(CopyRequested(self.source, "message"))
@@ -367,6 +420,7 @@ class SettledMarkdown(RenderedLines):
         super().__init__()
         self.parts: list[str] = []
         self._width = 0
+        self._look = ""  # the theme the lines were drawn in
         self._lines: list[Strip] = []
         self._rendered = 0  # parts already in _lines
 
@@ -377,11 +431,11 @@ class SettledMarkdown(RenderedLines):
 
     def rendered(self, width: int) -> list[Strip]:
         """The parts' lines at `width` cells; only new parts are rendered."""
-        if width != self._width:
-            self._width, self._lines, self._rendered = width, [], 0
-        console = self.app.console
+        look = markdown_look(self.app)
+        if (width, look.key) != (self._width, self._look):
+            self._width, self._look, self._lines, self._rendered = width, look.key, [], 0
         for part in self.parts[self._rendered :]:
-            lines = markdown_lines(console, part, width)
+            lines = markdown_lines(look, part, width)
             # One blank line between parts, unless the part brings its own (lists, code).
             if self._lines and lines and lines[0].text.strip():
                 self._lines.append(Strip.blank(width))

@@ -203,8 +203,8 @@ class TokenGauge(Widget):
     TokenGauge > .token-gauge--state { color: $accent; }
     TokenGauge > .token-gauge--scratchpad { color: $secondary-lighten-2; }
     TokenGauge > .token-gauge--memos { color: $success-darken-1; }
-    TokenGauge > .token-gauge--history { color: $foreground-darken-1; }
-    TokenGauge > .token-gauge--tools { color: $foreground-darken-3; }
+    TokenGauge > .token-gauge--history { color: $foreground 80%; }
+    TokenGauge > .token-gauge--tools { color: $foreground 50%; }
     TokenGauge > .token-gauge--other { color: $foreground-muted; }
     TokenGauge > .token-gauge--free { color: $surface-lighten-2; }
     TokenGauge #gauge-total { color: $text-success; }

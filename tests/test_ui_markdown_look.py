@@ -1,0 +1,55 @@
+"""Answers rendered by Rich take their colours from the theme (`blocks.markdown_look`)."""
+
+from __future__ import annotations
+
+from rich.color import Color as RichColor
+from textual.app import App
+from textual.color import Color
+
+from slop_tui.ui.themes import load_themes, register_themes
+from slop_tui.ui.widgets.blocks import AnswerBlock, markdown_look
+
+ANSWER = "Call `parse()` first.\n\n```python\nx = 1\n```\n"
+
+
+class AnswerApp(App):
+    def on_mount(self) -> None:
+        register_themes(self, load_themes(user_dir=None))
+
+    def compose(self):
+        yield AnswerBlock(ANSWER)
+
+
+def code_background(block: AnswerBlock, width: int) -> RichColor | None:
+    """The background of the inline `parse()` in the rendered lines."""
+    for strip in block.rendered(width):
+        for segment in strip:
+            if "parse()" in segment.text:
+                return segment.style.bgcolor
+    raise AssertionError("inline code not rendered")
+
+
+def luminance(color: RichColor) -> float:
+    r, g, b = color.get_truecolor()
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+async def test_inline_code_follows_the_theme_and_a_switch_redraws_it():
+    app = AnswerApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        block = app.query_one(AnswerBlock)
+        app.theme = "slop-light"
+        await pilot.pause()
+        light = code_background(block, 50)
+        assert light is not None and luminance(light) > 0.8  # a light tint, not black
+        background = Color.parse(app.theme_variables["background"])
+        assert light.get_truecolor() != (0, 0, 0) and luminance(light) <= background.brightness
+        app.theme = "slop-dark"
+        await pilot.pause()
+        dark = code_background(block, 50)
+        assert dark is not None and luminance(dark) < 0.2
+        assert markdown_look(app).code_theme == "monokai"
+        app.theme = "slop-light"
+        await pilot.pause()
+        assert markdown_look(app).code_theme == "default"
+        assert code_background(block, 50) == light  # the same look, from its cache
