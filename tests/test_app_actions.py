@@ -815,6 +815,21 @@ async def test_pane_keys_hide_resize_and_focus_the_panes(project):
         await pilot.press("ctrl+left", "ctrl+left")
         await wait_for(pilot, lambda: right.outer_size.width < width)
 
+        # In the prompt alt+arrows resize; ctrl+arrows stay word movement there.
+        await pilot.press("f2")
+        area = app.query_one("#prompt-area")
+        area.insert("two words")
+        width = right.outer_size.width
+        await pilot.press("alt+right")
+        await wait_for(pilot, lambda: right.outer_size.width > width)
+        width = right.outer_size.width
+        await pilot.press("ctrl+left")
+        await pilot.pause()
+        assert area.cursor_location == (0, 4) and right.outer_size.width == width
+        await pilot.press("alt+left")
+        await wait_for(pilot, lambda: right.outer_size.width < width)
+        area.clear()
+
         await pilot.press("f9")
         assert app.focused.id == "scratchpad-text"
         await pilot.press("f2")

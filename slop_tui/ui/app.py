@@ -93,8 +93,11 @@ class SlopApp(App):
         Binding("f6", "search", "Search", id="search_history", priority=True),
         Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False, priority=True),
         Binding("f8", "toggle_right", "Right pane", id="toggle_right", show=False),
-        Binding("ctrl+right", "side_wider", "Wider side", id="side_wider", show=False),
-        Binding("ctrl+left", "side_narrower", "Narrower side", id="side_narrower", show=False),
+        # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
+        Binding("ctrl+right,alt+right", "side_wider", "Wider side", id="side_wider", show=False),
+        Binding(
+            "ctrl+left,alt+left", "side_narrower", "Narrower side", id="side_narrower", show=False
+        ),
         Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
         Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
         Binding("u", "undo", "Undo last group", id="undo", show=False),
