@@ -539,7 +539,7 @@ async def test_thinking_usage_and_notices_are_shown_in_the_live_group(ws) -> Non
         await view.on_event(Notice(text="Retrying in 2 s"))
         await pilot.pause()
         header = str(view.live_block.query_one(".group-header").render())
-        assert f"#{gid}" in header and "prompt 12.3k" in header and "reply 45" in header
+        assert f"#{gid}" in header and "prompt 12k" in header and "reply 45" in header
         assert "⚠ Retrying in 2 s" in str(view.live_block.query_one(".notice").render())
         thinking.focus()
         await pilot.press("enter")

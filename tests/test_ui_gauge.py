@@ -102,7 +102,7 @@ async def test_bar_legend_sparkline_and_cached_line():
             "STATE 200",
             "scratchpad 300",
             "memos 400",
-            "history 20.0k",
+            "history 20k",
             "tools",
         ):
             assert label in legend

@@ -8,6 +8,7 @@ from textual.app import App, ComposeResult
 from textual.message import Message
 
 from slop_tui.records import GroupSummary, NewMessage, SessionSummary
+from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.widgets.groups import (
     FLAG_ERROR,
     FLAG_INTERRUPTED,
@@ -17,7 +18,6 @@ from slop_tui.ui.widgets.groups import (
     MARK_SUMMARIZED,
     GroupList,
     SessionList,
-    compact_tokens,
     snippet,
     window_membership,
 )

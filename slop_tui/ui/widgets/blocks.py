@@ -62,6 +62,7 @@ from slop_tui.records import (
     Message,
     ToolCall,
 )
+from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
 
 if TYPE_CHECKING:
@@ -87,11 +88,6 @@ def _one_line(text: str, width: int) -> str:
 
 def _lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-
-
-def tokens_label(n: int) -> str:
-    """1234 -> '1.2k': one decimal at every size (the group header has room)."""
-    return str(n) if n < 1000 else f"{n / 1000:.1f}k"
 
 
 # -- what the model sees ----------------------------------------------------------
@@ -805,7 +801,7 @@ class GroupBlock(Vertical, can_focus=True):
         else:
             parts.append(f"{self.message_count} messages")
         if self.tokens:
-            parts.append(f"{tokens_label(self.tokens)} tokens")
+            parts.append(f"{compact_tokens(self.tokens)} tokens")
         if self.mark:
             parts.append(self.mark)
         if self.status in (STATUS_INTERRUPTED, STATUS_ERROR):

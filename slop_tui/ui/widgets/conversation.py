@@ -43,6 +43,7 @@ from slop_tui.events import (
 )
 from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
 from slop_tui.ui import textual_fixes
+from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.widgets.blocks import (
     AnswerBlock,
@@ -53,7 +54,6 @@ from slop_tui.ui.widgets.blocks import (
     ToolBlock,
     build_tier_view,
     group_to_markdown,
-    tokens_label,
 )
 
 if TYPE_CHECKING:
@@ -752,7 +752,7 @@ class ConversationView(VerticalScroll):
             await live.live_tool_result(event, msg, self._fetch_text)
             await self.refresh_tiers()
         elif isinstance(event, UsageEvent):
-            live.usage = f"prompt {tokens_label(event.prompt_tokens)} · reply {tokens_label(event.completion_tokens)}"
+            live.usage = f"prompt {compact_tokens(event.prompt_tokens)} · reply {compact_tokens(event.completion_tokens)}"
             live.render_header()
         elif isinstance(event, Notice):
             await live.line(f"⚠ {event.text}", "notice")

@@ -22,6 +22,8 @@ from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
+from slop_tui.ui.numbers import compact_tokens
+
 if TYPE_CHECKING:
     from slop_tui.context.prompt import Prompt, ToolSpec
 
@@ -111,14 +113,6 @@ def bar_cells(layers: Sequence[tuple[str, int]], scale: int, width: int) -> list
     return [(name, c) for (name, _), c in zip(layers, cells, strict=True)]
 
 
-def compact(n: int) -> str:
-    if n < 1000:
-        return str(n)
-    if n < 100_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n // 1000}k"
-
-
 def layer_class(name: str) -> str:
     return f"token-gauge--{name}" if name in LAYER_ORDER else "token-gauge--other"
 
@@ -163,7 +157,7 @@ class GaugeBar(Widget):
         text += FREE * free
         # The legend is packed by hand so an item never breaks across lines.
         items = [
-            (name, f"{SWATCH} {LAYER_LABELS.get(name, name)} {compact(tokens)}")
+            (name, f"{SWATCH} {LAYER_LABELS.get(name, name)} {compact_tokens(tokens)}")
             for name, tokens in reading.layers
             if tokens or name == "history"
         ]
@@ -290,7 +284,7 @@ class TokenGauge(Widget):
         total.tooltip = ESTIMATE_TOOLTIP if self.estimated else None
         self.query_one(Sparkline).data = self.series
         if self.series:
-            last, top = compact(self.series[-1]), compact(max(self.series))
+            last, top = compact_tokens(self.series[-1]), compact_tokens(max(self.series))
             series = f"prompt per call: last {last} · max {top}"
         else:
             series = "prompt per call: no calls yet"

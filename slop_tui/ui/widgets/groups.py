@@ -44,6 +44,7 @@ from slop_tui.records import (
     SessionSummary,
 )
 from slop_tui.ui import echo
+from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
 if TYPE_CHECKING:
@@ -80,17 +81,6 @@ MARK_CLASSES = (
 # several times slower.
 
 SNIPPET_SOURCE = 240  # characters of a prompt looked at for its one-line snippet
-
-
-def compact_tokens(n: int) -> str:
-    """1234 -> '1.2k': token counts in five cells or fewer."""
-    if n < 1000:
-        return str(n)
-    if n < 10_000:
-        return f"{n / 1000:.1f}k"
-    if n < 1_000_000:
-        return f"{n // 1000}k"
-    return f"{n / 1_000_000:.1f}M"
 
 
 # Control characters (an ESC from a pasted log, ...), bidi overrides and lone
