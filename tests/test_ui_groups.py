@@ -325,9 +325,9 @@ async def test_only_the_lines_on_screen_are_built():
         built: list[int] = []
         real_row = groups._row
 
-        def counting_row(row):
+        def counting_row(row, **kw):
             built.append(row[0])
-            return real_row(row)
+            return real_row(row, **kw)
 
         groups._row = counting_row
         groups.load(many, 5, "main")
@@ -364,7 +364,7 @@ async def test_moving_wraps_pages_and_repaints_only_what_changed():
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
         groups._lines.clear()  # so that every repainted line is built again
         await pilot.press("up")
         await pilot.pause()
@@ -382,7 +382,7 @@ async def test_a_reload_after_a_turn_draws_only_the_rows_that_changed():
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
         # A turn adds group 31: it enters the window and group 28 leaves it; group 5
         # was dropped meanwhile (a second workspace). Every other line is as drawn.
         rows = rows[:4] + [group(5, status="dropped")] + rows[5:] + [group(31)]
@@ -413,7 +413,7 @@ async def test_a_focus_change_elsewhere_draws_no_group_line_again():
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row: built.append(row[0]) or real_row(row)
+        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
         sessions = app.query_one(SessionList)
         for _ in range(2):  # the list is restyled on each move, its lines are not drawn again
             sessions.focus()
@@ -424,3 +424,25 @@ async def test_a_focus_change_elsewhere_draws_no_group_line_again():
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
         await pilot.pause()
         assert len(built) >= groups.scrollable_content_region.height  # a new theme redraws
+
+
+async def test_the_highlighted_row_keeps_its_marks_but_not_the_dim_text():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        groups.load([group(1), group(2, status="dropped"), group(3)], 1, "main")
+        groups.focus()
+        await pilot.pause()
+
+        def text_styles(index: int) -> set[str]:
+            line = groups.render_line(index - round(groups.scroll_y))
+            return {str(seg.style) for seg in line if "prompt" in seg.text}
+
+        assert any("dim" in s for s in text_styles(1))  # dropped, not highlighted: dim
+        assert any("strike" in s for s in text_styles(1))
+        groups.highlighted = 1
+        await pilot.pause()
+        styles = text_styles(1)
+        assert styles and not any("dim" in s for s in styles)  # readable on the bar
+        assert all("strike" in s for s in styles)  # still visibly dropped
+        assert groups.render_line(1 - round(groups.scroll_y)).text.startswith(MARK_DROPPED)

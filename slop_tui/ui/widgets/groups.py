@@ -75,6 +75,7 @@ MARK_CLASSES = (
     "grouplist--interrupted",
     "grouplist--error",
     "grouplist--meta",
+    "grouplist--struck",
 )
 # Every mark is a character Rich measures on its fast path (Latin-1, Greek,
 # geometric shapes): one slow-path glyph per line made loading 5,000 lines
@@ -225,6 +226,7 @@ class GroupList(ScrollView, can_focus=True):
     GroupList > .grouplist--interrupted { color: $text-warning; text-style: bold; }
     GroupList > .grouplist--error { color: $text-error; text-style: bold; }
     GroupList > .grouplist--meta { text-style: dim; }
+    GroupList > .grouplist--struck { text-style: strike; }
     """
 
     # Not `repaint`: a move repaints the two lines it changes (see _refresh_row).
@@ -401,7 +403,7 @@ class GroupList(ScrollView, can_focus=True):
         key = (index, row, row[_GID] in self._inside, self._id_width, style, width)
         strip = self._lines.get(key)
         if strip is None:
-            content = self._row(row)
+            content = self._row(row, highlighted=index == self.highlighted)
             strips = Content.to_strips(self, content, width, None, style)
             strip = (
                 strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
@@ -409,9 +411,12 @@ class GroupList(ScrollView, can_focus=True):
             self._lines[key] = strip
         return strip
 
-    def _row(self, row: GroupRow) -> Content:
+    def _row(self, row: GroupRow, *, highlighted: bool = False) -> Content:
         # Spans name component classes (".grouplist--dropped"): Textual resolves them
         # when a line is drawn, so a theme switch restyles the list without a rebuild.
+        # On the highlight bar the dim row styles lost their contrast: there the
+        # marks keep their colour, the text takes the bar's, and a dropped row stays
+        # struck through.
         gid, status = row[_GID], row[_STATUS]
         if status == STATUS_DROPPED:
             mark, row_style = MARK_DROPPED, ".grouplist--dropped"
@@ -432,9 +437,13 @@ class GroupList(ScrollView, can_focus=True):
         spans = [Span(0, 1, row_style or ".grouplist--in-window")]
         if flag_style:
             spans.append(Span(1, 2, flag_style))
-        spans.append(Span(2, 2 + len(meta), row_style or ".grouplist--meta"))
-        if row_style:
-            spans.append(Span(2 + len(meta), len(text), row_style))
+        if highlighted:
+            if status == STATUS_DROPPED:
+                spans.append(Span(2, len(text), ".grouplist--struck"))
+        else:
+            spans.append(Span(2, 2 + len(meta), row_style or ".grouplist--meta"))
+            if row_style:
+                spans.append(Span(2 + len(meta), len(text), row_style))
         return Content(text, spans, strip_control_codes=False)  # snippet() removed them
 
     def notify_style_update(self) -> None:
