@@ -115,9 +115,10 @@ async def test_a_5_mb_tool_output(real_ws, fake_llm):
     (result,) = [
         m for m in await ws.ledger.group_messages(ws.session, out.group_id) if m.role == "tool"
     ]
-    # The tool keeps the head and the tail (200,000 characters) and says what it left out.
-    assert "bytes omitted; output capped" in result.content
-    assert 190_000 < len(result.content) < 201_000
+    # A command's output cannot be read again: the ledger keeps all 5,000,000 bytes.
+    line = "one line of a very chatty build log\n"
+    output = (line * (5_000_000 // len(line) + 1))[:5_000_000]
+    assert result.content == f"### TOOL_RESULT: execute_bash\n{output}\n\n---"
     sent = [m for m in fake_llm.last_chat.messages if m["role"] == "tool"][0]["content"]
     assert len(sent) < len(result.content) // 4  # cut further by the tiers in the request
     hint = re.search(r"query_db\(sql=\"SELECT content FROM messages WHERE id=(\d+)", sent)

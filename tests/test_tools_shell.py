@@ -138,12 +138,23 @@ async def test_background_job_holding_output_is_stopped(ctx: ToolContext) -> Non
 
 
 async def test_output_is_capped_keeping_head_and_tail(ctx: ToolContext) -> None:
-    ctx.max_output_chars = 10_000
+    ctx.max_command_output_chars = 10_000
     ok, text = await bash(
         ctx, "echo FIRST; head -c 1000000 /dev/zero | tr '\\0' x; echo; echo LAST"
     )
     assert ok and len(text) <= 10_000
     assert text.startswith("FIRST") and text.endswith("LAST") and "bytes omitted" in text
+
+
+async def test_a_command_output_is_kept_whole_beyond_a_reading_tools_page(
+    ctx: ToolContext,
+) -> None:
+    # A page of read_file or grep is max_output_chars; a command cannot be re-run to
+    # read the rest, so its output is kept up to max_command_output_chars.
+    ctx.max_output_chars = 10_000
+    ok, text = await bash(ctx, "echo FIRST; head -c 1000000 /dev/zero | tr '\\0' x; echo LAST")
+    assert ok and "bytes omitted" not in text
+    assert text == "FIRST\n" + "x" * 1_000_000 + "LAST"
 
 
 async def test_no_controlling_terminal(ctx: ToolContext) -> None:

@@ -57,7 +57,11 @@ class ToolContext:
     project_root: Path
     bash_timeout: float = 180.0
     # What a tool returns at most, before the context engine's tiers cut it further.
+    # Reading tools page (read_file, grep): a page is at most this.
     max_output_chars: int = 200_000
+    # A shell command's output cannot be read again later: the ledger keeps it
+    # whole up to this (head and tail beyond it), recoverable through query_db.
+    max_command_output_chars: int = 8_000_000
     cancel_event: asyncio.Event | None = None
     # query_db limits (tests lower the time limit).
     db_time_limit: float = 2.0

@@ -16,7 +16,15 @@ from typing import Any
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.tools import db, files, knowledge, search, shell
 from slop_tui.tools.args import parse_arguments, validate
-from slop_tui.tools.base import Tool, ToolContext, ToolError, ToolResult, cap_text, error_result
+from slop_tui.tools.base import (
+    KIND_SHELL,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    cap_text,
+    error_result,
+)
 from slop_tui.tools.base import ok_result as _ok
 
 log = logging.getLogger(__name__)
@@ -55,11 +63,12 @@ async def run_tool(
     if tool is None:
         known = ", ".join(REGISTRY)
         return error_result(name, f"unknown tool '{name}'. Available tools: {known}")
+    cap = ctx.max_command_output_chars if tool.kind == KIND_SHELL else ctx.max_output_chars
     try:
         args = validate(tool, parse_arguments(name, arguments))
         body = await tool.run(args, ctx)
     except ToolError as exc:
-        return error_result(name, exc.message, cap_text(exc.detail, ctx.max_output_chars))
+        return error_result(name, exc.message, cap_text(exc.detail, cap))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a bug or an unexpected OS error must not end the turn
@@ -69,4 +78,4 @@ async def run_tool(
         await ctx.ledger.count_tool_call(name)
     except Exception:  # the count is bookkeeping; losing one must not lose the result
         log.warning("could not count a call of %s", name, exc_info=True)
-    return _ok(name, cap_text(body, ctx.max_output_chars))
+    return _ok(name, cap_text(body, cap))

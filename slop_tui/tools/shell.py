@@ -80,7 +80,7 @@ async def execute_bash(args: dict[str, Any], ctx: ToolContext) -> str:
         cancel_event=ctx.cancel_event,
         # Room for the STDERR header and exit line; if both streams are huge,
         # run_tool's final cap trims the sum.
-        max_bytes=max(1000, ctx.max_output_chars - 200),
+        max_bytes=max(1000, ctx.max_command_output_chars - 200),
         env=shell_env(),
     )
     parts: list[str] = []
