@@ -35,6 +35,7 @@ from slop_tui.records import (
     STATUS_TOOL_CALL,
     NewMessage,
 )
+from slop_tui.ui.widgets.blocks import TOOL_VIEW_CHARS
 from slop_tui.ui.widgets.conversation import (
     AnswerBlock,
     ConversationView,
@@ -395,6 +396,27 @@ async def test_control_characters_are_neutralised_on_screen_not_in_the_ledger(ws
         # Enter closes the block again and unmounts the output.
         await pilot.press("enter")
         await wait_for(pilot, lambda: not tool.query(TextArea))
+
+
+async def test_a_huge_tool_output_opens_as_head_and_tail_and_copies_whole(ws) -> None:
+    output = "".join(f"line {i:07d}\n" for i in range(400_000))  # 5.2 MB
+    gid = await add_group(ws, "run the build", tools=1, output=output)
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        await pilot.pause()
+        tool = view.block(gid).tool_blocks[0]
+        tool.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(tool.query(TextArea)), timeout=10)
+        shown = tool.query_one(TextArea).text
+        assert len(shown) < TOOL_VIEW_CHARS + 200
+        assert shown.startswith("line 0000000\n") and shown.endswith("line 0399999\n\n#0")
+        assert "characters not shown here (c copies the whole output" in shown
+        await pilot.press("c")
+        await wait_for(pilot, lambda: bool(app.copied))
+        assert app.copied[-1] == (output + "\n#0", "tool result")  # every byte
 
 
 async def test_copy_a_message_and_a_group(ws) -> None:

@@ -671,7 +671,7 @@ class ToolBlock(Vertical, can_focus=True):
             if self.arguments:
                 args = json.dumps(self.arguments, ensure_ascii=False, indent=2)
                 body.append(Static(Content(neutralise(args)), classes="tool-body tool-args"))
-            text = await self.full_text()
+            text = shown_output(await self.full_text())
             if self.ok is not None or self.memory_text is not None:
                 area = TextArea(
                     neutralise(text),
@@ -691,6 +691,25 @@ class ToolBlock(Vertical, can_focus=True):
     async def action_copy(self) -> None:
         what = "thinking" if self.kind == "thinking" else "tool result"
         self.post_message(CopyRequested(await self.full_text(), what))
+
+
+# An opened tool block shows at most this many characters of its output: a
+# command's output is kept whole in the ledger (up to 8,000,000 characters), and
+# loading megabytes into a TextArea (wrapped, numbered) held the event loop for
+# seconds. `c` copies all of it; query_db reads it by pages.
+TOOL_VIEW_CHARS = 200_000
+
+
+def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
+    """`text`, or its head and tail with a line saying how much is left out."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 5, limit - limit // 5
+    left_out = len(text) - head - tail
+    return (
+        f"{text[:head]}\n… {left_out:,} characters not shown here (c copies the whole "
+        f"output; query_db reads it by pages) …\n{text[-tail:]}"
+    )
 
 
 class GroupBlock(Vertical, can_focus=True):
