@@ -366,20 +366,25 @@ def test_neutralise_replaces_every_control_character_but_newline_and_tab() -> No
     assert not any(ord(c) < 0x20 and c not in "\n\t" for c in shown)
 
 
+async def open_first_tool(pilot, ws, gid: int):
+    """Load the view, focus the group's first tool block and open it: (block, its TextArea)."""
+    view = pilot.app.query_one(ConversationView)
+    await view.load(ws)
+    await pilot.pause()
+    tool = view.block(gid).tool_blocks[0]
+    tool.focus()
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: bool(tool.query(TextArea)), timeout=10)
+    return tool, tool.query_one(TextArea)
+
+
 async def test_control_characters_are_neutralised_on_screen_not_in_the_ledger(ws) -> None:
     gid = await add_group(
         ws, "run it \x1b[2J", answer="answer \x1b]0;title\x07", tools=1, output=NASTY
     )
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws)
-        await pilot.pause()
-        tool = view.block(gid).tool_blocks[0]
-        tool.focus()
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(tool.query(TextArea)))
-        area = tool.query_one(TextArea)
+        tool, area = await open_first_tool(pilot, ws, gid)
         assert "␛[31mRED" in area.text and "\x1b" not in area.text
         screen_text = "".join(
             seg.text for strip in app.screen._compositor.render_strips() for seg in strip
@@ -403,14 +408,8 @@ async def test_a_huge_tool_output_opens_as_head_and_tail_and_copies_whole(ws) ->
     gid = await add_group(ws, "run the build", tools=1, output=output)
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws)
-        await pilot.pause()
-        tool = view.block(gid).tool_blocks[0]
-        tool.focus()
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(tool.query(TextArea)), timeout=10)
-        shown = tool.query_one(TextArea).text
+        _tool, area = await open_first_tool(pilot, ws, gid)
+        shown = area.text
         assert len(shown) < TOOL_VIEW_CHARS + 200
         assert shown.startswith("line 0000000\n") and shown.endswith("line 0399999\n\n#0")
         assert "characters not shown here (c copies the whole output" in shown
