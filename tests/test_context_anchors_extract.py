@@ -204,3 +204,19 @@ def test_bound_prose_cuts_at_a_line() -> None:
     assert len(out) < len(text) and out.splitlines()[0].startswith("- line 0")
     assert out.endswith("details via query_db)")
     assert bound_prose("short", 50) == "short"
+
+
+def test_a_megabyte_output_is_read_by_its_head_and_tail(monkeypatch) -> None:
+    from slop_tui.context import summaries
+
+    noise = "".join(f"one line of a very chatty build log {i}\n" for i in range(130_000))
+    output = "see https://ci.example.com/run/42\n" + noise + "DEPLOY_TARGET=eu-west-2\n"
+    scanned: list[int] = []
+    real = summaries._tool_items
+    monkeypatch.setattr(
+        summaries, "_tool_items", lambda text: scanned.append(len(text)) or real(text)
+    )
+    texts = [a.text for a in extract_anchor_items([result(2, 1, "c1", "execute_bash", output)])]
+    assert len(output) > 5_000_000 and scanned == [summaries.ANALYSED_CHARS + 1]
+    assert "https://ci.example.com/run/42" in texts  # from the head
+    assert "DEPLOY_TARGET=eu-west-2" in texts  # from the tail

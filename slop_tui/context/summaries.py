@@ -75,12 +75,26 @@ Do not call tools. Do not mention that a summary was made or read.
 # --- reading messages of either kind -----------------------------------------------------------
 
 
+# What the extractive passes (anchors, summaries) read of one message: the head
+# and the tail of a longer one. A command's output is stored whole (up to 8,000,000
+# characters); the regex scans over megabytes held the GIL -- the workspace's event
+# loop too, though they run in a thread -- for seconds.
+ANALYSED_CHARS = 200_000
+
+
+def _analysed(text: str) -> str:
+    if len(text) <= ANALYSED_CHARS:
+        return text
+    head = ANALYSED_CHARS // 5
+    return text[:head] + "\n" + text[-(ANALYSED_CHARS - head) :]
+
+
 def _text(m: AnyMessage) -> str:
     if isinstance(m, Message):
         if m.status == STATUS_TOOL_CALL:
-            return message_parser.assistant_text(m) or m.content
-        return m.content
-    return m.text
+            return _analysed(message_parser.assistant_text(m) or m.content)
+        return _analysed(m.content)
+    return _analysed(m.text)
 
 
 def _calls(m: AnyMessage) -> list[ToolCall]:
