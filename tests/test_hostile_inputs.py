@@ -575,7 +575,7 @@ def screen_text(app) -> str:
 
 async def hostile_workspace(app) -> int:
     """Hostile text in the session name, a prompt, an answer, a tool call and its output,
-    STATE and a memo (everything but the scratchpad, see the xfail test below)."""
+    STATE and a memo (the scratchpad has its own test below)."""
     ws = app.workspace
     await app.run_command("/session activate " + SESSION_NAME)
     assert ws.session == SESSION_NAME

@@ -480,13 +480,16 @@ async def test_search_history_wildcards_are_literal(
     assert [h.snippet for h in await ledger.search_history(query)] == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLite LIKE folds ASCII only; non-ASCII case-insensitive search is not done yet",
-)
 async def test_search_history_unicode_case(ledger: Ledger) -> None:
     await ledger.append_user("s", "Ärger über die Straße")
-    assert len(await ledger.search_history("ärger")) == 1
+    await ledger.append_user("t", "ΣΟΦΊΑ and ascii Text")
+    (hit,) = await ledger.search_history("ärger")
+    assert hit.session == "s" and hit.snippet.startswith("Ärger")
+    assert [h.session for h in await ledger.search_history("STRAßE")] == ["s"]
+    assert [h.session for h in await ledger.search_history("σοφία")] == ["t"]
+    assert [h.session for h in await ledger.search_history("TEXT")] == ["t"]  # ASCII: LIKE
+    assert await ledger.search_history("ärger", role="assistant") == []
+    assert await ledger.search_history("öl") == []
 
 
 # --- usage ---------------------------------------------------------------------------

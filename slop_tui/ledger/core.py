@@ -34,6 +34,11 @@ def now() -> float:
     return time.time()
 
 
+def _fold(text: object) -> str | None:
+    """SQL `slop_fold(x)`: `x` case-folded (`str.casefold`), NULL stays NULL."""
+    return text.casefold() if isinstance(text, str) else None
+
+
 def _chars_over_four(text: str) -> int:
     return (len(text) + 3) // 4 if text else 0
 
@@ -192,6 +197,8 @@ class LedgerBase:
         # A long session's full history is a few MB; the default 2 MB page
         # cache would re-read it from the OS on every full-history request.
         await db.execute("PRAGMA cache_size=-32000")
+        # Unicode case folding for `/history search` (SQLite's LIKE folds ASCII only).
+        await db.create_function("slop_fold", 1, _fold, deterministic=True)
         await self._migrate(version)
 
     async def _journal_mode_wal(self) -> sqlite3.Row | None:

@@ -502,21 +502,30 @@ class HistoryMixin(LedgerBase):
     async def search_history(
         self, text: str, role: str | None = None, limit: int = 20
     ) -> list[HistoryHit]:
-        """Case-insensitive substring search across all sessions, newest first."""
+        """Case-insensitive substring search across all sessions, newest first.
+
+        An ASCII query uses SQLite's LIKE (it folds ASCII case, and is fast); any
+        other is matched on Unicode case-folded text (`slop_fold`, a Python
+        function called per row: `ärger` finds `Ärger`, `STRAßE` finds `Straße`).
+        """
         if not text:
             return []
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         role_sql = " AND role = :role" if role else ""
+        if text.isascii():
+            pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            match_sql, args = "content LIKE :p ESCAPE '\\'", {"p": pattern}
+        else:
+            match_sql, args = "instr(slop_fold(content), :p) > 0", {"p": text.casefold()}
         rows = await self._all(
             f"""SELECT id, session_id, group_id, role, content, created_at FROM messages
-                WHERE content LIKE :p ESCAPE '\\'{role_sql} AND status != 'dropped'
+                WHERE {match_sql}{role_sql} AND status != 'dropped'
                 ORDER BY id DESC LIMIT :n""",
-            {"p": pattern, "role": role, "n": limit},
+            {**args, "role": role, "n": limit},
         )
         hits = []
         for r in rows:
             content = r["content"]
-            at = content.lower().find(text.lower())
+            at = content.casefold().find(text.casefold())
             start = max(0, at - 30) if at >= 0 else 0
             hits.append(
                 HistoryHit(
