@@ -66,18 +66,29 @@ async def test_a_key_in_the_prompt_is_drawn_before_the_next_frame():
         assert held  # Textual asked for its frame meanwhile: it was held, not needed
 
 
+async def focused_groups(app: ListsApp, pilot, n: int, highlighted: int) -> GroupList:
+    groups = app.query_one(GroupList)
+    groups.load([group(i, prompt=f"task number {i}") for i in range(1, n + 1)], 3, "main")
+    groups.focus()
+    groups.highlighted = highlighted
+    await pilot.pause()
+    return groups
+
+
+async def up_while_frames_are_held(app: App, pilot) -> list[str]:
+    """`up`, with Textual's frames held: what was written to the terminal."""
+    written = recording(app)
+    hold_frames(app)
+    app._driver.process_message(events.Key("up", None))
+    await pilot.pause()
+    return written
+
+
 async def test_moving_in_the_group_list_is_drawn_before_the_next_frame():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
-        groups = app.query_one(GroupList)
-        groups.load([group(i, prompt=f"task number {i}") for i in range(1, 9)], 3, "main")
-        groups.focus()
-        groups.highlighted = 7
-        await pilot.pause()
-        written = recording(app)
-        hold_frames(app)
-        app._driver.process_message(events.Key("up", None))
-        await pilot.pause()
+        groups = await focused_groups(app, pilot, 8, 7)
+        written = await up_while_frames_are_held(app, pilot)
         assert groups.highlighted == 6
         assert len(written) == 1
         assert "task number 7" in written[0] and "task number 8" in written[0]
@@ -100,20 +111,13 @@ async def test_nothing_is_drawn_out_of_turn_while_updates_are_batched():
 async def test_a_move_that_scrolls_the_group_list_draws_it_whole_at_once():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
-        groups = app.query_one(GroupList)
-        groups.load([group(i, prompt=f"task number {i}") for i in range(1, 61)], 3, "main")
-        groups.focus()
-        groups.highlighted = 59
-        await pilot.pause()
+        groups = await focused_groups(app, pilot, 60, 59)
         height = groups.scrollable_content_region.height
         top = round(groups.scroll_y)
         groups.highlighted = top  # the first line on screen
         await pilot.pause()
         assert round(groups.scroll_y) == top
-        written = recording(app)
-        hold_frames(app)
-        app._driver.process_message(events.Key("up", None))
-        await pilot.pause()
+        written = await up_while_frames_are_held(app, pilot)
         assert groups.highlighted == top - 1 and round(groups.scroll_y) == top - 1
         assert len(written) == 1
         # Every line on screen moved down one: all of them are drawn, the new top too.

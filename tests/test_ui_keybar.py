@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Static
@@ -26,12 +28,18 @@ async def click_key(pilot, bar: KeyBar, description: str) -> None:
     await pilot.click(KeyBar, offset=(span.start + 1, 0))
 
 
-async def test_the_keys_follow_the_focus_without_mounting_anything(project):
+@asynccontextmanager
+async def workspace_bar(project):
+    """The workspace on a seeded project, started: (app, pilot, its KeyBar)."""
     await seed(project, n=2)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
-        bar = app.query_one(KeyBar)
+        yield app, pilot, app.query_one(KeyBar)
+
+
+async def test_the_keys_follow_the_focus_without_mounting_anything(project):
+    async with workspace_bar(project) as (app, pilot, bar):
         assert list(bar.children) == [] and not app.query("FooterKey")
         assert "Send" in line(bar) and "Drop/restore" not in line(bar)
         widgets = len(list(app.screen.walk_children()))
@@ -51,11 +59,7 @@ async def test_the_keys_follow_the_focus_without_mounting_anything(project):
 
 
 async def test_a_click_on_a_key_runs_it_and_the_palette_key_sits_on_the_right(project):
-    await seed(project, n=2)
-    app = app_for(project)
-    async with app.run_test(size=(140, 44)) as pilot:
-        await started(pilot)
-        bar = app.query_one(KeyBar)
+    async with workspace_bar(project) as (app, pilot, bar):
         text = line(bar)
         assert text.rstrip().endswith("Palette") and len(text) == bar.size.width
         assert text.index("▏") > text.index("Sessions")

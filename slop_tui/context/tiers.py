@@ -81,25 +81,30 @@ class TruncationSettings:
         }[tier]
 
 
-def truncate(content: str, limit: int, message_id: int, head_ratio: float = 0.2) -> str:
-    """Cut `content` to about `limit` characters: head + hint + tail.
+def cut_middle(text: str, limit: int, note: str, head_ratio: float = 0.2) -> str:
+    """`text` cut to about `limit` characters: head + `note` + tail.
 
-    The head gets `head_ratio` of the characters left after the hint, the
-    tail the rest (the end of a tool output, where errors and summaries live,
-    matters most). Cuts fall on code points (Python str indices), never inside
-    a UTF-8 sequence. The hint is kept even when `limit` is smaller than the
-    hint itself, so every cut stays recoverable; the output then is the hint
-    alone. A cut that would not make the text shorter is not made.
+    The head gets `head_ratio` of the characters left after the note, the tail
+    the rest (the end of a tool output, where errors and summaries live, matters
+    most). Cuts fall on code points (Python str indices), never inside a UTF-8
+    sequence. The note is kept even when `limit` is smaller than the note
+    itself; the output then is the note alone. A cut that would not make the
+    text shorter is not made.
     """
-    if len(content) <= limit:  # most results: no hint to build
-        return content
-    hint = truncation_hint(message_id)
-    if len(content) <= len(hint):
-        return content
-    avail = max(0, limit - len(hint))
+    if len(text) <= limit or len(text) <= len(note):
+        return text
+    avail = max(0, limit - len(note))
     head = int(avail * head_ratio)
     tail = avail - head
-    return content[:head] + hint + (content[len(content) - tail :] if tail else "")
+    return text[:head] + note + (text[len(text) - tail :] if tail else "")
+
+
+def truncate(content: str, limit: int, message_id: int, head_ratio: float = 0.2) -> str:
+    """Cut `content` to about `limit` characters: head + retrieval hint + tail
+    (`cut_middle`), so every cut stays recoverable through query_db."""
+    if len(content) <= limit:  # most results: no hint to build
+        return content
+    return cut_middle(content, limit, truncation_hint(message_id), head_ratio)
 
 
 class TierResult(NamedTuple):

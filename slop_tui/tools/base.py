@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slop_tui.context.prompt import ToolSpec
+from slop_tui.context.tiers import cut_middle
 from slop_tui.records import STATUS_COMPLETED, STATUS_ERROR
 
 if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
@@ -167,7 +168,4 @@ def cap_text(text: str, limit: int, what: str = "output") -> str:
     note = (
         f"\n\n... [{len(text) - limit:,} characters of {what} omitted; capped at {limit:,}] ...\n\n"
     )
-    keep = max(0, limit - len(note))
-    head = keep // 4
-    tail = keep - head
-    return text[:head] + note + (text[-tail:] if tail else "")
+    return cut_middle(text, limit, note, head_ratio=0.25)

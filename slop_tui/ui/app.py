@@ -33,6 +33,7 @@ from textual.widgets import Header, Markdown, Static
 from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
+from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
@@ -547,17 +548,8 @@ class SlopApp(App):
                 # The settled answer gets a frame of its own: drawn together with every
                 # side pane, the frame after a reply was the longest of a session
                 # (30-40 ms) and a key typed then waited for all of it.
-                await self._frame_drawn()
+                await frame_drawn(self, timeout=0.1)
                 await self.refresh_all()
-
-    async def _frame_drawn(self, timeout: float = 0.1) -> None:
-        """Wait until the next frame has been drawn (at most `timeout` seconds)."""
-        import asyncio
-
-        drawn = asyncio.get_running_loop().create_future()
-        self.call_after_refresh(lambda: drawn.done() or drawn.set_result(None))
-        with suppress(TimeoutError):
-            await asyncio.wait_for(drawn, timeout)
 
     async def _compaction_event(self, ev) -> None:
         if not self.is_running or self.workspace is None:

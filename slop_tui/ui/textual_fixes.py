@@ -1,6 +1,6 @@
 """Two fixes to Textual's frame work that the workspace depends on for its key latency.
 
-All were found profiling bench/tui.py (Textual 8.2.8); each is a pure saving --
+Both were found profiling bench/tui.py (Textual 8.2.8); each is a pure saving --
 the screen is drawn exactly as before:
 
 - `Compositor.reflow` rebuilds the map of every widget on the screen but left

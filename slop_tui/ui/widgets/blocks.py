@@ -46,7 +46,13 @@ from textual.widgets.markdown import MarkdownBlock, MarkdownStream
 
 from slop_tui import message_parser
 from slop_tui.context.isolation import same_family
-from slop_tui.context.tiers import TIER_FULL, TIER_INACTIVE, TruncationSettings, assign_tiers
+from slop_tui.context.tiers import (
+    TIER_FULL,
+    TIER_INACTIVE,
+    TruncationSettings,
+    assign_tiers,
+    cut_middle,
+)
 from slop_tui.context.window import select_window
 from slop_tui.events import (
     ToolCallEvent,
@@ -704,12 +710,14 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
     """`text`, or its head and tail with a line saying how much is left out."""
     if len(text) <= limit:
         return text
-    head, tail = limit // 5, limit - limit // 5
-    left_out = len(text) - head - tail
-    return (
-        f"{text[:head]}\n… {left_out:,} characters not shown here (c copies the whole "
-        f"output; query_db reads it by pages) …\n{text[-tail:]}"
-    )
+    note = ""
+    for _ in range(2):  # the count's own length changes what is left out
+        left_out = len(text) - max(0, limit - len(note))
+        note = (
+            f"\n… {left_out:,} characters not shown here (c copies the whole output; "
+            "query_db reads it by pages) …\n"
+        )
+    return cut_middle(text, limit, note)
 
 
 class GroupBlock(Vertical, can_focus=True):

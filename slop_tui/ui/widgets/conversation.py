@@ -43,6 +43,7 @@ from slop_tui.events import (
 )
 from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
 from slop_tui.ui import textual_fixes
+from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.widgets.blocks import (
@@ -476,10 +477,7 @@ class ConversationView(VerticalScroll):
         self._laid_out.clear()
         with suppress(TimeoutError):
             await asyncio.wait_for(self._laid_out.wait(), 0.25)
-        drawn = asyncio.get_running_loop().create_future()
-        self.call_after_refresh(lambda: drawn.done() or drawn.set_result(None))
-        with suppress(TimeoutError):
-            await asyncio.wait_for(drawn, 0.25)
+        await frame_drawn(self)
 
     def action_load_older(self) -> None:
         # A worker: the page takes a few frames and the app's key queue must not wait.
