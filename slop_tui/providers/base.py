@@ -9,12 +9,15 @@ orchestrator can act on without knowing the vendor.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import re
+import socket
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from slop_tui import message_parser
 from slop_tui.context.prompt import Prompt
@@ -108,7 +111,8 @@ class ProviderError(Exception):
     `output_started` tells the retry policy that deltas were already handed to
     the caller (so a retry would duplicate them); `partial_text` is the answer
     text received before the failure, kept so the ledger can store it as
-    interrupted.
+    interrupted. `unreachable` marks a connection that was refused or a host
+    name that did not resolve: the policy retries those only briefly.
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         output_started: bool = False,
         partial_text: str = "",
+        unreachable: bool = False,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown provider error kind {kind!r}")
@@ -130,6 +135,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.output_started = output_started
         self.partial_text = partial_text
+        self.unreachable = unreachable
 
     @property
     def retryable(self) -> bool:
@@ -143,11 +149,17 @@ class ProviderError(Exception):
 
 
 class Provider(ABC):
-    """One configured endpoint: a name, a payload strategy and a default model."""
+    """One configured endpoint: a name, a payload strategy and a default model.
+
+    `reply_timeout` (seconds, None: no limit) bounds one whole reply, retries
+    included (`retry.stream_with_retries` enforces it); the idle deadline on
+    data is the adapter's own (`next_event`).
+    """
 
     name: str
     strategy: str  # "openai" | "gemini" | "gemini_gca"
     model: str
+    reply_timeout: float | None = None
 
     @abstractmethod
     def request_body(self, prompt: Prompt, model: str | None = None) -> dict[str, Any]:
@@ -197,6 +209,70 @@ def short(text: object, limit: int = 300) -> str:
     """One line of an error detail, cut to `limit` characters."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+T = TypeVar("T")
+
+
+class IdleTimeout(Exception):
+    """No data arrived from the provider for `seconds` (see `within`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no data for {seconds:g} s")
+        self.seconds = seconds
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """`await awaitable`, or `IdleTimeout` once `seconds` pass without it finishing.
+
+    The adapters await every stream event through this: the SDKs' HTTP read
+    timeouts count bytes, so a server that sends only SSE keep-alive comments
+    (which the SDKs skip without yielding anything) would hold a reply forever.
+    """
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            return await awaitable
+    except TimeoutError:
+        if deadline.expired():
+            raise IdleTimeout(seconds) from None
+        raise
+
+
+def idle_error(provider: str, exc: IdleTimeout, **common: Any) -> ProviderError:
+    return provider_error(
+        "timeout",
+        provider,
+        detail=f"no data for {exc.seconds:g} s (the timeout setting; keep-alive comments "
+        "do not count)",
+        **common,
+    )
+
+
+_UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH}
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when the chain of `exc` holds a refused connection or a host name that
+    did not resolve (retrying soon rarely helps: nothing listens there)."""
+    seen: set[int] = set()
+    item: BaseException | None = exc
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        if isinstance(item, ConnectionRefusedError | socket.gaierror):
+            return True
+        if isinstance(item, OSError) and item.errno in _UNREACHABLE_ERRNOS:
+            return True
+        item = item.__cause__ or item.__context__
+    return False
+
+
+def is_bad_url(exc: BaseException) -> bool:
+    """True for the HTTP stack's refusal of a URL itself (`file://`, no scheme)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    cause = exc.__cause__
+    if cause is not None:
+        names |= {cls.__name__ for cls in type(cause).__mro__}
+    return bool(names & {"UnsupportedProtocol", "InvalidURL"})
 
 
 _TIMEOUT_CLASSES = {
@@ -269,6 +345,7 @@ def provider_error(
     output_started: bool = False,
     partial_text: str = "",
     message: str | None = None,
+    unreachable: bool = False,
 ) -> ProviderError:
     """A `ProviderError` whose message is one sentence naming the provider."""
     if message is None:
@@ -285,4 +362,5 @@ def provider_error(
         retry_after=retry_after,
         output_started=output_started,
         partial_text=partial_text,
+        unreachable=unreachable,
     )
