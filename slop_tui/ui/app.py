@@ -427,7 +427,14 @@ class SlopApp(App):
                 return
             self.run_turn(result.send)
             return
-        if not result.ok:
+        if (
+            not result.ok
+            and result.error_kind == "exists"
+            and not text.rstrip().endswith("--force")
+        ):
+            # A file the command would overwrite (an export): ask, never overwrite silently.
+            self._confirm_overwrite(text, str(result.data))
+        elif not result.ok:
             self.notify(result.text, severity="error", timeout=10)
         elif result.text:
             await self.show_output(text, result.text)
@@ -598,6 +605,22 @@ class SlopApp(App):
     @on(GroupList.RemoveRequested)
     def remove_requested(self, event: GroupList.RemoveRequested) -> None:
         self._confirm_remove(event.group_id)
+
+    @work(group="dialogs")
+    async def _confirm_overwrite(self, line: str, path: str) -> None:
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+        if await self.push_screen_wait(
+            ConfirmScreen(
+                f"{path} already exists. Overwrite it?",
+                "Its current content is replaced and cannot be restored.",
+                yes="Overwrite",
+                no="Keep it",
+            )
+        ):
+            await self.run_command(f"{line} --force")
+        else:
+            self.notify(f"Kept {path}; nothing was written.", timeout=6)
 
     @work(group="dialogs")
     async def _confirm_remove(self, gid: int) -> None:
@@ -811,10 +834,10 @@ class SlopApp(App):
         await self._copy(render_prompt(prompt), "the whole context")
 
     async def action_export_markdown(self) -> None:
-        await self.run_command("/export markdown --force")
+        await self.run_command("/export markdown")
 
     async def action_export_json(self) -> None:
-        await self.run_command("/export json --force")
+        await self.run_command("/export json")
 
     async def action_quit(self) -> None:
         await self._save_scratchpad()
