@@ -272,8 +272,10 @@ def _pids(folder: Path, *names: str) -> list[int]:
     return [int((folder / n).read_text()) for n in names]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm, sig):
+    """SIGTERM and SIGHUP stop `ask` as Ctrl-C (SIGINT) does: the running tool's
+    processes, a `setsid` one included, end with it."""
     command = (
         "setsid sleep 300 & echo $! > setsid.pid; "
         "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
@@ -302,7 +304,8 @@ def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm,
             proc.kill()
             proc.communicate()
     assert proc.returncode == 128 + sig, (proc.returncode, err)
-    assert one_line(err) == f"slop-tui: stopped by {signal.Signals(sig).name}."
+    said = "cancelled" if sig == signal.SIGINT else f"stopped by {signal.Signals(sig).name}"
+    assert one_line(err) == f"slop-tui: {said}."
     wait_until(lambda: not any(_alive(p) for p in pids), "every tool process ended", timeout=5)
     rows = query(db_path(tmp_path), "SELECT role, status, content FROM messages ORDER BY id")
     assert rows[-1][0] == "tool" and "cancelled" in rows[-1][2]

@@ -26,6 +26,7 @@ from slop_tui.providers.base import (
     StreamItem,
     TextDelta,
     ThinkingDelta,
+    Watchdog,
     dumps,
     idle_error,
     is_bad_url,
@@ -34,7 +35,6 @@ from slop_tui.providers.base import (
     provider_error,
     status_kind,
     transport_kind,
-    within,
 )
 from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.gemini_payload import (
@@ -218,16 +218,15 @@ class GeminiProvider(Provider):
         client = self._get_client()
         state = _Assembly()
         stream = None
-        idle = self.config.timeout
+        watchdog = Watchdog(idle=self.config.timeout)
         try:
             try:
-                stream = await within(
+                stream = await watchdog.wait(
                     client.aio.models.generate_content_stream(
                         model=model or self.model, contents=contents, config=config
-                    ),
-                    idle,
+                    )
                 )
-                while (chunk := await within(anext(stream, None), idle)) is not None:
+                while (chunk := await watchdog.wait(anext(stream, None))) is not None:
                     for item in state.feed(chunk):
                         yield item
             except ProviderError:
@@ -235,6 +234,7 @@ class GeminiProvider(Provider):
             except Exception as exc:  # every SDK/transport failure becomes a ProviderError
                 raise self._map_error(exc, state) from exc
         finally:
+            watchdog.close()
             if stream is not None:
                 # Also on cancellation: closing the generator closes the HTTP response.
                 await stream.aclose()

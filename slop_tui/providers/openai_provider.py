@@ -31,6 +31,7 @@ from slop_tui.providers.base import (
     StreamItem,
     TextDelta,
     ThinkingDelta,
+    Watchdog,
     dumps,
     idle_error,
     is_bad_url,
@@ -39,7 +40,6 @@ from slop_tui.providers.base import (
     provider_error,
     status_kind,
     transport_kind,
-    within,
 )
 from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.retry import retry_after_from_headers
@@ -308,14 +308,14 @@ class OpenAIProvider(Provider):
         kwargs = {k: v for k, v in body.items() if k not in extra}
         state = _Assembly()
         stream = None
-        idle = self.config.timeout
+        watchdog = Watchdog(idle=self.config.timeout)
         try:
             try:
-                stream = await within(
-                    client.chat.completions.create(**kwargs, extra_body=extra or None), idle
+                stream = await watchdog.wait(
+                    client.chat.completions.create(**kwargs, extra_body=extra or None)
                 )
                 events = aiter(stream)
-                while (chunk := await within(anext(events, None), idle)) is not None:
+                while (chunk := await watchdog.wait(anext(events, None))) is not None:
                     for item in state.feed(chunk):
                         yield item
             except ProviderError:
@@ -323,6 +323,7 @@ class OpenAIProvider(Provider):
             except Exception as exc:  # every SDK/transport failure becomes a ProviderError
                 raise self._map_error(exc, state) from exc
         finally:
+            watchdog.close()
             if stream is not None:
                 # Also on cancellation: closing the response stops the HTTP stream.
                 await stream.close()

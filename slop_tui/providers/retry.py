@@ -31,10 +31,12 @@ from typing import Any
 from slop_tui.context.prompt import Prompt
 from slop_tui.providers.base import (
     RETRYABLE_KINDS,
+    DeadlinePassed,
     Provider,
     ProviderError,
     StreamItem,
     TextDelta,
+    Watchdog,
     valid_item,
 )
 
@@ -98,6 +100,7 @@ async def stream_with_retries(
     limit = provider.reply_timeout
     deadline = loop.time() + limit if limit else None
     attempt = 0
+    watchdog = Watchdog(until=deadline)
     while True:
         shown: list[str] = []  # the answer text handed out by this attempt
         yielded = False
@@ -105,11 +108,8 @@ async def stream_with_retries(
         try:
             while True:
                 try:
-                    async with asyncio.timeout_at(deadline) as cm:
-                        item = await anext(stream, None)
-                except TimeoutError:
-                    if not cm.expired():
-                        raise
+                    item = await watchdog.wait(anext(stream, None))
+                except DeadlinePassed:
                     raise _reply_timeout(provider, limit, yielded, shown) from None
                 if item is None:
                     return
@@ -131,6 +131,7 @@ async def stream_with_retries(
                     await result
             await sleep(delay)
         finally:
+            watchdog.close()
             await stream.aclose()
 
 
