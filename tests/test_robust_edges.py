@@ -496,6 +496,19 @@ async def test_a_damaged_database_is_one_line(tmp_path, fake_llm):
         assert fh.read(64) == GARBAGE * 16
 
 
+async def test_a_damaged_database_is_one_banner_in_the_tui(tmp_path, monkeypatch):
+    from slop_tui.ui.app import SlopApp
+    from tests.fakeserver import wait_for
+
+    path, _ = await _damaged_ledger(tmp_path)
+    app_env(monkeypatch, tmp_path, tmp_path / "no-config.toml")
+    app = SlopApp(db=str(path), user_themes=False, blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:  # was: WorkerFailed, a traceback
+        await wait_for(pilot, lambda: app.startup_error is not None)
+        assert "is damaged and cannot be read" in app.startup_error
+        assert app.workspace is None
+
+
 def test_a_fifo_as_the_database_is_one_line(tmp_path):
     fifo = tmp_path / "ledger.db"
     os.mkfifo(fifo)

@@ -227,12 +227,34 @@ class SlopApp(App):
             self.notify(note, severity="warning", timeout=15)
         try:
             self.workspace = await Workspace.open(config, self._session_arg, env=self._env)
-        except LedgerError as exc:
+            await self._show_workspace(config)
+        except LedgerError as exc:  # e.g. a database with damaged pages: one banner
+            if self.workspace is not None:
+                await self.workspace.ledger.close()
+                self.workspace = None
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
+        self.ready = True
+        # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
+        # as long as the app: frozen, no collection walks it again. From here on the
+        # full collections run between the user's keys (ui/collector.py).
+        self.collector.start()
+        self.set_interval(0.5, self._pace_collector, name="collector")
+        if (
+            await self.workspace.provider_choice()
+        ).name == "demo" and not await self._has_history():
+            from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+            self.push_screen(FirstRunScreen())
+
+    async def _show_workspace(self, config) -> None:
+        """Fill the screen from the workspace just opened."""
+        assert self.workspace is not None
         for recovered in self.workspace.ledger.recovered:  # a killed process's turn, finished
             self.notify(recovered.note(), severity="warning", timeout=20)
+        for warning in self.workspace.pop_warnings():  # provider settings, default_provider
+            self.notify(warning, severity="warning", timeout=15)
         name, warns = pick_theme(
             self.available_themes, await saved_theme(self.workspace.ledger), config.theme
         )
@@ -246,18 +268,6 @@ class SlopApp(App):
         if history:
             self.query_one(PromptInput).set_history(json.loads(history))
         await self.refresh_all(reload_conversation=True)
-        self.ready = True
-        # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
-        # as long as the app: frozen, no collection walks it again. From here on the
-        # full collections run between the user's keys (ui/collector.py).
-        self.collector.start()
-        self.set_interval(0.5, self._pace_collector, name="collector")
-        if (
-            await self.workspace.provider_choice()
-        ).name == "demo" and not await self._has_history():
-            from slop_tui.ui.screens.firstrun import FirstRunScreen
-
-            self.push_screen(FirstRunScreen())
 
     def show_status(self, text: str) -> None:
         """The header's status line (session, provider, model, window, phase).
