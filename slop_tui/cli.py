@@ -1,21 +1,29 @@
 """Command line: `slop-tui` (the workspace), `slop-tui exec`, `slop-tui ask`.
 
-Exit codes: 0 success, 1 failure, 2 usage error. Every error is one line on
-stderr; nothing the user typed is lost (a prompt is in the ledger before any
-network call).
+Exit codes: 0 success, 1 failure, 2 usage error, 128+N stopped by signal N
+(SIGTERM, SIGHUP; 130 for Ctrl-C). Every error is one line on stderr; nothing the
+user typed is lost (a prompt is in the ledger before any network call).
+
+Everything `exec` and `ask` print goes through one output boundary
+(`safe_text.TerminalWriter` on stdout and stderr): stored and model text can
+hold escape sequences, and none of them reaches the user's terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
+import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from slop_tui import __version__
+from slop_tui.safe_text import TerminalWriter, escape_json
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -78,6 +86,8 @@ async def _open_workspace(args: argparse.Namespace):
         return _fail(str(exc))
     for r in ws.ledger.recovered:  # a turn of a killed process, finished on open
         print(f"slop-tui: warning: {r.note()}", file=sys.stderr)
+    for warning in ws.pop_warnings():  # provider settings, default_provider, ...
+        print(f"slop-tui: warning: {warning}", file=sys.stderr)
     return ws
 
 
@@ -133,7 +143,8 @@ async def _run_ask(args: argparse.Namespace) -> int:
     finally:
         await ws.close()
     if args.output == "json":
-        print(json.dumps(outcome.events_json(), indent=2, ensure_ascii=False))
+        # Escapes, not pictures: the JSON parses to exactly what the model sent.
+        print(escape_json(json.dumps(outcome.events_json(), indent=2, ensure_ascii=False)))
     if outcome.error:
         return _fail(outcome.error)
     return EXIT_OK
@@ -163,18 +174,91 @@ def _use_rank_cache() -> None:
     use_rank_cache(user_cache_dir())
 
 
+@contextlib.contextmanager
+def terminal_output() -> Iterator[None]:
+    """stdout and stderr neutralised (see the module docstring) while the block runs."""
+    out, err = sys.stdout, sys.stderr
+    writers = TerminalWriter(out), TerminalWriter(err)
+    sys.stdout, sys.stderr = writers
+    try:
+        yield
+    finally:
+        for writer in writers:
+            with contextlib.suppress(Exception):
+                writer.finish()
+        sys.stdout, sys.stderr = out, err
+
+
+# Signals that stop `exec` and `ask` the way Ctrl-C does: the running turn is
+# cancelled, so a running tool's processes are killed and the partial reply is kept.
+STOP_SIGNALS = tuple(
+    sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig
+)
+
+
+def run_stoppable(main: Callable[[], Awaitable[int]]) -> int:
+    """`asyncio.run(main())`, ended by SIGTERM or SIGHUP like Ctrl-C: the main task is
+    cancelled (every `finally` and cancellation handler runs) and the exit code is
+    128 + the signal's number."""
+    stopped: list[int] = []
+
+    async def guarded() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(sig: int) -> None:
+            if not stopped:
+                stopped.append(sig)
+                task.cancel()
+
+        installed = []
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop, sig)
+                installed.append(sig)
+        try:
+            return await main()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    try:
+        code = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        code = EXIT_FAIL
+    if stopped:
+        name = signal.Signals(stopped[0]).name
+        print(f"slop-tui: stopped by {name}.", file=sys.stderr)
+        return 128 + stopped[0]
+    return code
+
+
+async def _guard_database(run: Callable[[argparse.Namespace], Awaitable[int]], args) -> int:
+    """A damaged database (a page that cannot be read) is one line, never a traceback."""
+    from slop_tui.ledger import database_problem
+
+    try:
+        return await run(args)
+    except sqlite3.DatabaseError as exc:
+        return _fail(database_problem(exc, getattr(args, "db", None)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse prints its own usage line
-        return int(exc.code or 0) and EXIT_USAGE
+    with terminal_output():
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse prints its own usage line
+            return int(exc.code or 0) and EXIT_USAGE
     _use_rank_cache()
     try:
-        if args.command == "exec":
-            return asyncio.run(_run_exec(args))
-        if args.command == "ask":
-            return asyncio.run(_run_ask(args))
+        if args.command in ("exec", "ask"):
+            run = _run_exec if args.command == "exec" else _run_ask
+            with terminal_output():
+                return run_stoppable(lambda: _guard_database(run, args))
         return _run_tui(args)
     except KeyboardInterrupt:
         print("slop-tui: cancelled.", file=sys.stderr)

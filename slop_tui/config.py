@@ -19,6 +19,9 @@ from typing import Any
 
 DEFAULT_DB = Path(".slop") / "slop.db"
 
+# Deepest nesting of tables and arrays accepted under one top-level key (the
+# deepest real setting, `providers.NAME.extra.*`, needs a handful).
+MAX_NESTING = 32
 # Known top-level keys and tables; anything else is reported, not fatal.
 _KNOWN = {
     "default_provider": str,
@@ -106,11 +109,37 @@ def _read_toml(path: Path, warnings: list[str]) -> dict[str, Any]:
         return {}
     except tomllib.TOMLDecodeError as exc:
         warnings.append(f"{path}: TOML syntax error ({exc}); using defaults for this file.")
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        warnings.append(
+            f"{path}: arrays or tables nested too deeply to read; using defaults for this file."
+        )
     except UnicodeDecodeError as exc:
         warnings.append(f"{path}: not UTF-8 text (byte {exc.start}); using defaults for this file.")
     except OSError as exc:
         warnings.append(f"{path}: cannot read ({exc.strerror}); using defaults for this file.")
     return {}
+
+
+def nesting_depth(value: object, limit: int) -> int:
+    """How deeply lists and tables nest in `value`, counted up to `limit + 1`.
+
+    Iterative: a value nested thousands deep (`[a.a.a…]` headers parse without
+    recursion) must not overflow the stack here, nor later in the code (merging,
+    JSON encoding of a provider's `extra`) that walks it recursively.
+    """
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[str, Any]:
@@ -119,6 +148,11 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
         expected = _KNOWN.get(key)
         if expected is None:
             warnings.append(f"{path}: unknown key '{key}' ignored.")
+            continue
+        if nesting_depth(value, MAX_NESTING) > MAX_NESTING:
+            warnings.append(
+                f"{path}: '{key}' nests tables or arrays more than {MAX_NESTING} deep; ignored."
+            )
             continue
         if not isinstance(value, expected):
             warnings.append(

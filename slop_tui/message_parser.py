@@ -85,16 +85,21 @@ def _get(part: dict, snake: str, camel: str) -> object:
     return part.get(camel) if value is None else value
 
 
-def _parse_arguments(raw: object) -> dict:
+def _parse_arguments(raw: object) -> tuple[dict, str | None]:
+    """The arguments as a dict, and why they could not be read (None: they could)."""
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if isinstance(raw, str) and raw.strip():
         try:
             parsed = json.loads(raw)
-        except (ValueError, RecursionError):
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+        except ValueError as exc:
+            return {}, f"the arguments are not valid JSON ({getattr(exc, 'msg', exc)})"
+        except RecursionError:
+            return {}, "the arguments are not valid JSON (nested too deeply)"
+        if isinstance(parsed, dict):
+            return parsed, None
+        return {}, f"the arguments must be a JSON object, not a JSON {type(parsed).__name__}"
+    return {}, None
 
 
 def _openai_calls(payload: object) -> tuple[ToolCall, ...]:
@@ -111,7 +116,7 @@ def _openai_calls(payload: object) -> tuple[ToolCall, ...]:
         name = name if isinstance(name, str) and name else "unknown"
         call_id = raw.get("id")
         call_id = call_id if isinstance(call_id, str) and call_id else f"{name}#{index}"
-        calls.append(ToolCall(call_id, name, _parse_arguments(function.get("arguments"))))
+        calls.append(ToolCall(call_id, name, *_parse_arguments(function.get("arguments"))))
     return tuple(calls)
 
 
@@ -128,7 +133,7 @@ def _gemini_calls(payload: object) -> tuple[ToolCall, ...]:
         # stable id the tool-result row can point back to.
         index = len(calls)
         call_id = call_id if isinstance(call_id, str) and call_id else f"{name}#{index}"
-        calls.append(ToolCall(call_id, name, _parse_arguments(fc.get("args"))))
+        calls.append(ToolCall(call_id, name, *_parse_arguments(fc.get("args"))))
     return tuple(calls)
 
 

@@ -34,6 +34,9 @@ import asyncio
 import contextlib
 import inspect
 import json
+import os
+import sqlite3
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
@@ -84,6 +87,9 @@ from slop_tui.records import (
 from slop_tui.tools import approval_decision, get_tool, run_tool
 from slop_tui.tools.base import ToolContext, ToolResult, error_result
 from slop_tui.workspace import Workspace
+
+# How often a turn waiting for its session (another turn holds it) checks again.
+TURN_WAIT_POLL = 0.2
 
 REBUILD_INSTRUCTION = (
     "Re-read the conversation above and write a fresh, accurate `### STATE` block for it "
@@ -195,6 +201,39 @@ class Orchestrator:
         gid = user.group_id
         outcome.group_id = gid
         await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
+        session, token = ws.session, uuid.uuid4().hex
+        try:
+            await self._claim_turn(session, gid, token, send)
+            return await self._claimed_turn(gid, send, outcome)
+        except LedgerError as exc:
+            return await self._ledger_failed(exc, send, outcome)
+        finally:
+            with contextlib.suppress(LedgerError, sqlite3.Error):
+                await asyncio.shield(ws.ledger.release_turn(session, token))
+
+    async def _claim_turn(self, session: str, gid: int, token: str, send) -> None:
+        """Wait until this turn holds its session: one turn per session at a time, in
+        every process on the ledger, so two turns never interleave their rows."""
+        told = False
+        while (held := await self.ws.ledger.claim_turn(session, gid, token)) is not None:
+            if not told:
+                told = True
+                where = (
+                    "this process"
+                    if held.get("pid") == os.getpid()
+                    else (f"slop-tui process {held.get('pid')}")
+                )
+                await send(
+                    Notice(
+                        text=f"Another turn on session '{session}' is running (group "
+                        f"{held.get('group')}, {where}); this turn waits for it to finish. "
+                        "Cancel to stop waiting."
+                    )
+                )
+            await asyncio.sleep(TURN_WAIT_POLL)
+
+    async def _claimed_turn(self, gid: int, send, outcome: TurnOutcome) -> TurnOutcome:
+        ws = self.ws
         await self.wait_background()  # a compaction still running takes effect first
         for warning in ws.pop_warnings():
             await send(Notice(text=f"Configuration: {warning}"))
@@ -664,6 +703,12 @@ class Orchestrator:
         tool = get_tool(call.name)
         if tool is None:
             return error_result(call.name, f"there is no tool named '{call.name}'.")
+        if call.arguments_error is not None:  # nothing to approve: it cannot run
+            return error_result(
+                call.name,
+                f"{call.arguments_error}; the call was not run. Send it again with the "
+                "arguments as one JSON object.",
+            )
         decision = approval_decision(tool, self.approve, self.session_allowed)
         if decision == "ask":
             answer = await self.approver(call) if self.approver else "deny"

@@ -218,11 +218,17 @@ class NewMessage:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A provider-neutral tool call extracted by the message parser."""
+    """A provider-neutral tool call extracted by the message parser.
+
+    `arguments_error` says why the model's arguments could not be read (not
+    JSON, or JSON that is not an object); `arguments` is then `{}` and the call
+    is answered with that error instead of being run.
+    """
 
     id: str
     name: str
     arguments: dict = field(default_factory=dict)
+    arguments_error: str | None = None
 
 
 # Continuity (issue 6): compaction audit, handoffs, files in context, lanes ----

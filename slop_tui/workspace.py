@@ -132,6 +132,7 @@ class Workspace:
             ws.pending_handoff = await pending_resume(ledger, ws.session)
             ws.compaction_settings()  # surface config problems early, as warnings
             ws.context_settings()
+            ws._default_provider(ws.provider_configs())
         except BaseException:
             await ledger.close()
             raise
@@ -266,15 +267,28 @@ class Workspace:
             self._warn(error)
         return configs
 
-    async def provider_choice(self) -> ProviderChoice:
+    def _default_provider(self, configs: dict) -> str:
+        """`default_provider` from config.toml when it is configured, else the automatic
+        choice; a name that is not configured is a warning, never silently ignored."""
         from slop_tui.providers.config import default_provider_name
 
+        wanted = self.config.default_provider
+        if wanted in configs:
+            return wanted
+        name = default_provider_name(configs, self.env)
+        if wanted is not None:
+            self._warn(
+                f"default_provider = {wanted!r} is not a configured provider (configured: "
+                f"{', '.join(configs)}); using {name!r}."
+            )
+        return name
+
+    async def provider_choice(self) -> ProviderChoice:
         configs = self.provider_configs()
         sess = await self.current()
         name = sess.provider if sess.provider in configs else None
         if name is None:
-            wanted = self.config.default_provider
-            name = wanted if wanted in configs else default_provider_name(configs, self.env)
+            name = self._default_provider(configs)
         cfg = configs[name]
         model = sess.model if (sess.provider == name and sess.model) else cfg.model
         if self.counter.model != model:

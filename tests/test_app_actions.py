@@ -626,17 +626,31 @@ async def test_copy_a_message_a_group_the_scratchpad_the_context_and_export(proj
         await wait_for(pilot, lambda: app.clipboard == expected)
         assert "the plan" in expected and "beta answer" in expected
 
-        # Export: the palette entries write SESSION.md and SESSION.json in the project.
-        md, js = project / "default_session.md", project / "default_session.json"
+        # Export: the palette entries write SESSION.md and SESSION.json in a folder of
+        # their own, never next to the project's files.
+        exports = project / ".slop" / "exports"
+        md, js = exports / "default_session.md", exports / "default_session.json"
         await palette(pilot, "Export session as Markdown")
         await wait_for(pilot, md.exists)
         await palette(pilot, "Export session as JSON")
         await wait_for(pilot, js.exists)
         assert "alpha question" in md.read_text() and "the plan" in md.read_text()
         assert "beta answer" in json.dumps(json.loads(js.read_text()))
-        md.write_text("old")  # exporting again replaces the file
+        assert not (project / "default_session.md").exists()
+        # Exporting again asks first: "Keep it" (n) leaves the file as it is ...
+        md.write_text("old")
         await palette(pilot, "Export session as Markdown")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert str(md) in app.screen.title_text
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert md.read_text() == "old"
+        # ... and "Overwrite" (y) replaces it.
+        await palette(pilot, "Export session as Markdown")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         await wait_for(pilot, lambda: md.read_text() != "old")
+        assert "alpha question" in md.read_text()
 
 
 # -- help, palette, keymap ----------------------------------------------------------

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from slop_tui.ledger.core import APPLICATION_ID
+
 
 def run(args, cwd: Path, env_extra=None) -> subprocess.CompletedProcess:
     env = {
@@ -68,6 +70,7 @@ def test_newer_schema_is_refused_and_untouched(tmp_path):
     db = tmp_path / "future.db"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE t(x)")
+    con.execute(f"PRAGMA application_id={APPLICATION_ID}")
     con.execute("PRAGMA user_version=99")
     con.commit()
     con.close()

@@ -56,20 +56,22 @@ def test_partly_dropped_or_summarized_group_keeps_its_other_rows() -> None:
     assert _ids(select_window(rows, 2)) == [6, 7, 8]
 
 
-def test_groups_are_ordered_by_their_newest_message_and_output_by_id() -> None:
-    # Group 7 started first but its last message is newest; group 8 is interleaved.
-    rows = [user(1, 7), user(2, 8), answer(3, 8), answer(4, 7)]
-    assert groups_in(rows) == [8, 7]
-    assert _ids(select_window(rows, 1)) == [1, 4]
-    # Input order does not matter; output is chronological by id.
-    assert _ids(select_window(list(reversed(rows)), 2)) == [1, 2, 3, 4]
+def test_groups_keep_their_rows_together_in_group_order() -> None:
+    # Group 7's turn wrote its call, result and answer after group 8's prompt was
+    # stored (two turns at once): the history still reads group by group, so group 8's
+    # prompt never sits between group 7's call and its result.
+    rows = [user(1, 7), user(2, 8), answer(3, 7), answer(4, 7), answer(5, 8)]
+    assert groups_in(rows) == [7, 8]
+    assert _ids(select_window(rows, 1)) == [2, 5]
+    # Input order does not matter.
+    assert _ids(select_window(list(reversed(rows)), 2)) == [1, 3, 4, 2, 5]
 
 
 def test_lane_filter() -> None:
     rows = [user(1, 1), replace(user(2, 2), lane="side"), answer(3, 1)]
     assert _ids(select_window(rows, 1, lane="main")) == [1, 3]
     assert _ids(select_window(rows, 1, lane="side")) == [2]
-    assert _ids(select_window(rows, 0)) == [1, 2, 3]
+    assert _ids(select_window(rows, 0)) == [1, 3, 2]  # group by group
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
@@ -95,14 +97,12 @@ _ROWS = st.lists(
 @given(rows=_ROWS, n=st.integers(0, 10))
 def test_window_invariants(rows: list[Message], n: int) -> None:
     out = select_window(rows, n)
-    # Strictly chronological, nothing hidden, nothing ungrouped.
-    assert _ids(out) == sorted(set(_ids(out)))
+    # Group by group, each in id order; nothing hidden, nothing ungrouped.
+    keys = [(m.group_id, m.id) for m in out]
+    assert keys == sorted(set(keys))
     assert all(m.status not in ("dropped", "summarized") and m.group_id is not None for m in out)
     visible = [m for m in rows if m.status not in ("dropped", "summarized") and m.group_id]
-    newest: dict[int, int] = {}
-    for m in visible:
-        newest[m.group_id] = max(newest.get(m.group_id, 0), m.id)  # type: ignore[index]
-    ranked = sorted(newest, key=lambda g: newest[g])
+    ranked = sorted({m.group_id for m in visible})
     expected = set(ranked if n == 0 else ranked[-n:])
     # Exactly the last N groups, with every visible row of them.
     assert {m.group_id for m in out} == expected

@@ -186,13 +186,13 @@ async def ws(tmp_path):
 async def test_export_writes_default_paths_and_refuses_to_overwrite(ws, tmp_path):
     result = await dispatch(ws, "/export markdown")
     assert result.ok, result.text
-    path = tmp_path / "my_session.md"
+    path = tmp_path / ".slop" / "exports" / "my_session.md"  # a folder of its own
     assert result.data == str(path) and str(path) in result.text
     text = path.read_text(encoding="utf-8")
     assert "# Session: my/session" in text and "hello" in text and "notes" in text
 
     again = await dispatch(ws, "/export md")
-    assert not again.ok and again.error_kind == "failed"
+    assert not again.ok and again.error_kind == "exists" and again.data == str(path)
     assert "already exists" in again.text and "--force" in again.text and "\n" not in again.text
     assert path.read_text(encoding="utf-8") == text
 
@@ -201,7 +201,7 @@ async def test_export_writes_default_paths_and_refuses_to_overwrite(ws, tmp_path
     assert forced.ok and path.read_text(encoding="utf-8").startswith("# Session: my/session")
 
     js = await dispatch(ws, "/export json")
-    data = json.loads((tmp_path / "my_session.json").read_text(encoding="utf-8"))
+    data = json.loads((path.parent / "my_session.json").read_text(encoding="utf-8"))
     assert js.ok and data["messages"][0]["content"] == "hello"
     assert (
         data["settings"]["window_size"] == 5 and data["state_versions"][0]["content"] == "- greeted"
@@ -230,7 +230,7 @@ async def test_export_to_a_given_path(ws, tmp_path):
     ],
 )
 async def test_export_errors_are_one_line(ws, line, kind, tmp_path):
-    (tmp_path / "my_session.md").mkdir()  # the default target is a folder: refused
+    (tmp_path / ".slop" / "exports" / "my_session.md").mkdir(parents=True)  # a folder: refused
     result = await dispatch(ws, line)
     assert not result.ok and result.error_kind == kind
     assert result.text and "\n" not in result.text

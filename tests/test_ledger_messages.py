@@ -246,18 +246,19 @@ async def test_window_agrees_with_the_context_engine(ledger: Ledger) -> None:
                 assert len(groups_in(got)) == min(n, len(groups_in(every, lane)))
 
 
-async def test_window_is_chronological_when_groups_interleave(ledger: Ledger) -> None:
-    """Rows come back by id even where the index order (group, id) differs from it."""
+async def test_window_keeps_each_group_together_when_ids_interleave(ledger: Ledger) -> None:
+    """Rows come back group by group (each in id order) even where ids interleave."""
     g0 = await ledger.append_user("s", "first")
     g1 = await ledger.append_user("s", "second")
     late = await ledger.append("s", g0.id, [NewMessage("assistant", "late answer to the first")])
     await ledger.append("s", g1.id, [NewMessage("assistant", "answer to the second")])
     for n in (0, 1, 2):
         rows = await ledger.window("s", n)
-        assert [m.id for m in rows] == sorted(m.id for m in rows), n
+        keys = [(m.group_id, m.id) for m in rows]
+        assert keys == sorted(keys), n
     every = await ledger.window("s", 0)
-    assert [m.group_id for m in every] == [g0.id, g1.id, g0.id, g1.id]
-    assert every[2].id == late[0].id and every[2].content == "late answer to the first"
+    assert [m.group_id for m in every] == [g0.id, g0.id, g1.id, g1.id]
+    assert every[1].id == late[0].id and every[1].content == "late answer to the first"
     assert [m.id for m in every] == [m.id for m in select_window(every, 0)]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slop_tui.ledger import SCHEMA_VERSION, Ledger, LedgerError
-from slop_tui.ledger.core import BUSY_TIMEOUT_MS
+from slop_tui.ledger.core import APPLICATION_ID, BUSY_TIMEOUT_MS, CORE_TABLES
 from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS
 
 
@@ -222,6 +222,7 @@ async def test_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
         path,
         "CREATE TABLE future(x TEXT)",
         "INSERT INTO future VALUES ('keep me')",
+        f"PRAGMA application_id={APPLICATION_ID}",  # a newer slop-tui stamps its files
         "PRAGMA user_version=99",
     )
     before = _digest(path)
@@ -243,12 +244,47 @@ async def test_newer_schema_still_in_the_wal_is_refused(tmp_path: Path) -> None:
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA wal_autocheckpoint=0")
         con.execute("CREATE TABLE future(x TEXT)")
+        con.execute(f"PRAGMA application_id={APPLICATION_ID}")
         con.execute("PRAGMA user_version=99")
         main_before = _digest(path)
         with pytest.raises(LedgerError, match="newer"):
             await Ledger.open(path)
         assert _digest(path) == main_before
         assert con.execute("PRAGMA user_version").fetchone()[0] == 99
+
+
+@pytest.mark.parametrize("version", [1, 3, SCHEMA_VERSION, SCHEMA_VERSION + 1])
+async def test_another_programs_database_with_a_user_version_is_not_ours(
+    tmp_path: Path, version: int
+) -> None:
+    """`user_version` is any program's to use: a file without slop-tui's application id
+    or tables is another program's, whatever its version (it was called "written by a
+    newer slop-tui" at version 3)."""
+    path = tmp_path / "other.db"
+    _sqlite(path, "CREATE TABLE notes(x TEXT)", f"PRAGMA user_version={version}")
+    before = _digest(path)
+    with pytest.raises(LedgerError, match="another program") as err:
+        await Ledger.open(path)
+    assert "newer" not in str(err.value)
+    assert _digest(path) == before and _siblings(path) == []
+
+
+async def test_an_older_ledger_is_known_by_its_tables_and_stamped(tmp_path: Path) -> None:
+    """A ledger written before the application id existed is recognised by its tables,
+    opened, and stamped; with a version above this code's it is a newer slop-tui's."""
+    path = tmp_path / "old.db"
+    async with await Ledger.open(path):
+        pass
+    _sqlite(path, "PRAGMA application_id=0")
+    async with await Ledger.open(path) as led:
+        assert await led.get_setting("nothing") is None
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert CORE_TABLES <= names
+    _sqlite(path, "PRAGMA application_id=0", f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(LedgerError, match="newer slop-tui"):
+        await Ledger.open(path)
 
 
 async def test_unwritable_location_is_refused(tmp_path: Path) -> None:

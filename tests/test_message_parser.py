@@ -35,7 +35,10 @@ def test_openai_missing_pieces_get_defaults() -> None:
         ],
     }
     calls = mp.tool_calls(_row(json.dumps(payload), "openai"))
-    assert calls == (ToolCall("unknown#0", "unknown", {}), ToolCall("x", "f", {}))
+    assert calls == (
+        ToolCall("unknown#0", "unknown", {}, "the arguments are not valid JSON (Expecting value)"),
+        ToolCall("x", "f", {}, "the arguments must be a JSON object, not a JSON list"),
+    )
 
 
 def test_gemini_snake_case_calls_get_name_index_ids() -> None:

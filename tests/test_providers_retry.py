@@ -248,3 +248,60 @@ async def test_no_retry_for_a_bad_request(fake_llm: FakeLLMServer) -> None:
         await provider.aclose()
     assert out.error is not None and out.error.kind == "bad_request"
     assert sleep.delays == []
+
+
+# --- limits per kind, and the watchdog behind both deadlines ------------------------------
+
+
+def test_refused_and_timeouts_are_retried_once_config_errors_never() -> None:
+    policy = RetryPolicy()
+    refused = ProviderError("network", "x", unreachable=True)
+    assert retry_delay(refused, 0, policy) == 2.0 and retry_delay(refused, 1, policy) is None
+    assert retry_delay(_err("timeout"), 0, policy) == 2.0
+    assert retry_delay(_err("timeout"), 1, policy) is None
+    assert retry_delay(_err("network"), 5, policy) is not None  # a reset: the full 6
+    assert retry_delay(_err("config"), 0, policy) is None
+
+
+async def test_the_watchdog_ends_a_wait_that_runs_past_its_idle_time() -> None:
+    import asyncio
+
+    from slop_tui.providers.base import IdleTimeout, Watchdog
+
+    never = asyncio.Event()
+    watchdog = Watchdog(idle=0.05)
+    try:
+        with pytest.raises(IdleTimeout) as info:
+            await watchdog.wait(never.wait())
+        assert info.value.seconds == 0.05
+        # Time between waits is the caller's, not the provider's: it does not count.
+        assert await watchdog.wait(asyncio.sleep(0, "first")) == "first"
+        await asyncio.sleep(0.12)
+        assert await watchdog.wait(asyncio.sleep(0.01, "second")) == "second"
+        assert asyncio.current_task().cancelling() == 0  # nothing left pending
+    finally:
+        watchdog.close()
+
+
+async def test_the_watchdog_deadline_and_a_real_cancel() -> None:
+    import asyncio
+
+    from slop_tui.providers.base import DeadlinePassed, Watchdog
+
+    loop = asyncio.get_running_loop()
+    never = asyncio.Event()
+    watchdog = Watchdog(idle=10, until=loop.time() + 0.05)
+    with pytest.raises(DeadlinePassed):
+        await watchdog.wait(never.wait())
+    with pytest.raises(DeadlinePassed):  # past the deadline: refused at once
+        await watchdog.wait(asyncio.sleep(0))
+    watchdog.close()
+
+    # A cancellation from outside stays a cancellation.
+    patient = Watchdog(idle=10)
+    task = asyncio.ensure_future(patient.wait(never.wait()))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    patient.close()

@@ -98,7 +98,10 @@ async def dispatch(ws, text: str) -> CommandResult:
         return CommandResult(ok=False, text=str(exc), error_kind="usage")
     except (CommandError, LedgerError) as exc:
         return CommandResult(
-            ok=False, text=f"{cmd.label}: {_sentence(str(exc))}", error_kind="failed"
+            ok=False,
+            text=f"{cmd.label}: {_sentence(str(exc))}",
+            error_kind=getattr(exc, "kind", "failed"),
+            data=getattr(exc, "data", None),
         )
 
 

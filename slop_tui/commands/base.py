@@ -33,7 +33,7 @@ class CommandResult:
 
     ok: bool = True
     text: str = ""
-    error_kind: str | None = None  # "unknown" | "usage" | "failed"
+    error_kind: str | None = None  # "unknown" | "usage" | "failed" | "exists"
     data: object | None = None
     send: str | None = None  # text to send to the model as the user's message
     changed: frozenset[str] = frozenset()  # what the UI should refresh
@@ -51,7 +51,16 @@ class UsageError(Exception):
 
 
 class CommandError(Exception):
-    """The command could not be carried out; the message says why in one sentence."""
+    """The command could not be carried out; the message says why in one sentence.
+
+    `kind` becomes the result's `error_kind` and `data` its `data`: "exists" (with
+    the path) is a file the command would overwrite, which the TUI offers to
+    overwrite after asking."""
+
+    def __init__(self, message: str, *, kind: str = "failed", data: object = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.data = data
 
 
 Handler = Callable[["Workspace", str], Awaitable[CommandResult]]

@@ -1,4 +1,10 @@
-"""`/export`: write the current session to a Markdown or JSON file."""
+"""`/export`: write the current session to a Markdown or JSON file.
+
+Without a PATH the file goes to a folder of its own, `.slop/exports/` in the
+project, never next to the project's files (a session named `README` or
+`package` would otherwise meet `README.md` or `package.json`). An existing file
+is never overwritten without `--force`; the TUI asks before it adds it.
+"""
 
 from __future__ import annotations
 
@@ -45,12 +51,15 @@ def _parse(args: str) -> tuple[str, str | None, bool]:
     return FORMATS[fmt], tokens[1] if len(tokens) == 2 else None, force
 
 
+EXPORTS_DIR = Path(".slop") / "exports"
+
+
 def export_path(project_root: Path, session: str, ext: str, path: str | None) -> Path:
     """Where the export goes: PATH (relative to the project root; a folder gets the
-    default name inside it) or <root>/<session>.<ext>."""
+    default name inside it) or <root>/.slop/exports/<session>.<ext>."""
     default = f"{safe_filename(session)}.{ext}"
     if path is None:
-        return Path(project_root) / default
+        return Path(project_root) / EXPORTS_DIR / default
     target = Path(path).expanduser()
     target = target if target.is_absolute() else Path(project_root) / target
     return target / default if target.is_dir() else target
@@ -76,7 +85,9 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except FileExistsError:
-        raise CommandError(f"{path} already exists; add --force to overwrite it.") from None
+        raise CommandError(
+            f"{path} already exists; add --force to overwrite it.", kind="exists", data=str(path)
+        ) from None
     except OSError as exc:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}.") from None
 
@@ -86,7 +97,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     None,
     USAGE,
     "Write this session (groups, tool calls, STATE, scratchpad) to a Markdown or JSON "
-    "file; PATH defaults to SESSION.md or SESSION.json in the project root.",
+    "file; PATH defaults to .slop/exports/SESSION.md or .json. An existing file is "
+    "kept unless --force is given (the TUI asks).",
     CAT,
 )
 async def export(ws, args: str) -> CommandResult:
@@ -94,6 +106,11 @@ async def export(ws, args: str) -> CommandResult:
 
     ext, raw_path, force = _parse(args)
     path = export_path(ws.config.project_root, ws.session, ext, raw_path)
+    if raw_path is None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CommandError(f"cannot create {path.parent}: {exc.strerror or exc}.") from None
     messages = await ws.ledger.session_messages(ws.session)
     versions = await ws.ledger.state_versions(ws.session)
     sess = await ws.current()

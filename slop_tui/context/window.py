@@ -1,9 +1,14 @@
 """The rolling window: the last N groups of a session (seed 000 §1).
 
 A group is one user prompt with every tool call, tool result and answer it
-caused. Groups are ordered by their newest message (max id), which is well
-defined even when ids of different groups interleave, unlike the reference
-tool's `SELECT DISTINCT ... ORDER BY created_at` (std_slop.md §3.7).
+caused. The history is assembled group by group: groups in the order their
+prompts were written (the group id is the prompt's id), and a group's rows
+together, in id order. Ids of two groups interleave when a turn's rows were
+written while another group had been opened (a second process, or an old
+ledger from before turns were serialised per session); ordering rows by id
+alone then put one turn's tool call and result after the other's prompt in
+every later request. (The reference tool ordered by `created_at`,
+std_slop.md §3.7.)
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from slop_tui.records import STATUS_DROPPED, STATUS_SUMMARIZED, Message
 # (reversible) or replaced by a summary. They neither appear nor count as a group.
 HIDDEN_STATUSES = frozenset({STATUS_DROPPED, STATUS_SUMMARIZED})
 
-_by_id = attrgetter("id")
+_by_group = attrgetter("group_id", "id")
 
 
 def is_windowable(msg: Message) -> bool:
@@ -34,14 +39,13 @@ def _eligible(messages: Iterable[Message], lane: str | None) -> list[Message]:
 
 
 def _group_order(rows: list[Message]) -> list[int]:
-    """Distinct group ids of eligible rows sorted by id, oldest group first (by max id)."""
-    newest = {m.group_id: m.id for m in rows}  # ascending ids: the last one is the max
-    return sorted(newest, key=lambda g: (newest[g], g))
+    """Distinct group ids of rows sorted by group, oldest group first."""
+    return list(dict.fromkeys(m.group_id for m in rows))
 
 
 def groups_in(messages: Iterable[Message], lane: str | None = None) -> list[int]:
-    """Distinct group ids of the windowable rows, oldest group first (by max id)."""
-    return _group_order(sorted(_eligible(messages, lane), key=_by_id))
+    """Distinct group ids of the windowable rows, oldest group first."""
+    return _group_order(sorted(_eligible(messages, lane), key=_by_group))
 
 
 def window_and_groups(
@@ -57,7 +61,7 @@ def window_and_groups(
         raise ValueError(f"window size must be an integer, got {window_size!r}")
     if window_size < 0:
         raise ValueError(f"window size must be 0 (full history) or more, got {window_size}")
-    rows = sorted(_eligible(messages, lane), key=_by_id)
+    rows = sorted(_eligible(messages, lane), key=_by_group)
     groups = _group_order(rows)
     if window_size > 0 and len(groups) > window_size:
         groups = groups[-window_size:]
@@ -69,7 +73,8 @@ def window_and_groups(
 def select_window(
     messages: Iterable[Message], window_size: int, lane: str | None = None
 ) -> list[Message]:
-    """The rows of the last `window_size` groups, strictly chronological (by id).
+    """The rows of the last `window_size` groups, group by group (see the module
+    docstring).
 
     `window_size == 0` means full history. Dropped, summarized and ungrouped
     rows are excluded and do not count towards N. With `lane` given, only rows

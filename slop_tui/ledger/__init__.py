@@ -14,7 +14,7 @@ from slop_tui.ledger.continuity import (
     lane_group,
     reply_lane,
 )
-from slop_tui.ledger.core import LedgerError
+from slop_tui.ledger.core import LedgerError, database_problem
 from slop_tui.ledger.history import HistoryMixin, check_session_name, snippet
 from slop_tui.ledger.inflight import InflightMixin, Recovered, TurnJournal
 from slop_tui.ledger.knowledge import KnowledgeMixin, normalise_tags
@@ -36,6 +36,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "check_lane",
     "check_session_name",
+    "database_problem",
     "lane_group",
     "normalise_tags",
     "reply_lane",

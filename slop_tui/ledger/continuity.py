@@ -538,7 +538,8 @@ class ContinuityMixin(LedgerBase):
     async def lane_backlog(
         self, session: str, lane: str, window_size: int, limit: int | None = None
     ) -> list[Message]:
-        """The lane's visible rows that left its recency window, oldest first.
+        """The lane's visible rows that left its recency window, oldest first (group
+        by group, as `window` orders them).
 
         The rows `window(session, 0, lane)` has and `window(session, window_size,
         lane)` has not (none when `window_size` <= 0: the window is everything);
@@ -556,7 +557,7 @@ class ContinuityMixin(LedgerBase):
                 WHERE session_id = :s AND group_id IS NOT NULL
                   AND status NOT IN {_HIDDEN} AND lane = :lane
                 GROUP BY group_id ORDER BY group_id DESC LIMIT :n)
-            ORDER BY id LIMIT :limit"""
+            ORDER BY group_id, id LIMIT :limit"""
         params = {"s": session, "lane": lane, "n": window_size, "limit": limit or -1}
         cur = await self._db.cursor()
         try:
@@ -567,11 +568,12 @@ class ContinuityMixin(LedgerBase):
             await cur.close()
 
     async def lane_ids_up_to(self, session: str, lane: str, last_id: int) -> list[int]:
-        """Ids of the lane's visible rows (in a group) with id <= `last_id`, oldest first:
-        what a summary ending at `last_id` hides, rows older than the window included."""
+        """Ids of the lane's visible rows (in a group) with id <= `last_id`, oldest first
+        (group by group): what a summary ending at `last_id` hides, rows older than
+        the window included."""
         rows = await self._tuples(
             f"""SELECT id FROM messages WHERE session_id = ? AND lane = ? AND id <= ?
-                AND group_id IS NOT NULL AND status NOT IN {_HIDDEN} ORDER BY id""",
+                AND group_id IS NOT NULL AND status NOT IN {_HIDDEN} ORDER BY group_id, id""",
             (session, lane, last_id),
         )
         return [r[0] for r in rows]

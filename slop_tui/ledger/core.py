@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -19,6 +20,14 @@ import aiosqlite
 from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS, SCHEMA_VERSION
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# `PRAGMA application_id` of a slop-tui ledger ("SLOP"), stamped when one is created
+# or first opened by this code.
+APPLICATION_ID = 0x534C4F50
+# Tables the first migration creates: what marks a slop-tui ledger written before
+# the application id was stamped.
+CORE_TABLES = frozenset(
+    {"sessions", "messages", "state_versions", "usage", "memos", "skills", "tools", "app_state"}
+)
 BUSY_TIMEOUT_MS = 5000
 # Beyond the busy timeout, a write that still meets a lock is retried this many
 # times with a short pause, so two workspaces on one database never surface
@@ -44,30 +53,101 @@ def _chars_over_four(text: str) -> int:
 
 
 def _header_check(path: Path) -> None:
-    """Refuse a file that is not SQLite or is from a newer schema, without writing it."""
-    if not path.exists() or path.stat().st_size == 0:
+    """Refuse what is not a SQLite file (a FIFO, a folder, another format) without writing it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LedgerError(f"cannot open the database {path}: {exc.strerror}.") from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise LedgerError(
+            f"{path} is a folder, not a database file. Point --db or SLOP_DB at a file."
+        )
+    if not stat.S_ISREG(st.st_mode):
+        # SQLite would block on a FIFO (or read a device) until the process is killed.
+        raise LedgerError(
+            f"{path} is {_file_kind(st.st_mode)}, not a database file; it was left untouched. "
+            "Point --db or SLOP_DB at a file."
+        )
+    if st.st_size == 0:
         return
     try:
         with path.open("rb") as fh:
             header = fh.read(100)
-    except OSError as exc:  # a folder, or a file we may not read
+    except OSError as exc:  # a file we may not read
         raise LedgerError(f"cannot open the database {path}: {exc.strerror}.") from exc
     if not header.startswith(SQLITE_MAGIC):
         raise LedgerError(
             f"{path} is not a slop-tui database (not SQLite); it was left untouched. "
             "Point --db or SLOP_DB at another file."
         )
-    if len(header) >= 64:
-        version = int.from_bytes(header[60:64], "big")
-        _check_version(path, version)
 
 
-def _check_version(path: Path, version: int) -> None:
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _read_only_fs(path: Path) -> bool:
+    """True when the file system holding `path` (or its nearest existing folder) is
+    mounted read-only."""
+    for where in (path, *path.parents):
+        try:
+            return bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return False
+
+
+def _identify(path: Path, version: int, app_id: int, tables: set[str]) -> None:
+    """Refuse another program's database, and a slop-tui database newer than this code.
+
+    A slop-tui database carries `APPLICATION_ID` (since it was stamped) or, if
+    older, the tables of the first migration. `user_version` alone proves
+    nothing: any program may use it, and new migrations keep raising ours.
+    """
+    if app_id == APPLICATION_ID:
+        ours = True
+    elif app_id != 0:
+        ours = False
+    elif version == 0:
+        ours = not tables  # a fresh file; tables without a version: another program's
+    else:
+        ours = CORE_TABLES <= tables
+    if not ours:
+        raise LedgerError(
+            f"{path} is a SQLite database of another program, not a slop-tui database; "
+            "it was left untouched. Point --db or SLOP_DB at another file."
+        )
     if version > SCHEMA_VERSION:
         raise LedgerError(
             f"{path} was written by a newer slop-tui (schema {version}, this one knows "
             f"{SCHEMA_VERSION}); it was left untouched. Upgrade slop-tui to open it."
         )
+
+
+def database_problem(exc: sqlite3.Error, path: object = None, *, opening: bool = False) -> str:
+    """The user's sentence for a database SQLite cannot read (damaged pages, not a
+    database after all)."""
+    where = f"the database {path}" if path else "the database"
+    head = f"cannot open {where}: it is damaged" if opening else f"{where} is damaged"
+    return (
+        f"{head} and cannot be read ({exc}); nothing was changed. Keep a copy of the "
+        "file, then try `sqlite3 FILE .recover`, or point --db or SLOP_DB at another file."
+    )
+
+
+def _damaged(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorname", "") or ""
+    return code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
 
 
 def _write_problem(exc: sqlite3.Error, path: Path) -> str | None:
@@ -121,6 +201,7 @@ class LedgerBase:
         # Window size of sessions created from now on (config `[context] window`).
         self.default_window = 5
         self._write_lock = asyncio.Lock()
+        self._stamp = False  # set by _prepare: the application id is still to be written
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -137,6 +218,12 @@ class LedgerBase:
                 f"cannot create the database folder {p.parent}: {exc.strerror}."
             ) from exc
         _header_check(p)
+        if (p.exists() or not os.access(p.parent, os.W_OK)) and _read_only_fs(p):
+            raise LedgerError(
+                f"cannot open the database {p}: the file system holding it is mounted "
+                "read-only, and slop-tui writes every turn to its ledger. Point --db or "
+                "SLOP_DB at a writable place."
+            )
         if p.exists() and not os.access(p, os.R_OK | os.W_OK):
             raise LedgerError(f"cannot open the database {p}: permission denied.")
         if (
@@ -161,6 +248,8 @@ class LedgerBase:
             await ledger._prepare()
         except sqlite3.DatabaseError as exc:
             await db.close()
+            if _damaged(exc):
+                raise LedgerError(database_problem(exc, p, opening=True)) from exc
             raise LedgerError(f"cannot open the database {p}: {exc}.") from exc
         except BaseException:
             await db.close()
@@ -175,18 +264,14 @@ class LedgerBase:
         # its fresh tables would look like another program's database.
         cur = await db.execute(
             "SELECT (SELECT user_version FROM pragma_user_version),"
-            " (SELECT COUNT(*) FROM sqlite_master)"
+            " (SELECT application_id FROM pragma_application_id),"
+            " (SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table')"
         )
-        version, tables = await cur.fetchone()
-        _check_version(self.path, version)
-        if version == 0:
-            # Tables without our schema version: another program's database. Refuse
-            # before the WAL switch or a migration writes to it.
-            if tables:
-                raise LedgerError(
-                    f"{self.path} is a SQLite database of another program, not a slop-tui "
-                    "database; it was left untouched. Point --db or SLOP_DB at another file."
-                )
+        version, app_id, names = await cur.fetchone()
+        # Refuse another program's database before the WAL switch or a migration
+        # writes to it.
+        _identify(self.path, version, app_id, set(names.split("\x1f")) if names else set())
+        self._stamp = app_id != APPLICATION_ID
         await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         await db.execute("PRAGMA foreign_keys=ON")
         # Some file systems refuse WAL; the ledger still works, only slower,
@@ -231,6 +316,15 @@ class LedgerBase:
                         DEFAULT_SKILLS,
                     )
                 await db.execute(f"PRAGMA user_version={target}")
+                await self._stamp_id(db)
+        if self._stamp:  # a ledger of a slop-tui that did not stamp its files
+            async with self.transaction() as db:
+                await self._stamp_id(db)
+
+    async def _stamp_id(self, db: aiosqlite.Connection) -> None:
+        if self._stamp:
+            await db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            self._stamp = False
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -271,8 +365,12 @@ class LedgerBase:
                     with contextlib.suppress(sqlite3.Error):
                         await self._db.execute("ROLLBACK")
                     raise
-            except sqlite3.OperationalError as exc:
-                problem = _write_problem(exc, self.path)
+            except sqlite3.DatabaseError as exc:
+                problem = (
+                    database_problem(exc, self.path)
+                    if _damaged(exc)
+                    else _write_problem(exc, self.path)
+                )
                 if problem is None:
                     raise
                 raise LedgerError(problem) from exc
@@ -300,7 +398,12 @@ class LedgerBase:
         # whole read is one round trip instead of one per cursor call (execute,
         # fetch, close), which on a busy machine is a thread switch each.
         args = params if isinstance(params, dict) else tuple(params)
-        return await self._db._execute(_read_rows, self._db._conn, sql, args, plain, first)
+        try:
+            return await self._db._execute(_read_rows, self._db._conn, sql, args, plain, first)
+        except sqlite3.DatabaseError as exc:
+            if _damaged(exc):
+                raise LedgerError(database_problem(exc, self.path)) from exc
+            raise
 
     async def _all(self, sql: str, params: Iterable[object] | dict = ()) -> list[sqlite3.Row]:
         return await self._read(sql, params)

@@ -33,7 +33,7 @@ _MSG_COLS = (
     "id, session_id, group_id, lane, role, content, status, payload, tool_call_id, "
     "tool_name, parsing_strategy, tokens, created_at"
 )
-_row_id = itemgetter(0)  # `id` is the first of `_MSG_COLS`
+_row_group = itemgetter(2, 0)  # (`group_id`, `id`): the third and first of `_MSG_COLS`
 _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
 
 
@@ -373,11 +373,12 @@ class HistoryMixin(LedgerBase):
                     WHERE session_id = :s AND group_id IS NOT NULL
                       AND status NOT IN {_HIDDEN}{lane_sql}
                     GROUP BY group_id ORDER BY group_id DESC LIMIT :n)"""
-        # No ORDER BY id: SQLite would copy every row (megabytes of text for a
-        # long session's full history) through a temporary B-tree to sort it;
-        # the rows come in index order (group, id) and are sorted here instead.
+        # No ORDER BY: SQLite would copy every row (megabytes of text for a long
+        # session's full history) through a temporary B-tree to sort it; the
+        # rows come in index order (group, id) and are sorted here instead, group
+        # by group (context/window.py says why).
         rows = await self._tuples(sql, params)
-        rows.sort(key=_row_id)
+        rows.sort(key=_row_group)
         return [_message(*r) for r in rows]
 
     async def session_messages(self, session: str) -> list[Message]:

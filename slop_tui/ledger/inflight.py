@@ -18,6 +18,10 @@ call without a result gets an `error` result saying the process ended, and
 the record is deleted. Records of live processes -- another workspace on
 the same database, mid-turn -- are left alone: a record names its host, pid
 and the process's start time, so a reused pid is not taken for the owner.
+
+The same owner records make the per-session turn claim (`claim_turn`, key
+`turn/<session>`): one turn per session at a time, across processes, so two
+turns never interleave their rows. A claim whose process is gone is taken over.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from slop_tui.records import (
 )
 
 KEY_PREFIX = "inflight/"
+TURN_PREFIX = "turn/"
 # How often the streamed text is saved while a reply streams: the most a kill can lose.
 DRAFT_INTERVAL = 0.25
 KILLED_RESULT = (
@@ -150,6 +155,41 @@ class InflightMixin(HistoryMixin):
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 (f"{KEY_PREFIX}{group_id}", json.dumps(record, ensure_ascii=False)),
             )
+
+    async def claim_turn(self, session: str, group_id: int, token: str) -> dict | None:
+        """Claim the session's turn for `token`: None when claimed, else the live
+        claim that holds it (a dict with at least `pid`, `host` and `group`)."""
+        key = TURN_PREFIX + session
+        async with self.transaction() as db:
+            cur = await db.execute("SELECT value FROM app_state WHERE key=?", (key,))
+            row = await cur.fetchone()
+            if row is not None:
+                try:
+                    held = json.loads(row[0])
+                except ValueError:
+                    held = None
+                if isinstance(held, dict) and held.get("token") != token and owner_alive(held):
+                    return held
+            record = {**_owner(), "token": token, "group": group_id, "at": time.time()}
+            await db.execute(
+                "INSERT INTO app_state(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, json.dumps(record)),
+            )
+        return None
+
+    async def release_turn(self, session: str, token: str) -> None:
+        """End the claim `token` holds (a claim taken over meanwhile is left alone)."""
+        key = TURN_PREFIX + session
+        async with self.transaction() as db:
+            cur = await db.execute("SELECT value FROM app_state WHERE key=?", (key,))
+            row = await cur.fetchone()
+            try:
+                held = json.loads(row[0]) if row is not None else None
+            except ValueError:
+                held = None
+            if isinstance(held, dict) and held.get("token") == token:
+                await db.execute("DELETE FROM app_state WHERE key=?", (key,))
 
     async def clear_inflight(self, group_id: int) -> None:
         async with self.transaction() as db:

@@ -9,12 +9,17 @@ orchestrator can act on without knowing the vendor.
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import inspect
 import json
+import math
 import re
+import socket
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from slop_tui import message_parser
 from slop_tui.context.prompt import Prompt
@@ -108,7 +113,8 @@ class ProviderError(Exception):
     `output_started` tells the retry policy that deltas were already handed to
     the caller (so a retry would duplicate them); `partial_text` is the answer
     text received before the failure, kept so the ledger can store it as
-    interrupted.
+    interrupted. `unreachable` marks a connection that was refused or a host
+    name that did not resolve: the policy retries those only briefly.
     """
 
     def __init__(
@@ -120,6 +126,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         output_started: bool = False,
         partial_text: str = "",
+        unreachable: bool = False,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown provider error kind {kind!r}")
@@ -130,6 +137,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.output_started = output_started
         self.partial_text = partial_text
+        self.unreachable = unreachable
 
     @property
     def retryable(self) -> bool:
@@ -143,11 +151,17 @@ class ProviderError(Exception):
 
 
 class Provider(ABC):
-    """One configured endpoint: a name, a payload strategy and a default model."""
+    """One configured endpoint: a name, a payload strategy and a default model.
+
+    `reply_timeout` (seconds, None: no limit) bounds one whole reply, retries
+    included (`retry.stream_with_retries` enforces it); the idle deadline on
+    data is the adapter's own (`next_event`).
+    """
 
     name: str
     strategy: str  # "openai" | "gemini" | "gemini_gca"
     model: str
+    reply_timeout: float | None = None
 
     @abstractmethod
     def request_body(self, prompt: Prompt, model: str | None = None) -> dict[str, Any]:
@@ -197,6 +211,129 @@ def short(text: object, limit: int = 300) -> str:
     """One line of an error detail, cut to `limit` characters."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+T = TypeVar("T")
+
+
+class IdleTimeout(Exception):
+    """No data arrived from the provider for `seconds` (see `Watchdog`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no data for {seconds:g} s")
+        self.seconds = seconds
+
+
+class DeadlinePassed(Exception):
+    """A `Watchdog`'s overall deadline passed during a wait."""
+
+
+class Watchdog:
+    """Deadlines for the many waits of one stream, at the cost of one timer.
+
+    `await watchdog.wait(awaitable)` raises `IdleTimeout` when that one wait
+    runs `idle` seconds, and `DeadlinePassed` when it runs past `until` (loop
+    time). Only time spent waiting counts: between waits the caller handles an
+    event (stores it, draws it), and that is not the provider being slow.
+
+    The adapters wait for every stream event through one: the SDKs' HTTP read
+    timeouts count bytes, so a server that sends only SSE keep-alive comments
+    (which the SDKs skip without yielding anything) would hold a reply forever.
+    `asyncio.timeout` around each wait does the same at ~40 µs per event; this
+    costs two assignments per event and moves its one timer when it fires early.
+    Call `close` when the stream ends.
+    """
+
+    def __init__(self, idle: float | None = None, until: float | None = None) -> None:
+        self.idle = idle
+        self.until = until
+        self._since: float | None = None  # when the current wait began
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task | None = None
+        self._fired: Exception | None = None
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self.until is not None and now >= self.until:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise DeadlinePassed()
+        self._since = now
+        if self._handle is None:
+            self._task = asyncio.current_task()
+            self._handle = loop.call_at(self._due(), self._check, loop)
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            fired, self._fired = self._fired, None
+            if fired is not None and self._task is not None and self._task.uncancel() == 0:
+                raise fired from None
+            raise
+        finally:
+            self._since = None
+
+    def _due(self) -> float:
+        due = math.inf if self.until is None else self.until
+        if self.idle is not None and self._since is not None:
+            due = min(due, self._since + self.idle)
+        return due
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._handle = None
+        if self._since is None or self._task is None:
+            return  # between waits: the next wait sets the timer again
+        now = loop.time()
+        if self.until is not None and now >= self.until:
+            self._fired = DeadlinePassed()
+        elif self.idle is not None and now >= self._since + self.idle:
+            self._fired = IdleTimeout(self.idle)
+        else:  # the wait began after the timer was set: move it
+            self._handle = loop.call_at(self._due(), self._check, loop)
+            return
+        self._task.cancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def idle_error(provider: str, exc: IdleTimeout, **common: Any) -> ProviderError:
+    return provider_error(
+        "timeout",
+        provider,
+        detail=f"no data for {exc.seconds:g} s (the timeout setting; keep-alive comments "
+        "do not count)",
+        **common,
+    )
+
+
+_UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH}
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when the chain of `exc` holds a refused connection or a host name that
+    did not resolve (retrying soon rarely helps: nothing listens there)."""
+    seen: set[int] = set()
+    item: BaseException | None = exc
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        if isinstance(item, ConnectionRefusedError | socket.gaierror):
+            return True
+        if isinstance(item, OSError) and item.errno in _UNREACHABLE_ERRNOS:
+            return True
+        item = item.__cause__ or item.__context__
+    return False
+
+
+def is_bad_url(exc: BaseException) -> bool:
+    """True for the HTTP stack's refusal of a URL itself (`file://`, no scheme)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    cause = exc.__cause__
+    if cause is not None:
+        names |= {cls.__name__ for cls in type(cause).__mro__}
+    return bool(names & {"UnsupportedProtocol", "InvalidURL"})
 
 
 _TIMEOUT_CLASSES = {
@@ -269,6 +406,7 @@ def provider_error(
     output_started: bool = False,
     partial_text: str = "",
     message: str | None = None,
+    unreachable: bool = False,
 ) -> ProviderError:
     """A `ProviderError` whose message is one sentence naming the provider."""
     if message is None:
@@ -285,4 +423,5 @@ def provider_error(
         retry_after=retry_after,
         output_started=output_started,
         partial_text=partial_text,
+        unreachable=unreachable,
     )

@@ -16,6 +16,7 @@ the caller shows, and the broken entry is left out.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,13 @@ DEFAULT_MODELS = {
     "gemini_gca": "gemini-2.5-flash",
     "demo": "slop-demo",
 }
-DEFAULT_TIMEOUT = 600.0
+# Seconds without data (a stream event; keep-alive comments do not count) before a
+# reply is given up: also the longest wait for the first event, so it leaves room
+# for a model that reasons silently before it answers.
+DEFAULT_TIMEOUT = 300.0
+# Seconds one whole reply may take: the first attempt, every retry and its wait,
+# and the stream to its last event.
+DEFAULT_REPLY_TIMEOUT = 1800.0
 NO_KEY = "none"  # what keyless OpenAI-compatible servers get (the SDK insists on a key)
 
 _TABLE_KEYS = {
@@ -38,6 +45,7 @@ _TABLE_KEYS = {
     "api_key_env",
     "api_version",
     "timeout",
+    "reply_timeout",
     "project",
     "location",
     "extra",
@@ -62,8 +70,9 @@ class ProviderConfig:
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     api_version: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  # idle deadline on data (see DEFAULT_TIMEOUT)
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    reply_timeout: float = DEFAULT_REPLY_TIMEOUT  # overall deadline of one reply
 
     @property
     def has_key(self) -> bool:
@@ -161,12 +170,21 @@ def _from_table(
         location = _opt_str(entry, "location", where, errors)
     except ValueError:
         return None
-    timeout = entry.get("timeout", None)
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        errors.append(f"{where}: timeout must be a positive number of seconds")
-        return None
+    seconds = {}
+    for key in ("timeout", "reply_timeout"):
+        value = entry.get(key, None)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            errors.append(
+                f"{where}: {key} = {value!r} must be a positive, finite number of seconds"
+            )
+            return None
+        seconds[key] = value
+    timeout = seconds["timeout"]
     extra = entry.get("extra", {})
     if not isinstance(extra, Mapping):
         errors.append(f"{where}: extra must be a table")
@@ -199,6 +217,11 @@ def _from_table(
         api_version=fields["api_version"] or (inherit.api_version if inherit else None),
         timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
         extra=merged_extra,
+        reply_timeout=(
+            float(seconds["reply_timeout"])
+            if seconds["reply_timeout"] is not None
+            else DEFAULT_REPLY_TIMEOUT
+        ),
     )
 
 
@@ -242,6 +265,29 @@ def default_provider_name(configs: Mapping[str, ProviderConfig], env: Mapping[st
         if config is not None and config.kind == name and config.has_key:
             return name
     return "demo"
+
+
+def base_url_problem(url: str | None) -> str | None:
+    """Why `url` can never work as a provider's base URL, or None when it may.
+
+    Such a URL ("not a url", `file://…`, a port past 65535) fails the same way on
+    every attempt, so it is a configuration error, reported at once and never
+    retried."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    shown = url if len(url) <= 80 else url[:79] + "…"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port out of range or not a number
+    except ValueError as exc:
+        return f"base_url {shown!r} is not a valid URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"base_url {shown!r} is not an http:// or https:// URL"
+    if not parts.hostname or any(c.isspace() for c in url) or port == 0:
+        return f"base_url {shown!r} names no host (or port) to connect to"
+    return None
 
 
 def with_overrides(config: ProviderConfig, **changes: Any) -> ProviderConfig:

@@ -19,19 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 from slop_tui.context.prompt import Prompt
 from slop_tui.providers.base import (
+    IdleTimeout,
     Provider,
     ProviderError,
     ProviderReply,
     StreamItem,
     TextDelta,
     ThinkingDelta,
+    Watchdog,
     dumps,
+    idle_error,
+    is_bad_url,
+    is_unreachable,
     payload_tool_calls,
     provider_error,
     status_kind,
     transport_kind,
 )
-from slop_tui.providers.config import ProviderConfig
+from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.gemini_payload import (
     gemini_contents,
     gemini_function_declarations,
@@ -129,6 +134,7 @@ class GeminiProvider(Provider):
         self.name = config.name
         self.model = config.model
         self.strategy = STRATEGY_GEMINI_GCA if config.kind == "gemini_gca" else STRATEGY_GEMINI
+        self.reply_timeout = config.reply_timeout
         self._client: genai.Client | None = None
 
     @property
@@ -140,6 +146,8 @@ class GeminiProvider(Provider):
     def _get_client(self) -> genai.Client:
         if self._client is not None:
             return self._client
+        if (problem := base_url_problem(self.config.base_url)) is not None:
+            raise provider_error("config", self.name, detail=problem)
         from google import genai
         from google.genai import types
 
@@ -210,12 +218,15 @@ class GeminiProvider(Provider):
         client = self._get_client()
         state = _Assembly()
         stream = None
+        watchdog = Watchdog(idle=self.config.timeout)
         try:
             try:
-                stream = await client.aio.models.generate_content_stream(
-                    model=model or self.model, contents=contents, config=config
+                stream = await watchdog.wait(
+                    client.aio.models.generate_content_stream(
+                        model=model or self.model, contents=contents, config=config
+                    )
                 )
-                async for chunk in stream:
+                while (chunk := await watchdog.wait(anext(stream, None))) is not None:
                     for item in state.feed(chunk):
                         yield item
             except ProviderError:
@@ -223,6 +234,7 @@ class GeminiProvider(Provider):
             except Exception as exc:  # every SDK/transport failure becomes a ProviderError
                 raise self._map_error(exc, state) from exc
         finally:
+            watchdog.close()
             if stream is not None:
                 # Also on cancellation: closing the generator closes the HTTP response.
                 await stream.aclose()
@@ -252,6 +264,10 @@ class GeminiProvider(Provider):
             "output_started": state.started if state else False,
             "partial_text": state.answer if state else "",
         }
+        if isinstance(exc, IdleTimeout):
+            return idle_error(self.name, exc, **common)
+        if is_bad_url(exc):
+            return provider_error("config", self.name, detail=exc)
         if isinstance(exc, errors.UnknownApiResponseError):
             return provider_error("malformed", self.name, detail=exc, **common)
         if isinstance(exc, errors.APIError):
@@ -281,7 +297,13 @@ class GeminiProvider(Provider):
                 msg = f"The {self.name} provider dropped the connection mid-reply: {exc}."
                 return provider_error("network", self.name, message=msg, **common)
             where = self.config.base_url or "the Gemini API"
-            return provider_error("network", self.name, detail=f"{where}: {exc}", **common)
+            return provider_error(
+                "network",
+                self.name,
+                detail=f"{where}: {exc}",
+                unreachable=is_unreachable(exc),
+                **common,
+            )
         return provider_error(
             "stream_error", self.name, detail=f"{type(exc).__name__}: {exc}", **common
         )

@@ -6,30 +6,42 @@ providers_testing.md §2: the usage chunk has `choices == []`, tool-call
 arguments arrive in pieces keyed by `index`, a malformed `data:` line raises a
 bare `json.JSONDecodeError`, a 200 that is not SSE yields zero chunks, and a
 stream cut without a finish reason ends without any error.
+
+Invalid UTF-8 in an event becomes U+FFFD, as google-genai does: the SDK's SSE
+decoder decodes each line strictly and a single bad byte lost the whole reply
+("UnicodeDecodeError"). That relies on two private names of the SDK,
+`AsyncOpenAI._make_sse_decoder` and `SSEDecoder._decode_lines` (openai 3.x);
+`tests/test_robust_edges.py` fails if they change.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slop_tui.context.prompt import Prompt, PromptMessage
 from slop_tui.providers.base import (
+    IdleTimeout,
     Provider,
     ProviderError,
     ProviderReply,
     StreamItem,
     TextDelta,
     ThinkingDelta,
+    Watchdog,
     dumps,
+    idle_error,
+    is_bad_url,
+    is_unreachable,
     payload_tool_calls,
     provider_error,
     status_kind,
     transport_kind,
 )
-from slop_tui.providers.config import ProviderConfig
+from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.retry import retry_after_from_headers
 from slop_tui.records import STRATEGY_OPENAI, ToolCall
 
@@ -198,6 +210,28 @@ class _Assembly:
         )
 
 
+@functools.cache
+def _client_class() -> type:
+    """`openai.AsyncOpenAI` whose SSE decoder reads invalid UTF-8 as U+FFFD."""
+    import openai
+    from openai._streaming import SSEDecoder
+
+    class LenientSSEDecoder(SSEDecoder):
+        def _decode_lines(self, lines: Iterator[bytes]) -> Iterator[Any]:
+            # Lines are split at CR/LF bytes, which never occur inside a UTF-8
+            # sequence, so decoding line by line replaces exactly the bad bytes.
+            for raw_line in lines:
+                sse = self.decode(raw_line.decode("utf-8", "replace"))
+                if sse:
+                    yield sse
+
+    class LenientAsyncOpenAI(openai.AsyncOpenAI):
+        def _make_sse_decoder(self) -> SSEDecoder:
+            return LenientSSEDecoder()
+
+    return LenientAsyncOpenAI
+
+
 class OpenAIProvider(Provider):
     """An OpenAI-compatible chat-completions endpoint."""
 
@@ -214,6 +248,7 @@ class OpenAIProvider(Provider):
         self.config = config
         self.name = config.name
         self.model = config.model
+        self.reply_timeout = config.reply_timeout
         self._default_headers = dict(default_headers or {})
         self._trust_env = trust_env
         self._client: openai.AsyncOpenAI | None = None
@@ -246,9 +281,11 @@ class OpenAIProvider(Provider):
                     detail="no API key: set OPENAI_API_KEY, or api_key / api_key_env "
                     f"in [providers.{self.name}]",
                 )
+            if (problem := base_url_problem(self.config.base_url)) is not None:
+                raise provider_error("config", self.name, detail=problem)
             import openai
 
-            self._client = openai.AsyncOpenAI(
+            self._client = _client_class()(
                 api_key=self.config.api_key,
                 base_url=self.config.base_url,
                 max_retries=0,  # retry.py decides
@@ -271,10 +308,14 @@ class OpenAIProvider(Provider):
         kwargs = {k: v for k, v in body.items() if k not in extra}
         state = _Assembly()
         stream = None
+        watchdog = Watchdog(idle=self.config.timeout)
         try:
             try:
-                stream = await client.chat.completions.create(**kwargs, extra_body=extra or None)
-                async for chunk in stream:
+                stream = await watchdog.wait(
+                    client.chat.completions.create(**kwargs, extra_body=extra or None)
+                )
+                events = aiter(stream)
+                while (chunk := await watchdog.wait(anext(events, None))) is not None:
                     for item in state.feed(chunk):
                         yield item
             except ProviderError:
@@ -282,6 +323,7 @@ class OpenAIProvider(Provider):
             except Exception as exc:  # every SDK/transport failure becomes a ProviderError
                 raise self._map_error(exc, state) from exc
         finally:
+            watchdog.close()
             if stream is not None:
                 # Also on cancellation: closing the response stops the HTTP stream.
                 await stream.close()
@@ -307,6 +349,10 @@ class OpenAIProvider(Provider):
         started = state.started if state else False
         partial = state.answer if state else ""
         common: dict[str, Any] = {"output_started": started, "partial_text": partial}
+        if isinstance(exc, IdleTimeout):
+            return idle_error(self.name, exc, **common)
+        if is_bad_url(exc):
+            return provider_error("config", self.name, detail=exc.__cause__ or exc)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             kind = status_kind(status)
@@ -336,7 +382,13 @@ class OpenAIProvider(Provider):
             if started:
                 msg = f"The {self.name} provider dropped the connection mid-reply: {cause}."
                 return provider_error("network", self.name, message=msg, **common)
-            return provider_error("network", self.name, detail=f"{where}: {cause}", **common)
+            return provider_error(
+                "network",
+                self.name,
+                detail=f"{where}: {cause}",
+                unreachable=is_unreachable(exc),
+                **common,
+            )
         if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
             return provider_error("malformed", self.name, detail=exc, **common)
         if isinstance(exc, openai.APIError):

@@ -2,10 +2,18 @@
 
 Both SDKs have their own retries switched off (OpenAI `max_retries=0`,
 google-genai never retries by default) so that this module alone decides:
-rate limits, 5xx, refused connections and timeouts are retried with
+rate limits, 5xx, dropped connections and timeouts are retried with
 exponential backoff, but only before any output was streamed, because a retry
 after that would show the user the same text twice. A server's own hint
 (`Retry-After`, `X-RateLimit-Reset`, Google `RetryInfo`) raises the wait.
+
+Errors a retry rarely fixes are retried once at most: a refused connection or a
+host name that does not resolve (a local server that is restarting gets its 2 s;
+a port where nothing listens fails in about 2 s instead of two minutes), and a
+timeout (a server that accepted the request and then sent nothing for the whole
+idle deadline). A configuration error (no key, a base URL that is not http(s))
+is never retried. Every attempt, wait and stream together stay within the
+provider's `reply_timeout`.
 """
 
 from __future__ import annotations
@@ -23,9 +31,12 @@ from typing import Any
 from slop_tui.context.prompt import Prompt
 from slop_tui.providers.base import (
     RETRYABLE_KINDS,
+    DeadlinePassed,
     Provider,
     ProviderError,
     StreamItem,
+    TextDelta,
+    Watchdog,
     valid_item,
 )
 
@@ -41,6 +52,8 @@ class RetryPolicy:
     max_retries: int = 6
     base_delay: float = 2.0
     max_delay: float = 120.0
+    unreachable_retries: int = 1  # refused connection, unknown host
+    timeout_retries: int = 1  # a whole idle deadline without data
 
 
 def retry_delay(error: ProviderError, attempt: int, policy: RetryPolicy) -> float | None:
@@ -50,7 +63,12 @@ def retry_delay(error: ProviderError, attempt: int, policy: RetryPolicy) -> floa
     """
     if error.kind not in RETRYABLE_KINDS or error.output_started:
         return None
-    if attempt >= policy.max_retries:
+    limit = policy.max_retries
+    if error.unreachable:
+        limit = min(limit, policy.unreachable_retries)
+    if error.kind == "timeout":
+        limit = min(limit, policy.timeout_retries)
+    if attempt >= limit:
         return None
     delay = min(policy.base_delay * (2**attempt), policy.max_delay)
     if error.retry_after is not None:
@@ -74,22 +92,37 @@ async def stream_with_retries(
     `on_retry(error, delay, attempt)` (sync or async; attempt counts from 1)
     runs before each wait so the caller can say why it is waiting. Every item
     comes out with valid Unicode texts (`valid_item`): a lone surrogate in
-    the model's text must not lose the answer when it is stored.
+    the model's text must not lose the answer when it is stored. The whole
+    reply, retries and waits included, ends at `provider.reply_timeout`.
     """
     policy = policy or RetryPolicy()
+    loop = asyncio.get_running_loop()
+    limit = provider.reply_timeout
+    deadline = loop.time() + limit if limit else None
     attempt = 0
+    watchdog = Watchdog(until=deadline)
     while True:
+        shown: list[str] = []  # the answer text handed out by this attempt
         yielded = False
+        stream = provider.stream(prompt, model)
         try:
-            async for item in provider.stream(prompt, model):
+            while True:
+                try:
+                    item = await watchdog.wait(anext(stream, None))
+                except DeadlinePassed:
+                    raise _reply_timeout(provider, limit, yielded, shown) from None
+                if item is None:
+                    return
+                item = valid_item(item)
+                if isinstance(item, TextDelta):
+                    shown.append(item.text)
                 yielded = True
-                yield valid_item(item)
-            return
+                yield item
         except ProviderError as err:
             # Belt and braces: never retry once the caller has seen output,
             # even if an adapter forgot to set output_started.
             delay = None if yielded else retry_delay(err, attempt, policy)
-            if delay is None:
+            if delay is None or (deadline is not None and loop.time() + delay >= deadline):
                 raise
             attempt += 1
             if on_retry is not None:
@@ -97,6 +130,21 @@ async def stream_with_retries(
                 if inspect.isawaitable(result):
                     await result
             await sleep(delay)
+        finally:
+            watchdog.close()
+            await stream.aclose()
+
+
+def _reply_timeout(
+    provider: Provider, limit: float | None, started: bool, shown: list[str]
+) -> ProviderError:
+    return ProviderError(
+        "timeout",
+        f"The {provider.name} provider did not finish its reply within {limit:g} s "
+        "(the reply_timeout setting); it was stopped.",
+        output_started=started,
+        partial_text="".join(shown),
+    )
 
 
 # --- header and error-body parsing ------------------------------------------------------

@@ -7,10 +7,12 @@ root is read or written. Blocking file I/O runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from slop_tui.safe_text import escape_json, has_unsafe
 from slop_tui.tools.base import KIND_READ, KIND_WRITE, ToolContext, ToolError, tool
 from slop_tui.tools.paths import (
     BINARY_SNIFF_BYTES,
@@ -208,6 +210,20 @@ async def apply_patch(args: dict[str, Any], ctx: ToolContext) -> str:
 
 # --- list_directory ----------------------------------------------------------------------
 
+QUOTED_NOTE = (
+    "(A name in double quotes is a JSON string: it holds a newline or another control "
+    "character, written as an escape such as \\n; pass it to other tools with the same escapes.)"
+)
+
+
+def one_line(name: str) -> str:
+    """A file name as one line of a listing: a name with a newline (which would read
+    as a second, fake entry), a tab or another control character becomes a JSON
+    string (`"a\\nb.txt"`); other names are shown as they are."""
+    if "\n" in name or "\t" in name or has_unsafe(name) or name.startswith('"'):
+        return escape_json(json.dumps(name, ensure_ascii=False))
+    return name
+
 
 def _walk(root: Path, start: Path, depth: int) -> tuple[list[str], bool]:
     out: list[str] = []
@@ -224,10 +240,10 @@ def _walk(root: Path, start: Path, depth: int) -> tuple[list[str], bool]:
                 continue
             if len(out) >= MAX_LIST_ENTRIES:
                 return False
-            rel = display(root, Path(entry.path))
+            rel = one_line(display(root, Path(entry.path)))
             if entry.is_symlink():  # shown, never followed: no way out of the root
                 try:
-                    out.append(f"{rel}@ -> {os.readlink(entry.path)}")
+                    out.append(f"{rel}@ -> {one_line(os.readlink(entry.path))}")
                 except OSError:
                     out.append(f"{rel}@")
             elif entry.is_dir(follow_symlinks=False):
@@ -267,8 +283,10 @@ async def list_directory(args: dict[str, Any], ctx: ToolContext) -> str:
     if not path.is_dir():
         raise ToolError(f"list_directory: '{shown}' is not a folder; use read_file")
     entries, capped = await asyncio.to_thread(_walk, root, path, args["depth"])
-    header = f"### DIRECTORY: {shown} | DEPTH: {args['depth']} | ENTRIES: {len(entries)}"
+    header = f"### DIRECTORY: {one_line(shown)} | DEPTH: {args['depth']} | ENTRIES: {len(entries)}"
     body = [header, *(entries or ["(empty)"])]
+    if any(e.startswith('"') for e in entries):
+        body.append(QUOTED_NOTE)
     if capped:
         body.append(
             f"... [capped at {MAX_LIST_ENTRIES} entries; list a subfolder or use a smaller depth] ..."

@@ -5,13 +5,24 @@ deadline, cancellation, capped output, and nothing left running on the way out.
 the whole group can be signalled at once, and the child has no controlling
 terminal, so programs that prompt on /dev/tty (ssh, sudo, git credentials)
 fail at once instead of stealing the TUI's terminal.
+
+A descendant can leave that group (`setsid`, a daemonising double fork), so
+killing the group alone would leave it running. Every run therefore gets a tag
+in its environment (`SLOP_TOOL_RUN=<id>`), which descendants inherit across
+`setsid` and re-parenting; on Linux, stopping a run signals its process group,
+every process descended from it (by parent pid) and every process whose
+environment carries the tag (`/proc/<pid>/environ`). Only a process that left
+the group, lost its parent chain *and* dropped the variable (`env -i`) escapes:
+catching that needs cgroups.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import secrets
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -24,6 +35,8 @@ TERM_GRACE = 0.5  # SIGTERM, then SIGKILL for whatever is left after this long
 LINGER_GRACE = 0.2  # after the command exits, how long background jobs may hold its output
 POLL = 0.05
 READ_CHUNK = 65536
+RUN_TAG = "SLOP_TOOL_RUN"  # the environment variable that marks a run's processes
+_RUN_IDS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +81,18 @@ class CappedBuffer:
         return head + note + tail.decode("utf-8", "replace")
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+def _proc_table() -> list[tuple[int, int, int]] | None:
+    """(pid, parent pid, process group) of every live process; None without /proc.
 
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a live (non-zombie) process is still in the group.
-
-    Orphaned children are re-parented to init, and a slow init (some
-    container and microVM inits) leaves them as zombies for a second or
-    more; zombies keep `killpg(pgid, 0)` succeeding, so on Linux /proc is
-    consulted to ignore them.
+    Zombies and dead entries are left out: they cannot be signalled further, and
+    a slow init (some container and microVM inits) keeps orphans as zombies for
+    a second or more.
     """
-    if not _signal_group(pgid, 0):
-        return False
     try:
         entries = os.scandir("/proc")
     except OSError:
-        return True
+        return None
+    table = []
     with entries:
         for entry in entries:
             if not entry.name.isdigit():
@@ -97,24 +100,82 @@ def _group_alive(pgid: int) -> bool:
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as fh:
                     fields = fh.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
+                if fields[0] not in (b"Z", b"X"):
+                    table.append((int(entry.name), int(fields[1]), int(fields[2])))
+            except (OSError, IndexError, ValueError):
                 continue
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+    return table
 
 
-async def kill_group(pgid: int) -> None:
-    """SIGTERM the group, wait up to TERM_GRACE for it to empty, then SIGKILL it."""
-    if not _signal_group(pgid, signal.SIGTERM):
+def _has_tag(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in fh.read().split(b"\0")
+    except OSError:  # gone, or another user's process
+        return False
+
+
+def run_members(root: int, tag: str | None) -> set[int] | None:
+    """The live processes of the run started as `root` (see the module docstring);
+    None where /proc cannot be read."""
+    table = _proc_table()
+    if table is None:
+        return None
+    children: dict[int, list[int]] = {}
+    found: set[int] = set()
+    for pid, ppid, pgid in table:
+        children.setdefault(ppid, []).append(pid)
+        if pgid == root or pid == root:
+            found.add(pid)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    if tag is not None:
+        needle = f"{RUN_TAG}={tag}".encode()
+        found.update(pid for pid, _, _ in table if pid not in found and _has_tag(pid, needle))
+    found.discard(os.getpid())
+    return found
+
+
+def _signal(root: int, members: set[int] | None, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(root, sig)
+    for pid in members or ():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def kill_group(pgid: int, tag: str | None = None) -> None:
+    """Stop a run: SIGTERM its process group and every other member (`run_members`),
+    wait up to TERM_GRACE for them to go, then SIGKILL whatever is left."""
+    members = run_members(pgid, tag)
+    if members is None:  # no /proc: the process group is all that can be found
+        if not _group_alive(pgid):
+            return
+    elif not members:
         return
+    _signal(pgid, members, signal.SIGTERM)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + TERM_GRACE
     while loop.time() < deadline:
         await asyncio.sleep(0.02)
-        if not _group_alive(pgid):
+        members = run_members(pgid, tag)
+        if members is None and not _group_alive(pgid):
             return
-    _signal_group(pgid, signal.SIGKILL)
+        if members is not None and not members:
+            return
+    _signal(pgid, run_members(pgid, tag), signal.SIGKILL)
 
 
 async def _pump(stream: asyncio.StreamReader | None, buf: CappedBuffer) -> None:
@@ -136,8 +197,11 @@ async def run_process(
     """Run argv to completion, the deadline, or cancellation.
 
     Cancellation (the task is cancelled, or `cancel_event` is set) kills the
-    process group and raises `asyncio.CancelledError`.
+    run's processes (`kill_group`) and raises `asyncio.CancelledError`.
     """
+    tag = f"{os.getpid()}.{next(_RUN_IDS)}.{secrets.token_hex(4)}"
+    child_env = dict(os.environ if env is None else env)
+    child_env[RUN_TAG] = tag
     creating = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -145,7 +209,7 @@ async def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd,
-            env=dict(env) if env is not None else None,
+            env=child_env,
             start_new_session=True,
         )
     )
@@ -160,7 +224,7 @@ async def run_process(
         # runtime), so take the handle and kill the group now.
         with contextlib.suppress(Exception):
             late = await creating
-            await kill_group(late.pid)
+            await kill_group(late.pid, tag)
             transport = getattr(late, "_transport", None)
             if transport is not None:
                 transport.close()
@@ -172,16 +236,16 @@ async def run_process(
     try:
         timed_out = await _wait(proc, readers, waiter, timeout, cancel_event)
         if timed_out:
-            await kill_group(proc.pid)
+            await kill_group(proc.pid, tag)
         elif not readers.done():
             # The command exited but background jobs still hold its output open.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(readers), LINGER_GRACE)
             if not readers.done():
                 stopped = True
-                await kill_group(proc.pid)
+                await kill_group(proc.pid, tag)
     except BaseException:  # cancellation included: leave nothing running
-        await kill_group(proc.pid)
+        await kill_group(proc.pid, tag)
         _abandon(proc, readers, waiter)
         raise
     await _drain(proc, readers, waiter)
@@ -229,16 +293,22 @@ async def _drain(
     _abandon(proc, readers, waiter)
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _abandon(
     proc: asyncio.subprocess.Process, readers: asyncio.Future, waiter: asyncio.Future
 ) -> None:
     """Stop reading; a process outside our group (it called setsid) may still hold the pipes."""
     for fut in (readers, waiter):
-        if fut.done():
-            if not fut.cancelled():
-                fut.exception()  # mark it retrieved; a read error here changes nothing
-        else:
+        if not fut.done():
             fut.cancel()
+        # Mark the outcome retrieved, now or when the cancellation lands: a read error
+        # here changes nothing, and a cancelled gather otherwise ends with an
+        # unretrieved CancelledError ("exception was never retrieved" on stderr).
+        fut.add_done_callback(_retrieve)
     transport = getattr(proc, "_transport", None)  # no public way to close the pipes early
     if transport is not None and not (readers.done() and waiter.done()):
         transport.close()

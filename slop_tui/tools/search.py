@@ -6,23 +6,48 @@ is a pattern. Both back ends use extended regular expressions (`-E`).
 A path that is neither a folder nor a regular file (a FIFO, a device, a
 socket) is refused before grep starts: grep named a FIFO waits for a writer
 until the time limit.
+
+Binary files give no matches. Both back ends call a file binary when it holds a
+NUL byte, and GNU grep also when it is sparse (has holes), so a large sparse
+log whose text is all at the start read as binary and gave "No matches". So
+neither runs with `-I`: the files they report as "binary file matches" are
+looked at again, and one whose data (holes and NUL bytes left out) is UTF-8
+text is searched as text, with its line numbers intact (holes and NUL bytes
+hold no line ends). Other binary files stay without matches.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
+import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
 from slop_tui.tools.files import SKIP_DIRS
-from slop_tui.tools.paths import display, require_regular, resolve_inside
+from slop_tui.tools.paths import (
+    BINARY_SNIFF_BYTES,
+    display,
+    require_regular,
+    resolve_inside,
+)
 from slop_tui.tools.procs import run_process
 
 MAX_LINES = 200
 MAX_LINE_CHARS = 500
 GREP_TIMEOUT = 30.0
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+# "binary file matches" files searched again as text: at most this many, and at
+# most this many bytes of each one's data (holes are skipped, not read).
+MAX_RESCUED_FILES = 20
+MAX_RESCUED_BYTES = 64 * 1024 * 1024
+# GNU grep >= 3.5 says so on stderr, older GNU grep and git grep on stdout.
+_BINARY_MATCH = re.compile(
+    r"^(?:grep: (?P<a>.+): binary file matches|Binary file (?P<b>.+) matches)$"
+)
 
 
 async def in_git_work_tree(root: Path, ctx: ToolContext) -> bool:
@@ -53,7 +78,6 @@ def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
             "--no-pager",
             "grep",
             "-n",
-            "-I",
             "-E",
             "--no-color",
             "--untracked",  # files the agent just wrote are not tracked yet
@@ -68,7 +92,6 @@ def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
         "grep",
         "-r",
         "-n",
-        "-I",
         "-E",
         "--color=never",
         *excludes,
@@ -80,14 +103,120 @@ def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
     ]
 
 
-def _format(stdout: str) -> tuple[list[str], int]:
+def _format(lines: list[str]) -> tuple[list[str], int]:
     # grep -r prints `./path` for the root; git grep prints `path`: show one form.
-    lines = [line.removeprefix("./") for line in stdout.splitlines()]
+    lines = [line.removeprefix("./") for line in lines]
     shown = [
         line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ...[line cut]"
         for line in lines[:MAX_LINES]
     ]
     return shown, len(lines)
+
+
+def _binary_matches(text: str) -> tuple[list[str | int], list[str]]:
+    """The lines of grep output, each "binary file matches" report replaced by its
+    index in the list of their file names (which comes second)."""
+    lines: list[str | int] = []
+    names: list[str] = []
+    for line in text.splitlines():
+        m = _BINARY_MATCH.match(line)
+        if m:
+            lines.append(len(names))
+            names.append(m.group("a") or m.group("b"))
+        else:
+            lines.append(line)
+    return lines, names
+
+
+def data_without_holes(path: Path, limit: int = MAX_RESCUED_BYTES) -> tuple[bytes, bool] | None:
+    """The file's data with holes and NUL bytes left out, and whether it was cut
+    (at most `limit` bytes are read); None when that data is not UTF-8 text (a real
+    binary file).
+
+    Holes are skipped with SEEK_DATA / SEEK_HOLE, so a file of gigabytes of holes
+    costs what its data costs. Only NUL bytes are dropped, never a line end, so
+    line numbers stay those of the file.
+    """
+    out = bytearray()
+    read = 0
+    with open(path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos < size and read < limit:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+                end = os.lseek(fd, start, os.SEEK_HOLE)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole is left
+                    break
+                start, end = pos, size  # no SEEK_DATA on this file system: read on
+            os.lseek(fd, start, os.SEEK_SET)
+            while start < end and read < limit:
+                chunk = os.read(fd, min(1 << 20, end - start, limit - read))
+                if not chunk:
+                    break
+                start += len(chunk)
+                read += len(chunk)
+                out += chunk.replace(b"\0", b"")
+                if len(out) >= BINARY_SNIFF_BYTES and not _texty(out[:BINARY_SNIFF_BYTES]):
+                    return None
+            pos = end
+    if not _texty(bytes(out[:BINARY_SNIFF_BYTES])):
+        return None
+    return bytes(out), read >= limit and pos < size
+
+
+def _texty(sample: bytes) -> bool:
+    """UTF-8 text (a sequence cut at the end of the sample allowed), no control bytes
+    but whitespace and ESC."""
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(sample) - 3 or exc.reason != "unexpected end of data":
+            return False
+    return not re.search(rb"[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f]", sample)
+
+
+_NUMBERED = re.compile(r"^(\d+)([:-])(.*)$", re.S)
+
+
+async def _rescue(
+    names: list[str], pattern: str, context: int, ctx: ToolContext
+) -> tuple[list[list[str]], list[str]]:
+    """For each "binary file matches" file, its matches if it is text with holes (see
+    the module docstring), as `path:line:text` lines; and the files that were cut
+    at MAX_RESCUED_BYTES."""
+    found: list[list[str]] = [[] for _ in names]
+    cut: list[str] = []
+    ctx_args = [f"-C{context}"] if context else []
+    for index, name in enumerate(names[:MAX_RESCUED_FILES]):
+        try:
+            path = resolve_inside(ctx.root, name, "grep")
+            text = await asyncio.to_thread(data_without_holes, path)
+        except (ToolError, OSError):
+            continue
+        if text is None:
+            continue  # a binary file: no matches, as before
+        data, was_cut = text
+        rel = display(ctx.root, path)
+        if was_cut:
+            cut.append(rel)
+        with tempfile.TemporaryDirectory(prefix="slop-grep-") as tmp:
+            copy = Path(tmp) / "data"
+            copy.write_bytes(data)
+            argv = ["grep", "-a", "-n", "-h", "-E", "--color=never", *ctx_args]
+            outcome = await run_process(
+                [*argv, "-e", pattern, "--", str(copy)],
+                cwd=ctx.root,
+                timeout=GREP_TIMEOUT,
+                cancel_event=ctx.cancel_event,
+                max_bytes=min(ctx.max_output_chars, 2_000_000),
+            )
+        for line in outcome.stdout.splitlines():
+            m = _NUMBERED.match(line)
+            found[index].append(f"{rel}{m[2]}{m[1]}{m[2]}{m[3]}" if m else line)
+    return found, cut
 
 
 @tool(
@@ -128,16 +257,29 @@ async def grep(args: dict[str, Any], ctx: ToolContext) -> str:
     code = outcome.returncode
     if outcome.timed_out:
         raise ToolError(f"grep: the search took over {GREP_TIMEOUT:g} s; narrow the path")
-    if code == 1 and not outcome.stdout.strip():
-        return f"No matches for /{pattern}/ in {rel} ({tool_name})."
+    marked, binaries = _binary_matches(outcome.stdout)
+    problems, more = _binary_matches(outcome.stderr)
     if code not in (0, 1):
-        message = outcome.stderr.strip().splitlines()
-        raise ToolError(f"grep: {tool_name} failed: {message[-1] if message else f'exit {code}'}")
-    shown, total = _format(outcome.stdout)
+        errors = [p for p in problems if isinstance(p, str)]
+        raise ToolError(f"grep: {tool_name} failed: {errors[-1] if errors else f'exit {code}'}")
+    # Reports on stdout (git grep) keep their place; those on stderr come last.
+    marked += [len(binaries) + i for i in range(len(more))]
+    binaries += more
+    rescued, cut = await _rescue(binaries, pattern, args["context"], ctx)
+    lines: list[str] = []
+    for item in marked:
+        lines.extend(rescued[item] if isinstance(item, int) else [item])
+    if not any(line.strip() for line in lines):
+        return f"No matches for /{pattern}/ in {rel} ({tool_name})."
+    shown, total = _format(lines)
     body = shown
     if total > MAX_LINES:
         body.append(
             f"... [TRUNCATED: {total - MAX_LINES} more lines; use a more specific pattern or path] ..."
+        )
+    for name in cut:
+        body.append(
+            f"[{name}: only its first {MAX_RESCUED_BYTES // (1024 * 1024)} MB of data were searched]"
         )
     return "\n".join(body)
 

@@ -227,12 +227,34 @@ class SlopApp(App):
             self.notify(note, severity="warning", timeout=15)
         try:
             self.workspace = await Workspace.open(config, self._session_arg, env=self._env)
-        except LedgerError as exc:
+            await self._show_workspace(config)
+        except LedgerError as exc:  # e.g. a database with damaged pages: one banner
+            if self.workspace is not None:
+                await self.workspace.ledger.close()
+                self.workspace = None
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
+        self.ready = True
+        # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
+        # as long as the app: frozen, no collection walks it again. From here on the
+        # full collections run between the user's keys (ui/collector.py).
+        self.collector.start()
+        self.set_interval(0.5, self._pace_collector, name="collector")
+        if (
+            await self.workspace.provider_choice()
+        ).name == "demo" and not await self._has_history():
+            from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+            self.push_screen(FirstRunScreen())
+
+    async def _show_workspace(self, config) -> None:
+        """Fill the screen from the workspace just opened."""
+        assert self.workspace is not None
         for recovered in self.workspace.ledger.recovered:  # a killed process's turn, finished
             self.notify(recovered.note(), severity="warning", timeout=20)
+        for warning in self.workspace.pop_warnings():  # provider settings, default_provider
+            self.notify(warning, severity="warning", timeout=15)
         name, warns = pick_theme(
             self.available_themes, await saved_theme(self.workspace.ledger), config.theme
         )
@@ -246,18 +268,6 @@ class SlopApp(App):
         if history:
             self.query_one(PromptInput).set_history(json.loads(history))
         await self.refresh_all(reload_conversation=True)
-        self.ready = True
-        # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
-        # as long as the app: frozen, no collection walks it again. From here on the
-        # full collections run between the user's keys (ui/collector.py).
-        self.collector.start()
-        self.set_interval(0.5, self._pace_collector, name="collector")
-        if (
-            await self.workspace.provider_choice()
-        ).name == "demo" and not await self._has_history():
-            from slop_tui.ui.screens.firstrun import FirstRunScreen
-
-            self.push_screen(FirstRunScreen())
 
     def show_status(self, text: str) -> None:
         """The header's status line (session, provider, model, window, phase).
@@ -427,7 +437,14 @@ class SlopApp(App):
                 return
             self.run_turn(result.send)
             return
-        if not result.ok:
+        if (
+            not result.ok
+            and result.error_kind == "exists"
+            and not text.rstrip().endswith("--force")
+        ):
+            # A file the command would overwrite (an export): ask, never overwrite silently.
+            self._confirm_overwrite(text, str(result.data))
+        elif not result.ok:
             self.notify(result.text, severity="error", timeout=10)
         elif result.text:
             await self.show_output(text, result.text)
@@ -598,6 +615,22 @@ class SlopApp(App):
     @on(GroupList.RemoveRequested)
     def remove_requested(self, event: GroupList.RemoveRequested) -> None:
         self._confirm_remove(event.group_id)
+
+    @work(group="dialogs")
+    async def _confirm_overwrite(self, line: str, path: str) -> None:
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+        if await self.push_screen_wait(
+            ConfirmScreen(
+                f"{path} already exists. Overwrite it?",
+                "Its current content is replaced and cannot be restored.",
+                yes="Overwrite",
+                no="Keep it",
+            )
+        ):
+            await self.run_command(f"{line} --force")
+        else:
+            self.notify(f"Kept {path}; nothing was written.", timeout=6)
 
     @work(group="dialogs")
     async def _confirm_remove(self, gid: int) -> None:
@@ -811,10 +844,10 @@ class SlopApp(App):
         await self._copy(render_prompt(prompt), "the whole context")
 
     async def action_export_markdown(self) -> None:
-        await self.run_command("/export markdown --force")
+        await self.run_command("/export markdown")
 
     async def action_export_json(self) -> None:
-        await self.run_command("/export json --force")
+        await self.run_command("/export json")
 
     async def action_quit(self) -> None:
         await self._save_scratchpad()

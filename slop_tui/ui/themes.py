@@ -58,6 +58,7 @@ _COLOUR_FIELDS = (
 )
 _FLOAT_FIELDS = ("luminosity_spread", "text_alpha")
 _KNOWN_KEYS = {"name", "dark", "variables", *_COLOUR_FIELDS, *_FLOAT_FIELDS}
+_MAX_NESTING = 4  # a theme is a flat table plus [variables]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -191,10 +192,16 @@ def _load(source: Path | Traversable, label: str) -> Theme:
         raise ThemeFileError(
             f"Theme {label}: TOML syntax error ({_one_line(exc)}); skipped."
         ) from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ThemeFileError(f"Theme {label}: values nested too deeply to read; skipped.") from None
     except UnicodeDecodeError:
         raise ThemeFileError(f"Theme {label}: not UTF-8 text; skipped.") from None
     except OSError as exc:
         raise ThemeFileError(f"Theme {label}: cannot read it ({exc.strerror}); skipped.") from None
+    from slop_tui.config import nesting_depth
+
+    if nesting_depth(data, _MAX_NESTING) > _MAX_NESTING:
+        raise ThemeFileError(f"Theme {label}: tables nested too deeply; skipped.")
     theme, problems = _theme_from_data(data)
     if theme is None:
         raise ThemeFileError(f"Theme {label}: {'; '.join(problems)}; skipped.")
