@@ -85,11 +85,16 @@ def frame(name: str, body: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A framed tool result; `ok` is False when the body starts with `Error: `."""
+    """A framed tool result; `ok` is False when the body starts with `Error: `.
+
+    `notice` is one line for the user, not the model (e.g. a memo was quarantined);
+    the orchestrator turns it into a `Notice` event.
+    """
 
     text: str
     ok: bool
     name: str
+    notice: str = ""
 
     @property
     def status(self) -> str:
@@ -108,15 +113,23 @@ class ToolResult:
         return text
 
 
-def ok_result(name: str, body: str) -> ToolResult:
-    return ToolResult(frame(name, body), True, name)
+def ok_result(name: str, body: str, notice: str = "") -> ToolResult:
+    return ToolResult(frame(name, body), True, name, notice)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a run function may return instead of a plain body: the body and a notice."""
+
+    body: str
+    notice: str = ""
 
 
 def error_result(name: str, message: str, detail: str = "") -> ToolResult:
     return ToolResult(frame(name, ToolError(message, detail).body()), False, name)
 
 
-RunFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+RunFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | Reply"]]
 
 
 @dataclass(frozen=True, slots=True)
