@@ -640,6 +640,8 @@ class Orchestrator:
                     call_id=call.id, name=call.name, ok=res.ok, text=res.text, message_id=msg.id
                 )
             )
+            if res.notice:
+                await send(Notice(text=res.notice))
         await ws.reload_active_skills()
 
     async def _store_results(self, calls, results, strategy: str, gid: int):
@@ -662,8 +664,21 @@ class Orchestrator:
 
     async def _run_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = get_tool(call.name)
-        if tool is None:
-            return error_result(call.name, f"there is no tool named '{call.name}'.")
+        info = await self.ws.ledger.get_tool(call.name) if tool is not None else None
+        if tool is None or info is None:
+            enabled = ", ".join(s.name for s in await self.ws.enabled_tools())
+            return error_result(
+                call.name,
+                f"there is no tool named '{call.name}'; it was not run. "
+                f"Enabled tools: {enabled or 'none'}.",
+            )
+        if not info.enabled:
+            # Switched off with /tool disable: not declared, and not run when called anyway.
+            return error_result(
+                call.name,
+                f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
+                "call it again; use another way or ask the user.",
+            )
         decision = approval_decision(tool, self.approve, self.session_allowed)
         if decision == "ask":
             answer = await self.approver(call) if self.approver else "deny"
