@@ -13,6 +13,21 @@ from tests.fakeserver import FakeToolCall, Reply
 from tests.workspace_fixtures import open_workspace
 
 
+def _running(argv: bytes) -> list[int]:
+    """Host pids of live processes with this exact command line (in the shell's sandbox
+    a command's `$!` is a pid of its own namespace, so the test looks from outside)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    if fh.read() == argv and _alive(int(entry.name)):
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -29,7 +44,9 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
     fake_llm.enqueue(
         Reply(
             tool_calls=[
-                FakeToolCall("execute_bash", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})
+                FakeToolCall(
+                    "execute_bash", {"command": f"sleep 30.4242 & echo $! > {pidfile}; wait"}
+                )
             ]
         )
     )
@@ -46,8 +63,7 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
         while not (pidfile.exists() and pidfile.read_text().strip()):
             assert time.monotonic() < deadline, "the tool never started"
             await asyncio.sleep(0.02)
-        child = int(pidfile.read_text())
-        assert _alive(child)
+        [child] = _running(b"sleep\x0030.4242\x00")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -21,6 +21,7 @@ from slop_tui.records import STATUS_COMPLETED, STATUS_ERROR
 
 if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
     from slop_tui.ledger import Ledger
+    from slop_tui.tools.sandbox import Sandbox
 
 KIND_READ = "read"
 KIND_WRITE = "write"
@@ -64,6 +65,11 @@ class ToolContext:
     # whole up to this (head and tail beyond it), recoverable through query_db.
     max_command_output_chars: int = 8_000_000
     cancel_event: asyncio.Event | None = None
+    # The shell's OS sandbox (None or unavailable: commands run unconfined; the
+    # orchestrator then asks before every one), and the variables it never gets
+    # besides the common credential names (the providers' `api_key_env`).
+    sandbox: Sandbox | None = None
+    secret_env_names: frozenset[str] = frozenset()
     # query_db limits (tests lower the time limit).
     db_time_limit: float = 2.0
     db_max_rows: int = 200
