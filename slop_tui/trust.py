@@ -10,7 +10,8 @@ these settings of an untrusted project file are ignored (`sensitive`):
   with the user's key, go);
 - `approve` looser than what the user's own config (or the default) gives;
 - `[tools] sandbox = "off"` and `[tools] shell_network = true`;
-- the whole `[keymap]` (a binding could make approving a tool call easier).
+- `[keymap]` bindings of the approval and confirmation dialogs (`approval_*`,
+  `confirm_*`: a binding could make approving a tool call easier).
 
 Everything else (models, window, compaction, truncation, theme, ...) applies.
 
@@ -38,6 +39,7 @@ PROJECT_CONFIG = Path(".slop") / "config.toml"
 _APPROVE_ORDER = {"none": 0, "reads": 1, "all": 2}
 _PROVIDER_KEYS = ("base_url", "api_key", "api_key_env", "project", "location")
 _PROVIDER_EXTRA_KEYS = ("http_options", "base_url")
+_GUARDED_BINDINGS = ("approval_", "confirm_")  # keymap ids of the dialogs that guard the user
 
 TRUSTED = "trusted"
 UNTRUSTED = "untrusted"
@@ -170,9 +172,11 @@ def sensitive(project: Mapping[str, Any], base_approve: str) -> tuple[dict[str, 
         if tools.get("shell_network") is True:
             tools.pop("shell_network")
             dropped.append("[tools] shell_network = true")
-    if kept.get("keymap"):
-        dropped.append("[keymap]")
-        kept.pop("keymap")
+    keymap = kept.get("keymap")
+    if isinstance(keymap, Mapping):
+        for key in [k for k in keymap if str(k).startswith(_GUARDED_BINDINGS)]:
+            keymap.pop(key)
+            dropped.append(f"[keymap] {key}")
     return kept, dropped
 
 

@@ -10,22 +10,8 @@ import pytest
 
 from slop_tui.orchestrator import Orchestrator, ToolCallEvent
 from tests.fakeserver import FakeToolCall, Reply
+from tests.fault_support import pids_with_cmdline
 from tests.workspace_fixtures import open_workspace
-
-
-def _running(argv: bytes) -> list[int]:
-    """Host pids of live processes with this exact command line (in the shell's sandbox
-    a command's `$!` is a pid of its own namespace, so the test looks from outside)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                    if fh.read() == argv and _alive(int(entry.name)):
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -63,14 +49,15 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
         while not (pidfile.exists() and pidfile.read_text().strip()):
             assert time.monotonic() < deadline, "the tool never started"
             await asyncio.sleep(0.02)
-        [child] = _running(b"sleep\x0030.4242\x00")
+        children = pids_with_cmdline(b"sleep\x0030.4242\x00")
+        assert children
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         deadline = time.monotonic() + 5
-        while _alive(child) and time.monotonic() < deadline:
+        while any(map(_alive, children)) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not _alive(child), "the tool's child process outlived the cancel"
+        assert not any(map(_alive, children)), "the tool's child process outlived the cancel"
         rows = await ws.ledger.session_messages(ws.session)
         assert [r.role for r in rows] == ["user", "assistant", "tool"]
         assert rows[-1].status == "error" and "cancelled" in rows[-1].content

@@ -18,17 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
-from slop_tui.tools.sqlworker import time_limit_error
+from slop_tui.tools.sqlworker import READY, time_limit_error
 
 WORKER = Path(__file__).resolve().parent / "sqlworker.py"
 # The child stops an ordinary statement itself at the limit (and says so); this much
 # later the parent kills it, whatever it is doing.
 KILL_GRACE = 0.1
 POLL = 0.05
+STARTUP_TIMEOUT = 30.0  # starting Python on a badly overloaded machine
 
 
 async def _in_worker(ctx: ToolContext, sql: str | None) -> str:
-    """Run one request in a fresh worker process; kill it at the deadline or on cancel."""
+    """Run one request in a fresh worker process; kill it at the deadline or on cancel.
+
+    The clock starts when the worker has read the request (it answers `READY`
+    first): starting Python is not the statement's time, and on a loaded machine
+    it can take a good part of a short limit.
+    """
     request = {
         "path": str(Path(ctx.ledger.path).resolve()),
         "session": ctx.session,
@@ -53,35 +59,62 @@ async def _in_worker(ctx: ToolContext, sql: str | None) -> str:
         )
     except OSError as exc:
         raise ToolError(f"query_db: cannot start the query process: {exc.strerror}") from None
-    talk = asyncio.ensure_future(proc.communicate(data))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ctx.db_time_limit + KILL_GRACE
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    errors = asyncio.ensure_future(proc.stderr.read())
     try:
-        while not talk.done():
-            if ctx.cancelled():
-                raise asyncio.CancelledError("tool call cancelled")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise ToolError("query_db: " + str(time_limit_error(ctx.db_time_limit)))
-            await asyncio.wait({talk}, timeout=min(POLL, remaining))
-        out, err = talk.result()
+        proc.stdin.write(data)
+        with contextlib.suppress(ConnectionError):
+            await proc.stdin.drain()
+        proc.stdin.close()
+        ready = await _until(ctx, proc.stdout.readexactly(len(READY)), STARTUP_TIMEOUT, None)
+        if ready != READY:
+            raise ToolError("query_db: the query process did not start")
+        out = await _until(ctx, proc.stdout.read(), ctx.db_time_limit + KILL_GRACE, ctx)
+        await proc.wait()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        out = b""
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        talk.cancel()
+        errors.cancel()
         with contextlib.suppress(BaseException):
             await asyncio.shield(proc.wait())
         raise
     try:
         reply = json.loads(out)
     except ValueError:
-        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        await proc.wait()
+        err = (await errors).decode("utf-8", "replace").strip().splitlines()[-1:]
         raise ToolError(
-            f"query_db: the query process failed (exit code {proc.returncode}): {last[0]}"
+            f"query_db: the query process failed (exit code {proc.returncode}): "
+            f"{err[0] if err else 'no output'}"
         ) from None
+    errors.cancel()
     if not reply.get("ok"):
         raise ToolError("query_db: " + str(reply.get("error", "failed")))
     return str(reply["text"])
+
+
+async def _until(ctx: ToolContext, step, seconds: float, limit_of: ToolContext | None):
+    """Await `step`, polling for cancellation; at `seconds` it is the time limit
+    (`limit_of` given) or a start-up failure."""
+    task = asyncio.ensure_future(step)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    try:
+        while not task.done():
+            if ctx.cancelled():
+                raise asyncio.CancelledError("tool call cancelled")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                if limit_of is None:
+                    raise ToolError(f"query_db: the query process did not start in {seconds:g} s")
+                raise ToolError("query_db: " + str(time_limit_error(limit_of.db_time_limit)))
+            await asyncio.wait({task}, timeout=min(POLL, remaining))
+    finally:
+        if not task.done():
+            task.cancel()
+    return task.result()
 
 
 @tool(

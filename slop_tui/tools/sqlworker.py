@@ -15,7 +15,10 @@ Request on stdin, answer on stdout, both one ASCII JSON object:
 
     {"path": ledger, "session": name, "sql": text or null (the schema),
      "time_limit": s, "max_rows": n, "max_chars": n}
-    {"ok": true, "text": ...} | {"ok": false, "error": one line}
+    READY, then {"ok": true, "text": ...} | {"ok": false, "error": one line}
+
+`READY` (written once the request is read) starts both clocks: the child's
+own deadline and the parent's kill.
 
 The process also caps its address space (`MEMORY_LIMIT`), so a statement
 that sorts or builds gigabytes fails with "out of memory" instead of
@@ -39,6 +42,7 @@ else:  # run as a script: this folder is not on sys.path (-I)
     import sqlguard  # type: ignore[no-redef]  # noqa: I001
 
 HEX_BLOB_BYTES = 64  # smaller blobs are shown as hex, bigger ones as "<blob N bytes>"
+READY = b"READY\n"  # written once the request is read: the parent's clock starts
 MEMORY_LIMIT = 2 * 1024**3  # bytes of address space
 
 
@@ -240,6 +244,8 @@ def _limit_memory() -> None:
 def main() -> None:
     _limit_memory()
     request = json.loads(sys.stdin.buffer.read())
+    sys.stdout.buffer.write(READY)
+    sys.stdout.buffer.flush()
     reply = answer(request)
     sys.stdout.buffer.write(json.dumps(reply, ensure_ascii=True).encode("ascii"))
     sys.stdout.buffer.flush()
