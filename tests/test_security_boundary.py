@@ -481,7 +481,7 @@ def _fragments(value: str) -> list[str]:
     return [value] if len(value) <= 10 else [value[i : i + 10] for i in range(len(value) - 9)]
 
 
-def test_no_secret_persists_in_summaries_anchors_memos_handoffs_or_exports(
+def test_no_secret_persists_in_summaries_anchors_state_memos_handoffs_or_exports(
     project: Project, fake_llm: FakeLLMServer
 ) -> None:
     project.write_user_config(
@@ -512,6 +512,7 @@ def test_no_secret_persists_in_summaries_anchors_memos_handoffs_or_exports(
     assert project.exec("/export json out.json").returncode == 0
     summaries = project.rows("SELECT content FROM summaries")
     assert summaries, "no lane summary was made"
+    assert project.rows("SELECT count(*) FROM state_versions")[0][0] == 1
     summary_requests = [
         json.dumps(r.body) for r in fake_llm.chat_requests if r.model == "fake-summarizer"
     ]
@@ -521,6 +522,7 @@ def test_no_secret_persists_in_summaries_anchors_memos_handoffs_or_exports(
         + [c for (c,) in project.rows("SELECT content FROM memos")]
         + [json.dumps(h) for h in project.rows("SELECT * FROM handoffs")]
         + [c for (c,) in project.rows("SELECT detail FROM compaction_log")]
+        + [c for (c,) in project.rows("SELECT content FROM state_versions")]
         + [(project.root / "out.md").read_text(), (project.root / "out.json").read_text()]
         + summary_requests
     )
