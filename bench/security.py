@@ -11,6 +11,10 @@
    takes for statements that used to outrun the limit (one `instr` call ran
    134 s, a 2,000,000-item `IN` list 5.6 s), a plain recursive bomb, and a
    trivial SELECT (the cost of the worker process). Median and range of N runs.
+   Side by side, the same kind of `instr` call run the old way, in-process with
+   the progress handler and an interrupt from a watchdog thread at the limit
+   (smaller, so it ends): it runs on past the limit, because neither stops a
+   function call that is under way.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ if str(ROOT) not in sys.path:
 from slop_tui.context.redact import redact_secrets  # noqa: E402
 from slop_tui.ledger import Ledger  # noqa: E402
 from slop_tui.tools import ToolContext, registry_rows, run_tool  # noqa: E402
+from slop_tui.tools.sqlguard import open_readonly  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "secrets_corpus.toml"
 LIMIT = 2.0
@@ -99,14 +104,45 @@ async def query_table(runs: int) -> None:
                 start = time.monotonic()
                 result = await run_tool("query_db", {"sql": sql}, ctx)
                 times.append(time.monotonic() - start)
-                outcome = result.body.splitlines()[0][:60]
+                first = result.body.splitlines()[0]
+                outcome = (
+                    first.removeprefix("Error: query_db: ")[:48] if not result.ok else "answered"
+                )
             med = statistics.median(times)
             bound = LIMIT + 0.5
             verdict = "PASS" if max(times) <= bound else "FAIL"
             print(f"| {name} | {med:.3f} s | {min(times):.3f}–{max(times):.3f} s | "
                   f"{outcome} | ≤ {bound:g} s | {verdict} |")  # fmt: skip
+        times = [in_process(ledger.path) for _ in range(runs)]
+        med = statistics.median(times)
+        print(f"| same kind of instr() call in-process, watchdog interrupt at {LIMIT:g} s (old way) "
+              f"| {med:.3f} s | {min(times):.3f}–{max(times):.3f} s | runs past the limit "
+              "|  |  |")  # fmt: skip
     finally:
         await ledger.close()
+
+
+IN_PROCESS_BOMB = "SELECT instr(hex(zeroblob(1000000)), hex(zeroblob(30000)) || '1') AS n"
+
+
+def in_process(path: Path) -> float:
+    """The old query_db: a guarded connection in this process, stopped by its progress
+    handler or by `interrupt()` from a timer at the limit."""
+    import sqlite3
+    import threading
+
+    start = time.monotonic()
+    conn, _ = open_readonly(path, start + LIMIT, lambda: False, "bench")
+    timer = threading.Timer(LIMIT, conn.interrupt)
+    timer.start()
+    try:
+        conn.execute(IN_PROCESS_BOMB).fetchall()
+    except sqlite3.OperationalError:
+        pass  # interrupted, once the call returned
+    finally:
+        timer.cancel()
+        conn.close()
+    return time.monotonic() - start
 
 
 def main() -> None:
