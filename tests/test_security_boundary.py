@@ -584,3 +584,58 @@ def test_ci_installs_the_sandbox() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert "bwrap" in script and "apt-get install -y bubblewrap" in script
     assert script.index("bubblewrap") < script.index("make test")
+
+
+def test_ctrl_c_stops_a_running_query_at_once(project: Project, fake_llm: FakeLLMServer) -> None:
+    """Ctrl-C on `ask` while query_db runs one long function call (it took 105 s)."""
+    import signal
+
+    project.write_user_config("[tools]\nquery_time_limit = 60\n")
+    bomb = "SELECT instr(hex(zeroblob(5000000)), hex(zeroblob(100000)) || '1') AS n"
+    fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("query_db", {"sql": bomb})]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slop_tui.cli", "ask", "count"],
+        cwd=project.root,
+        env=project.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not query_workers(project.db.parent.resolve()):
+            assert proc.poll() is None and time.monotonic() < deadline, "no query started"
+            time.sleep(0.02)
+        time.sleep(0.3)  # well inside the instr() call
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+        stopped = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert stopped < 3.0, stopped
+    assert proc.returncode == 130
+    deadline = time.monotonic() + 3
+    while query_workers(project.db.parent.resolve()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not query_workers(project.db.parent.resolve())  # the worker was killed with it
+    rows = project.rows("SELECT status, content FROM messages WHERE role='tool'")
+    assert rows and rows[0][0] == "error" and "cancelled" in rows[0][1]
+
+
+def query_workers(ledger_dir: Path) -> list[int]:
+    """Live query_db worker processes of this ledger (they run in its folder)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    if b"sqlworker.py" not in fh.read():
+                        continue
+                if Path(os.readlink(f"/proc/{entry.name}/cwd")) == ledger_dir:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
