@@ -122,7 +122,7 @@ async def query_table(runs: int) -> None:
         await ledger.close()
 
 
-IN_PROCESS_BOMB = "SELECT instr(hex(zeroblob(1000000)), hex(zeroblob(30000)) || '1') AS n"
+IN_PROCESS_BOMB = "SELECT instr(hex(zeroblob(1500000)), hex(zeroblob(40000)) || '1') AS n"
 
 
 def in_process(path: Path) -> float:
