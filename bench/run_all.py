@@ -34,6 +34,7 @@ SCRIPTS = [
     "background.py",
     "tui.py",
     "context_sim.py",
+    "security.py",
     "load.py",
 ]
 

@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask_p.add_argument("--output", choices=("text", "json"), default="text")
     ask_p.add_argument("prompt", help="what to ask")
+    trust_p = sub.add_parser(
+        "trust",
+        help="trust this folder's .slop/config.toml (it may then set providers, keys and "
+        "approvals); a changed file needs trusting again",
+    )
+    trust_p.add_argument("--revoke", action="store_true", help="forget the trust")
     return parser
 
 
@@ -147,6 +153,30 @@ async def _run_ask(args: argparse.Namespace) -> int:
         print(escape_json(json.dumps(outcome.events_json(), indent=2, ensure_ascii=False)))
     if outcome.error:
         return _fail(outcome.error)
+    return EXIT_OK
+
+
+def _run_trust(args: argparse.Namespace) -> int:
+    """`slop-tui trust`: the user's explicit yes to the project file as it is now."""
+    from slop_tui.config import load_config
+    from slop_tui.trust import record_trust, revoke_trust
+
+    config = load_config()
+    where = config.user_config_dir or Path.home()
+    if args.revoke:
+        if not revoke_trust(config.project_root, where):
+            return _fail(f"{config.project_root} was not trusted.")
+        print(f"slop-tui: {config.project_root} is no longer trusted.")
+        return EXIT_OK
+    try:
+        digest = record_trust(config.project_root, where)
+    except FileNotFoundError as exc:
+        return _fail(f"{exc}; nothing to trust.")
+    held = ", ".join(config.untrusted) or "no setting that needed trust"
+    print(
+        f"slop-tui: trusted {config.project_config} (sha256 {digest[:12]}…); it sets {held}. "
+        "A change to the file needs `slop-tui trust` again."
+    )
     return EXIT_OK
 
 
@@ -259,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run = _run_exec if args.command == "exec" else _run_ask
             with terminal_output():
                 return run_stoppable(lambda: _guard_database(run, args))
+        if args.command == "trust":
+            with terminal_output():
+                return _run_trust(args)
         return _run_tui(args)
     except KeyboardInterrupt:
         print("slop-tui: cancelled.", file=sys.stderr)

@@ -4,6 +4,10 @@ Precedence, highest first: command-line options, environment variables, the
 project's `.slop/config.toml`, the user's `~/.config/slop-tui/config.toml`
 (or `$SLOP_CONFIG`), built-in defaults. A broken file never stops the app:
 its problems are collected as one-line warnings and the defaults are used.
+
+The project file may not redirect a provider or loosen approvals until the
+user has trusted the folder (`slop_tui.trust`): those settings of an
+untrusted file are left out, with one warning naming them (`Config.untrusted`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ _TOOLS_KEYS = {
     "parallel": int,
     "bash_timeout": (int, float),
     "query_time_limit": (int, float),
+    "sandbox": str,  # "auto" | "off" (execute_bash's OS sandbox)
+    "shell_network": bool,  # the sandboxed shell may use the network
 }
 _CONTEXT_KEYS = {"window": int, "layout": str}
 # Smallest allowed value of a number; TOML also allows inf and nan, which are refused.
@@ -68,6 +74,9 @@ class Config:
     models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME] window overrides
     compaction: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # Settings of an untrusted project file that were left out (see slop_tui.trust).
+    untrusted: tuple[str, ...] = ()
+    user_config_dir: Path | None = None  # where the trusted-folder record lives
 
     @property
     def max_iterations(self) -> int:
@@ -85,6 +94,18 @@ class Config:
     def query_time_limit(self) -> float:
         """Seconds one `query_db` statement may run before it is stopped."""
         return float(self.tools.get("query_time_limit", 2.0))
+
+    @property
+    def sandbox_mode(self) -> str:
+        return str(self.tools.get("sandbox", "auto"))
+
+    @property
+    def shell_network(self) -> bool:
+        return self.tools.get("shell_network") is True
+
+    @property
+    def project_config(self) -> Path:
+        return self.project_root / ".slop" / "config.toml"
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -167,7 +188,7 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
                 want = spec.get(k)
                 if want is None:
                     warnings.append(f"{path}: unknown key '{table}.{k}' ignored.")
-                elif isinstance(v, bool) or not isinstance(v, want):
+                elif (isinstance(v, bool) and want is not bool) or not isinstance(v, want):
                     warnings.append(f"{path}: '{table}.{k}' has the wrong type; ignored.")
                 elif (low := _MINIMUM.get(f"{table}.{k}")) is not None and not (
                     math.isfinite(v) and v >= low
@@ -192,6 +213,9 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
             if not isinstance(v, str):
                 warnings.append(f"{path}: 'keymap.{k}' should be a key string; ignored.")
         clean["keymap"] = {str(k): v for k, v in clean["keymap"].items() if isinstance(v, str)}
+    if clean.get("tools", {}).get("sandbox", "auto") not in ("auto", "off"):
+        warnings.append(f"{path}: '[tools] sandbox' must be auto or off; using 'auto'.")
+        clean["tools"].pop("sandbox")
     if "approve" in clean and clean["approve"] not in ("none", "reads", "all"):
         warnings.append(f"{path}: 'approve' must be none, reads or all; using 'reads'.")
         clean.pop("approve")
@@ -215,17 +239,28 @@ def load_config(
     cwd: Path | None = None,
 ) -> Config:
     """Read configuration from files and the environment; never raises for bad files."""
+    from slop_tui.trust import sensitive, trust_state, untrusted_warning
+
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
     warnings: list[str] = []
-    files = [user_config_path(env), cwd / ".slop" / "config.toml"]
+    user_path, project_path = user_config_path(env), cwd / ".slop" / "config.toml"
     merged: dict[str, Any] = {}
     used: list[Path] = []
-    for path in files:
+    untrusted: list[str] = []
+    for path in (user_path, project_path):
         data = _read_toml(path, warnings)
-        if data:
-            used.append(path)
-            merged = _merge(merged, _check_types(data, path, warnings))
+        if not data:
+            continue
+        used.append(path)
+        data = _check_types(data, path, warnings)
+        if path == project_path:
+            state = trust_state(cwd, user_path.parent)
+            if state.status != "trusted":
+                data, untrusted = sensitive(data, merged.get("approve", "reads"))
+                if untrusted:
+                    warnings.append(untrusted_warning(path, untrusted, state))
+        merged = _merge(merged, data)
     db_value = db or env.get("SLOP_DB")
     db_path = Path(db_value).expanduser() if db_value else cwd / DEFAULT_DB
     if not db_path.is_absolute():
@@ -245,4 +280,6 @@ def load_config(
         models=merged.get("models", {}),
         compaction=merged.get("compaction", {}),
         warnings=tuple(warnings),
+        untrusted=tuple(untrusted),
+        user_config_dir=user_path.parent,
     )

@@ -84,7 +84,7 @@ from slop_tui.records import (
     NewMessage,
     ToolCall,
 )
-from slop_tui.tools import approval_decision, get_tool, run_tool
+from slop_tui.tools import KIND_SHELL, approval_decision, get_tool, run_tool
 from slop_tui.tools.base import ToolContext, ToolResult, error_result
 from slop_tui.workspace import Workspace
 
@@ -649,6 +649,8 @@ class Orchestrator:
             bash_timeout=ws.config.bash_timeout,
             db_time_limit=ws.config.query_time_limit,
             cancel_event=cancel,
+            sandbox=ws.sandbox,
+            secret_env_names=ws.secret_env_names(),
         )
         limit = asyncio.Semaphore(max(1, ws.config.parallel_tools))
 
@@ -679,6 +681,8 @@ class Orchestrator:
                     call_id=call.id, name=call.name, ok=res.ok, text=res.text, message_id=msg.id
                 )
             )
+            if res.notice:
+                await send(Notice(text=res.notice))
         await ws.reload_active_skills()
 
     async def _store_results(self, calls, results, strategy: str, gid: int):
@@ -701,22 +705,43 @@ class Orchestrator:
 
     async def _run_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = get_tool(call.name)
-        if tool is None:
-            return error_result(call.name, f"there is no tool named '{call.name}'.")
+        info = await self.ws.ledger.get_tool(call.name) if tool is not None else None
+        if tool is None or info is None:
+            enabled = ", ".join(s.name for s in await self.ws.enabled_tools())
+            return error_result(
+                call.name,
+                f"there is no tool named '{call.name}'; it was not run. "
+                f"Enabled tools: {enabled or 'none'}.",
+            )
+        if not info.enabled:
+            # Switched off with /tool disable: not declared, and not run when called anyway.
+            return error_result(
+                call.name,
+                f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
+                "call it again; use another way or ask the user.",
+            )
         if call.arguments_error is not None:  # nothing to approve: it cannot run
             return error_result(
                 call.name,
                 f"{call.arguments_error}; the call was not run. Send it again with the "
                 "arguments as one JSON object.",
             )
-        decision = approval_decision(tool, self.approve, self.session_allowed)
+        decision = approval_decision(
+            tool, self.approve, self.session_allowed, sandboxed=self.ws.sandbox.available
+        )
         if decision == "ask":
             answer = await self.approver(call) if self.approver else "deny"
             if answer == "allow_session":
                 self.session_allowed.add(call.name)
             decision = "allow" if answer in ("allow", "allow_session") else "deny"
         if decision != "allow":
-            return error_result(call.name, "the user did not approve this call; it was not run.")
+            why = "the user did not approve this call; it was not run."
+            if tool.kind == KIND_SHELL and not self.ws.sandbox.available:
+                why = (
+                    f"it was not run: there is no shell sandbox here ({self.ws.sandbox.reason}), "
+                    "so every shell command needs the user's approval, and it was not given."
+                )
+            return error_result(call.name, why)
         return await run_tool(call.name, dict(call.arguments), ctx)
 
     async def _finish(

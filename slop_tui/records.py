@@ -148,12 +148,19 @@ class UsageTotal:
     cached_tokens: int
 
 
+MEMO_USER = "user"
+MEMO_MODEL = "model"
+MEMO_UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Memo:
     id: int
     content: str
     tags: tuple[str, ...]
     created_at: float
+    source: str = "user"  # MEMO_USER, MEMO_MODEL or MEMO_UNKNOWN (saved before it was recorded)
+    quarantined: bool = False  # instruction-shaped, waiting for the user's /memo confirm
 
 
 @dataclass(frozen=True, slots=True)

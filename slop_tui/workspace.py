@@ -37,6 +37,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slop_tui.config import Config
 from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings, assemble
@@ -49,6 +50,9 @@ from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, co
 from slop_tui.handoff import pending_resume, record_handoff, resume_text
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
 from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
+
+if TYPE_CHECKING:
+    from slop_tui.tools.sandbox import Sandbox
 
 KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
@@ -96,6 +100,7 @@ class Workspace:
     _stored_counts: dict[str, int] = field(default_factory=dict, repr=False)
     # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
     _own_count: bool = field(default=False, repr=False)
+    _sandbox: Sandbox | None = field(default=None, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -256,6 +261,33 @@ class Workspace:
         except (TypeError, ValueError) as exc:
             self._warn(f"[context] {exc}; using the default layout.")
             return ContextSettings(truncation=self.truncation())
+
+    # -- the shell's sandbox -------------------------------------------------
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The OS sandbox shell commands run in (probed once per workspace)."""
+        if self._sandbox is None:
+            from slop_tui.config import user_config_path
+            from slop_tui.tools.sandbox import detect
+            from slop_tui.trust import trust_file
+
+            user_config = user_config_path(self.env)
+            self._sandbox = detect(
+                self.config.sandbox_mode,
+                self.env,
+                network=self.config.shell_network,
+                secret_files=(user_config, trust_file(user_config.parent)),
+            )
+        return self._sandbox
+
+    def secret_env_names(self) -> frozenset[str]:
+        """Variables named by a provider's `api_key_env`: the shell never gets them."""
+        names = set()
+        for entry in self.config.providers.values():
+            if isinstance(entry, dict) and isinstance(entry.get("api_key_env"), str):
+                names.add(entry["api_key_env"])
+        return frozenset(names)
 
     # -- providers ---------------------------------------------------------
 

@@ -89,6 +89,27 @@ def inflight(db: Path) -> list[dict]:
     return [json.loads(r[0]) for r in rows]
 
 
+def pids_with_cmdline(cmdline: bytes) -> list[int]:
+    """Host pids of live (non-zombie) processes with exactly this command line. A
+    command in the shell's sandbox sees pids of its own namespace (`$$`, `$!`), so a
+    test finds its processes from outside."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                if fh.read() != cmdline:
+                    continue
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    continue
+        except (OSError, IndexError):
+            continue
+        found.append(int(entry.name))
+    return found
+
+
 def kill_hard(proc: subprocess.Popen) -> None:
     """SIGKILL (no handler, no finally runs) and reap, so the pid is really gone."""
     proc.kill()

@@ -91,7 +91,7 @@ def test_layer_order_and_contents() -> None:
     assert "status != 'dropped'" in guidelines and "ORDER BY id DESC" in guidelines
     assert "SELECT substr(content, 1, 4000) FROM messages WHERE id=<ID>" in guidelines
     assert "substr(content, 4001, 4000)" in guidelines
-    assert "session_id = 'work'" in guidelines
+    assert "query_db sees only this session (`work`)" in guidelines
     assert p.layers[2].text == "\n## Global State (Anchor)\n### STATE\nGoal: a\n"
     assert p.layers[3].text == "\n## Active Scratchpad\n## Plan\n- [ ] step\n"
     memo_lines = [line for line in p.layers[4].text.splitlines() if line.startswith("- [memo")]

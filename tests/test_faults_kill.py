@@ -11,6 +11,7 @@ text, the tool's process started, the transaction is open).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ from tests.fault_support import (
     kill_hard,
     openai_env,
     orphan_calls,
+    pids_with_cmdline,
     query,
     spawn,
     wait_until,
@@ -119,20 +121,21 @@ async def test_sigkill_while_a_reply_streams(tmp_path, fake_llm):
 async def test_sigkill_while_a_tool_runs(tmp_path, fake_llm):
     db = tmp_path / ".slop" / "slop.db"
     pidfile = tmp_path / "tool.pid"
-    call = FakeToolCall("execute_bash", {"command": f"echo $$ > {pidfile}; exec sleep 60"})
+    # `$$` inside the shell's sandbox is a pid of its own namespace: the tool's process is
+    # found from outside by its command line.
+    call = FakeToolCall("execute_bash", {"command": f"echo $$ > {pidfile}; exec sleep 60.777"})
     fake_llm.enqueue(Reply(text="Let me check.", tool_calls=[call]))
     proc = _ask(tmp_path, fake_llm, "run the slow thing", "--approve", "all")
-    tool_pid = None
     try:
-        text = wait_until(
+        wait_until(
             lambda: pidfile.exists() and pidfile.read_text().strip(), "tool started", proc=proc
         )
-        tool_pid = int(text)
         kill_hard(proc)
     finally:
         kill_hard(proc)  # also closes its pipes when it already exited
-        if tool_pid is not None:  # the tool's own process group outlives its parent
-            os.killpg(tool_pid, signal.SIGKILL)
+        for pid in pids_with_cmdline(b"sleep\x0060.777\x00"):  # unsandboxed, it outlives its parent
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert integrity(db) == "ok"
     async with await Ledger.open(db) as led:
         (recovered,) = led.recovered

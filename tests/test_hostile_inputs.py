@@ -495,10 +495,13 @@ async def test_shell_output_bytes_decode_to_replacement_characters_and_round_tri
 
 async def test_query_db_shows_invalid_utf8_in_the_ledger_with_replacement_characters(ctx):
     await ctx.ledger._db.execute(
-        "INSERT INTO app_state(key, value) VALUES ('raw', CAST(x'6f6bff1b5b326a' AS TEXT))"
+        "INSERT INTO memos(content, tags, created_at) "
+        "VALUES (CAST(x'6f6bff1b5b326a' AS TEXT), '[\"raw\"]', 0)"
     )
     await ctx.ledger._db.commit()
-    ok, text, _ = await call(ctx, "query_db", sql="SELECT value FROM app_state WHERE key='raw'")
+    ok, text, _ = await call(
+        ctx, "query_db", sql="SELECT content AS value FROM memos WHERE tags = '[\"raw\"]'"
+    )
     assert ok and json.loads(text) == [{"value": "ok\ufffd\x1b[2j"}]
 
 

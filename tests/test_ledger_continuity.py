@@ -85,10 +85,10 @@ def _v1_database(path: Path) -> None:
 async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     _v1_database(path)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) >= 2
     led = await Ledger.open(path, count_tokens=len)
     try:
-        assert (await led._one("PRAGMA user_version"))[0] == 2
+        assert (await led._one("PRAGMA user_version"))[0] == SCHEMA_VERSION
         sess = await led.get_session("old")
         assert sess is not None
         assert (sess.scratchpad, sess.lane, sess.message_count, sess.token_total) == (
@@ -109,7 +109,8 @@ async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path)
         # the v1 summary is kept and in effect
         [summary] = await led.active_summaries("old")
         assert summary.content == "v1 summary"
-        assert [m.content for m in await led.list_memos()] == ["port 8080"]
+        # a memo from before provenance was recorded: its author is unknown
+        assert [(m.content, m.source) for m in await led.list_memos()] == [("port 8080", "unknown")]
         tables = {name for name, _ in await led.schema_sql()}
         assert {"compaction_log", "handoffs", "context_files"} <= tables
         # the new tables work on the upgraded file
@@ -126,7 +127,7 @@ async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path)
     # reopening does not migrate again
     led = await Ledger.open(path, count_tokens=len)
     try:
-        assert (await led._one("PRAGMA user_version"))[0] == 2
+        assert (await led._one("PRAGMA user_version"))[0] == SCHEMA_VERSION
         assert len(await led.compaction_log("old")) == 1
     finally:
         await led.close()

@@ -10,6 +10,7 @@ import pytest
 
 from slop_tui.orchestrator import Orchestrator, ToolCallEvent
 from tests.fakeserver import FakeToolCall, Reply
+from tests.fault_support import pids_with_cmdline
 from tests.workspace_fixtures import open_workspace
 
 
@@ -29,7 +30,9 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
     fake_llm.enqueue(
         Reply(
             tool_calls=[
-                FakeToolCall("execute_bash", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})
+                FakeToolCall(
+                    "execute_bash", {"command": f"sleep 30.4242 & echo $! > {pidfile}; wait"}
+                )
             ]
         )
     )
@@ -46,15 +49,15 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
         while not (pidfile.exists() and pidfile.read_text().strip()):
             assert time.monotonic() < deadline, "the tool never started"
             await asyncio.sleep(0.02)
-        child = int(pidfile.read_text())
-        assert _alive(child)
+        children = pids_with_cmdline(b"sleep\x0030.4242\x00")
+        assert children
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         deadline = time.monotonic() + 5
-        while _alive(child) and time.monotonic() < deadline:
+        while any(map(_alive, children)) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not _alive(child), "the tool's child process outlived the cancel"
+        assert not any(map(_alive, children)), "the tool's child process outlived the cancel"
         rows = await ws.ledger.session_messages(ws.session)
         assert [r.role for r in rows] == ["user", "assistant", "tool"]
         assert rows[-1].status == "error" and "cancelled" in rows[-1].content

@@ -190,7 +190,8 @@ async def test_hostile_statement_refused(ctx: ToolContext, sql: str) -> None:
 
 
 async def test_refusal_names_what_was_refused(ctx: ToolContext) -> None:
-    assert "DELETE on messages" in (await query(ctx, "DELETE FROM messages"))[1]
+    assert "a change to messages is not allowed" in (await query(ctx, "DELETE FROM messages"))[1]
+    assert "DELETE on messages" in (await query(ctx, "DELETE FROM main.messages"))[1]
     assert "PRAGMA writable_schema=ON" in (await query(ctx, "PRAGMA writable_schema=ON"))[1]
     assert "load_extension()" in (await query(ctx, "SELECT load_extension('x')"))[1]
     assert "only one statement" in (await query(ctx, "SELECT 1; SELECT 2"))[1]
@@ -311,3 +312,58 @@ async def test_describe_db(ctx: ToolContext) -> None:
     assert "substr(" in text.splitlines()[0]
     counted = await ctx.ledger.get_tool("describe_db")
     assert counted is not None and counted.call_count >= 1
+
+
+async def test_only_this_sessions_rows_are_visible(ctx: ToolContext) -> None:
+    other = await ctx.ledger.append_user("other-session", "my key is sk-other-session-key")
+    await ctx.ledger.set_scratchpad("other-session", "other plans")
+    await ctx.ledger.add_memo("quarantined text", ["q"], source="model", quarantined=True)
+    try:
+        ok, text = await query(ctx, "SELECT session_id, content FROM messages")
+        assert ok and "sk-other-session-key" not in text and "find the bug" in text
+        ok, text = await query(ctx, "SELECT name, scratchpad FROM sessions")
+        assert ok and "other plans" not in text
+        ok, text = await query(ctx, "SELECT count(*) AS n FROM memos WHERE content LIKE 'quar%'")
+        assert ok and json.loads(text) == [{"n": 0}]
+        for sql, table in (
+            ("SELECT content FROM main.messages", "messages"),
+            ("SELECT * FROM app_state", "app_state"),
+            ("SELECT * FROM main.sessions", "sessions"),
+            ("SELECT * FROM sqlite_sequence", "sqlite_sequence"),
+            (f"SELECT content FROM main.messages WHERE id = {other.id}", "messages"),
+            ("SELECT (SELECT content FROM main.messages LIMIT 1) AS c", "messages"),
+        ):
+            ok, text = await query(ctx, sql)
+            assert not ok and f"refused: reading {table}" in text, (sql, text)
+        result = await run_tool("describe_db", {}, ctx)
+        assert "-- messages: only this session's rows" in body(result)
+        assert "app_state" not in body(result)
+    finally:
+        await ctx.ledger._db.execute("DELETE FROM messages WHERE session_id = 'other-session'")
+        await ctx.ledger._db.execute("DELETE FROM sessions WHERE name = 'other-session'")
+        await ctx.ledger._db.execute("DELETE FROM memos WHERE content = 'quarantined text'")
+        await ctx.ledger._db.commit()
+
+
+# One SQLite function call is one VM step: only killing the worker process stops it.
+SINGLE_CALLS = {
+    "instr": "SELECT instr(hex(zeroblob(5000000)), hex(zeroblob(100000)) || '1') AS n",
+    "replace": "SELECT length(replace(replace(hex(zeroblob(9000000)), '0', '00'), '00', '0')) AS n",
+}
+
+
+@pytest.mark.parametrize("case", list(SINGLE_CALLS), ids=list(SINGLE_CALLS))
+async def test_the_time_limit_holds_inside_one_function_call(ctx: ToolContext, case: str) -> None:
+    start = time.monotonic()
+    ok, text = await query(ctx, SINGLE_CALLS[case])
+    elapsed = time.monotonic() - start
+    assert elapsed < ctx.db_time_limit + 1.0, elapsed
+    if case == "instr":
+        assert not ok and "0.5 s time limit" in text
+
+
+async def test_a_huge_statement_is_refused_before_parsing(ctx: ToolContext) -> None:
+    start = time.monotonic()
+    ok, text = await query(ctx, "SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 2_000_000) + ")")
+    assert not ok and "over the 100,000 limit" in text
+    assert time.monotonic() - start < 1.0

@@ -276,7 +276,7 @@ async def history_search(ws, args: str) -> CommandResult:
     "stats",
     None,
     "/stats",
-    "Usage per model, tool calls and skill activations.",
+    "Usage per model, tool calls, skill activations and the shell's sandbox.",
     CAT,
     aliases=("usage",),
 )
@@ -303,6 +303,12 @@ async def stats(ws, args: str) -> CommandResult:
     if skills:
         lines += ["", "## Skill activations", "| skill | activations |", "|---|---|"]
         lines += [f"| {s.name} | {s.activation_count} |" for s in skills]
+    lines += ["", "## Shell", f"Sandbox: {ws.sandbox.describe()}."]
+    if ws.config.untrusted:
+        lines.append(
+            f"Project config: {', '.join(ws.config.untrusted)} ignored until you trust this "
+            "folder (`slop-tui trust`)."
+        )
     return ok("\n".join(lines), data=totals)
 
 

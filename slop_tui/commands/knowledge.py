@@ -44,14 +44,27 @@ async def _memo(ws, args: str, usage: str):
     return memo
 
 
-@command("memo", "list", "/memo list", "Every memo with its tags.", CAT)
+def _origin(memo) -> str:
+    """Who wrote a memo, and whether it waits for /memo confirm."""
+    who = {"user": "you", "model": "the model"}.get(memo.source, "unknown")
+    return f"{who}, quarantined" if memo.quarantined else who
+
+
+@command(
+    "memo",
+    "list",
+    "/memo list",
+    "Every memo with its tags and author (quarantined ones wait for /memo confirm).",
+    CAT,
+)
 async def memo_list(ws, args: str) -> CommandResult:
     memos = await ws.ledger.list_memos()
     if not memos:
         return ok("No memos yet.", data=[])
-    lines = ["| id | tags | memo |", "|---|---|---|"]
+    lines = ["| id | tags | by | memo |", "|---|---|---|---|"]
     lines += [
-        f"| {m.id} | {', '.join(m.tags)} | {snippet(m.content, 57).replace('|', chr(92) + '|')} |"
+        f"| {m.id} | {', '.join(m.tags)} | {_origin(m)} | "
+        f"{snippet(m.content, 57).replace('|', chr(92) + '|')} |"
         for m in memos
     ]
     return ok("\n".join(lines), data=memos)
@@ -60,8 +73,34 @@ async def memo_list(ws, args: str) -> CommandResult:
 @command("memo", "show", "/memo show ID", "One memo in full.", CAT)
 async def memo_show(ws, args: str) -> CommandResult:
     memo = await _memo(ws, args, "/memo show ID")
+    hint = (
+        f"\n**Quarantined**: it reads like an instruction to the model; it is not used "
+        f"until /memo confirm {memo.id} (or /memo remove {memo.id})."
+        if memo.quarantined
+        else ""
+    )
     return ok(
-        f"### Memo {memo.id}\n**Tags**: {', '.join(memo.tags)}\n\n---\n\n{memo.content}", data=memo
+        f"### Memo {memo.id}\n**Tags**: {', '.join(memo.tags)}\n**By**: {_origin(memo)}{hint}"
+        f"\n\n---\n\n{memo.content}",
+        data=memo,
+    )
+
+
+@command(
+    "memo",
+    "confirm",
+    "/memo confirm ID",
+    "Release a quarantined memo the model saved, after reading it (/memo show ID).",
+    CAT,
+)
+async def memo_confirm(ws, args: str) -> CommandResult:
+    memo = await _memo(ws, args, "/memo confirm ID")
+    if not await ws.ledger.confirm_memo(memo.id):
+        raise CommandError(f"memo {memo.id} is not quarantined.")
+    return ok(
+        f"Memo {memo.id} confirmed: it is used in requests again, still marked as the "
+        "model's note.",
+        changed=("memos",),
     )
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from slop_tui.context.redact import redact_secrets
+
 STATE_HEADER = "### STATE"
 SCRATCHPAD_PREFIX = "SCRATCHPAD:"
 
@@ -80,13 +82,16 @@ def extract_state(text: str) -> str | None:
     `---` line, whichever comes first (stricter than the reference tool, which
     ignores a `---` when a heading follows later). Blocks with no body are
     skipped; of the rest the last one is returned.
+
+    The block is stored as a STATE version and sent with every later request,
+    so secrets in it are redacted (`redact_secrets`).
     """
     for block in reversed(_state_blocks(text)):
         header, _, body = block.partition("\n")
         # "### STATE: Goal: x" on one line still carries content.
         header_rest = header.strip()[len(STATE_HEADER) :].strip(" \t:")
         if body.strip() or header_rest:
-            return block
+            return redact_secrets(block)
     return None
 
 

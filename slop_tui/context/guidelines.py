@@ -58,30 +58,23 @@ _GUIDELINES = """## Conversation History Guidelines
   `SELECT length(content) FROM messages WHERE id=<ID>`, then
   `SELECT substr(content, 1, 4000) FROM messages WHERE id=<ID>`, then
   `SELECT substr(content, 4001, 4000) FROM messages WHERE id=<ID>`, then 8001, and so on.
-- To find older information, query the `messages` table (columns: id, session_id, group_id, role,
-  content, status, tool_name, created_at). Always filter `status != 'dropped'` (dropped messages were
-  undone by the user and are not true), use `ORDER BY id DESC` for the most recent first, and a LIMIT.
-  This session is {session_id}. Example:
-  `SELECT id, role, substr(content, 1, 500) FROM messages WHERE session_id = {session_literal}
-  AND status != 'dropped' AND content LIKE '%refactor plan%' ORDER BY id DESC LIMIT 5`
+- To find older information, query the `messages` table (columns: id, group_id, role, content,
+  status, tool_name, created_at). query_db sees only this session ({session_id}): `messages`,
+  `summaries`, `state_versions`, `usage`, `handoffs` hold this session's rows, and `memos`, `skills`
+  and `tools` are shared by all sessions; other sessions are not visible. Always filter
+  `status != 'dropped'` (dropped messages were undone by the user and are not true), use
+  `ORDER BY id DESC` for the most recent first, and a LIMIT. Example:
+  `SELECT id, role, substr(content, 1, 500) FROM messages WHERE status != 'dropped'
+  AND content LIKE '%refactor plan%' ORDER BY id DESC LIMIT 5`
 
 ### State Format
 {state_format}
 """
 
 
-def sql_literal(text: str) -> str:
-    """A single-quoted SQL string literal (quotes doubled)."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def history_guidelines(session_name: str) -> str:
     """The History Guidelines layer for one session."""
-    return _GUIDELINES.format(
-        session_id=f"`{session_name}`",
-        session_literal=sql_literal(session_name),
-        state_format=STATE_FORMAT,
-    )
+    return _GUIDELINES.format(session_id=f"`{session_name}`", state_format=STATE_FORMAT)
 
 
 def _one_line(text: str) -> str:

@@ -32,6 +32,29 @@ STOP_WORDS = frozenset(
     """.split()
 )
 
+# What makes a memo the model saved look like an instruction to a later model rather
+# than a note: a prompt-injection payload that would otherwise be injected into every
+# matching request of every session. Such a memo is quarantined until the user
+# confirms it (`/memo confirm ID`).
+_INSTRUCTION = re.compile(
+    r"(?i:\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|"
+    r"above|earlier|all|any|other|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|"
+    r"messages|guidelines|directions|context|memos?)\b)"
+    r"|\bSYSTEM\b"  # an upper-case SYSTEM: "SYSTEM OVERRIDE", "SYSTEM:"
+    r"|(?i:\boverrid(?:e|es|ing|den)\b)"
+    r"|(?i:\bsystem\s*(?:prompt|message|instruction|override|note)s?\b)"
+    r"|(?i:<\s*/?\s*(?:system|instructions?)\s*>|\[/?INST\]|<\|im_start\|>)"
+    r"|(?i:\b(?:you are now|from now on,? you|new instructions|act as (?:an? )?(?:unrestricted|"
+    r"jailbroken)|developer mode|do not (?:tell|inform|reveal (?:this )?to) the user)\b)"
+)
+
+
+def instruction_shaped(text: str) -> str | None:
+    """The phrase that makes `text` read like an instruction to the model, or None."""
+    m = _INSTRUCTION.search(text)
+    return " ".join(m.group(0).split()) if m else None
+
+
 # Everything that is not a word character or a slash separates words:
 # whitespace, punctuation and hyphens split, `snake_case` and `src/app.py`
 # paths stay whole (dots still split them, as in the reference tool).

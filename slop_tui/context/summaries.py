@@ -90,11 +90,14 @@ def _analysed(text: str) -> str:
 
 
 def _text(m: AnyMessage) -> str:
+    """What the extractive passes read of a message: its head and tail, with secrets
+    redacted first (a cut or an anchor pattern can split a key into pieces that no
+    longer look like one)."""
     if isinstance(m, Message):
         if m.status == STATUS_TOOL_CALL:
-            return _analysed(message_parser.assistant_text(m) or m.content)
-        return _analysed(m.content)
-    return _analysed(m.text)
+            return redact_secrets(_analysed(message_parser.assistant_text(m) or m.content))
+        return redact_secrets(_analysed(m.content))
+    return redact_secrets(_analysed(m.text))
 
 
 def _calls(m: AnyMessage) -> list[ToolCall]:
@@ -602,12 +605,19 @@ def extract_anchor_items(messages: Sequence[AnyMessage]) -> list[Anchor]:
     for m in messages:
         if _engine(m):
             continue
+        # `_text` has redacted secrets: the anchor patterns split a key at its hyphens
+        # (`sk-proj-AB…-CD…`), and a piece is no longer a recognisable key.
         text = _ENGINE_TEXT.sub(" ", _text(m))
         if m.role == "user":
             found += _user_items(text)
         elif m.role == "assistant":
-            args = " ".join(
-                str(v) for c in _calls(m) for v in c.arguments.values() if isinstance(v, str | int)
+            args = redact_secrets(
+                " ".join(
+                    str(v)
+                    for c in _calls(m)
+                    for v in c.arguments.values()
+                    if isinstance(v, str | int)
+                )
             )
             prose = text + "\n" + args
             found += [Anchor(KIND_URL, u) for u in _urls(prose)]

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from slop_tui.ledger.core import LedgerBase, LedgerError, now
-from slop_tui.records import Memo, Skill, Summary, ToolInfo
+from slop_tui.records import MEMO_USER, Memo, Skill, Summary, ToolInfo
 
 
 def _tags(raw: str) -> tuple[str, ...]:
@@ -19,7 +19,14 @@ def _tags(raw: str) -> tuple[str, ...]:
 
 
 def _memo(r: sqlite3.Row) -> Memo:
-    return Memo(r["id"], r["content"], _tags(r["tags"]), r["created_at"])
+    return Memo(
+        r["id"],
+        r["content"],
+        _tags(r["tags"]),
+        r["created_at"],
+        r["source"],
+        bool(r["quarantined"]),
+    )
 
 
 def _skill(r: sqlite3.Row) -> Skill:
@@ -49,17 +56,35 @@ def _fts_query(words: Sequence[str]) -> str:
 class KnowledgeMixin(LedgerBase):
     # -- memos -------------------------------------------------------------
 
-    async def add_memo(self, content: str, tags: Iterable[str]) -> Memo:
+    async def add_memo(
+        self,
+        content: str,
+        tags: Iterable[str],
+        *,
+        source: str = MEMO_USER,
+        quarantined: bool = False,
+    ) -> Memo:
+        """Store a memo; `source` is who wrote it, `quarantined` keeps it out of every
+        request, retrieval and query until `confirm_memo`."""
         if not content.strip():
             raise LedgerError("a memo needs some content.")
         clean = normalise_tags(tags)
         t = now()
         async with self.transaction() as db:
             cur = await db.execute(
-                "INSERT INTO memos(content, tags, created_at) VALUES (?,?,?)",
-                (content, json.dumps(clean), t),
+                "INSERT INTO memos(content, tags, created_at, source, quarantined) "
+                "VALUES (?,?,?,?,?)",
+                (content, json.dumps(clean), t, source, int(quarantined)),
             )
-        return Memo(cur.lastrowid, content, tuple(clean), t)
+        return Memo(cur.lastrowid, content, tuple(clean), t, source, quarantined)
+
+    async def confirm_memo(self, memo_id: int) -> bool:
+        """Release a quarantined memo (the user read it); False when it was not quarantined."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE memos SET quarantined = 0 WHERE id=? AND quarantined = 1", (memo_id,)
+            )
+            return cur.rowcount > 0
 
     async def get_memo(self, memo_id: int) -> Memo | None:
         row = await self._one("SELECT * FROM memos WHERE id=?", (memo_id,))
@@ -91,6 +116,9 @@ class KnowledgeMixin(LedgerBase):
     async def memo_candidates(self, keywords: Sequence[str]) -> tuple[list[Memo], dict[int, float]]:
         """Memos whose tags or content match any keyword, with their BM25 scores.
 
+        Quarantined memos are never candidates: they reach no request and no
+        `retrieve_memos` answer until the user confirms them.
+
         Tag matching (exact or hyphen part) and ranking are the context
         engine's job; this only narrows the set with two index searches.
         """
@@ -121,7 +149,8 @@ class KnowledgeMixin(LedgerBase):
         memos = [
             _memo(r)
             for r in await self._all(
-                f"SELECT * FROM memos WHERE id IN ({marks}) ORDER BY id", sorted(ids)
+                f"SELECT * FROM memos WHERE id IN ({marks}) AND quarantined = 0 ORDER BY id",
+                sorted(ids),
             )
         ]
         return memos, bm25

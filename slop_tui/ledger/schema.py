@@ -218,5 +218,16 @@ _V2 = [
     )""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+# Memo provenance: who wrote a memo (`user`, `model`, or `unknown` for memos saved
+# before this was recorded), and whether it waits in quarantine for the user's
+# confirmation (an instruction-shaped memo the model saved: never injected,
+# never retrieved, not visible to query_db until `/memo confirm`).
+_MEMO_PROVENANCE = [
+    "ALTER TABLE memos ADD COLUMN source TEXT NOT NULL DEFAULT 'user' "
+    "CHECK(source IN ('user','model','unknown'))",
+    "ALTER TABLE memos ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0",
+    "UPDATE memos SET source = 'unknown'",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _MEMO_PROVENANCE]
 SCHEMA_VERSION = len(MIGRATIONS)

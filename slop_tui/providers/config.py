@@ -2,9 +2,11 @@
 
 Environment variables give the default `openai`, `gemini` and (for Vertex AI)
 `gemini_gca` entries; a `[providers.NAME]` table in config.toml adds named
-endpoints or overrides fields of the env-derived entry of the same name
-(fields the table leaves out keep their env value, so a key can stay in the
-environment while the model is pinned in the file). An OpenAI-compatible
+endpoints or sets fields of the env-derived entry of the same name that the
+environment leaves unset (a key can stay in the environment while the model
+is pinned in the file). The environment outranks the files: a field a
+variable sets (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`, the
+`GEMINI_*` ones) keeps the variable's value whatever a file says. An OpenAI-compatible
 server (Ollama, vLLM, OpenRouter, llama.cpp) is kind `openai` with a
 `base_url`; without a key it gets the placeholder key `none`, which such
 servers ignore. `demo` is always present.
@@ -128,6 +130,25 @@ def _from_env(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
     return configs
 
 
+def _env_fields(env: Mapping[str, str]) -> dict[str, set[str]]:
+    """Per env-derived entry, the fields a variable set (these outrank any file)."""
+    out: dict[str, set[str]] = {"openai": set(), "gemini": set(), "gemini_gca": set()}
+    for entry, field_name, names in (
+        ("openai", "base_url", ("OPENAI_BASE_URL", "OPENAI_API_BASE")),
+        ("openai", "api_key", ("OPENAI_API_KEY",)),
+        ("openai", "model", ("OPENAI_MODEL",)),
+        ("gemini", "base_url", ("GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")),
+        ("gemini", "api_key", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+        ("gemini", "model", ("GEMINI_MODEL",)),
+        ("gemini", "api_version", ("GEMINI_API_VERSION", "GOOGLE_GENAI_API_VERSION")),
+        ("gemini_gca", "model", ("GEMINI_MODEL",)),
+        ("gemini_gca", "api_version", ("GOOGLE_GENAI_API_VERSION",)),
+    ):
+        if _env(env, *names) is not None:
+            out[entry].add(field_name)
+    return out
+
+
 def _opt_str(entry: Mapping[str, Any], key: str, where: str, errors: list[str]) -> str | None:
     value = entry.get(key)
     if value is None:
@@ -190,13 +211,18 @@ def _from_table(
         errors.append(f"{where}: extra must be a table")
         return None
 
+    # Only an entry of the same kind inherits env values; a new kind starts clean.
+    inherit = base if base is not None and base.kind == kind else None
+    if inherit is not None:  # what a variable set outranks the file
+        for set_by_env in _env_fields(env).get(name, ()):
+            fields[set_by_env] = None
+            if set_by_env == "api_key":
+                fields["api_key_env"] = None
     api_key = fields["api_key"]
     if api_key is None and fields["api_key_env"] is not None:
         api_key = _env(env, fields["api_key_env"])
         if api_key is None:
             errors.append(f"{where}: api_key_env {fields['api_key_env']} is not set")
-    # Only an entry of the same kind inherits env values; a new kind starts clean.
-    inherit = base if base is not None and base.kind == kind else None
     merged_extra = dict(inherit.extra) if inherit else {}
     merged_extra.update(extra)
     if project is not None:

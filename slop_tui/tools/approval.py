@@ -11,6 +11,10 @@ Policies (`--approve`, default `reads`):
 A tool's kind is its approval class, not whether it writes somewhere: the
 ledger-only tools (scratchpad, memos, skills) are "read" because they only
 change the agent's own notes.
+
+Without an OS sandbox for the shell (`sandbox.py`), every shell call asks,
+whatever the policy and whatever was allowed for the session (`all` and
+"allow for this session" do not lift it; `none` still refuses).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Set
 from enum import StrEnum
 
-from slop_tui.tools.base import KIND_READ, Tool, ToolResult, error_result
+from slop_tui.tools.base import KIND_READ, KIND_SHELL, Tool, ToolResult, error_result
 from slop_tui.tools.registry import get_tool
 
 POLICY_NONE = "none"
@@ -35,17 +39,26 @@ class Decision(StrEnum):
 
 
 def approval_decision(
-    tool: Tool | str, policy: str, session_allowed: Set[str] = frozenset()
+    tool: Tool | str,
+    policy: str,
+    session_allowed: Set[str] = frozenset(),
+    *,
+    sandboxed: bool = True,
 ) -> Decision:
     """allow, ask or deny one call of `tool` under `policy`.
 
     An unknown tool name is allowed: it cannot do anything, and `run_tool`
     answers it with an "unknown tool" error the model can learn from.
+    `sandboxed`: whether shell commands run in the OS sandbox.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown approval policy {policy!r}; use one of {', '.join(POLICIES)}")
     found = get_tool(tool) if isinstance(tool, str) else tool
-    if found is None or found.kind == KIND_READ or policy == POLICY_ALL:
+    if found is None or found.kind == KIND_READ:
+        return Decision.ALLOW
+    if found.kind == KIND_SHELL and not sandboxed:
+        return Decision.DENY if policy == POLICY_NONE else Decision.ASK
+    if policy == POLICY_ALL:
         return Decision.ALLOW
     if policy == POLICY_NONE:
         return Decision.DENY

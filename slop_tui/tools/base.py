@@ -21,6 +21,7 @@ from slop_tui.records import STATUS_COMPLETED, STATUS_ERROR
 
 if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
     from slop_tui.ledger import Ledger
+    from slop_tui.tools.sandbox import Sandbox
 
 KIND_READ = "read"
 KIND_WRITE = "write"
@@ -64,6 +65,11 @@ class ToolContext:
     # whole up to this (head and tail beyond it), recoverable through query_db.
     max_command_output_chars: int = 8_000_000
     cancel_event: asyncio.Event | None = None
+    # The shell's OS sandbox (None or unavailable: commands run unconfined; the
+    # orchestrator then asks before every one), and the variables it never gets
+    # besides the common credential names (the providers' `api_key_env`).
+    sandbox: Sandbox | None = None
+    secret_env_names: frozenset[str] = frozenset()
     # query_db limits (tests lower the time limit).
     db_time_limit: float = 2.0
     db_max_rows: int = 200
@@ -85,11 +91,16 @@ def frame(name: str, body: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A framed tool result; `ok` is False when the body starts with `Error: `."""
+    """A framed tool result; `ok` is False when the body starts with `Error: `.
+
+    `notice` is one line for the user, not the model (e.g. a memo was quarantined);
+    the orchestrator turns it into a `Notice` event.
+    """
 
     text: str
     ok: bool
     name: str
+    notice: str = ""
 
     @property
     def status(self) -> str:
@@ -108,15 +119,23 @@ class ToolResult:
         return text
 
 
-def ok_result(name: str, body: str) -> ToolResult:
-    return ToolResult(frame(name, body), True, name)
+def ok_result(name: str, body: str, notice: str = "") -> ToolResult:
+    return ToolResult(frame(name, body), True, name, notice)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a run function may return instead of a plain body: the body and a notice."""
+
+    body: str
+    notice: str = ""
 
 
 def error_result(name: str, message: str, detail: str = "") -> ToolResult:
     return ToolResult(frame(name, ToolError(message, detail).body()), False, name)
 
 
-RunFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+RunFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | Reply"]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """File tools: read_file, write_file, apply_patch, list_directory.
 
-All paths go through `paths.resolve_inside`, so nothing outside the project
-root is read or written. Blocking file I/O runs in a worker thread.
+All paths go through `paths.resolve_for_tool`, so nothing outside the project
+root is read or written, and neither are `.git/`, `.slop/` or the ledger.
+Blocking file I/O runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from slop_tui.tools.paths import (
     display,
     open_regular,
     read_text,
-    resolve_inside,
+    resolve_for_tool,
     write_text,
 )
 
@@ -83,7 +84,7 @@ def _read_range(
 )
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     root = ctx.root
-    path = resolve_inside(root, args["path"], "read_file")
+    path = resolve_for_tool(root, args["path"], "read_file", ctx.ledger.path)
     shown = display(root, path)
     start = args.get("start_line", 1)
     end = args.get("end_line")
@@ -131,7 +132,7 @@ def _write_report(shown: str, text: str, created: bool) -> str:
 )
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
     root = ctx.root
-    path = resolve_inside(root, args["path"], "write_file")
+    path = resolve_for_tool(root, args["path"], "write_file", ctx.ledger.path)
     shown = display(root, path)
     content = args["content"]
     created = await asyncio.to_thread(write_text, root, path, shown, content, "write_file")
@@ -193,7 +194,7 @@ def _quote(text: str, width: int = 60) -> str:
 )
 async def apply_patch(args: dict[str, Any], ctx: ToolContext) -> str:
     root = ctx.root
-    path = resolve_inside(root, args["path"], "apply_patch")
+    path = resolve_for_tool(root, args["path"], "apply_patch", ctx.ledger.path)
     shown = display(root, path)
     patches = args["patches"]
     if not patches:
@@ -276,7 +277,7 @@ def _walk(root: Path, start: Path, depth: int) -> tuple[list[str], bool]:
 )
 async def list_directory(args: dict[str, Any], ctx: ToolContext) -> str:
     root = ctx.root
-    path = resolve_inside(root, args["path"], "list_directory")
+    path = resolve_for_tool(root, args["path"], "list_directory", ctx.ledger.path)
     shown = display(root, path)
     if not path.exists():
         raise ToolError(f"list_directory: '{shown}' does not exist")

@@ -8,10 +8,11 @@ import json
 import weakref
 from typing import Any
 
-from slop_tui.context.memos import rank_memos, tag_matches
+from slop_tui.context.memos import instruction_shaped, rank_memos, tag_matches
 from slop_tui.context.redact import redact_secrets
 from slop_tui.ledger import LedgerError, normalise_tags
-from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
+from slop_tui.records import MEMO_MODEL
+from slop_tui.tools.base import KIND_READ, Reply, ToolContext, ToolError, tool
 
 ACTIVE_SKILLS_KEY = "active_skills"  # app_state: JSON list; skills belong to the workspace
 MAX_RETRIEVED_MEMOS = 20
@@ -84,18 +85,29 @@ def _memo_json(memo: Any) -> dict[str, Any]:
     },
     ["content", "tags"],
 )
-async def save_memo(args: dict[str, Any], ctx: ToolContext) -> str:
+async def save_memo(args: dict[str, Any], ctx: ToolContext) -> str | Reply:
     # A memo is sent again in later requests of every session: a key the model
-    # read in a tool output must not live on in one.
+    # read in a tool output must not live on in one, and text that reads like an
+    # order (a prompt injection the model picked up) waits for the user.
     content: str = args["content"]
     clean = redact_secrets(content)
+    shape = instruction_shaped(clean)
     try:
-        memo = await ctx.ledger.add_memo(clean, args["tags"])
+        memo = await ctx.ledger.add_memo(
+            clean, args["tags"], source=MEMO_MODEL, quarantined=shape is not None
+        )
     except LedgerError as exc:
         raise ToolError(f"save_memo: {exc}") from None
     tags = ", ".join(memo.tags) or "(none)"
     note = " Secrets in it were replaced by [REDACTED]." if clean != content else ""
-    return f"Memo {memo.id} saved. Tags: {tags}.{note}"
+    if shape is None:
+        return f"Memo {memo.id} saved. Tags: {tags}.{note}"
+    return Reply(
+        f"Memo {memo.id} was quarantined: it reads like an instruction ({shape!r}), not a "
+        f"note. It is not used until the user confirms it.{note} Save facts, not orders.",
+        f"The model saved memo {memo.id}, which reads like an instruction ({shape!r}); it is "
+        f"quarantined: /memo show {memo.id} to read it, /memo confirm {memo.id} to use it.",
+    )
 
 
 @tool(

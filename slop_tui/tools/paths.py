@@ -10,6 +10,12 @@ files (devices, FIFOs, sockets) are refused before opening and again with
 What this does not defend against: a process that swaps a *directory*
 component for a symlink between the check and the open. The agent's own
 shell tool could do that, but it already runs with the user's rights.
+
+`resolve_for_tool` adds the protected paths the model's file tools never
+touch, read or write (`protected`): `.git/` and `.slop/` at any depth (a
+written hook, `core.fsmonitor` or `.slop/config.toml` would run or configure
+code at the user's next `git status` or start), and the ledger file with its
+`-wal`, `-shm` and `-journal` siblings wherever `--db` put it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,38 @@ def resolve_inside(root: Path, raw: str, tool: str) -> Path:
             "file tools only work inside the project"
         )
     return resolved
+
+
+PROTECTED_DIRS = (".git", ".slop")
+_LEDGER_SIBLINGS = ("", "-wal", "-shm", "-journal")
+
+
+def protected(root: Path, path: Path, ledger: Path | None = None) -> str | None:
+    """Why the file tools refuse `path` (resolved, inside `root`), or None."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        parts = path.parts
+    for part in parts:
+        if part.casefold() in PROTECTED_DIRS:
+            return f"{part}/ is protected (the repository's and slop-tui's own files)"
+    if ledger is not None:
+        db = Path(ledger).resolve()
+        if path.parent == db.parent and any(path.name == db.name + s for s in _LEDGER_SIBLINGS):
+            return "it is slop-tui's ledger"
+    return None
+
+
+def resolve_for_tool(root: Path, raw: str, tool: str, ledger: Path | None = None) -> Path:
+    """`resolve_inside`, then refuse the protected paths (see the module docstring)."""
+    path = resolve_inside(root, raw, tool)
+    why = protected(root, path, ledger)
+    if why is not None:
+        raise ToolError(
+            f"{tool}: '{display(root, path)}' is off limits: {why}; the file tools never read "
+            "or change it"
+        )
+    return path
 
 
 def _through_symlink(root: Path, candidate: Path) -> bool:

@@ -18,6 +18,7 @@ from slop_tui.tools import db, files, knowledge, search, shell
 from slop_tui.tools.args import parse_arguments, validate
 from slop_tui.tools.base import (
     KIND_SHELL,
+    Reply,
     Tool,
     ToolContext,
     ToolError,
@@ -78,4 +79,6 @@ async def run_tool(
         await ctx.ledger.count_tool_call(name)
     except Exception:  # the count is bookkeeping; losing one must not lose the result
         log.warning("could not count a call of %s", name, exc_info=True)
+    if isinstance(body, Reply):
+        return _ok(name, cap_text(body.body, cap), body.notice)
     return _ok(name, cap_text(body, cap))

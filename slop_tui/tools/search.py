@@ -30,11 +30,13 @@ from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
 from slop_tui.tools.files import SKIP_DIRS
 from slop_tui.tools.paths import (
     BINARY_SNIFF_BYTES,
+    PROTECTED_DIRS,
     display,
     require_regular,
-    resolve_inside,
+    resolve_for_tool,
 )
 from slop_tui.tools.procs import run_process
+from slop_tui.tools.shell import shell_env
 
 MAX_LINES = 200
 MAX_LINE_CHARS = 500
@@ -66,8 +68,9 @@ async def in_git_work_tree(root: Path, ctx: ToolContext) -> bool:
 
 
 def _git_env() -> dict[str, str]:
-    # A GIT_DIR inherited from a hook or a parent git would point the search elsewhere.
-    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    # A GIT_DIR inherited from a hook or a parent git would point the search elsewhere;
+    # and git needs no credential to search.
+    return {k: v for k, v in shell_env().items() if k not in _GIT_ENV_DROP}
 
 
 def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
@@ -86,6 +89,7 @@ def _argv(git: bool, pattern: str, rel: str, context: int) -> list[str]:
             pattern,
             "--",
             rel,
+            *(f":(exclude,glob)**/{d}/**" for d in PROTECTED_DIRS),
         ]
     excludes = [f"--exclude-dir={d}" for d in sorted(SKIP_DIRS)]
     return [
@@ -192,7 +196,7 @@ async def _rescue(
     ctx_args = [f"-C{context}"] if context else []
     for index, name in enumerate(names[:MAX_RESCUED_FILES]):
         try:
-            path = resolve_inside(ctx.root, name, "grep")
+            path = resolve_for_tool(ctx.root, name, "grep", ctx.ledger.path)
             text = await asyncio.to_thread(data_without_holes, path)
         except (ToolError, OSError):
             continue
@@ -244,7 +248,7 @@ async def grep(args: dict[str, Any], ctx: ToolContext) -> str:
     if not pattern:
         raise ToolError("grep: the pattern is empty")
     root = ctx.root
-    target = resolve_inside(root, args["path"], "grep")
+    target = resolve_for_tool(root, args["path"], "grep", ctx.ledger.path)
     rel = display(root, target)
     if not target.is_dir():
         require_regular(target, rel, "grep")  # missing, FIFO, device or socket: refused
@@ -291,7 +295,7 @@ async def _search(git: bool, pattern: str, rel: str, context: int, ctx: ToolCont
         timeout=GREP_TIMEOUT,
         cancel_event=ctx.cancel_event,
         max_bytes=min(ctx.max_output_chars, 2_000_000),
-        env=_git_env() if git else None,
+        env=_git_env(),
     )
 
 

@@ -1,43 +1,18 @@
-"""execute_bash: one shell command in the project root."""
+"""execute_bash: one shell command in the project root, in the OS sandbox when there is one
+(`sandbox.py`), always without the user's credentials in its environment."""
 
 from __future__ import annotations
 
-import os
 import signal
 from typing import Any
 
 from slop_tui.tools.base import KIND_SHELL, ToolContext, ToolError, tool
 from slop_tui.tools.procs import run_process
+from slop_tui.tools.sandbox import shell_env
+
+__all__ = ["TOOLS", "execute_bash", "shell_env"]
 
 MAX_TIMEOUT = 3600.0
-
-# Pagers would only add noise (output is a pipe, stdin is closed); git must
-# never wait for credentials.
-_ENV_OVERRIDES = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
-
-
-# The model's shell must not be able to read the user's provider credentials
-# (a prompt-injected `env | curl …` would leak them), so they are removed.
-_SECRET_SUFFIXES = (
-    "_API_KEY",
-    "_API_TOKEN",
-    "_ACCESS_TOKEN",
-    "_SECRET",
-    "_SECRET_KEY",
-    "_PASSWORD",
-)
-_SECRET_NAMES = {"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"}
-
-
-def shell_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a shell tool gets: the user's, minus credentials, plus overrides."""
-    env = dict(os.environ if base is None else base)
-    for name in list(env):
-        upper = name.upper()
-        if upper in _SECRET_NAMES or upper.endswith(_SECRET_SUFFIXES):
-            del env[name]
-    env.update(_ENV_OVERRIDES)
-    return env
 
 
 def _exit_text(code: int) -> str:
@@ -51,11 +26,13 @@ def _exit_text(code: int) -> str:
 
 @tool(
     "execute_bash",
-    "Run a bash command in the project root (`bash -c`). stdin is closed, so interactive "
+    "Run a bash command in the project root (`bash -c`), in a sandbox where one is "
+    "available: the project is writable except .git/ and .slop/, the rest read-only, "
+    "network only when the user allows it. stdin is closed, so interactive "
     "programs get EOF. Returns stdout, then stderr under '### STDERR', then the exit code "
     "when it is not 0. The command and everything it started are killed at the timeout "
-    "(default 180 s). Background jobs that keep the output open are stopped when the "
-    "command ends; redirect their output (`cmd > log 2>&1 &`) to keep them running.",
+    "(default 180 s). Processes it started in the background end with it (in the sandbox "
+    "all of them; otherwise those that keep its output open).",
     KIND_SHELL,
     {
         "command": {"type": "string", "description": "The bash command line."},
@@ -73,15 +50,18 @@ async def execute_bash(args: dict[str, Any], ctx: ToolContext) -> str:
     if not command.strip():
         raise ToolError("execute_bash: the command is empty")
     timeout = float(args.get("timeout_seconds") or ctx.bash_timeout)
+    argv = ["bash", "-c", command]
+    if ctx.sandbox is not None and ctx.sandbox.available:
+        argv = ctx.sandbox.argv(argv, root=ctx.root, ledger=ctx.ledger.path)
     outcome = await run_process(
-        ["bash", "-c", command],
+        argv,
         cwd=ctx.root,
         timeout=timeout,
         cancel_event=ctx.cancel_event,
         # Room for the STDERR header and exit line; if both streams are huge,
         # run_tool's final cap trims the sum.
         max_bytes=max(1000, ctx.max_command_output_chars - 200),
-        env=shell_env(),
+        env=shell_env(secret_names=ctx.secret_env_names),
     )
     parts: list[str] = []
     if outcome.stdout:

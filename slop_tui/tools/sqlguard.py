@@ -13,6 +13,20 @@ Layers, each sufficient for writes on its own:
 5. a progress handler that interrupts the statement at its deadline or when
    the caller gives up.
 
+What the model may read is scoped (`scope_views`): the session's own rows of
+every per-session table and the global memos (not quarantined ones), skills
+and tools, each through a TEMP view of the same name that shadows the
+ledger's table. The authorizer lets a statement read a ledger table only
+through those views (the READ action names the view it comes through), so
+`main.messages`, `app_state` (prompt history, in-flight records of other
+sessions) and any table not listed in `SCOPED_ROWS`/`GLOBAL_ROWS` are refused.
+One predicate per table decides which rows are visible (`SCOPED_ROWS`).
+
+A single function call (`instr` over megabytes, `replace`) is one VM step:
+neither the progress handler nor `sqlite3_interrupt` stops it. That is why
+query_db runs each statement in a child process (`sqlworker.py`) that is
+killed at the deadline; this module is what that process runs.
+
 Two things a legitimate SELECT needs are arranged *before* the authorizer is
 installed, so the authorizer never has to allow a write-shaped action:
 virtual tables (FTS5 `memos_fts`, `json_each`, `pragma_table_info`) are
@@ -35,6 +49,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 MAX_VALUE_BYTES = 64 * 1024 * 1024
+# A statement longer than this is refused before SQLite parses it: parsing a
+# 2,000,000-item IN list took 5.6 s, all inside one call.
+MAX_SQL_CHARS = 100_000
 PROGRESS_OPS = 1000  # VM instructions between deadline checks
 
 # printf/format: `printf('%.*c', 2000000000, 'x')` spends ~30 s of CPU inside one VM
@@ -56,6 +73,28 @@ _EPONYMOUS = (
     "SELECT * FROM pragma_index_list('sqlite_master') LIMIT 0",
     "SELECT * FROM pragma_foreign_key_list('sqlite_master') LIMIT 0",
 )
+
+# Which ledger rows query_db sees: one predicate per table, `:session` being the
+# current session's name as an SQL literal. Every per-session table is listed;
+# a table in neither map is not visible at all (app_state holds the prompt
+# history and other sessions' in-flight text).
+SCOPED_ROWS = {
+    "sessions": "name = :session",
+    "messages": "session_id = :session",
+    "state_versions": "session_id = :session",
+    "usage": "session_id = :session",
+    "summaries": "session_id = :session",
+    "compaction_log": "session_id = :session",
+    "handoffs": "session_id = :session",
+    "context_files": "session_id = :session",
+}
+GLOBAL_ROWS = {
+    "memos": "quarantined = 0",  # a memo waiting for the user's confirmation is not shown
+    "skills": "1",
+    "tools": "1",
+}
+# Read directly: the schema.
+DIRECT_READS = frozenset({"sqlite_master", "sqlite_schema"})
 
 _ACTION_NAMES = {
     getattr(sqlite3, name): name.removeprefix("SQLITE_").replace("_", " ")
@@ -98,9 +137,15 @@ _ACTION_NAMES = {
 class Guard:
     """The authorizer; remembers the first refusal so the error can name it."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, views: frozenset[str] = frozenset(), through_views: frozenset[str] = frozenset()
+    ) -> None:
         self.top: int | None = None  # the first action of the user's statement
         self.refused: str | None = None
+        # The scope views, and the ledger tables a statement may read only through them
+        # (every table but the schema and the memo search index).
+        self.views = views
+        self.through_views = through_views
 
     def __call__(
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None
@@ -108,8 +153,16 @@ class Guard:
         if self.top is None:
             self.top = action
         if self.top == sqlite3.SQLITE_SELECT:
-            if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
+            if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
                 return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_READ:
+                if self._may_read(arg1 or "", db, src):
+                    return sqlite3.SQLITE_OK
+                self.refused = self.refused or (
+                    f"reading {arg1} (query_db sees this session's rows and the global memos, "
+                    f"skills and tools: {', '.join(sorted(self.views))})"
+                )
+                return sqlite3.SQLITE_DENY
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in DENIED_FUNCTIONS:
                 return sqlite3.SQLITE_OK
             if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in INTERNAL_PRAGMAS:
@@ -125,6 +178,11 @@ class Guard:
         if self.refused is None:
             self.refused = _describe(action, arg1, arg2)
         return sqlite3.SQLITE_DENY
+
+    def _may_read(self, table: str, db: str | None, src: str | None) -> bool:
+        if db == "temp" or table.lower() not in self.through_views:
+            return True  # a scope view itself, a CTE, a table function, the schema
+        return src is not None and src in self.views
 
 
 def _describe(action: int, arg1: str | None, arg2: str | None) -> str:
@@ -159,10 +217,46 @@ def _connect_virtual_tables(conn: sqlite3.Connection) -> None:
             pass
 
 
+def sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def scope_views(conn: sqlite3.Connection, session: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Create the TEMP views that shadow the ledger's tables with the visible rows.
+
+    Returns (the views, the ledger tables a statement may read only through them).
+    """
+    tables = {
+        name: sql
+        for name, sql in conn.execute("SELECT name, sql FROM main.sqlite_master WHERE type='table'")
+    }
+    views: set[str] = set()
+    for name, predicate in (*SCOPED_ROWS.items(), *GLOBAL_ROWS.items()):
+        if name not in tables:
+            continue
+        where = predicate.replace(":session", sql_literal(session))
+        conn.execute(
+            f"CREATE TEMP VIEW {_quote_ident(name)} AS SELECT * FROM main.{_quote_ident(name)} "
+            f"WHERE {where}"
+        )
+        views.add(name)
+    # The memo search index yields rowids; its text is read through the memos view.
+    hidden = {
+        name.lower()
+        for name in tables
+        if name.lower() not in DIRECT_READS and not name.startswith("memos_fts")
+    }
+    return frozenset(views), frozenset(hidden)
+
+
 def open_readonly(
-    path: Path, deadline: float, should_stop: Callable[[], bool]
+    path: Path, deadline: float, should_stop: Callable[[], bool], session: str | None = None
 ) -> tuple[sqlite3.Connection, Guard]:
-    """A guarded read-only connection; `deadline` is a `time.monotonic()` value."""
+    """A guarded read-only connection; `deadline` is a `time.monotonic()` value.
+
+    With `session`, the statement sees only that session's rows and the global
+    memos, skills and tools (`scope_views`).
+    """
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=1.0)
     try:
@@ -170,16 +264,20 @@ def open_readonly(
         conn.text_factory = lambda b: b.decode("utf-8", "replace")
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
+        views, hidden = (
+            scope_views(conn, session) if session is not None else (frozenset(), frozenset())
+        )
         conn.execute("PRAGMA query_only=ON")
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_CHARS * 4)
 
         def progress() -> int:
             return 1 if time.monotonic() > deadline or should_stop() else 0
 
         conn.set_progress_handler(progress, PROGRESS_OPS)
         _connect_virtual_tables(conn)
-        guard = Guard()
+        guard = Guard(views, hidden)
         conn.set_authorizer(guard)
     except BaseException:
         conn.close()

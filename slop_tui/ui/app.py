@@ -223,6 +223,11 @@ class SlopApp(App):
             warnings += apply_keymap(self, config.keymap, extra)
         for warning in warnings:
             self.notify(warning, severity="warning", timeout=15)
+        if config.untrusted:
+            self.show_banner(
+                f"{config.project_config} sets {', '.join(config.untrusted)}; ignored until "
+                "you trust this folder (ctrl+p → Trust this folder's config)"
+            )
         if note := self.theme_load.notification():
             self.notify(note, severity="warning", timeout=15)
         try:
@@ -255,6 +260,10 @@ class SlopApp(App):
             self.notify(recovered.note(), severity="warning", timeout=20)
         for warning in self.workspace.pop_warnings():  # provider settings, default_provider
             self.notify(warning, severity="warning", timeout=15)
+        import asyncio
+
+        # Probing bwrap starts a process (~30 ms): not on the event loop.
+        await asyncio.to_thread(lambda: self.workspace.sandbox)
         name, warns = pick_theme(
             self.available_themes, await saved_theme(self.workspace.ledger), config.theme
         )
@@ -396,7 +405,11 @@ class SlopApp(App):
         window = sess.window_size or "all"
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
         phase = f" · {self.phase}" if self.phase else ""
-        return neutralise(f"{self.workspace.session} · {label} · window {window}{lane}{phase}")
+        # Without an OS sandbox every shell command asks first: say so where it is always seen.
+        shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
+        return neutralise(
+            f"{self.workspace.session} · {label} · window {window}{lane}{shell}{phase}"
+        )
 
     def show_banner(self, text: str) -> None:
         banner = self.query_one("#banner", Static)
@@ -501,6 +514,11 @@ class SlopApp(App):
                 "STATE, scratchpad, gauge, preview",
                 self.action_toggle_right,
             ),
+            (
+                "Trust this folder's config…",
+                "Let .slop/config.toml set providers, keys and approvals",
+                self.action_trust_project,
+            ),
             ("Help", "Every key and command", self.action_help),
         ]
 
@@ -589,6 +607,48 @@ class SlopApp(App):
         with self._unless_closing():
             choice = await self.workspace.provider_choice()
             self.show_status(self._status(choice, await self.workspace.current()))
+
+    def action_trust_project(self) -> None:
+        self._trust_project()
+
+    @work(group="dialogs")
+    async def _trust_project(self) -> None:
+        """Show what the project file sets that needs trust; record the trust on yes."""
+        from slop_tui.trust import record_trust
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+        ws = self.workspace
+        if ws is None:
+            return
+        config = ws.config
+        if not config.project_config.is_file():
+            self.notify(f"There is no {config.project_config} to trust.", severity="warning")
+            return
+        held = ", ".join(config.untrusted) or "nothing that needs trust (it may change later)"
+        body = (
+            f"{config.project_config}\n\nIgnored until trusted: {held}.\n\nTrusted, it may send "
+            "your requests and keys to the servers it names and loosen approvals. A later "
+            "change to the file needs trusting again."
+        )
+        if not await self.push_screen_wait(
+            ConfirmScreen("Trust this folder's config?", body, yes="Trust")
+        ):
+            return
+        record_trust(config.project_root, config.user_config_dir or Path.home())
+        await self._reload_config()
+        self.notify(f"Trusted {config.project_config}; its settings apply now.")
+
+    async def _reload_config(self) -> None:
+        from slop_tui.config import load_config
+
+        ws = self.workspace
+        config = load_config(db=self._db, cwd=self._cwd, env=self._env)
+        ws.config = config
+        ws._sandbox = None  # [tools] sandbox / shell_network may have changed
+        if self.orchestrator is not None:
+            self.orchestrator.approve = config.approve
+        self.show_banner("")
+        await self.refresh_all()
 
     async def ask_approval(self, call) -> str:
         from slop_tui.ui.screens.dialogs import ApprovalScreen

@@ -1,0 +1,157 @@
+"""The trust boundary's figures: the secret detector on its corpus, and query_db's limit.
+
+    python bench/security.py [--runs N]
+
+1. The detector (`slop_tui/context/redact.py`) on the shipped corpus
+   `tests/data/secrets_corpus.toml`: recall (credential shapes whose secret
+   does not survive, whole or as a 10-character fragment) and the false-positive
+   rate (look-alikes that come out changed), plus its speed on 200,000
+   characters of code.
+2. `query_db` through `run_tool` with the default 2 s limit: how long a call
+   takes for statements that used to outrun the limit (one `instr` call ran
+   134 s, a 2,000,000-item `IN` list 5.6 s), a plain recursive bomb, and a
+   trivial SELECT (the cost of the worker process). Median and range of N runs.
+   Side by side, the same kind of `instr` call run the old way, in-process with
+   the progress handler and an interrupt from a watchdog thread at the limit
+   (smaller, so it ends): it runs on past the limit, because neither stops a
+   function call that is under way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from slop_tui.context.redact import redact_secrets  # noqa: E402
+from slop_tui.ledger import Ledger  # noqa: E402
+from slop_tui.tools import ToolContext, registry_rows, run_tool  # noqa: E402
+from slop_tui.tools.sqlguard import open_readonly  # noqa: E402
+
+CORPUS = ROOT / "tests" / "data" / "secrets_corpus.toml"
+LIMIT = 2.0
+STATEMENTS = {
+    "instr(10 MB text, 200 KB needle)": (
+        "SELECT instr(hex(zeroblob(5000000)), hex(zeroblob(100000)) || '1') AS n"
+    ),
+    "replace() over 60 MB": (
+        "SELECT length(replace(hex(zeroblob(30000000)), '0', '0')) AS n"
+    ),
+    "IN list of 2,000,000 items": (
+        "SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 2_000_000) + ")"
+    ),
+    "endless recursive CTE": (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
+    ),
+    "SELECT 1 (worker overhead)": "SELECT 1 AS x",
+}  # fmt: skip
+
+
+def leaks(secret: str, text: str, n: int = 10) -> bool:
+    if len(secret) <= n:
+        return secret in text
+    return any(secret[i : i + n] in text for i in range(len(secret) - n + 1))
+
+
+def detector_table(runs: int) -> None:
+    corpus = tomllib.loads(CORPUS.read_text(encoding="utf-8"))
+    pos, neg = corpus["positive"], corpus["negative"]
+    found = sum(not leaks(p["secret"], redact_secrets(p["text"])) for p in pos)
+    changed = sum(redact_secrets(n["text"]) != n["text"] for n in neg)
+    code = "".join(
+        p.read_text(encoding="utf-8") for p in sorted((ROOT / "slop_tui").rglob("*.py"))
+    )[:200_000]
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        redact_secrets(code)
+        times.append((time.perf_counter() - start) * 1000)
+    print("## Secret detector (tests/data/secrets_corpus.toml)\n")
+    print("| measure | value | target | result |")
+    print("|---|---|---|---|")
+    recall = found / len(pos)
+    fp = changed / len(neg)
+    print(f"| recall ({found} of {len(pos)} credential shapes) | {recall:.1%} | 100 % | "
+          f"{'PASS' if recall == 1 else 'FAIL'} |")  # fmt: skip
+    print(f"| false positives ({changed} of {len(neg)} look-alikes) | {fp:.1%} | ≤ 1 % | "
+          f"{'PASS' if fp <= 0.01 else 'FAIL'} |")  # fmt: skip
+    print(f"| redact 200,000 characters of code | {statistics.median(times):.1f} ms "
+          f"({min(times):.1f}–{max(times):.1f}) |  |  |\n")  # fmt: skip
+
+
+async def query_table(runs: int) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="slop-bench-security-"))
+    ledger = await Ledger.open(folder / "slop.db")
+    await ledger.register_tools(registry_rows())
+    await ledger.append_user("bench", "hello")
+    ctx = ToolContext(ledger=ledger, session="bench", project_root=folder, db_time_limit=LIMIT)
+    print(f"## query_db with a {LIMIT:g} s limit ({runs} runs each)\n")
+    print("| statement | median | range | outcome | target | result |")
+    print("|---|---|---|---|---|---|")
+    try:
+        for name, sql in STATEMENTS.items():
+            times, outcome = [], ""
+            for _ in range(runs):
+                start = time.monotonic()
+                result = await run_tool("query_db", {"sql": sql}, ctx)
+                times.append(time.monotonic() - start)
+                first = result.body.splitlines()[0]
+                outcome = (
+                    first.removeprefix("Error: query_db: ")[:48] if not result.ok else "answered"
+                )
+            med = statistics.median(times)
+            bound = LIMIT + 0.5
+            verdict = "PASS" if max(times) <= bound else "FAIL"
+            print(f"| {name} | {med:.3f} s | {min(times):.3f}–{max(times):.3f} s | "
+                  f"{outcome} | ≤ {bound:g} s | {verdict} |")  # fmt: skip
+        times = [in_process(ledger.path) for _ in range(runs)]
+        med = statistics.median(times)
+        print(f"| same kind of instr() call in-process, watchdog interrupt at {LIMIT:g} s (old way) "
+              f"| {med:.3f} s | {min(times):.3f}–{max(times):.3f} s | runs past the limit "
+              "|  |  |")  # fmt: skip
+    finally:
+        await ledger.close()
+
+
+IN_PROCESS_BOMB = "SELECT instr(hex(zeroblob(1500000)), hex(zeroblob(40000)) || '1') AS n"
+
+
+def in_process(path: Path) -> float:
+    """The old query_db: a guarded connection in this process, stopped by its progress
+    handler or by `interrupt()` from a timer at the limit."""
+    import sqlite3
+    import threading
+
+    start = time.monotonic()
+    conn, _ = open_readonly(path, start + LIMIT, lambda: False, "bench")
+    timer = threading.Timer(LIMIT, conn.interrupt)
+    timer.start()
+    try:
+        conn.execute(IN_PROCESS_BOMB).fetchall()
+    except sqlite3.OperationalError:
+        pass  # interrupted, once the call returned
+    finally:
+        timer.cancel()
+        conn.close()
+    return time.monotonic() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    detector_table(max(5, args.runs))
+    asyncio.run(query_table(max(5, args.runs)))
+
+
+if __name__ == "__main__":
+    main()

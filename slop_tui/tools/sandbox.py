@@ -1,0 +1,220 @@
+"""The OS sandbox `execute_bash` runs in: bubblewrap (`bwrap`), where it can run.
+
+A command the model writes may be hostile (a poisoned file or page in its
+context chose it). Inside the sandbox it sees:
+
+- the project folder writable, except `.git/` (read-only: a hook or
+  `core.fsmonitor` written there would run at the user's next `git status`)
+  and `.slop/` (hidden: the ledger holds every session, the project config
+  could redirect a provider);
+- the rest of the file system read-only, with the ledger file (wherever
+  `--db` put it), slop-tui's config folder (keys, trusted folders) and the
+  usual credential stores of the home folder (`~/.aws`, `~/.ssh`,
+  `~/.netrc`, …) hidden, a private `/tmp` and an empty `/run` (no Docker,
+  D-Bus or ssh-agent socket);
+- its own PID namespace and a private `/proc`: slop-tui's process, whose
+  environment and memory hold the provider keys, does not exist in there;
+- an environment without credentials (`shell_env`: every variable named by a
+  provider's `api_key_env`, the common cloud and VCS credential names, and
+  any value the secret detector recognises);
+- no network unless the user allows it (`[tools] shell_network = true`);
+- no capabilities, a new session (no controlling terminal: nothing can be
+  typed into the user's terminal), killed with slop-tui.
+
+Where bwrap is missing or cannot run (no user namespaces), `Sandbox.available`
+is False with the reason; the app says so in the header and in `/stats`, and
+every shell call asks for approval whatever the policy (`approval.py`).
+`[tools] sandbox = "off"` turns it off (a loosening: the project file cannot
+set it unless the folder is trusted). `SLOP_BWRAP` names the bwrap binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from slop_tui.context.redact import contains_secret
+
+SANDBOX_MODES = ("auto", "off")
+PROBE_TIMEOUT = 5.0
+
+# Variables the shell never gets, besides every `api_key_env` of the configured
+# providers and any whose value the secret detector recognises.
+SECRET_ENV_NAMES = frozenset(
+    {
+        "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY",
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+        "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_AUTH_ACCESS_TOKEN", "AZURE_CLIENT_SECRET",
+        "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_PAT", "GITLAB_TOKEN",
+        "GL_TOKEN", "CI_JOB_TOKEN", "BITBUCKET_TOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN",
+        "PYPI_TOKEN", "TWINE_PASSWORD", "DOCKER_PASSWORD", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+        "VAULT_TOKEN", "CODECOV_TOKEN", "HEROKU_API_KEY", "DIGITALOCEAN_TOKEN", "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO", "PGPASSWORD", "MYSQL_PWD", "DATABASE_URL",
+    }
+)  # fmt: skip
+_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "API_KEY", "CREDENTIAL")
+_SECRET_SUFFIXES = ("_KEY", "_PASS", "_PWD", "_AUTH")
+# Pagers would only add noise (output is a pipe, stdin is closed); git must never
+# wait for credentials.
+_ENV_OVERRIDES = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+# Credential stores in the home folder, hidden from the sandbox when they exist.
+HOME_SECRETS = (
+    ".aws", ".ssh", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube", ".azure",
+    ".npmrc", ".pypirc", ".config/gcloud", ".config/gh", ".config/hub", ".config/git/credentials",
+    ".terraform.d", ".cargo/credentials", ".cargo/credentials.toml", ".password-store",
+    ".local/share/keyrings",
+)  # fmt: skip
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return (
+        upper in SECRET_ENV_NAMES
+        or any(part in upper for part in _SECRET_PARTS)
+        or upper.endswith(_SECRET_SUFFIXES)
+    )
+
+
+def shell_env(
+    base: Mapping[str, str] | None = None, secret_names: Iterable[str] = ()
+) -> dict[str, str]:
+    """The environment a shell tool gets: the user's, minus credentials, plus overrides.
+
+    Removed: the names in `secret_names` (the providers' `api_key_env`), the
+    common credential names (`is_secret_name`), and any variable whose value
+    holds something the secret detector recognises (`DATABASE_URL` with a
+    password, a pasted key under any name).
+    """
+    env = dict(os.environ if base is None else base)
+    extra = {n.upper() for n in secret_names}
+    for name, value in list(env.items()):
+        if name.upper() in extra or is_secret_name(name) or contains_secret(value):
+            del env[name]
+    env.update(_ENV_OVERRIDES)
+    return env
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Whether and how shell commands are confined."""
+
+    bwrap: str | None  # a bwrap that ran the probe; None: no sandbox
+    reason: str  # why there is none, or what it is
+    network: bool = False  # the user allows the shell network access
+    hidden: tuple[Path, ...] = field(default=(), compare=False)  # extra paths to hide
+
+    @property
+    def available(self) -> bool:
+        return self.bwrap is not None
+
+    def describe(self) -> str:
+        """One line for `/stats` and the docs."""
+        if not self.available:
+            return f"no sandbox ({self.reason}): every shell command asks for approval"
+        net = "network allowed" if self.network else "no network"
+        return f"bubblewrap ({net}; project writable except .git/ and .slop/)"
+
+    def argv(self, command: Iterable[str], *, root: Path, ledger: Path | None) -> list[str]:
+        """`command` wrapped in bwrap (see the module docstring for what it sees)."""
+        if self.bwrap is None:
+            raise RuntimeError("no sandbox is available")
+        root = Path(root).resolve()
+        args = [
+            self.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+        if not self.network:
+            args.append("--unshare-net")
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+        if self.network:  # the resolver's files may live under /run
+            args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
+        args += ["--bind", str(root), str(root)]
+        git, slop = root / ".git", root / ".slop"
+        if git.exists():
+            args += ["--ro-bind", str(git), str(git)]
+        if slop.is_dir():
+            args += ["--tmpfs", str(slop), "--remount-ro", str(slop)]
+        hide = list(self.hidden)
+        if ledger is not None:
+            db = Path(ledger).resolve()
+            hide += [db.with_name(db.name + s) for s in ("", "-wal", "-shm", "-journal")]
+        for path in hide:
+            path = path.resolve()
+            if root.is_relative_to(path) or path.is_relative_to(slop):
+                continue  # it holds the project (a test's home folder), or is hidden already
+            args += _hide(path)
+        args += ["--chdir", str(root), "--", *command]
+        return args
+
+
+def _hide(path: Path) -> list[str]:
+    """bwrap arguments that put an empty, read-only thing over `path` (when it exists)."""
+    if path.is_symlink() or not path.exists():
+        return []
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
+
+
+def hidden_paths(env: Mapping[str, str], secret_files: Iterable[Path] = ()) -> tuple[Path, ...]:
+    """The home folder's credential stores and `secret_files` (slop-tui's user config
+    and its trusted-folder record), where they exist."""
+    home = Path(env.get("HOME") or Path.home())
+    out = [home / rel for rel in HOME_SECRETS] + [Path(p) for p in secret_files]
+    return tuple(p for p in out if p.exists() and not p.is_symlink())
+
+
+@lru_cache(maxsize=8)
+def _probe(bwrap: str) -> str | None:
+    """None when `bwrap` can build the sandbox here, else why not (one line)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--die-with-parent", "--cap-drop", "ALL", "--unshare-pid", "--unshare-net",
+             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} cannot run: {exc}"
+    if done.returncode != 0:
+        err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{bwrap} failed: {err[-1] if err else f'exit code {done.returncode}'}"
+    return None
+
+
+def detect(
+    mode: str = "auto",
+    env: Mapping[str, str] | None = None,
+    *,
+    network: bool = False,
+    secret_files: Iterable[Path] = (),
+) -> Sandbox:
+    """The sandbox this machine can run (`mode` "off": none, on purpose)."""
+    env = os.environ if env is None else env
+    if mode == "off":
+        return Sandbox(None, 'turned off by [tools] sandbox = "off"', network)
+    wanted = env.get("SLOP_BWRAP") or "bwrap"
+    found = shutil.which(wanted, path=env.get("PATH"))
+    if found is None:
+        return Sandbox(
+            None, f"{wanted} is not installed (Debian: apt-get install bubblewrap)", network
+        )
+    why = _probe(found)
+    if why is not None:
+        return Sandbox(None, why, network)
+    return Sandbox(found, "bubblewrap", network, hidden_paths(env, secret_files))

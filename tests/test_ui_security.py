@@ -1,0 +1,56 @@
+"""The trust boundary as the workspace shows it: the untrusted project config and its
+trust action, and the header's warning when the shell has no sandbox."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Static
+
+from slop_tui.ui.app import SlopApp
+from slop_tui.ui.screens.dialogs import ConfirmScreen
+from tests import test_app
+from tests.fakeserver import wait_for
+from tests.test_app import started
+from tests.test_app_actions import palette
+
+project = test_app.project  # a temporary project folder; SLOP_CONFIG in it, no keys
+SIZE = (140, 44)
+
+
+def make_app(root) -> SlopApp:
+    return SlopApp(db=str(root / ".slop" / "slop.db"), user_themes=False, blink=False)
+
+
+async def test_an_untrusted_project_config_is_shown_and_trusted_by_a_visible_action(project):
+    (project / ".slop").mkdir()
+    cfg = project / ".slop" / "config.toml"
+    cfg.write_text(
+        'approve = "all"\n[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+    )
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        assert ws.config.approve == "reads" and ws.provider_configs()["local"].base_url is None
+        banner = str(app.query_one("#banner", Static).render())
+        assert 'approve = "all"' in banner and "Trust this folder's config" in banner
+        await palette(pilot, "Trust this folder's config")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        dialog = " ".join(str(s.render()) for s in app.screen.query(Static))
+        assert "[providers.local] base_url" in dialog and "keys" in dialog
+        await pilot.press("y")
+        await wait_for(pilot, lambda: ws.config.approve == "all")
+        assert ws.provider_configs()["local"].base_url == "http://x/v1"
+        assert not app.query_one("#banner", Static).has_class("-shown")
+    record = json.loads((project / "trusted.json").read_text())
+    assert str(project.resolve()) in record["folders"]
+
+
+async def test_the_header_says_when_the_shell_has_no_sandbox(project, monkeypatch):
+    monkeypatch.setenv("SLOP_BWRAP", str(project / "no-bwrap"))
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert "shell: NO SANDBOX" in app.sub_title
+        assert not app.workspace.sandbox.available
