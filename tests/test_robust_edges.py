@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,7 +29,7 @@ from slop_tui.ledger import Ledger
 from slop_tui.records import NewMessage
 from slop_tui.safe_text import UNSAFE_CODEPOINTS
 from tests.fakeserver import FakeToolCall, Reply
-from tests.fault_support import child_env, openai_env, query, wait_until
+from tests.fault_support import child_env, openai_env, pids_with_cmdline, query, wait_until
 from tests.workspace_fixtures import open_workspace
 
 # Everything a hostile model or file can put in text: OSC 52 (clipboard write), OSC 0
@@ -268,18 +269,30 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _pids(folder: Path, *names: str) -> list[int]:
-    return [int((folder / n).read_text()) for n in names]
+def _unique_seconds() -> str:
+    """A `sleep` argument no other process has, so the test can find that process from
+    outside: a command in the shell's sandbox sees pids of its own namespace, so the
+    pids it could write down (`$!`, `$$`) are not the host's."""
+    return f"300.{random.randrange(10**8):08d}"
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+def _sleepers(*seconds: str) -> list[int] | None:
+    """Host pids of one live `sleep S` per argument, or None until all have started."""
+    found = [pids_with_cmdline(b"sleep\0" + s.encode() + b"\0") for s in seconds]
+    return [p[0] for p in found] if all(len(p) == 1 for p in found) else None
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm, sig):
     """SIGTERM and SIGHUP stop `ask` as Ctrl-C (SIGINT) does: the running tool's
     processes, a `setsid` one included, end with it."""
-    command = (
-        "setsid sleep 300 & echo $! > setsid.pid; "
-        "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
-    )
+    detached, child = _unique_seconds(), _unique_seconds()
+    command = f"setsid sleep {detached} & sleep {child} & wait"
     fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("execute_bash", {"command": command})]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "slop_tui.cli", "ask", "--approve", "all", "run it"],
@@ -291,11 +304,13 @@ def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm,
     )
     try:
         wait_until(
-            lambda: all((tmp_path / n).exists() for n in ("setsid.pid", "child.pid", "shell.pid")),
+            lambda: _sleepers(detached, child) is not None,
             "the tool started its processes",
             proc=proc,
         )
-        pids = _pids(tmp_path, "setsid.pid", "child.pid", "shell.pid")
+        pids = _sleepers(detached, child)
+        assert pids is not None
+        pids.append(_parent(pids[1]))  # the shell that started them
         assert all(_alive(p) for p in pids)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=20)
@@ -312,7 +327,8 @@ def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm,
 
 
 def test_a_setsid_child_is_killed_at_the_timeout(tmp_path, fake_llm):
-    command = "setsid sleep 300 & echo $! > setsid.pid; sleep 300"
+    detached = _unique_seconds()
+    command = f"setsid sleep {detached} & touch started; sleep 300"
     fake_llm.enqueue(
         Reply(
             tool_calls=[FakeToolCall("execute_bash", {"command": command, "timeout_seconds": 1})]
@@ -322,8 +338,8 @@ def test_a_setsid_child_is_killed_at_the_timeout(tmp_path, fake_llm):
     proc, took = run_cli(["ask", "--approve", "all", "run it"], tmp_path, openai_env(fake_llm))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "never retrieved" not in proc.stderr
-    [pid] = _pids(tmp_path, "setsid.pid")
-    wait_until(lambda: not _alive(pid), "the setsid child ended", timeout=3)
+    assert (tmp_path / "started").exists()
+    wait_until(lambda: _sleepers(detached) is None, "the setsid child ended", timeout=3)
     result = [m for m in fake_llm.last_chat.messages if m["role"] == "tool"][0]["content"]
     assert "timed out after 1 s; it and its child processes were killed" in result
 

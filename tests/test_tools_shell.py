@@ -241,3 +241,17 @@ def test_shell_env_drops_credentials_and_keeps_the_rest():
     )
     assert env["PATH"] == "/usr/bin" and env["HOME"] == "/root" and env["PAGER"] == "cat"
     assert not {"OPENAI_API_KEY", "MY_SERVICE_SECRET", "DB_PASSWORD", "GOOGLE_API_KEY"} & set(env)
+
+
+async def test_a_setsid_child_is_killed_at_the_timeout_without_a_sandbox(
+    ctx: ToolContext,
+) -> None:
+    """Unconfined (no sandbox), a child that left the process group with `setsid` is
+    still found (by parentage and the run's environment tag) and killed."""
+    assert ctx.sandbox is None
+    ok, text = await bash(
+        ctx, "setsid sleep 300 & echo $! > setsid.pid; sleep 300", timeout_seconds=1
+    )
+    assert not ok and "it and its child processes were killed" in text
+    pid = int((ctx.root / "setsid.pid").read_text())
+    assert wait_gone(pid, within=3)
