@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
-from slop_tui.compactor import Compactor
 from slop_tui.context import extract_scratchpad_signal, extract_state
 from slop_tui.context.budget import LEVEL_OK
 from slop_tui.context.guards import (
@@ -51,6 +50,8 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens
 from slop_tui.context.prompt import LAYER_FILES, LAYER_SUMMARY, Prompt, PromptMessage
+from slop_tui.continuity.compactor import Compactor
+from slop_tui.continuity.handoff import should_checkpoint
 from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event types)
     Approver,
     BudgetWarning,
@@ -67,7 +68,6 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     TurnStarted,
     UsageEvent,
 )
-from slop_tui.handoff import should_checkpoint
 from slop_tui.ledger import LedgerError, TurnJournal
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta

@@ -46,7 +46,7 @@ from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
 from slop_tui.context.prompt import Prompt, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
-from slop_tui.handoff import pending_resume, record_handoff, resume_text
+from slop_tui.continuity.handoff import pending_resume, record_handoff, resume_text
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
 from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
 

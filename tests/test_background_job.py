@@ -16,13 +16,13 @@ import threading
 
 import pytest
 
-import slop_tui.compactor as compactor_mod
+import slop_tui.continuity.compactor as compactor_mod
 import slop_tui.ledger.continuity as continuity_mod
-from slop_tui.compactor import MAX_ROLL_MESSAGES, Compactor, _roll_selection
 from slop_tui.config import load_config
 from slop_tui.context.compaction import boundary_prompt, boundary_request
 from slop_tui.context.redact import REDACTED, redact_secrets
 from slop_tui.context.summaries import standalone_summary_request
+from slop_tui.continuity.compactor import MAX_ROLL_MESSAGES, Compactor, _roll_selection
 from slop_tui.ledger import LedgerError
 from slop_tui.records import Message, NewMessage
 from slop_tui.workspace import Workspace

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from slop_tui import handoff as ho
-from slop_tui.handoff import (
+from slop_tui.continuity import handoff as ho
+from slop_tui.continuity.handoff import (
     GitInfo,
     build_handoff,
     capture_git,
@@ -300,7 +300,7 @@ async def test_record_handoff_and_resume_once(tmp_path: Path) -> None:
 
 def test_handoff_is_headless() -> None:
     code = (
-        "import sys, slop_tui.handoff, slop_tui.ledger.continuity; "
+        "import sys, slop_tui.continuity.handoff, slop_tui.ledger.continuity; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'openai', 'google'}))"
     )
     out = subprocess.run(

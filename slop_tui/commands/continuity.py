@@ -21,7 +21,7 @@ from slop_tui.commands.base import (
     parse_int,
     split_first,
 )
-from slop_tui.handoff import handoff_markdown, record_handoff
+from slop_tui.continuity.handoff import handoff_markdown, record_handoff
 from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane
 from slop_tui.records import DEFAULT_LANE, CompactionRecord
 from slop_tui.tools.base import ToolError
