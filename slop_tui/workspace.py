@@ -376,14 +376,11 @@ class Workspace:
         listed = await self.ledger.context_files(self.session)
         if not listed:
             return files, notes  # without importing the command layer (start-up time)
-        from slop_tui.commands.base import CommandError
-        from slop_tui.commands.continuity import read_context_file
-
         root = Path(self.config.project_root).resolve()
         for f in listed:
             try:
                 files.append(read_context_file(root, f.path))
-            except CommandError as exc:
+            except ContextFileError as exc:
                 notes.append(f"files: {f.path} left out ({exc}); /file remove {f.path} drops it")
         return files, notes
 
@@ -394,6 +391,28 @@ class Workspace:
             if m.role == "assistant" and m.status == STATUS_COMPLETED and m.content.strip():
                 return m.content
         return ""
+
+
+class ContextFileError(Exception):
+    """A `/file` path that cannot be put into the context; the message is one sentence."""
+
+
+def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str, str]:
+    """(root-relative path, text) of a project file; ContextFileError when refused.
+
+    The path rules are those of the file tools (tools.paths): inside the
+    project root after resolving symlinks, a regular file, UTF-8 text.
+    """
+    from slop_tui.tools.base import ToolError
+    from slop_tui.tools.paths import display, read_text, resolve_inside
+
+    try:
+        resolved = resolve_inside(root, path, label)
+        shown = display(root, resolved)
+        return shown, read_text(resolved, shown, label)
+    except ToolError as exc:
+        text, prefix = str(exc), f"{label}: "
+        raise ContextFileError(text[len(prefix) :] if text.startswith(prefix) else text) from None
 
 
 def _last_answer_group(window: list[Message]) -> int | None:

@@ -11,6 +11,7 @@ import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
+from slop_tui import workspace
 from slop_tui.commands.base import (
     TABLE,
     CommandError,
@@ -25,7 +26,7 @@ from slop_tui.continuity.handoff import handoff_markdown, record_handoff
 from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane
 from slop_tui.records import DEFAULT_LANE, CompactionRecord
 from slop_tui.tools.base import ToolError
-from slop_tui.tools.paths import display, read_text, resolve_inside, write_text
+from slop_tui.tools.paths import display, resolve_inside, write_text
 
 CAT = "Context & history"
 CAT_SESSIONS = "Sessions"
@@ -236,17 +237,11 @@ async def handoff_export(ws, args: str) -> CommandResult:
 
 
 def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str, str]:
-    """(root-relative path, text) of a project file; CommandError when refused.
-
-    The path rules are those of the file tools (tools.paths): inside the
-    project root after resolving symlinks, a regular file, UTF-8 text.
-    """
+    """`workspace.read_context_file` with its refusal as a CommandError."""
     try:
-        resolved = resolve_inside(root, path, label)
-        shown = display(root, resolved)
-        return shown, read_text(resolved, shown, label)
-    except ToolError as exc:
-        raise _tool_error(exc, label) from None
+        return workspace.read_context_file(root, path, label)
+    except workspace.ContextFileError as exc:
+        raise CommandError(str(exc)) from None
 
 
 @command(
