@@ -174,6 +174,12 @@ class ToolInfo:
     call_count: int = 0
 
 
+# `summaries.superseded`: whether a stored summary may stand for its rows.
+SUMMARY_VALID = 0
+SUMMARY_DISCARDED = 1  # `/context uncompact`
+SUMMARY_STALE = 2  # a group it covers was dropped, restored, removed or undone since
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """A rolling summary of a span of messages (compaction, lanes)."""
@@ -187,6 +193,13 @@ class Summary:
     content: str
     version: int
     created_at: float
+
+    def overlaps(self, first_id: int, last_id: int | None = None) -> bool:
+        """Whether the span holds a row with an id from `first_id` to `last_id` (None: any
+        later id): the test of what an edit of the history takes out of date."""
+        return self.last_message_id >= first_id and (
+            last_id is None or self.first_message_id <= last_id
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +260,8 @@ class CompactionRecord:
     last_message_id: int | None
     detail: str
     created_at: float
-    undone: bool = False  # its summary was un-compacted (superseded)
+    undone: bool = False  # its summary was discarded (`/context uncompact`)
+    stale: bool = False  # its summary is out of date: the history it covers changed
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,21 +34,43 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slop_tui.config import Config
-from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings, assemble
+from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
+from slop_tui.context.plan import (
+    MAX_PENDING_ROWS,
+    ContextPlan,
+    PlanInputs,
+    PlanSettings,
+    build_plan,
+    head_summary,
+)
 from slop_tui.context.prompt import Prompt, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
-from slop_tui.continuity.handoff import pending_resume, record_handoff, resume_text
+from slop_tui.continuity.handoff import (
+    current_handoff,
+    pending_resume,
+    record_handoff,
+    resume_text,
+)
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
-from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
+from slop_tui.records import (
+    DEFAULT_SESSION,
+    STATUS_COMPLETED,
+    Handoff,
+    Message,
+    Session,
+    Skill,
+    Summary,
+)
 
 KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
@@ -294,18 +316,21 @@ class Workspace:
         enabled = {t.name for t in await self.ledger.list_tools() if t.enabled}
         return [spec for spec in tool_specs() if spec.name in enabled]
 
-    async def display_prompt(self, strategy: str | None = None) -> tuple[Prompt, bool]:
-        """The next request for the gauge and the preview, and whether its counts are
-        estimates. Never builds the tokenizer (see the module docstring): texts it
-        has not counted before are estimated until it is built."""
+    async def display_plan(
+        self, strategy: str | None = None, *, edit: Edit | None = None
+    ) -> tuple[ContextPlan, bool]:
+        """The plan of the next request for the panes (marks, gauge, preview, labels), and
+        whether its counts are estimates. Never builds the tokenizer (see the module
+        docstring): texts it has not counted before are estimated until it is built.
+        `edit`: the plan as it would be after that edit (a projection)."""
         if self._own_count:
-            return await self.prompt(strategy), False
+            return await self.plan(strategy, edit=edit), False
         count = DisplayCount(self.counter)
-        prompt = await self.prompt(strategy, count_tokens=count)
-        if not count.estimated and count.used != self._stored_counts:
+        plan = await self.plan(strategy, count_tokens=count, edit=edit)
+        if edit is None and not count.estimated and count.used != self._stored_counts:
             self._stored_counts = count.used
             await self.ledger.set_setting(KEY_TOKEN_COUNTS, json.dumps(count.used))
-        return prompt, bool(count.estimated)
+        return plan, bool(count.estimated)
 
     async def prompt(
         self,
@@ -314,17 +339,60 @@ class Workspace:
         count_tokens: Callable[[str], int] | None = None,
         upto: int | None = None,
     ) -> Prompt:
-        """Assemble the next request from the ledger (what is shown is what is sent).
+        """The next request exactly as it is sent: `plan(...).request`."""
+        return (await self.plan(strategy, count_tokens=count_tokens, upto=upto)).request
+
+    async def plan(
+        self,
+        strategy: str | None = None,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        upto: int | None = None,
+        elided: frozenset[int] = frozenset(),
+        summarized: bool = False,
+        before_summary: int | None = None,
+        edit: Edit | None = None,
+    ) -> ContextPlan:
+        """Read the ledger and build the context plan of the next request (what is shown
+        is what is sent: the orchestrator sends `plan.request`).
 
         `count_tokens` counts the texts that carry no stored count (default: the
         ledger's counter, exact, building the tokenizer if needed). `upto`: the
         running turn's group; groups another process opened after it are later
         turns, not this request's history, so it stays the current request.
+        `elided`: tool results elided earlier in this turn (they stay elided).
+        `summarized` / `before_summary`: a guard summary was made for this request.
+        `edit`: read the ledger as it would be after that edit (a projection).
         """
-        if strategy is None:
-            strategy = (await self.provider_choice()).strategy
+        choice = await self.provider_choice()
+        strategy = strategy or choice.strategy
+        hide, show = (edit.hide, edit.show) if edit is not None else ((), ())
         sess = await self.current()
-        window = await self._window_upto(sess, upto)
+        window = await self._window_upto(sess, upto, hide, show)
+        comp = self.compaction_settings()
+        summaries: list[Summary] = []
+        backlog: list[Message] = []
+        complete = True
+        if comp.enabled:
+            summaries = [
+                x
+                for x in await self.ledger.summaries(self.session, sess.lane)
+                if edit is None or not edit.invalidates(x)
+            ]
+            start = min((m.group_id for m in window if m.group_id is not None), default=None)
+            head = head_summary(summaries, start, sess.lane)
+            if start is not None:
+                backlog = await self.ledger.lane_backlog(
+                    self.session,
+                    sess.lane,
+                    start,
+                    head.last_message_id if head is not None else 0,
+                    MAX_PENDING_ROWS + 1,
+                    newest=True,
+                    hide=hide,
+                    show=show,
+                )
+                backlog, complete = _whole_groups(backlog, MAX_PENDING_ROWS)
         state = await self.ledger.current_state(self.session)
         keywords = extract_keywords(latest_user_text(window))
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
@@ -332,7 +400,7 @@ class Workspace:
         files, notes = await self.context_files()
         reply_to = lane_group(sess.lane)
         quoted = await self._final_answer(reply_to) if reply_to is not None else ""
-        resume = self.pending_handoff
+        resume = self._resume_text(state.content if state else None, sess)
         inputs = AssemblyInputs(
             session=sess,
             messages=window,
@@ -342,24 +410,58 @@ class Workspace:
             memos=memos,
             skills=await self.skills(),
             tools=await self.enabled_tools(),
-            summaries=await self.ledger.active_summaries(self.session, sess.lane),
             files=files,
-            resume=resume_text(resume) if resume and resume.session == self.session else "",
+            resume=resume,
             quoted=quoted,
             quoted_group=reply_to,
             focus=focus_note(reply_to, _last_answer_group(window)),
         )
-        prompt = assemble(inputs, self.context_settings(), count_tokens or self.ledger.count_tokens)
+        settings = PlanSettings(
+            context=self.context_settings(),
+            compaction=comp,
+            model=self.model_info(choice.model),
+        )
+        plan = build_plan(
+            PlanInputs(
+                assembly=inputs,
+                backlog=backlog,
+                backlog_complete=complete,
+                summaries=summaries,
+                elided=elided,
+                now=time.time(),
+                summarized=summarized,
+                before_summary=before_summary,
+            ),
+            settings,
+            count_tokens or self.ledger.count_tokens,
+        )
         if notes:
-            prompt = replace(prompt, notes=(*prompt.notes, *notes))
-        return prompt
+            request = replace(plan.request, notes=(*plan.request.notes, *notes))
+            plan = replace(plan, request=request)
+        return plan
 
-    async def _window_upto(self, sess: Session, upto: int | None) -> list[Message]:
+    def _resume_text(self, state: str | None, sess: Session) -> str:
+        """The `## Resuming` layer: the pending handoff, rebuilt from the current ledger
+        (an undone, dropped or removed group's goal never comes back through it)."""
+        stored = self.pending_handoff
+        if stored is None or stored.session != self.session:
+            return ""
+        return resume_text(current_handoff(stored, state, sess.scratchpad))
+
+    async def _window_upto(
+        self,
+        sess: Session,
+        upto: int | None,
+        hide: Collection[int] = (),
+        show: Collection[int] = (),
+    ) -> list[Message]:
         """The window, without groups newer than `upto` (only another workspace on the
         same session can open one mid-turn); still `window_size` groups when there are."""
         size = sess.window_size
         while True:
-            window = await self.ledger.window(self.session, size, lane=sess.lane)
+            window = await self.ledger.window(
+                self.session, size, lane=sess.lane, hide=hide, show=show
+            )
             if upto is None or not window or window[-1].group_id <= upto:
                 return window
             kept = [m for m in window if m.group_id <= upto]
@@ -413,6 +515,38 @@ def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str,
     except ToolError as exc:
         text, prefix = str(exc), f"{label}: "
         raise ContextFileError(text[len(prefix) :] if text.startswith(prefix) else text) from None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An edit of the history, for a projection (`Workspace.plan(edit=...)`): groups as
+    if dropped (`hide`) or restored (`show`)."""
+
+    hide: frozenset[int] = frozenset()
+    show: frozenset[int] = frozenset()
+
+    @classmethod
+    def drop(cls, group_id: int) -> Edit:
+        return cls(hide=frozenset({group_id}))
+
+    @classmethod
+    def restore(cls, group_id: int) -> Edit:
+        return cls(show=frozenset({group_id}))
+
+    def invalidates(self, summary: Summary) -> bool:
+        """Whether the edit takes this summary out of date (as `Ledger.history_changed`
+        does: a summary whose span holds a row of an edited group)."""
+        return any(summary.overlaps(g) for g in self.hide | self.show)
+
+
+def _whole_groups(rows: list[Message], limit: int) -> tuple[list[Message], bool]:
+    """The newest `limit` rows of `rows` (oldest first) without splitting a group, and
+    whether nothing was left out."""
+    if len(rows) <= limit:
+        return rows, True
+    kept = rows[len(rows) - limit :]
+    cut = kept[0].group_id
+    return [m for m in kept if m.group_id != cut], False
 
 
 def _last_answer_group(window: list[Message]) -> int | None:

@@ -160,10 +160,22 @@ async def context_restore(ws, args: str) -> CommandResult:
     CAT,
 )
 async def context_rebuild(ws, args: str) -> CommandResult:
-    if ws.rebuild_state is not None:
-        text = await ws.rebuild_state()
-        if text:
-            return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
+    if args.strip():
+        raise UsageError("/context rebuild takes no arguments.")
+    rebuild, own = ws.rebuild_state, None
+    if rebuild is None:  # `slop-tui exec`: no turn has set one up, so ask the model here
+        from slop_tui.orchestrator import Orchestrator
+
+        own = Orchestrator(ws)
+        rebuild = own.rebuild_state
+    try:
+        text = await rebuild()
+    finally:
+        if own is not None:
+            await own.aclose()
+            ws.rebuild_state = None
+    if text:
+        return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
     return await rederive_state(ws, "no model was reachable, so")
 
 
@@ -295,6 +307,16 @@ async def stats(ws, args: str) -> CommandResult:
         ]
     else:
         lines.append("No usage recorded yet.")
+    purposes = await ws.ledger.usage_by_purpose(ws.session)
+    background = [p for p in purposes if p[0] != "turn"]
+    if background:
+        lines += [
+            "",
+            "## Background model calls (summaries, compaction)",
+            "| purpose | calls | prompt | completion |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {p} | {c} | {pt} | {ct} |" for p, c, pt, ct in background]
     tools = [t for t in await ws.ledger.list_tools() if t.call_count]
     if tools:
         lines += ["", "## Tool calls (all sessions)", "| tool | calls |", "|---|---|"]

@@ -1,62 +1,51 @@
-"""Compaction jobs that need the ledger or a model call (issue 6); headless.
+"""Summaries that need the ledger or a model call; headless.
 
-The pure engine (`slop_tui.context.guards`, `.compaction`, `.summaries`)
-decides what to summarise and how; this module does it:
+The pure engine decides what a request holds and when a summary is needed
+(`slop_tui.context.plan`, `.guards`, `.compaction`); this module makes the
+summaries and stores them:
 
 - `summarize_for_request`: the guard ladder's summarize step, before a
-  request (also inside a tool loop). The summary request is the applied
-  request itself plus the instruction (`summary_request`), so the provider's
-  prefix cache covers it.
+  request (also inside a tool loop). The summary request is the request
+  itself plus the instruction (`summary_request`), so the provider's prefix
+  cache covers it.
 - `after_reply`: background compaction after an answer (seed 003): when the
   next request's history is above `compaction_trigger_tokens`, a topic
   boundary (`[compaction] detector_model`; none configured or a failed call
   gives `SAFE_BOUNDARY`), `decide`, then truncate (the detector's one-line
   summary, no model call) or summarize (the last sent request plus the reply,
   same prefix again).
-- `lane_summary`: the rolling summary of the rows of a lane that left the
-  recency window (seed 002), with a standalone request. One active lane
-  summary per lane: each roll covers the previous one's span plus the new
-  rows (`Ledger.roll_summary`), integrates its prose (cut to about
-  `summary_budget_tokens`) and carries its anchors (`merge_anchors`: deduplicated,
-  at most `lane_max_anchors`, the user's constraints and decisions always kept);
-  it reports the same `Compaction` started / done / failed phases.
+- `lane_summary`: when the plan says a lane summary is due (seed 002's
+  thresholds over the rows that left the window and are sent word for word
+  until one covers them), the oldest of those rows are summarised with a
+  standalone request.
 
-Every path ends the same way: the summary text (or `extractive_summary` of
-the covered rows when the model call fails or answers with tool calls or
-nothing) goes through `complete_summary` (missing anchors appended, secrets
-redacted), `Ledger.summarize_span` hides EVERY visible row of the lane up to
-the last covered id (rows older than the window too, or the window would
-pull them back in), the request is re-assembled and measured, and
-`log_compaction` writes the audit record. Compactions (not lane summaries)
-also record a `compaction` handoff. Nothing is deleted: `/context uncompact
-SUMMARY_ID` restores the rows exactly.
+Every summary rolls over the one the request holds (`ContextPlan.head`): it
+covers the lane from that summary's first message to its own last, its prose
+integrates the earlier one (cut to about `summary_budget_tokens`), and its
+anchors are the earlier ones plus the new rows', merged and capped
+(`merge_anchors`). A summary never changes a row: it is a cache the plan uses
+while its span lies outside the window (or, for a compaction, while the
+request is under pressure); an edit of the history under it takes it out of
+date (`Ledger.history_changed`) and the plan falls back to an older one.
 
-Compaction summaries (guard, after-reply) stack: each covers its own span and
-the summary layer shows every active summary of the lane, oldest first. A new summary is asked not to
-repeat the ones already in the request (and anchors they hold are not
-appended again), so un-compacting any one of them restores the exact
-request from before it.
+Each model call is made through `call` (the orchestrator's: one retry at
+most, a deadline); when it fails, answers with tool calls or says nothing, the
+extractive summary of the covered rows is stored instead. Secrets are
+redacted, the audit record written, and compactions (not lane summaries)
+record a `compaction` handoff.
 
-`[compaction] summary_model` sends summaries to a (cheaper) model of the same
-provider with a standalone request over the covered rows (a different model
-shares no cache with the session's prefix).
-
-This runs as the turn's background job while the user types, so it never holds
-the event loop for long (issue 5): the pure work over many messages (building a
-summary request, the extractive fallback, anchors, redaction, `decide`, a roll
-over a whole backlog) runs in a worker thread (`asyncio.to_thread`; the ledger
-stays on the loop), and the ledger is asked for the rows a step needs (the
-oldest rows that left the window, the ids a summary hides), never for the whole
-lane: at 20,000 messages that read was ~35 MB of rows and half a second of the
-loop.
+This runs as the turn's background job while the user types, so it never
+holds the event loop for long: the pure work over many messages (summary
+requests, the extractive fallback, anchors, redaction, `decide`) runs in a
+worker thread (`asyncio.to_thread`; the ledger stays on the loop), and the
+ledger is asked for the rows a step needs, never for the whole lane.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slop_tui.context.budget import CompactionSettings, budget_report
@@ -67,12 +56,18 @@ from slop_tui.context.compaction import (
     SAFE_BOUNDARY,
     boundary_request,
     decide,
-    lane_summary_due,
     parse_boundary,
     truncate_summary,
 )
 from slop_tui.context.guards import GuardStep
-from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Prompt, PromptMessage
+from slop_tui.context.plan import (
+    KIND_COMPACTION,
+    KIND_GUARD,
+    KIND_LANE,
+    KIND_TRUNCATE,
+    ContextPlan,
+)
+from slop_tui.context.prompt import Prompt, PromptMessage
 from slop_tui.context.summaries import (
     bound_prose,
     carried_anchor_items,
@@ -83,65 +78,36 @@ from slop_tui.context.summaries import (
     merge_anchors,
     standalone_summary_request,
     strip_anchor_section,
-    summary_instruction,
     summary_request,
 )
 from slop_tui.ledger.core import LedgerError
-from slop_tui.records import Handoff, Message, Summary
+from slop_tui.records import STATUS_DROPPED, Handoff, Message, Summary
 
 if TYPE_CHECKING:
     from slop_tui.workspace import Workspace
 
-# (request, model) -> the reply text, or None when the call failed, answered with
-# tool calls or said nothing. Supplied by the orchestrator (its provider and retry policy).
-ModelCall = Callable[[Prompt, str], Awaitable[str | None]]
-# (phase, case, tokens before, tokens after, text): "started" | "done" | "failed".
-Notify = Callable[[str, str, int, int, str], Awaitable[None]]
+# (request, model, purpose) -> the reply text, or None when the call failed, answered
+# with tool calls or said nothing. Supplied by the orchestrator (its provider, one
+# retry at most, a deadline). `purpose` is recorded with the call's usage.
+ModelCall = Callable[[Prompt, str, str], Awaitable[str | None]]
+# (phase, case, tokens before, tokens after, text, job): phase "started" | "done" |
+# "failed"; job "summary" (a lane summary) | "compaction" (after the reply) | "guard".
+Notify = Callable[[str, str, int, int, str, str], Awaitable[None]]
 
-KIND_GUARD = "guard"  # summarize step of the guard ladder, before a request
-KIND_COMPACTION = "compaction"  # after-reply compaction, summarize case
-KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
-KIND_LANE = "lane"  # rolling lane summary
+JOB_SUMMARY = "summary"
+JOB_COMPACTION = "compaction"
+JOB_GUARD = "guard"
 
-STACKED_NOTE = (
-    " The `## Summary of earlier conversation` already in your context stays there: "
-    "do not repeat it, summarise only the messages after it."
-)
+# Usage purposes of the background calls (`usage.purpose`).
+PURPOSE_SUMMARY = "summary"
+PURPOSE_COMPACTION = "compaction"
+PURPOSE_BOUNDARY = "boundary"
 
-
-def _integrate_sentence() -> str:
-    """What `summary_instruction` inserts for an existing summary (found by difference)."""
-    plain = summary_instruction(1, "", "", False)
-    asked = summary_instruction(1, "", "", True)
-    start = next(
-        (i for i, (a, b) in enumerate(zip(plain, asked, strict=False)) if a != b), len(plain)
-    )
-    inserted = asked[start : start + len(asked) - len(plain)]
-    return inserted if asked == plain[:start] + inserted + plain[start:] else ""
-
-
-_INTEGRATE = _integrate_sentence()
-
-
-def stacked_request(
-    prompt: Prompt,
-    keep_ids: Sequence[int],
-    budget: int,
-    extra: Sequence[PromptMessage] = (),
-    count_tokens: Callable[[str], int] | None = None,
-) -> Prompt:
-    """`summary_request` for a stacked summary: an existing one is kept, not integrated."""
-    kwargs = {"count_tokens": count_tokens} if count_tokens else {}
-    req = summary_request(prompt, keep_ids, budget, extra=extra, **kwargs)
-    existing = any(la.name == LAYER_SUMMARY for la in prompt.layers) or any(
-        m.kind == KIND_SUMMARY for m in req.messages
-    )
-    if not existing or not _INTEGRATE:
-        return req
-    ask = req.messages[-1]
-    text = ask.text.replace(_INTEGRATE, STACKED_NOTE)
-    tokens = count_tokens(text) if count_tokens else ask.tokens
-    return replace(req, messages=(*req.messages[:-1], replace(ask, text=text, tokens=tokens)))
+# A lane summary folds at most this many messages at a time (whole groups,
+# oldest first). A long backlog (an imported history, a summary taken out of
+# date by an edit) is then absorbed in several steps instead of freezing the
+# workspace while tens of thousands of messages are scanned at once.
+MAX_ROLL_MESSAGES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +124,7 @@ class CompactionResult:
 
 
 class Compactor:
-    """Runs compactions for one workspace; `call` talks to the model."""
+    """Makes summaries for one workspace; `call` talks to the model."""
 
     def __init__(self, ws: Workspace, call: ModelCall) -> None:
         self.ws = ws
@@ -167,11 +133,12 @@ class Compactor:
     # -- shared steps ------------------------------------------------------------
 
     async def _summary_text(
-        self, request: Prompt, model: str, rows: Sequence[Message]
+        self, request: Prompt, model: str, rows: Sequence[Message], purpose: str
     ) -> tuple[str, bool]:
         """(text, fallback): the model's summary, or the extractive one when it failed."""
         max_in = self.ws.model_info(model).max_input_tokens
-        reply = await self.call(request, model) if request.request_tokens <= max_in else None
+        fits = request.request_tokens <= max_in
+        reply = await self.call(request, model, purpose) if fits else None
         text = clean_summary(reply or "")
         if text:
             return text, False
@@ -191,7 +158,9 @@ class Compactor:
         count = self.ws.ledger.count_tokens
         budget = s.summary_budget_tokens
         if own is not None and (not s.summary_model or s.summary_model == model):
-            request = await asyncio.to_thread(stacked_request, own, keep_ids, budget, extra, count)
+            request = await asyncio.to_thread(
+                summary_request, own, keep_ids, budget, "", extra, count
+            )
             if request.request_tokens <= self.ws.model_info(model).max_input_tokens:
                 return request, model
         target = s.summary_model or model
@@ -200,24 +169,25 @@ class Compactor:
         )
         return request, target
 
-    async def _complete(self, text: str, rows: Sequence[Message], lane: str) -> str:
-        """`complete_summary` against STATE, the scratchpad and the lane's other summaries."""
+    async def _rolled_text(
+        self, text: str, rows: Sequence[Message], previous: Summary | None
+    ) -> str:
+        """The stored text: bounded prose plus the merged, capped anchors (the previous
+        summary's first), checked against STATE and the scratchpad."""
         ws = self.ws
+        s = ws.compaction_settings()
         state = await ws.ledger.current_state(ws.session)
         sess = await ws.current()
-        others = "\n".join(s.content for s in await ws.ledger.active_summaries(ws.session, lane))
         return await asyncio.to_thread(
-            _completed,
+            _rolled,
             text,
             rows,
+            previous.content if previous is not None else "",
             state.content if state else "",
-            sess.scratchpad + ("\n" + others if others else ""),
-            ws.compaction_settings().lane_max_anchors,
+            sess.scratchpad,
+            s,
+            ws.ledger.count_tokens,
         )
-
-    async def _lane_ids_up_to(self, lane: str, last: int) -> list[int]:
-        """Every visible row of the lane with id <= last (older than the window too)."""
-        return await self.ws.ledger.lane_ids_up_to(self.ws.session, lane, last)
 
     async def _store(
         self,
@@ -231,18 +201,13 @@ class Compactor:
         detail: str,
         tokens_before: int,
         strategy: str,
-        previous: Summary | None = None,
+        previous: Summary | None,
     ) -> tuple[Summary, int]:
-        """summarize_span (or roll_summary over `previous`), measure the next request,
-        log_compaction; (summary, tokens after)."""
+        """Store the summary, measure the next request, write the audit record;
+        (summary, tokens after)."""
         ws = self.ws
-        if previous is not None:
-            summary = await ws.ledger.roll_summary(
-                ws.session, lane, kind, previous.id, ids, content
-            )
-        else:
-            summary = await ws.ledger.summarize_span(ws.session, lane, kind, ids, content)
-        after = (await ws.prompt(strategy)).request_tokens
+        summary = await ws.ledger.add_summary(ws.session, lane, kind, ids, content, previous)
+        after = (await ws.plan(strategy)).request_tokens
         await ws.ledger.log_compaction(
             ws.session,
             case_kind=case,
@@ -267,34 +232,34 @@ class Compactor:
     # -- the guard's summarize step ---------------------------------------------------
 
     async def summarize_for_request(
-        self, prompt: Prompt, step: GuardStep, model: str, trigger: str
+        self, plan: ContextPlan, step: GuardStep, model: str, trigger: str
     ) -> CompactionResult:
-        """Summarise `step.message_ids` of the (applied) request `prompt`, before sending it."""
+        """Summarise `step.message_ids` of the planned request before sending it."""
         ws = self.ws
-        lane = (await ws.current()).lane
+        prompt = plan.request
         rows = await ws.ledger.messages_by_ids(step.message_ids)
         request, target = await self._request(prompt, step.keep_ids, rows, model, prompt.strategy)
-        text, fallback = await self._summary_text(request, target, rows)
-        content = await self._complete(text, rows, lane)
-        ids = await self._lane_ids_up_to(lane, max(step.message_ids))
+        text, fallback = await self._summary_text(request, target, rows, PURPOSE_COMPACTION)
+        content = await self._rolled_text(text, rows, plan.head)
         how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
         summary, after = await self._store(
-            lane=lane,
+            lane=plan.lane,
             kind=KIND_GUARD,
             case=CASE_SUMMARIZE,
-            ids=ids,
+            ids=step.message_ids,
             content=content,
             trigger=trigger,
-            detail=f"{step.detail}; {len(ids)} row(s) hidden behind the summary; {how}",
+            detail=f"{step.detail}; {how}",
             tokens_before=step.tokens_before,
             strategy=prompt.strategy,
+            previous=plan.head,
         )
         handoff = await ws.write_handoff("compaction")
         return CompactionResult(
             CASE_SUMMARIZE,
             step.tokens_before,
             after,
-            f"summarised {len(ids)} message(s) into summary {summary.id}"
+            f"summarised {len(step.message_ids)} message(s) into summary {summary.id}"
             + (" (extractive: the summary call failed)" if fallback else ""),
             summary,
             fallback,
@@ -317,27 +282,27 @@ class Compactor:
         if not s.enabled:
             return None
         count = ws.ledger.count_tokens
-        lane = (await ws.current()).lane
-        prompt = await ws.prompt(strategy)
-        report = budget_report(prompt, ws.model_info(model), s)
+        plan = await ws.plan(strategy)
+        report = budget_report(plan.assembled, ws.model_info(model), s)
         if not report.needs_summary:
             return None
-        before = prompt.request_tokens
+        before = plan.request_tokens
         trigger = (
             f"history {report.history_tokens:,} tokens > compaction_trigger_tokens "
             f"{s.compaction_trigger_tokens:,}"
         )
-        await notify("started", "", before, before, f"compacting: {trigger}")
-        rows = await self._rows_in(prompt)
+        job = JOB_COMPACTION
+        await notify("started", "", before, before, f"compacting: {trigger}", job)
+        rows = await self._rows_in(plan.assembled)
         boundary = SAFE_BOUNDARY
         if s.detector_model:
             request = await asyncio.to_thread(boundary_request, rows, strategy, count)
-            boundary = parse_boundary(await self.call(request, s.detector_model))
+            answer = await self.call(request, s.detector_model, PURPOSE_BOUNDARY)
+            boundary = parse_boundary(answer)
         decision = await asyncio.to_thread(decide, rows, boundary, s, count)
         if decision.case == CASE_NONE:
-            result = CompactionResult(CASE_NONE, before, before, decision.reason)
-            await notify("done", CASE_NONE, before, before, decision.reason)
-            return result
+            await notify("done", CASE_NONE, before, before, decision.reason, job)
+            return CompactionResult(CASE_NONE, before, before, decision.reason)
         covered_ids = set(decision.covered_ids)
         covered = [r for r in rows if r.id in covered_ids]
         fallback = False
@@ -348,221 +313,123 @@ class Compactor:
             request, target = await self._request(
                 sent, decision.verbatim_ids, covered, model, strategy, extra=(reply,)
             )
-            text, fallback = await self._summary_text(request, target, covered)
+            text, fallback = await self._summary_text(request, target, covered, PURPOSE_COMPACTION)
             kind = KIND_COMPACTION
             how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
-        content = await self._complete(text, covered, lane)
-        last = decision.last_covered
-        assert last is not None
-        ids = await self._lane_ids_up_to(lane, last)
+        content = await self._rolled_text(text, covered, plan.head)
         summary, after = await self._store(
-            lane=lane,
+            lane=plan.lane,
             kind=kind,
             case=decision.case,
-            ids=ids,
+            ids=decision.covered_ids,
             content=content,
             trigger=trigger,
-            detail=f"{decision.reason}; {len(ids)} row(s) hidden behind the summary; {how}",
+            detail=f"{decision.reason}; {len(covered)} message(s) summarised; {how}",
             tokens_before=before,
             strategy=strategy,
+            previous=plan.head,
         )
         handoff = await ws.write_handoff("compaction")
         line = (
-            f"{decision.case}: {len(ids)} message(s) into summary {summary.id}, "
+            f"{decision.case}: {len(covered)} message(s) into summary {summary.id}, "
             f"{before:,} → {after:,} tokens"
             + (" (extractive: the summary call failed)" if fallback else "")
         )
-        await notify("done", decision.case, before, after, line)
+        await notify("done", decision.case, before, after, line, job)
         return CompactionResult(decision.case, before, after, line, summary, fallback, handoff)
 
-    # -- lane rolling summaries ----------------------------------------------------------
+    # -- lane summaries ------------------------------------------------------------------
 
     async def lane_summary(
-        self,
-        model: str,
-        strategy: str,
-        now: float | None = None,
-        notify: Notify | None = None,
+        self, model: str, strategy: str, notify: Notify | None = None
     ) -> CompactionResult | None:
-        """Roll the lane's rows that left the window into its summary when one is due (seed 002).
+        """Summarise the oldest rows awaiting a summary when the plan says one is due
+        (seed 002's thresholds); None when none is due.
 
-        One active lane summary per lane: the new one covers the previous
-        one's span plus the new rows (`Ledger.roll_summary`), its prose is the
-        model's integration of the previous summary and the new rows (cut to
-        about `summary_budget_tokens`), and its anchors are the previous ones
-        plus the new rows', merged and capped (`merge_anchors`). Un-compacting
-        it brings the previous summary back. `notify` gets the same
-        started / done / failed phases as the after-reply compaction.
+        The new summary rolls over the plan's head summary: it covers the lane
+        from that summary's first message to the newest row folded now.
         """
         ws = self.ws
         s = ws.compaction_settings()
-        sess = await ws.current()
-        if not s.enabled or sess.window_size <= 0:
+        plan = await ws.plan(strategy)
+        if not plan.summary_due:
             return None
-        lane = sess.lane
-        count = ws.ledger.count_tokens
-        last_at = await ws.ledger.last_summary_at(ws.session, lane)
-        now = time.time() if now is None else now
-        if s.lane_keep_recent > 0:
-            # The thresholds count the whole backlog: read it all (it stays short once
-            # rolling keeps up; a long one is an imported history, absorbed over turns).
-            left = await ws.ledger.lane_backlog(ws.session, lane, sess.window_size)
-            wanted = await asyncio.to_thread(_roll_selection, left, s, last_at, now, count)
-        else:
-            left, wanted = await self._oldest_backlog(lane, sess.window_size, s, last_at, now)
-        if not wanted:
-            return None
-        covered = [m for m in left if m.id in wanted]
-        del left  # a long backlog is not kept while the model is asked
-        previous = next(
-            (
-                x
-                for x in reversed(await ws.ledger.active_summaries(ws.session, lane))
-                if x.kind == KIND_LANE
-            ),
-            None,
+        head = plan.head
+        rows = await ws.ledger.lane_backlog(
+            ws.session,
+            plan.lane,
+            plan.window_start,
+            head.last_message_id if head is not None else 0,
+            MAX_ROLL_MESSAGES + 1,
         )
-        before = (await ws.prompt(strategy)).request_tokens
+        covered = _oldest_groups(rows, MAX_ROLL_MESSAGES)
+        if not covered and rows:  # one group longer than a roll: folded whole
+            group = await ws.ledger.group_messages(ws.session, rows[0].group_id or 0)
+            covered = [m for m in group if m.status != STATUS_DROPPED]
+        if not covered:
+            return None
+        before = plan.request_tokens
         tokens = sum(m.tokens for m in covered)
-        trigger = f"lane {lane}: {len(covered)} message(s), {tokens:,} tokens left the window"
+        trigger = f"lane {plan.lane}: {plan.due_reason}"
+        job = JOB_SUMMARY
         if notify is not None:
-            await notify("started", "", before, before, f"lane summary: {trigger}")
+            await notify("started", "", before, before, f"summarizing: {trigger}", job)
         try:
             target = s.summary_model or model
-            prev_text = previous.content if previous is not None else ""
             request = await asyncio.to_thread(
                 standalone_summary_request,
                 covered,
                 strategy,
                 s.summary_budget_tokens,
-                prev_text,
-                count_tokens=count,
+                head.content if head is not None else "",
+                count_tokens=ws.ledger.count_tokens,
             )
-            text, fallback = await self._summary_text(request, target, covered)
-            content = await self._complete_rolled(text, covered, lane, previous)
+            text, fallback = await self._summary_text(request, target, covered, PURPOSE_SUMMARY)
+            content = await self._rolled_text(text, covered, head)
             how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
-            rolled = f", rolled into summary {previous.id}'s successor" if previous else ""
+            rolled = f", rolled over summary {head.id}" if head is not None else ""
             summary, after = await self._store(
-                lane=lane,
+                lane=plan.lane,
                 kind=KIND_LANE,
                 case=CASE_SUMMARIZE,
-                ids=sorted(wanted),
+                ids=[m.id for m in covered],
                 content=content,
                 trigger=trigger,
                 detail=(
-                    f"rolling lane summary of {len(wanted)} message(s) that left the window"
-                    f"{rolled}; {how}"
+                    f"lane summary of {len(covered)} message(s) ({tokens:,} tokens stored) "
+                    f"that left the window{rolled}; {how}"
                 ),
                 tokens_before=before,
                 strategy=strategy,
-                previous=previous,
+                previous=head,
             )
         except (LedgerError, OSError, ValueError) as exc:
             # Anything else reaches the orchestrator, which reports it as `failed`.
             if notify is None:
                 raise
-            await notify("failed", CASE_SUMMARIZE, before, before, f"lane summary failed: {exc}")
+            text = f"lane summary failed: {exc}"
+            await notify("failed", CASE_SUMMARIZE, before, before, text, job)
             return None
         line = (
-            f"lane {lane}: {len(wanted)} message(s) that left the window into summary "
-            f"{summary.id}"
-            + (f" (replaces {previous.id})" if previous else "")
-            + f", {before:,} → {after:,} tokens"
+            f"lane {plan.lane}: {len(covered)} message(s) that left the window into summary "
+            f"{summary.id}, {before:,} → {after:,} tokens"
             + (" (extractive: the summary call failed)" if fallback else "")
         )
         if notify is not None:
-            await notify("done", CASE_SUMMARIZE, before, after, line)
+            await notify("done", CASE_SUMMARIZE, before, after, line, job)
         return CompactionResult(CASE_SUMMARIZE, before, after, line, summary, fallback)
-
-    async def _complete_rolled(
-        self, text: str, rows: Sequence[Message], lane: str, previous: Summary | None
-    ) -> str:
-        """The rolled summary: bounded prose plus the merged, capped anchors (the previous
-        summary's first), checked against STATE, the scratchpad and the lane's other
-        (non-lane) summaries."""
-        ws = self.ws
-        s = ws.compaction_settings()
-        state = await ws.ledger.current_state(ws.session)
-        sess = await ws.current()
-        others = "\n".join(
-            x.content
-            for x in await ws.ledger.active_summaries(ws.session, lane)
-            if previous is None or x.id != previous.id
-        )
-        return await asyncio.to_thread(
-            _rolled,
-            text,
-            rows,
-            previous.content if previous is not None else "",
-            state.content if state else "",
-            sess.scratchpad + ("\n" + others if others else ""),
-            s,
-            ws.ledger.count_tokens,
-        )
-
-    async def _oldest_backlog(
-        self,
-        lane: str,
-        window_size: int,
-        s: CompactionSettings,
-        last_at: float | None,
-        now: float,
-    ) -> tuple[list[Message], set[int]]:
-        """`_roll_selection` over the lane's backlog, reading only its oldest rows.
-
-        With `lane_keep_recent = 0` every whole group that left the window is due,
-        so the selection is the oldest `MAX_ROLL_MESSAGES` rows, completed to a
-        whole group: a prefix of the backlog decides it once the selection ends
-        before the prefix does (or the prefix is the whole backlog).
-        """
-        ws = self.ws
-        limit = MAX_ROLL_MESSAGES + 1
-        while True:
-            left = await ws.ledger.lane_backlog(ws.session, lane, window_size, limit)
-            wanted = _roll_selection(left, s, last_at, now, ws.ledger.count_tokens)
-            if len(left) < limit or (wanted and max(wanted) < left[-1].id):
-                return left, wanted
-            limit *= 2  # the last group is longer than what was read
 
 
 __all__ = [
-    "KIND_COMPACTION",
-    "KIND_GUARD",
-    "KIND_LANE",
-    "KIND_TRUNCATE",
+    "JOB_COMPACTION",
+    "JOB_GUARD",
+    "JOB_SUMMARY",
+    "MAX_ROLL_MESSAGES",
     "CompactionResult",
     "Compactor",
     "ModelCall",
     "Notify",
-    "stacked_request",
 ]
-
-
-# A lane summary folds at most this many messages at a time (whole groups,
-# oldest first). A long backlog (an imported or pre-compaction history) is
-# then absorbed over several turns instead of freezing the workspace while
-# tens of thousands of messages are scanned at once.
-MAX_ROLL_MESSAGES = 200
-
-
-def _roll_selection(
-    left: Sequence[Message],
-    settings: CompactionSettings,
-    last_at: float | None,
-    now: float,
-    count_tokens: Callable[[str], int],
-) -> set[int]:
-    """Ids of the backlog rows the next roll folds (empty: no lane summary is due)."""
-    ids = lane_summary_due(
-        left, settings, last_summary_at=last_at, now=now, count_tokens=count_tokens
-    )
-    return _oldest_groups(left, set(ids), MAX_ROLL_MESSAGES) if ids else set()
-
-
-def _completed(text: str, rows: Sequence[Message], state: str, notes: str, limit: int) -> str:
-    """`complete_summary` with the covered rows' anchors (merged, capped): pure, for a thread."""
-    anchors = merge_anchors([], extract_anchor_items(rows), limit)
-    return complete_summary(text, anchors, state, notes)
 
 
 def _rolled(
@@ -574,7 +441,7 @@ def _rolled(
     s: CompactionSettings,
     count_tokens: Callable[[str], int],
 ) -> str:
-    """The rolled summary's text (see `Compactor._complete_rolled`): pure, for a thread."""
+    """A summary's stored text (see `Compactor._rolled_text`): pure, for a thread."""
     prose = bound_prose(
         strip_anchor_section(clean_summary(text) or text), s.summary_budget_tokens, count_tokens
     )
@@ -583,13 +450,18 @@ def _rolled(
     return complete_summary(prose, anchors, state, notes)
 
 
-def _oldest_groups(rows, wanted: set[int], limit: int) -> set[int]:
-    """The oldest wanted rows, up to `limit`, never splitting a group."""
-    chosen: set[int] = set()
+def _oldest_groups(rows: Sequence[Message], limit: int) -> list[Message]:
+    """The oldest rows, up to `limit` whole groups; `rows` holds `limit + 1` rows when
+    there were more. Empty when the first group alone may be longer than `rows`."""
+    chosen: list[Message] = []
     last_group = None
-    for m in sorted((r for r in rows if r.id in wanted), key=lambda r: r.id):
+    for m in rows:
         if len(chosen) >= limit and m.group_id != last_group:
             break
-        chosen.add(m.id)
+        chosen.append(m)
         last_group = m.group_id
-    return chosen
+    if len(rows) > len(chosen) or len(rows) <= limit:
+        return chosen
+    # `rows` was cut at limit + 1: its last group may be incomplete, leave it for later.
+    tail = chosen[-1].group_id
+    return [m for m in chosen if m.group_id != tail]
