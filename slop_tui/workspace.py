@@ -199,6 +199,11 @@ class Workspace:
     async def current(self) -> Session:
         return await self.ledger.session_or_default(self.session)
 
+    def for_session(self, name: str) -> Workspace:
+        """The same workspace (ledger, config, settings) acting on session `name`, for a
+        command that targets a session other than the current one."""
+        return replace(self, session=check_session_name(name), pending_handoff=None, turn_ran=False)
+
     async def switch_session(self, name: str) -> None:
         """Make `name` current: a handoff for the session left, the new one's pending resume."""
         name = check_session_name(name)
@@ -289,7 +294,7 @@ class Workspace:
         return configs
 
     async def provider_choice(self) -> ProviderChoice:
-        from slop_tui.providers.config import default_provider_name
+        from slop_tui.providers.config import default_provider_name, strategy_of
 
         configs = self.provider_configs()
         sess = await self.current()
@@ -302,8 +307,7 @@ class Workspace:
         if self.counter.model != model:
             stored = await self.ledger.get_setting(KEY_TOKEN_FACTOR + ":" + model)
             self.counter = TokenCounter(model, factor=float(stored) if stored else 1.0)
-        strategy = "openai" if cfg.kind in ("openai", "demo") else cfg.kind
-        return ProviderChoice(name=name, model=model, strategy=strategy)
+        return ProviderChoice(name=name, model=model, strategy=strategy_of(cfg.kind))
 
     # -- the request -------------------------------------------------------
 

@@ -195,6 +195,38 @@ async def rederive_state(ws, why: str) -> CommandResult:
     return ok(f"{why.capitalize()} the window holds no STATE block; the anchor is unchanged.")
 
 
+@command(
+    "state", "show", "/state show", "The current STATE anchor and the group it came from.", CAT
+)
+async def state_show(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/state show takes no arguments.")
+    state = await ws.ledger.current_state(ws.session)
+    if state is None:
+        return ok(f"Session '{ws.session}' has no STATE yet; /state set TEXT writes one.")
+    origin = f"group {state.group_id}" if state.group_id is not None else "set by hand"
+    return ok(f"## STATE ({origin}, version {state.id})\n\n{state.content}", data=state)
+
+
+@command(
+    "state",
+    "set",
+    "/state set TEXT",
+    "Store TEXT as a new STATE version (the earlier versions stay; /undo restores them).",
+    CAT,
+)
+async def state_set(ws, args: str) -> CommandResult:
+    text = args.strip()
+    if not text:
+        raise UsageError("the new STATE is needed. Usage: /state set TEXT")
+    version = await ws.ledger.add_state(ws.session, None, text)
+    return ok(
+        f"STATE saved as a new version ({version.id}, {len(text)} characters).",
+        changed=("state",),
+        data=version,
+    )
+
+
 @command("undo", None, "/undo", "Remove the last group and restore the STATE before it.", CAT)
 async def undo(ws, args: str) -> CommandResult:
     if args.strip():

@@ -55,7 +55,7 @@ from slop_tui.context.guards import (
     plan_reduction,
 )
 from slop_tui.context.isolation import same_family
-from slop_tui.context.prompt import Prompt, PromptMessage
+from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
     STATUS_COMPLETED,
@@ -89,6 +89,8 @@ COMPACTION_KINDS = frozenset({KIND_GUARD, KIND_COMPACTION, KIND_TRUNCATE})
 # not read whole for every request: at most this many of its newest rows are
 # sent while the lane summary absorbs the older ones, oldest first.
 MAX_PENDING_ROWS = 300
+
+LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
 
 MARKS = {
     PLACE_WINDOW: "●",
@@ -180,6 +182,7 @@ class ContextPlan:
     pending_tokens: int  # tokens (as sent) of the rows awaiting a summary
     pending_messages: int
     messages: Mapping[int, str] = field(default_factory=dict)  # message id -> label (sent groups)
+    sent: frozenset[int] = frozenset()  # ledger ids of the rows the request carries
 
     # -- places ------------------------------------------------------------
 
@@ -212,21 +215,20 @@ class ContextPlan:
             return "dropped" if place.place == PLACE_DROPPED else place.label
         return self.messages.get(msg.id, "not sent")
 
-    def sent_ids(self) -> frozenset[int]:
-        """Ledger ids of the rows the request carries (whole or cut)."""
-        return frozenset(
-            m.message_id for m in self.request.messages if m.message_id is not None and not m.kind
-        )
-
     # -- tokens ------------------------------------------------------------
 
     def layer_tokens(self) -> dict[str, int]:
         """Tokens per layer of the request, in order: the engine's layers, then `history`
-        (the window), `pending` (rows sent until a summary covers them) and `tools`."""
+        (the window), `pending` (rows sent until a summary covers them) and `tools`.
+        They add up to `request_tokens`: the heading of a pinned or context message
+        counts with the first layer it carries."""
         counts = {layer.name: layer.tokens for layer in self.request.layers}
         history = pending = 0
         for m in self.request.messages:
-            if m.kind in ("pinned", "context"):
+            if m.kind in ENGINE_KINDS:
+                names = [la.name for la in self.request.layers if la.placement == m.kind]
+                if names:
+                    counts[names[0]] += m.tokens - sum(counts[n] for n in names)
                 continue
             if m.group_id in self.pending_groups:
                 pending += m.tokens
@@ -337,7 +339,7 @@ def _labels(
             else:
                 out[msg.id] = "sent"
         elif msg.is_tool_related and not same_family(msg, strategy):
-            out[msg.id] = "not sent: other provider"
+            out[msg.id] = LABEL_OTHER_PROVIDER
         elif msg.role == "tool" and (msg.tool_name or "") not in enabled:
             out[msg.id] = "not sent: tool disabled"
         elif msg.role == "tool" and msg.status not in (STATUS_COMPLETED, STATUS_ERROR):
@@ -455,6 +457,9 @@ def build_plan(
         pending_tokens=pending_tokens,
         pending_messages=len(pending),
         messages=_labels(rows, request, ctx, asm.strategy, enabled_tools),
+        sent=frozenset(
+            m.message_id for m in request.messages if m.message_id is not None and not m.kind
+        ),
     )
 
 
@@ -464,6 +469,7 @@ __all__ = [
     "KIND_GUARD",
     "KIND_LANE",
     "KIND_TRUNCATE",
+    "LABEL_OTHER_PROVIDER",
     "MAX_PENDING_ROWS",
     "PLACE_DROPPED",
     "PLACE_OTHER_LANE",
