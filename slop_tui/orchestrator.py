@@ -197,8 +197,11 @@ class Orchestrator:
         ws = self.ws
         ws.turn_ran = True
         choice = await ws.provider_choice()
+        reply_to, ws.pending_reply = ws.pending_reply, None
         try:
-            user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
+            user = await ws.ledger.append_user(
+                ws.session, text, strategy=choice.strategy, reply_to=reply_to
+            )
         except LedgerError as exc:
             return await self._ledger_failed(exc, send, outcome)
         gid = user.group_id

@@ -111,6 +111,9 @@ class Workspace:
     pending_handoff: Handoff | None = None
     # Set by the orchestrator when a turn starts: `close` then records an exit handoff.
     turn_ran: bool = False
+    # `/reply GID` from a topic lane: the next prompt replies to GID without leaving
+    # the topic (taken by the orchestrator when it writes the prompt).
+    pending_reply: int | None = None
     # One-line problems with config values that fell back to defaults (shown once).
     warnings: list[str] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set, repr=False)
@@ -377,12 +380,13 @@ class Workspace:
         summaries: list[Summary] = []
         backlog: list[Message] = []
         complete = True
+        stale = None
         if comp.enabled:
-            summaries = [
-                x
-                for x in await self.ledger.summaries(self.session, sess.lane)
-                if edit is None or not edit.invalidates(x)
-            ]
+            stored = await self.ledger.summaries(self.session, sess.lane)
+            summaries = [x for x in stored if edit is None or not edit.invalidates(x)]
+            stale = await self.ledger.stale_top(self.session, sess.lane)
+            gone = [x.last_message_id for x in stored if x not in summaries]
+            stale = max([*gone, *([stale] if stale is not None else [])], default=None)
             start = min((m.group_id for m in window if m.group_id is not None), default=None)
             head = head_summary(summaries, start, sess.lane)
             if start is not None:
@@ -403,6 +407,8 @@ class Workspace:
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
         reply_to = lane_group(sess.lane)
+        if reply_to is None:
+            reply_to = _replied_group(window)
         quoted = await self._final_answer(reply_to) if reply_to is not None else ""
         resume = self._resume_text(state.content if state else None, sess)
         inputs = AssemblyInputs(
@@ -435,6 +441,7 @@ class Workspace:
                 now=time.time(),
                 summarized=summarized,
                 before_summary=before_summary,
+                stale_top=stale,
             ),
             settings,
             count_tokens or self.ledger.count_tokens,
@@ -551,6 +558,25 @@ def _whole_groups(rows: list[Message], limit: int) -> tuple[list[Message], bool]
     kept = rows[len(rows) - limit :]
     cut = kept[0].group_id
     return [m for m in kept if m.group_id != cut], False
+
+
+def _replied_group(window: list[Message]) -> int | None:
+    """The group the running turn's prompt replies to from inside its lane (the prompt's
+    `reply_to`), while that turn has no answer yet; else None."""
+    if not window:
+        return None
+    gid = window[-1].group_id
+    rows = [m for m in window if m.group_id == gid]
+    if any(m.role == "assistant" and m.status == STATUS_COMPLETED for m in rows):
+        return None
+    prompt = next((m for m in rows if m.role == "user" and m.id == gid), None)
+    if prompt is None or not prompt.payload:
+        return None
+    try:
+        value = json.loads(prompt.payload).get("reply_to")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _last_answer_group(window: list[Message]) -> int | None:

@@ -15,6 +15,7 @@ import pytest
 
 from slop_tui.commands import dispatch
 from slop_tui.config import load_config
+from slop_tui.context import render_prompt
 from slop_tui.orchestrator import (
     BudgetWarning,
     Compaction,
@@ -546,3 +547,139 @@ async def test_context_budget_and_bad_config(make, fake_llm):
     events.clear()
     await orch.run_turn("hello again", events.append)
     assert not [e for e in events if isinstance(e, Notice)]
+
+
+async def test_a_reply_from_a_topic_lane_stays_in_the_topic(make, fake_llm):
+    """Seed 002: topic > reply > root. /reply from inside a topic keeps the topic's
+    history and quotes the replied-to group for that turn only."""
+    ws, orch = await make()
+    fake_llm.enqueue(Reply(text="ALPHA-ANSWER"))
+    first = await orch.run_turn("alpha question")
+    assert (await dispatch(ws, "/lane new db")).ok
+    fake_llm.enqueue(Reply(text="TOPIC-ANSWER"))
+    await orch.run_turn("topic question")
+    reply = await dispatch(ws, f"/reply {first.group_id} tell me more")
+    assert reply.ok and "in lane topic:db" in reply.text
+    assert (await ws.current()).lane == "topic:db"
+    fake_llm.enqueue(Reply(text="REPLY-ANSWER"))
+    await orch.run_turn(reply.send)
+    body = text_of(fake_llm.last)
+    assert f"## Replying to group {first.group_id}" in body and "ALPHA-ANSWER" in body
+    assert "topic question" in body and "TOPIC-ANSWER" in body  # still in the topic
+    assert "alpha question" not in body
+    assert fake_llm.last.messages[-1]["content"].endswith("tell me more")
+    # The quote was for that turn: neither the next request nor its preview has it.
+    assert "## Replying to group" not in render_prompt(await ws.prompt("openai"))
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and then?")
+    assert "## Replying to group" not in text_of(fake_llm.last)
+
+
+# -- derived layers follow every edit ------------------------------------------------------
+
+
+async def test_after_undo_the_resume_layer_never_brings_the_undone_goal_back(
+    tmp_path, fake_llm, monkeypatch
+):
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    fake_llm.enqueue(Reply(text="noted\n### STATE\nGoal: KEEP-GOAL"))
+    await orch.run_turn("the real task")
+    fake_llm.enqueue(Reply(text="on it\n### STATE\nGoal: UNDONE-GOAL"))
+    await orch.run_turn("a wrong turn")
+    await orch.aclose()
+    await ws.close()  # the exit handoff names UNDONE-GOAL
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    try:
+        assert ws.pending_handoff is not None and ws.pending_handoff.task == "UNDONE-GOAL"
+        for edit in ("/undo",):
+            assert (await dispatch(ws, edit)).ok
+        shown = (await dispatch(ws, "/context show")).text
+        assert "## Resuming" in shown and "KEEP-GOAL" in shown and "UNDONE-GOAL" not in shown
+        fake_llm.enqueue(Reply(text="resumed"))
+        await orch.run_turn("where were we?")
+        body = text_of(fake_llm.last)
+        assert "## Resuming" in body and "UNDONE-GOAL" not in body and "a wrong turn" not in body
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+@pytest.mark.parametrize("edit", ["/context drop {gid}", "/message remove {gid}"])
+async def test_an_edit_under_a_summary_leaves_no_trace_in_any_layer(make, fake_llm, edit):
+    ws, orch = await make(compaction={"lane_max_messages": 3})
+    await ws.ledger.set_window(ws.session, 1)
+    fake_llm.enqueue(Reply(text="first answer"))
+    await orch.run_turn("keep this")
+    await orch.wait_background()
+    fake_llm.enqueue(Reply(text="plan noted"))
+    secret = await orch.run_turn("the PLAN-X we will abandon")
+    await orch.wait_background()
+    # The lane summary of the two groups that left the window mentions PLAN-X.
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>talked about PLAN-X</summary>"))
+    await orch.run_turn("third")
+    await orch.wait_background()
+    [rolled] = await ws.ledger.summaries(ws.session)
+    assert "PLAN-X" in rolled.content and "PLAN-X" in render_prompt(await ws.prompt("openai"))
+    assert (await dispatch(ws, edit.format(gid=secret.group_id))).ok
+    # At once: the summary holding it is out of date, nothing of it is sent.
+    assert await ws.ledger.summaries(ws.session) == []
+    text = render_prompt(await ws.prompt("openai"))
+    assert "PLAN-X" not in text and "keep this" in text  # the rest is sent word for word
+    # The upkeep after the edit makes a new summary from today's rows only.
+    fake_llm.enqueue(Reply(text="<summary>CLEAN-SUMMARY</summary>"))
+    await orch.upkeep()
+    await orch.wait_background()
+    [fresh] = await ws.ledger.summaries(ws.session)
+    assert "CLEAN-SUMMARY" in fresh.content and "PLAN-X" not in fresh.content
+    assert "PLAN-X" not in text_of(fake_llm.last)  # the summary request did not see it
+    fake_llm.enqueue(Reply(text="fine"))
+    await orch.run_turn("go on")
+    assert "PLAN-X" not in text_of(fake_llm.last)
+
+
+async def test_a_headless_ask_returns_within_seconds_whatever_the_background_calls_do(
+    tmp_path, fake_llm
+):
+    """The answer is printed, then the lane summary's call hangs: `ask` does not wait
+    through a retry ladder; the summary falls back to the extractive one."""
+    import threading
+    import time
+
+    from slop_tui.orchestrator import run_headless_turn
+
+    ws = await open_ws(tmp_path, fake_llm, compaction={"lane_max_messages": 1})
+    gate = threading.Event()
+    try:
+        await ws.ledger.set_window(ws.session, 1)
+        await history(ws, 2, 5)
+        fake_llm.enqueue(Reply(text="the answer"), Reply(text="never", gate=gate))
+        start = time.monotonic()
+        outcome = await run_headless_turn(ws, "a question")
+        took = time.monotonic() - start
+        assert outcome.text == "the answer"
+        assert took < 10  # BACKGROUND_GRACE (3 s) and a margin, not a retry ladder
+        [summary] = await ws.ledger.summaries(ws.session)
+        assert summary.content.startswith("(Extractive summary")
+    finally:
+        gate.set()
+        await ws.close()
+
+
+async def test_a_shed_file_leaves_the_file_list_and_file_add_puts_it_back(make, fake_llm, tmp_path):
+    ws, orch = await make(models=SMALL, compaction={"enabled": False})
+    (tmp_path / "big.txt").write_text("a line of a large file\n" * 700)  # ~4,000 tokens
+    assert (await dispatch(ws, "/file add big.txt")).ok
+    fake_llm.enqueue(Reply(text="answered"), Reply(text="again"))
+    events = []
+    out = await orch.run_turn("a question", events.append)
+    assert out.error is None and "a line of a large file" not in text_of(fake_llm.last)
+    [notice] = [e for e in events if isinstance(e, Notice) and "big.txt" in e.text]
+    assert "left the /file list (/file add big.txt puts them back)" in notice.text
+    listed = await dispatch(ws, "/file list")
+    assert "big.txt" not in listed.text  # not shed again every turn: it is gone
+    await orch.run_turn("another")  # no file, no shedding, no notice
+    assert [f.path for f in await ws.ledger.context_files(ws.session)] == []
+    back = await dispatch(ws, "/file add big.txt")
+    assert back.ok and "Added big.txt" in back.text

@@ -145,7 +145,8 @@ async def lane_new(ws, args: str) -> CommandResult:
     "reply",
     None,
     "/reply GID TEXT",
-    "Reply to group GID in its own lane reply:GID (started or continued) and send TEXT.",
+    "Reply to group GID and send TEXT: in its own lane reply:GID (started or continued), "
+    "or, from a topic lane, in that topic with group GID quoted.",
     CAT,
 )
 async def reply(ws, args: str) -> CommandResult:
@@ -156,10 +157,16 @@ async def reply(ws, args: str) -> CommandResult:
     gid = parse_int(first, "the group id", usage, minimum=1)
     if not await ws.ledger.group_exists(ws.session, gid):
         raise CommandError(f"session '{ws.session}' has no group {gid}.")
-    lane = reply_lane(gid)
     sess = await ws.current()
-    if sess.lane != lane:
-        await ws.ledger.set_lane(ws.session, lane)
+    if sess.lane.startswith("topic:"):
+        # Seed 002: topic > reply. The reply stays in its topic; the replied-to group is
+        # quoted for this turn (kept with the prompt, `Ledger.append_user(reply_to=...)`).
+        ws.pending_reply = gid
+        lane = sess.lane
+    else:
+        lane = reply_lane(gid)
+        if sess.lane != lane:
+            await ws.ledger.set_lane(ws.session, lane)
     return CommandResult(
         ok=True,
         text=f"Replying to group {gid} in lane {lane}.",

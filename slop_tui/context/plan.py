@@ -160,6 +160,9 @@ class PlanInputs:
     now: float = 0.0  # epoch seconds, for the lane summary's age threshold
     summarized: bool = False  # a guard summary was already made for this request
     before_summary: int | None = None  # the request's tokens before that summary
+    # The last message id an out-of-date summary covered (an edit took it out of date):
+    # rows it stood for are summarized again at once, thresholds or not.
+    stale_top: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,12 +300,16 @@ def _due(
     head: Summary | None,
     s: CompactionSettings,
     now: float,
+    stale_top: int | None,
 ) -> tuple[bool, str]:
-    """Seed 002's triggers over the rows awaiting a summary."""
+    """Seed 002's triggers over the rows awaiting a summary, and the rebuild of a
+    summary an edit took out of date."""
     if waiting:
         return True, "older rows than the ones sent wait for a summary"
     if not pending:
         return False, ""
+    if stale_top is not None and pending[0].id <= stale_top:
+        return True, "the history under a summary changed: it is made again"
     if len(pending) > s.lane_max_messages:
         return True, f"{len(pending)} messages await a summary (> {s.lane_max_messages})"
     if tokens > s.lane_max_tokens:
@@ -422,7 +429,9 @@ def build_plan(
     )
     due, reason = (False, "")
     if enabled:
-        due, reason = _due(pending, pending_tokens, waiting, head, comp, inputs.now)
+        due, reason = _due(
+            pending, pending_tokens, waiting, head, comp, inputs.now, inputs.stale_top
+        )
 
     request, guard = prompt, None
     if inputs.elided:

@@ -235,6 +235,17 @@ class ContinuityMixin(LedgerBase):
         async with self.transaction() as db:
             return await self._history_changed(db, session, group_ids)
 
+    async def stale_top(self, session: str, lane: str) -> int | None:
+        """The last message id the lane's out-of-date summaries covered (None: none is),
+        so the rows they stood for are summarized again without waiting for the
+        thresholds."""
+        row = await self._one(
+            f"SELECT MAX(last_message_id) FROM summaries WHERE session_id=? AND lane=? "
+            f"AND superseded = {SUMMARY_STALE}",
+            (session, lane),
+        )
+        return row[0] if row else None
+
     async def get_summary(self, session: str, summary_id: int) -> Summary | None:
         row = await self._one(
             "SELECT * FROM summaries WHERE id=? AND session_id=?", (summary_id, session)

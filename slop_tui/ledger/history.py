@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
@@ -307,10 +308,22 @@ class HistoryMixin(LedgerBase):
         return row["lane"] if row else DEFAULT_LANE
 
     async def append_user(
-        self, session: str, text: str, *, lane: str | None = None, strategy: str | None = None
+        self,
+        session: str,
+        text: str,
+        *,
+        lane: str | None = None,
+        strategy: str | None = None,
+        reply_to: int | None = None,
     ) -> Message:
-        """Write a user prompt; it opens a new group whose id is the prompt's own id."""
-        (prompt,) = await self._counted([NewMessage(role="user", content=text, strategy=strategy)])
+        """Write a user prompt; it opens a new group whose id is the prompt's own id.
+
+        `reply_to`: the group the prompt replies to, kept with the prompt
+        (`payload` `{"reply_to": GID}`) when it stays in its lane (a reply from a
+        topic lane: seed 002's topic > reply)."""
+        payload = json.dumps({"reply_to": reply_to}) if reply_to is not None else None
+        new = NewMessage(role="user", content=text, strategy=strategy, payload=payload)
+        (prompt,) = await self._counted([new])
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             lane = lane or await self._session_lane(db, session)
