@@ -194,12 +194,10 @@ class Summary:
     version: int
     created_at: float
 
-    def overlaps(self, first_id: int, last_id: int | None = None) -> bool:
-        """Whether the span holds a row with an id from `first_id` to `last_id` (None: any
-        later id): the test of what an edit of the history takes out of date."""
-        return self.last_message_id >= first_id and (
-            last_id is None or self.first_message_id <= last_id
-        )
+    def overlaps(self, first_id: int) -> bool:
+        """Whether the span reaches the row `first_id` (or a later one): what an edit of
+        a group starting there takes out of date."""
+        return self.last_message_id >= first_id
 
 
 @dataclass(frozen=True, slots=True)

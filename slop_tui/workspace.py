@@ -546,7 +546,7 @@ class Edit:
 
     def invalidates(self, summary: Summary) -> bool:
         """Whether the edit takes this summary out of date (as `Ledger.history_changed`
-        does: a summary whose span holds a row of an edited group)."""
+        does: a summary whose span reaches an edited group)."""
         return any(summary.overlaps(g) for g in self.hide | self.show)
 
 

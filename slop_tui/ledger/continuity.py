@@ -198,19 +198,22 @@ class ContinuityMixin(LedgerBase):
     async def _history_changed(self, db, session: str, group_ids: Sequence[int]) -> int:
         spans = await (
             await db.execute(
-                f"""SELECT lane, MIN(id), MAX(id) FROM messages WHERE session_id=?
+                f"""SELECT lane, MIN(id) FROM messages WHERE session_id=?
                    AND group_id IN ({",".join("?" * len(group_ids))}) GROUP BY lane""",
                 (session, *group_ids),
             )
         ).fetchall()
         stale: list[int] = []
-        for lane, first, last in spans:
+        for lane, first in spans:
             cur = await db.execute(
                 f"SELECT * FROM summaries WHERE session_id=? AND lane=? "
                 f"AND superseded = {SUMMARY_VALID}",
                 (session, lane),
             )
-            stale += [s.id for s in map(_summary, await cur.fetchall()) if s.overlaps(first, last)]
+            # Not only the summaries holding a row of the group: every one reaching past its
+            # first row, so a stored summary always covers its lane from the start (a group
+            # restored before a summary's first message would otherwise fall between).
+            stale += [s.id for s in map(_summary, await cur.fetchall()) if s.overlaps(first)]
         for sid in stale:
             await db.execute(
                 f"UPDATE summaries SET superseded = {SUMMARY_STALE} WHERE id=?", (sid,)
@@ -223,7 +226,7 @@ class ContinuityMixin(LedgerBase):
         Every edit that changes which rows a group has, or whether it is
         visible (drop, restore, remove, undo, trash), calls this in its own
         transaction (`_history_changed`), before the rows change: each summary
-        whose span holds a row of these groups is marked out of date, so the
+        whose span reaches a row of these groups is marked out of date, so the
         next request never carries text derived from the old history (the plan
         falls back to an older summary and sends the rest word for word until
         a new lane summary is made). The resume handoff is rebuilt from the
