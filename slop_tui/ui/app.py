@@ -146,7 +146,8 @@ class SlopApp(App):
                 yield Static("Sessions", classes="pane-title")
                 yield SessionList(id="session-list")
                 yield Static(
-                    "Groups  ● window ○ outside × dropped Σ summarized", classes="pane-title"
+                    "Groups  ● window ◉ unsummarized Σ summary ○ out × dropped",
+                    classes="pane-title",
                 )
                 yield GroupList(id="group-list")
             with Vertical(id="centre"):
