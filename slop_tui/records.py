@@ -236,7 +236,7 @@ class ToolCall:
     arguments: dict = field(default_factory=dict)
 
 
-# Continuity (issue 6): compaction audit, handoffs, files in context, lanes ----
+# Continuity: compaction audit, handoffs, files in context, lanes ----
 
 COMPACTION_CASES = ("truncate", "summarize", "elide", "emergency", "shed")
 HANDOFF_REASONS = ("compaction", "session_switch", "exit", "checkpoint", "manual")

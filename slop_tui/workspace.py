@@ -10,7 +10,7 @@ a request: window, STATE, scratchpad, memos, the lane's active summaries,
 the `/file add` files, the `## Resuming` layer (first turn after a resume
 only), the quoted reply of a `reply:<gid>` lane and the focus note.
 
-Handoffs (issue 6): `open` and `switch_session` look up the session's newest
+Handoffs: `open` and `switch_session` look up the session's newest
 unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
 `switch_session` records one for the session it leaves; `close` records an
 `exit` handoff when a turn ran in this process (so the app and `slop-tui ask`

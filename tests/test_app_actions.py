@@ -1,4 +1,4 @@
-"""Pilot tests for every workspace action (issue 5), each checked against the ledger.
+"""Pilot tests for every workspace action, each checked against the ledger.
 
 Every action is a key, a click or a palette entry in the real `SlopApp` over a
 real ledger in a temporary project; afterwards the test reads the ledger and,

@@ -1,4 +1,4 @@
-"""Issue 6 wired into real turns: guards, summaries, compaction, lanes, handoffs.
+"""Continuity wired into real turns: guards, summaries, compaction, lanes, handoffs.
 
 Whole turns through the real OpenAI SDK against the loopback fake server, with
 small budgets from config (`[models.fake-model]`, `[compaction]`) so the

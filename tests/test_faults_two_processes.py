@@ -1,4 +1,4 @@
-"""Two workspace processes on one project database (issue 7), both running real turns
+"""Two workspace processes on one project database, both running real turns
 and pruning (soft drop, hard remove) at the same time: no "database is locked"
 reaches either user, no row is lost, and each sees the other's work after a refresh.
 

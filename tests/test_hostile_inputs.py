@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 7): every surface refuses it in one line and
+"""Hostile and malformed input: every surface refuses it in one line and
 changes nothing, or shows it safely and stores it intact.
 
 - slash commands: property-based fuzzing of the one dispatcher over a real ledger;

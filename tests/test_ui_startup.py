@@ -1,4 +1,4 @@
-"""The workspace's start path (issue 5): no tokenizer, counts that say when they are
+"""The workspace's start path: no tokenizer, counts that say when they are
 estimates, one group read, and the groups pane's keys kept cheap.
 
 The tokenizer is process-wide state: each test here starts from "not built" with

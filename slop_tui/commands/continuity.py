@@ -1,4 +1,4 @@
-"""Continuity commands (issue 6): lanes, replies, handoffs, files in context,
+"""Continuity commands: lanes, replies, handoffs, files in context,
 the compaction audit log and un-compaction.
 
 Every handler checks all of its input before it writes anything, so a bad

@@ -160,7 +160,7 @@ DEFAULT_SKILLS = (
     ),
 )
 
-# Version 2: continuity (issue 6). Compaction never destroys the ledger: a
+# Version 2: continuity. Compaction never destroys the ledger: a
 # summarized message keeps its prior status in `status_before` (and
 # `summary_status`) and points at the summary covering it
 # (`messages.summary_id`); un-compaction restores the

@@ -6,7 +6,7 @@ would run (`slop_tui.commands.dispatch`), and turns run in the orchestrator,
 whose events the conversation view renders. Start-up imports no provider SDK;
 the ledger opens in a worker after the first frame.
 
-Start-up path (issue 5): the module imports only what the first frame draws;
+Start-up path: the module imports only what the first frame draws;
 the command layer, the orchestrator and the dialogs come when first used.
 The ledger is read once for the group list and the conversation
 (`Ledger.group_rows`), and the tokenizer is not built: the gauge and the

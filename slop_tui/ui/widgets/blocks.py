@@ -7,7 +7,7 @@ Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
   rendering a Rich `Markdown` renderable. Only the live answer is a
   `Markdown` widget, fed through `MarkdownStream`; it is replaced by the
   light form when the next turn starts.
-- The live answer stays cheap however long it grows (issue 5): its stream is
+- The live answer stays cheap however long it grows: its stream is
   paced (`LIVE_INTERVAL`); `Markdown.append` re-parses only from the last
   top-level block, and the blocks before it move into one light
   `SettledMarkdown`, so only the open block is a Markdown widget; blank room
@@ -250,8 +250,8 @@ class AnswerBlock(RenderedLines, can_focus=True):
 
 # The live answer is redrawn at most this often (seconds). Each redraw lays the
 # screen out again (15-40 ms on a 2-core machine); at 200 deltas/s, redrawing
-# whenever the loop was free kept it busy and keys waited hundreds of ms
-# (issue 5). Measured with bench/tui.py (2,000 msgs, 30 keys) typing while a
+# whenever the loop was free kept it busy and keys waited hundreds of ms.
+# Measured with bench/tui.py (2,000 msgs, 30 keys) typing while a
 # reply streams took 38 ms median at 0.1 s, 30 ms at 0.15 s and 6 ms at 0.2 s:
 # a key has to wait when it lands in a redraw. Five updates a second still read
 # as a stream.

@@ -5,7 +5,7 @@ the rest are one "▲ N older groups" / "▼ N newer groups" line each. Reaching
 the top (or ctrl+u) mounts a page of older groups and unmounts as many at the
 bottom, and the other way round. The blocks themselves live in `blocks.py`.
 
-Frame time (issue 5, bench/tui.py): every layout pass walks every mounted
+Frame time (bench/tui.py): every layout pass walks every mounted
 widget, so the bound is small (15 groups, a few screens) and a reply streams
 with only a page of history above it; a page is mounted one group per frame
 from blocks built ahead of time (`_prepare_older`); the live answer is paced
