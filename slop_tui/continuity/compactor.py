@@ -451,17 +451,10 @@ def _rolled(
 
 
 def _oldest_groups(rows: Sequence[Message], limit: int) -> list[Message]:
-    """The oldest rows, up to `limit` whole groups; `rows` holds `limit + 1` rows when
-    there were more. Empty when the first group alone may be longer than `rows`."""
-    chosen: list[Message] = []
-    last_group = None
-    for m in rows:
-        if len(chosen) >= limit and m.group_id != last_group:
-            break
-        chosen.append(m)
-        last_group = m.group_id
-    if len(rows) > len(chosen) or len(rows) <= limit:
-        return chosen
-    # `rows` was cut at limit + 1: its last group may be incomplete, leave it for later.
-    tail = chosen[-1].group_id
-    return [m for m in chosen if m.group_id != tail]
+    """The rows of the oldest whole groups of `rows` (read group by group, at most
+    `limit + 1` rows; `limit + 1` means the read was cut). The last group read may be
+    incomplete then, and waits for the next step; empty when it is the only one."""
+    if len(rows) <= limit:
+        return list(rows)
+    cut = max(m.group_id or 0 for m in rows)
+    return [m for m in rows if m.group_id != cut]

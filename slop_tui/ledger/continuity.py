@@ -100,6 +100,10 @@ def _compaction(r: sqlite3.Row) -> CompactionRecord:
     )
 
 
+def _by_id(m: Message) -> int:
+    return m.id
+
+
 def _message_row(_cursor: sqlite3.Cursor, row: tuple) -> Message:
     return Message(*row)  # `_MSG_COLS` is in Message's field order
 
@@ -495,11 +499,14 @@ class ContinuityMixin(LedgerBase):
             return []
         visible, cols, extra = what_if(hide, show)
         bound = "" if before_group is None else " AND group_id < :before"
-        order = "DESC" if newest else ""
+        # In the order of ix_messages_session_lane_group (group, then id): the LIMIT stops
+        # the scan early. Ordered by id alone, SQLite sorted every row of the lane (its
+        # text included) first: 30 ms for a 5,000-message session.
+        order = "group_id DESC, id DESC" if newest else "group_id, id"
         sql = f"""SELECT {cols} FROM messages
             WHERE session_id = :s AND lane = :lane AND group_id IS NOT NULL
               AND {visible} AND id > :after{bound}
-            ORDER BY id {order} LIMIT :limit"""
+            ORDER BY {order} LIMIT :limit"""
         params = {
             **extra,
             "s": session,
@@ -515,8 +522,7 @@ class ContinuityMixin(LedgerBase):
             rows = list(await cur.fetchall())
         finally:
             await cur.close()
-        if newest:
-            rows.reverse()
+        rows.sort(key=_by_id)
         return rows
 
     async def lane_info(self, session: str, lane: str) -> LaneInfo:
