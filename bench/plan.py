@@ -10,7 +10,7 @@ each), window 5, three states of the session:
 
 - `summary`: a lane summary covers the rows older than the window but the last
   few groups (what a session looks like when lane summaries keep up);
-- `no summary`: nothing summarised yet, so the newest 300 rows that left the
+- `no summary`: nothing summarised yet, so the newest 60 rows that left the
   window are sent word for word (the cap; the rest wait): the worst case;
 - `compaction off`: the window alone (seed 000).
 
@@ -40,11 +40,11 @@ import _common as c
 from slop_tui.config import load_config
 from slop_tui.context.assemble import AssemblyInputs, rough_tokens
 from slop_tui.context.plan import (
-    MAX_PENDING_ROWS,
     PlanInputs,
     PlanSettings,
     build_plan,
     head_summary,
+    pending_cap,
 )
 from slop_tui.ledger import Ledger
 from slop_tui.workspace import Workspace
@@ -88,7 +88,7 @@ async def pure_inputs(ws: Workspace) -> tuple[PlanInputs, PlanSettings]:
             sess.lane,
             start,
             head.last_message_id if head else 0,
-            MAX_PENDING_ROWS,
+            pending_cap(comp),
             newest=True,
         )
     state = await ws.ledger.current_state(ws.session)
@@ -172,7 +172,7 @@ async def main(argv: list[str]) -> int:
         db = Path(tmp) / "plan.db"
         name = await prepare(db, messages, args.seed)
         rows.append(await case(db, name, "summary", args.runs, {}))
-        # The same session without its summary: the newest 300 waiting rows are sent.
+        # The same session without its summary: the newest 60 waiting rows are sent.
         ledger = await Ledger.open(db, count_tokens=rough)
         try:
             for s in await ledger.summaries(name):

@@ -1,12 +1,13 @@
 """The turn loop: the only place that sequences a turn.
 
-persist the user message → assemble → guard → stream → run tools → persist →
-loop, then parse STATE and SCRATCHPAD blocks from the final answer. Every
-step emits an event; the UI, `slop-tui ask` and the tests subscribe to them.
-No Textual import here.
+persist the user message → plan (assemble, guard) → stream → run tools →
+persist → loop, then parse STATE and SCRATCHPAD blocks from the final answer.
+Every step emits an event; the UI, `slop-tui ask` and the tests subscribe to
+them. No Textual import here. What is sent is the context plan's request
+(`Workspace.plan`), the one the panes show.
 
-Before EVERY request (inside a tool loop too) the guard ladder runs
-(`context.guards.plan_reduction`): a `BudgetWarning` once when the request
+Before EVERY request (inside a tool loop too) the guard ladder runs, as part
+of the plan (`context.guards.plan_reduction`): a `BudgetWarning` once when the request
 crosses `warn_pct` (80 %); at `reduce_pct` (90 %) tool results are elided,
 then older history is summarised (a model call, `Compaction` events, the
 summary stored in the ledger), then emergency truncation and file shedding;
@@ -16,11 +17,15 @@ a request that still cannot fit ends the turn with one `ErrorEvent`
 
 After the answer is delivered, background work runs in
 `Orchestrator.compaction_task` (await it, or `wait_background()`): after-reply
-compaction when the history is above `compaction_trigger_tokens`, then the
-lane's rolling summary when one is due (`compactor.py`). Its `Compaction`
-events go to the same `emit` callback as the turn's. The next turn waits for
-it (after persisting its user message), so a compaction always takes effect
-on the next request.
+compaction when the history is above `compaction_trigger_tokens`, then lane
+summaries while the plan says one is due (`continuity/compactor.py`). Its
+`Compaction` events (with their `job`) go to the same `emit` callback as the
+turn's. Each background model call gets one retry at most and a deadline,
+then the extractive fallback; `finish_background` bounds the whole job (a
+headless `ask` returns within seconds of its answer), and `upkeep` runs the
+same job after an edit of the history. The next turn waits for it (after
+persisting its user message), so a compaction always takes effect on the
+next request. Elision only grows within a turn (`_Turn.elided`).
 
 Handoffs: a `checkpoint` one every `[compaction] checkpoint_interval` tool-loop
 iterations; the `## Resuming` layer of `Workspace.pending_handoff` is sent in

@@ -5,10 +5,14 @@ workspace, not to a session: switching sessions keeps them. They are stored
 in the ledger's `app_state` so a restart keeps them too, together with the
 last used session (auto-restore, seed 003).
 
-`Workspace.prompt()` is the one function that reads the ledger and assembles
-a request: window, STATE, scratchpad, memos, the lane's active summaries,
-the `/file add` files, the `## Resuming` layer (first turn after a resume
-only), the quoted reply of a `reply:<gid>` lane and the focus note.
+`Workspace.plan()` is the one function that reads the ledger for a request and
+builds its context plan (`context.plan.build_plan`): window, the rows between
+the last usable summary and the window, the lane's valid summaries, STATE,
+scratchpad, memos, the `/file add` files, the `## Resuming` layer (first turn
+after a resume only, rebuilt from today's ledger), the quoted reply and the
+focus note. `prompt()` is its request; `display_plan()` the same plan for the
+panes (and, with `edit=`, a projection: the ledger read as if the edit were
+made).
 
 Handoffs: `open` and `switch_session` look up the session's newest
 unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
@@ -16,8 +20,8 @@ unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
 `exit` handoff when a turn ran in this process (so the app and `slop-tui ask`
 both write one without any caller doing more than closing the workspace).
 
-Token counts at start-up: `display_prompt` assembles the request for the
-gauge and the preview without the tokenizer (building it costs ~0.4 s of CPU,
+Token counts at start-up: `display_plan` builds the plan for the panes
+without the tokenizer (building it costs ~0.4 s of CPU,
 see slop_tui/context/tokens.py). Messages carry the counts stored when they
 were written; the few other texts (system, STATE, scratchpad, memos, tool
 declarations, ...) take their counts from a cache the workspace keeps in the
@@ -46,12 +50,12 @@ from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
 from slop_tui.context.plan import (
-    MAX_PENDING_ROWS,
     ContextPlan,
     PlanInputs,
     PlanSettings,
     build_plan,
     head_summary,
+    pending_cap,
 )
 from slop_tui.context.prompt import Prompt, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
@@ -395,12 +399,12 @@ class Workspace:
                     sess.lane,
                     start,
                     head.last_message_id if head is not None else 0,
-                    MAX_PENDING_ROWS + 1,
+                    pending_cap(comp) + 1,
                     newest=True,
                     hide=hide,
                     show=show,
                 )
-                backlog, complete = _whole_groups(backlog, MAX_PENDING_ROWS)
+                backlog, complete = _whole_groups(backlog, pending_cap(comp))
         state = await self.ledger.current_state(self.session)
         keywords = extract_keywords(latest_user_text(window))
         candidates, bm25 = await self.ledger.memo_candidates(keywords)

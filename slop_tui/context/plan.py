@@ -85,10 +85,15 @@ KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
 KIND_LANE = "lane"  # rolling lane summary of rows that left the window
 COMPACTION_KINDS = frozenset({KIND_GUARD, KIND_COMPACTION, KIND_TRUNCATE})
 
-# A long backlog (an imported history, a window narrowed on a long session) is
-# not read whole for every request: at most this many of its newest rows are
-# sent while the lane summary absorbs the older ones, oldest first.
-MAX_PENDING_ROWS = 300
+
+def pending_cap(settings: CompactionSettings) -> int:
+    """How many of the newest rows awaiting a summary are sent at most: twice the
+    `lane_max_messages` threshold (60 by default), so the steady state (a summary is due
+    past the threshold) never reaches it. A longer backlog (an imported history, a
+    summary an edit took out of date) waits beyond it while the lane summaries absorb
+    it, oldest first, instead of being read and sent whole for every request."""
+    return max(60, 2 * settings.lane_max_messages)
+
 
 LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
 
@@ -148,7 +153,7 @@ class PlanInputs:
 
     `assembly.messages` are the window rows (`Ledger.window`); `backlog` the
     lane's visible rows older than the window and newer than the summary
-    `head_summary` picks (`Ledger.lane_backlog`, newest `MAX_PENDING_ROWS`);
+    `head_summary` picks (`Ledger.lane_backlog`, the newest `pending_cap` rows);
     `summaries` the lane's valid summaries.
     """
 
@@ -479,7 +484,6 @@ __all__ = [
     "KIND_LANE",
     "KIND_TRUNCATE",
     "LABEL_OTHER_PROVIDER",
-    "MAX_PENDING_ROWS",
     "PLACE_DROPPED",
     "PLACE_OTHER_LANE",
     "PLACE_OUTSIDE",
@@ -493,4 +497,5 @@ __all__ = [
     "PlanSettings",
     "build_plan",
     "head_summary",
+    "pending_cap",
 ]
