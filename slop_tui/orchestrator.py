@@ -94,8 +94,9 @@ from slop_tui.workspace import Workspace
 BACKGROUND_CALL_TIMEOUT = 60.0
 # `slop-tui ask` waits at most this long after its answer for the background job.
 BACKGROUND_GRACE = 3.0
-# Lane summaries one background job makes at most (each folds up to 200 messages).
-MAX_SUMMARIES_PER_JOB = 4
+# Lane summaries one background job makes at most (each folds up to 200 messages):
+# a long backlog is absorbed over a few turns, not in one long job on a 2-core machine.
+MAX_SUMMARIES_PER_JOB = 2
 
 REBUILD_INSTRUCTION = (
     "Re-read the conversation above and write a fresh, accurate `### STATE` block for it "
