@@ -23,7 +23,7 @@ summary requests at once, and its background job (after-reply compaction,
 lane summary) is awaited. A 10 ms heartbeat task records every gap between
 its ticks; the longest gap overlapping each phase is that phase's stall:
 
-- request assembly: `Orchestrator._guarded_prompt` (ledger read, assemble, guards)
+- request assembly: `Orchestrator._planned_request` (ledger read, the context plan, guards)
 - streaming: `Orchestrator._stream`
 - persisting: `Orchestrator._finish` (answer, STATE, scratchpad, TurnFinished)
 - after-reply compaction: `Compactor.after_reply`
@@ -36,7 +36,7 @@ turn plus its background job. `--trace` adds a tracemalloc run of the largest
 session: the traced peak during the turn and the allocation sites alive at
 that peak (tracemalloc slows everything, so stalls of that run are not shown).
 
-Target (issue 5): no stall above 50 ms; RSS after one turn at 20,000 messages
+Target: no stall above 50 ms; RSS after one turn at 20,000 messages
 <= 200 MB.
 """
 
@@ -248,7 +248,7 @@ async def child(args: argparse.Namespace) -> dict:
     await ws.ledger.lanes(args.session)
     orch = Orchestrator(ws, provider_factory=lambda cfg: BenchProvider())
     clock = _Clock()
-    _wrap(orch, "_guarded_prompt", clock, "assembly")
+    _wrap(orch, "_planned_request", clock, "assembly")
     _wrap(orch, "_finish", clock, "persisting")
     _wrap(orch.compactor, "after_reply", clock, "after_reply")
     _wrap(orch.compactor, "lane_summary", clock, "lane_summary")

@@ -39,8 +39,9 @@ messages and tool declarations) with the workspace counter for `sim-model`
 learned factor stays 1.0).
 
 Two diagnostics for the default policies, not part of the engine: `limbo`,
-rows that left the window but are not summarized yet (in neither the window
-nor a summary), counted after every turn; and a `recall probe`: for each
+rows that are neither sent nor covered by the summary in the request (the
+context plan's `waiting` and `outside` places), counted after every turn; and
+a `recall probe`: for each
 question, the 5 lines of summarized rows that share the most keywords with
 it (the engine's own `extract_keywords`), and whether the key is among them:
 what a keyword recall layer over compacted history would have kept.
@@ -83,7 +84,6 @@ from slop_tui.providers.base import (  # noqa: E402
     dumps,
     payload_tool_calls,
 )
-from slop_tui.records import STATUS_SUMMARIZED  # noqa: E402
 from slop_tui.tools import ToolContext, run_tool  # noqa: E402
 from slop_tui.workspace import Workspace  # noqa: E402
 
@@ -409,9 +409,15 @@ async def run_policy(
         log = await ws.ledger.compaction_log(ws.session, limit=100_000)
         last_layers = rec.last_main.layer_tokens() if rec.last_main else {}
         rows = await ws.ledger.session_messages(ws.session)
-        summarized = [m for m in rows if m.status == STATUS_SUMMARIZED]
+        final = await ws.plan()
+        summarized = [
+            m
+            for m in rows
+            if m.group_id is not None
+            and final.group_place(m.group_id, m.lane, m.status).place == "summary"
+        ]
         recover = await check_recovery(ws, project, rec.cut_ids, summarized, originals, sample)
-        probe = recall_probe(plan, rows, gids) if summarized else {}
+        probe = recall_probe(plan, summarized, gids) if summarized else {}
     finally:
         await orch.aclose()
         await ws.close()
@@ -441,13 +447,14 @@ async def run_policy(
 
 
 async def count_limbo(ws: Workspace) -> int:
-    """Visible rows of the lane outside the window: neither sent nor summarized."""
-    sess = await ws.current()
-    if sess.window_size <= 0:
-        return 0
-    inside = {m.id for m in await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)}
-    rows = await ws.ledger.window(ws.session, 0, lane=sess.lane)
-    return sum(1 for m in rows if m.id not in inside)
+    """Visible rows of the lane neither sent nor covered by the summary in the request."""
+    plan = await ws.plan()
+    rows = await ws.ledger.window(ws.session, 0, lane=plan.lane)
+    return sum(
+        1
+        for m in rows
+        if plan.group_place(m.group_id, m.lane, m.status).place in ("waiting", "outside")
+    )
 
 
 def _words(text: str) -> set[str]:
@@ -464,15 +471,13 @@ def _match(q: str, words: set[str]) -> bool:
     return any(w == q or w.startswith(q) or q.startswith(w) for w in words if len(w) > 3)
 
 
-def recall_probe(plan: Plan, rows, gids: dict[int, int], top: int = 5) -> dict:
+def recall_probe(plan: Plan, summarized, gids: dict[int, int], top: int = 5) -> dict:
     """Counterfactual: would the 5 best keyword-matching lines of the summarized rows hold
     the key? (Diagnostic only; the engine has no such layer.)"""
     from slop_tui.context.memos import extract_keywords
 
     lines: list[tuple[int, str, set[str]]] = []
-    for m in rows:
-        if m.status != STATUS_SUMMARIZED:
-            continue
+    for m in summarized:
         for line in m.content.splitlines():
             if line.strip():
                 lines.append((m.id, line, _words(line)))

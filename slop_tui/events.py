@@ -107,10 +107,13 @@ class BudgetWarning(Event):
 
 @dataclass(frozen=True)
 class Compaction(Event):
-    """A summary before a request, or the background compaction after a reply.
+    """Model work on summaries: before a request, or in the background after a reply.
 
     phase: "started" | "done" | "failed"; case: "summarize" | "truncate" |
-    "none" ("" while it is not decided yet).
+    "none" ("" while it is not decided yet); job: "summary" (a lane summary of
+    rows that left the window), "compaction" (after the reply) or "guard"
+    (the guard ladder's summary before a request). The workspace's header
+    shows a started job until it is done or failed.
     """
 
     phase: str = ""
@@ -118,6 +121,7 @@ class Compaction(Event):
     tokens_before: int = 0
     tokens_after: int = 0
     text: str = ""
+    job: str = ""
     kind: str = "compaction"
 
 

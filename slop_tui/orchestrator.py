@@ -1,12 +1,13 @@
 """The turn loop: the only place that sequences a turn.
 
-persist the user message → assemble → guard → stream → run tools → persist →
-loop, then parse STATE and SCRATCHPAD blocks from the final answer. Every
-step emits an event; the UI, `slop-tui ask` and the tests subscribe to them.
-No Textual import here.
+persist the user message → plan (assemble, guard) → stream → run tools →
+persist → loop, then parse STATE and SCRATCHPAD blocks from the final answer.
+Every step emits an event; the UI, `slop-tui ask` and the tests subscribe to
+them. No Textual import here. What is sent is the context plan's request
+(`Workspace.plan`), the one the panes show.
 
-Before EVERY request (inside a tool loop too) the guard ladder runs
-(`context.guards.plan_reduction`): a `BudgetWarning` once when the request
+Before EVERY request (inside a tool loop too) the guard ladder runs, as part
+of the plan (`context.guards.plan_reduction`): a `BudgetWarning` once when the request
 crosses `warn_pct` (80 %); at `reduce_pct` (90 %) tool results are elided,
 then older history is summarised (a model call, `Compaction` events, the
 summary stored in the ledger), then emergency truncation and file shedding;
@@ -16,11 +17,15 @@ a request that still cannot fit ends the turn with one `ErrorEvent`
 
 After the answer is delivered, background work runs in
 `Orchestrator.compaction_task` (await it, or `wait_background()`): after-reply
-compaction when the history is above `compaction_trigger_tokens`, then the
-lane's rolling summary when one is due (`compactor.py`). Its `Compaction`
-events go to the same `emit` callback as the turn's. The next turn waits for
-it (after persisting its user message), so a compaction always takes effect
-on the next request.
+compaction when the history is above `compaction_trigger_tokens`, then lane
+summaries while the plan says one is due (`continuity/compactor.py`). Its
+`Compaction` events (with their `job`) go to the same `emit` callback as the
+turn's. Each background model call gets one retry at most and a deadline,
+then the extractive fallback; `finish_background` bounds the whole job (a
+headless `ask` returns within seconds of its answer), and `upkeep` runs the
+same job after an edit of the history. The next turn waits for it (after
+persisting its user message), so a compaction always takes effect on the
+next request. Elision only grows within a turn (`_Turn.elided`).
 
 Handoffs: a `checkpoint` one every `[compaction] checkpoint_interval` tool-loop
 iterations; the `## Resuming` layer of `Workspace.pending_handoff` is sent in
@@ -41,19 +46,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
-from slop_tui.compactor import Compactor
 from slop_tui.context import extract_scratchpad_signal, extract_state
 from slop_tui.context.budget import LEVEL_OK
 from slop_tui.context.guards import (
     STEP_ELIDE,
     STEP_EMERGENCY,
     STEP_SHED,
+    TIER_ELIDED,
     GuardPlan,
-    apply_plan,
-    plan_reduction,
 )
 from slop_tui.context.isolation import message_tokens
 from slop_tui.context.prompt import LAYER_FILES, LAYER_SUMMARY, Prompt, PromptMessage
+from slop_tui.continuity.compactor import JOB_GUARD, Compactor
+from slop_tui.continuity.handoff import should_checkpoint
 from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event types)
     Approver,
     BudgetWarning,
@@ -70,7 +75,6 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     TurnStarted,
     UsageEvent,
 )
-from slop_tui.handoff import should_checkpoint
 from slop_tui.ledger import LedgerError, TurnJournal
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
@@ -90,6 +94,14 @@ from slop_tui.workspace import Workspace
 
 # How often a turn waiting for its session (another turn holds it) checks again.
 TURN_WAIT_POLL = 0.2
+# A background model call (a summary, a topic boundary) gives up after this long;
+# the summary then falls back to the extractive one.
+BACKGROUND_CALL_TIMEOUT = 60.0
+# `slop-tui ask` waits at most this long after its answer for the background job.
+BACKGROUND_GRACE = 3.0
+# Lane summaries one background job makes at most (each folds up to 200 messages):
+# a long backlog is absorbed over a few turns, not in one long job on a 2-core machine.
+MAX_SUMMARIES_PER_JOB = 2
 
 REBUILD_INSTRUCTION = (
     "Re-read the conversation above and write a fresh, accurate `### STATE` block for it "
@@ -121,6 +133,7 @@ class _Turn:
     strategy: str = "openai"
     model: str = ""
     journal: TurnJournal | None = None  # the in-flight record a killed process leaves
+    elided: frozenset[int] = frozenset()  # tool results elided in this turn: they stay so
 
 
 class Orchestrator:
@@ -148,6 +161,7 @@ class Orchestrator:
         self.compactor = Compactor(ws, self._call_model)
         # The background job after a reply (compaction, lane summary); await it.
         self.compaction_task: asyncio.Task | None = None
+        self._deadline: float | None = None  # loop time after which background calls give up
         self._warned: set[tuple[str, str]] = set()  # (session, lane) above warn_pct
         self._guard_seen: dict[tuple[str, str, str], tuple] = {}  # last logged step per kind
         ws.rebuild_state = self.rebuild_state
@@ -194,8 +208,11 @@ class Orchestrator:
         ws = self.ws
         ws.turn_ran = True
         choice = await ws.provider_choice()
+        reply_to, ws.pending_reply = ws.pending_reply, None
         try:
-            user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
+            user = await ws.ledger.append_user(
+                ws.session, text, strategy=choice.strategy, reply_to=reply_to
+            )
         except LedgerError as exc:
             return await self._ledger_failed(exc, send, outcome)
         gid = user.group_id
@@ -284,7 +301,7 @@ class Orchestrator:
                 await self.sleep(ws.throttle)
             provider, model = await self.provider()
             turn.strategy, turn.model = provider.strategy, model
-            prompt, plan = await self._guarded_prompt(provider.strategy, model, send, gid)
+            prompt, plan = await self._planned_request(provider.strategy, model, send, turn)
             if plan.fails:
                 await self._overflow(plan, prompt, turn)
                 return None
@@ -336,31 +353,34 @@ class Orchestrator:
             if should_checkpoint(iteration, interval):
                 await ws.write_handoff("checkpoint")
 
-    # -- the guard ladder ------------------------------------------------------
+    # -- the plan and its guard ladder -----------------------------------------
 
-    async def _guarded_prompt(
-        self, strategy: str, model: str, send, gid: int | None = None
+    async def _planned_request(
+        self, strategy: str, model: str, send, turn: _Turn | None = None
     ) -> tuple[Prompt, GuardPlan]:
-        """The next request after the guard ladder (`plan.fails`: it cannot be sent).
+        """The next request as the context plan has it, after the guard ladder
+        (`guard.fails`: it cannot be sent).
 
-        `gid`: the turn's group, so groups another workspace opened since are not in it."""
+        With `turn`: only its group and older ones (groups another workspace opened
+        since are not in it), and the tool results elided earlier in the turn stay
+        elided (elision only grows within a turn)."""
         ws = self.ws
-        settings = ws.compaction_settings()
+        gid = turn.gid if turn is not None else None
+        elided = turn.elided if turn is not None else frozenset()
         info = ws.model_info(model)
-        count = ws.ledger.count_tokens
-        prompt = await ws.prompt(strategy, upto=gid)
-        plan = plan_reduction(prompt, info, settings, count)
-        sess = await ws.current()
-        key = (ws.session, sess.lane)
-        if plan.level == LEVEL_OK:
+        plan = await ws.plan(strategy, upto=gid, elided=elided)
+        guard = plan.guard
+        assert guard is not None  # the workspace always plans with the model's limits
+        key = (ws.session, plan.lane)
+        if guard.level == LEVEL_OK:
             self._warned.discard(key)
         elif key not in self._warned:
             self._warned.add(key)
-            percent = round(plan.tokens_before * 100 / plan.max_input_tokens, 1)
-            await send(BudgetWarning(percent=percent, text=plan.warning or ""))
-        if plan.summarize is not None:
-            before = prompt.request_tokens
-            step = plan.summarize
+            percent = round(guard.tokens_before * 100 / guard.max_input_tokens, 1)
+            await send(BudgetWarning(percent=percent, text=guard.warning or ""))
+        if guard.summarize is not None:
+            before = plan.request_tokens
+            step = guard.summarize
             trigger = (
                 f"request at {before * 100 / info.max_input_tokens:.1f} % of max input "
                 f"({before:,} of {info.max_input_tokens:,} tokens)"
@@ -372,13 +392,12 @@ class Orchestrator:
                     tokens_before=before,
                     tokens_after=before,
                     text=step.detail,
+                    job=JOB_GUARD,
                 )
             )
             summarized = False
             try:
-                result = await self.compactor.summarize_for_request(
-                    apply_plan(prompt, plan, count), step, model, trigger
-                )
+                result = await self.compactor.summarize_for_request(plan, step, model, trigger)
             except (LedgerError, OSError, ValueError) as exc:
                 await send(
                     Compaction(
@@ -387,6 +406,7 @@ class Orchestrator:
                         tokens_before=before,
                         tokens_after=before,
                         text=f"the summary was not stored: {exc}",
+                        job=JOB_GUARD,
                     )
                 )
             else:
@@ -398,24 +418,36 @@ class Orchestrator:
                         tokens_before=before,
                         tokens_after=result.tokens_after,
                         text=result.text,
+                        job=JOB_GUARD,
                     )
                 )
-            prompt = await ws.prompt(strategy, upto=gid)
-            plan = plan_reduction(
-                prompt,
-                info,
-                settings,
-                count,
+            plan = await ws.plan(
+                strategy,
+                upto=gid,
+                elided=elided,
                 summarized=True,
                 before_summary=before if summarized else None,
             )
-        await self._log_guard(plan, sess.lane, send)
-        return apply_plan(prompt, plan, count), plan
+            guard = plan.guard
+            assert guard is not None
+        await self._log_guard(guard, plan.lane, send)
+        if turn is not None:
+            turn.elided = turn.elided | {
+                m.message_id
+                for m in plan.request.messages
+                if m.tier == TIER_ELIDED and m.message_id is not None
+            }
+        return plan.request, guard
 
     async def _log_guard(self, plan: GuardPlan, lane: str, send) -> None:
-        """Audit elide/emergency/shed steps that differ from the previous request's."""
+        """Audit elide/emergency/shed steps that differ from the previous request's; a
+        shed file leaves the `/file` set (so it is not shed again every turn)."""
         ws = self.ws
         taken = {s.kind: s for s in plan.steps if s.applied}
+        shed = taken.get(STEP_SHED)
+        if shed is not None:
+            for path in shed.files:
+                await ws.ledger.remove_context_file(ws.session, path)
         for kind in (STEP_ELIDE, STEP_EMERGENCY, STEP_SHED):
             key = (ws.session, lane, kind)
             step = taken.get(kind)
@@ -439,17 +471,16 @@ class Orchestrator:
                 last_message_id=max(ids) if ids else None,
                 detail=step.detail + (f" (messages {', '.join(map(str, ids))})" if ids else ""),
             )
-            if kind != STEP_ELIDE:
+            if kind == STEP_SHED:
+                again = " ".join(step.files)
                 await send(
                     Notice(
-                        text=step.detail
-                        + (
-                            " (/file add puts them back)"
-                            if kind == STEP_SHED
-                            else "; query_db reads them back"
-                        )
+                        text=f"{step.detail}; they left the /file list "
+                        f"(/file add {again} puts them back)"
                     )
                 )
+            elif kind == STEP_EMERGENCY:
+                await send(Notice(text=step.detail + "; query_db reads them back"))
 
     async def _overflow(self, plan: GuardPlan, prompt: Prompt, turn: _Turn) -> None:
         """One clear error that says what is large; when this turn's own messages are what
@@ -484,6 +515,7 @@ class Orchestrator:
     # -- background work after the reply -----------------------------------------
 
     def _schedule_background(self, turn: _Turn, reply_text: str) -> None:
+        self._deadline = None
         self.compaction_task = asyncio.create_task(self._background(turn, reply_text))
 
     async def wait_background(self) -> None:
@@ -498,40 +530,113 @@ class Orchestrator:
             if current is not None and current.cancelling():
                 raise  # we were cancelled, not the background job
 
-    async def _background(self, turn: _Turn, reply_text: str) -> None:
-        """After-reply compaction, then the lane summary; errors become a `failed` event."""
+    async def finish_background(self, grace: float = BACKGROUND_GRACE) -> None:
+        """Let the background job finish within `grace` seconds: model calls still
+        running then give up (their summaries fall back to the extractive ones), and a
+        job still running a second after that is cancelled. What it did not fold stays
+        in the next request word for word. `slop-tui ask` returns this way within
+        seconds of its answer whatever the background calls do."""
+        task = self.compaction_task
+        if task is None or task.done():
+            return
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + grace
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), grace + 1.0)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def upkeep(self, emit: Emit | None = None) -> None:
+        """Bring derived layers up to date after an edit of the history (undo, drop,
+        remove...): the lane summaries an edit took out of date are made again in the
+        background, with the same events as after a turn."""
+        if self.compaction_task is not None and not self.compaction_task.done():
+            return
+        choice = await self.ws.provider_choice()
+
+        async def send(event: Event) -> None:
+            if emit is not None:
+                result = emit(event)
+                if inspect.isawaitable(result):
+                    await result
+
+        turn = _Turn(gid=0, send=send, outcome=TurnOutcome(), model=choice.model)
+        turn.strategy = choice.strategy
+        self._deadline = None
+        self.compaction_task = asyncio.create_task(self._background(turn, None))
+
+    async def _background(self, turn: _Turn, reply_text: str | None) -> None:
+        """After-reply compaction, then lane summaries while one is due; errors become a
+        `failed` event."""
         send = turn.send
 
-        async def notify(phase: str, case: str, before: int, after: int, text: str) -> None:
+        async def notify(
+            phase: str, case: str, before: int, after: int, text: str, job: str
+        ) -> None:
             await send(
                 Compaction(
-                    phase=phase, case=case, tokens_before=before, tokens_after=after, text=text
+                    phase=phase,
+                    case=case,
+                    tokens_before=before,
+                    tokens_after=after,
+                    text=text,
+                    job=job,
                 )
             )
 
         try:
-            await self.compactor.after_reply(
-                turn.sent, reply_text, turn.model, turn.strategy, notify
-            )
-            await self.compactor.lane_summary(turn.model, turn.strategy, notify=notify)
+            if reply_text is not None:
+                await self.compactor.after_reply(
+                    turn.sent, reply_text, turn.model, turn.strategy, notify
+                )
+            for _ in range(MAX_SUMMARIES_PER_JOB):
+                if self._past_deadline():
+                    break
+                done = await self.compactor.lane_summary(turn.model, turn.strategy, notify=notify)
+                if done is None:
+                    break
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # background housekeeping must never break the app
             with contextlib.suppress(Exception):
-                await notify("failed", "", 0, 0, f"compaction failed: {exc}")
+                await notify("failed", "", 0, 0, f"compaction failed: {exc}", "")
 
-    async def _call_model(self, request: Prompt, model: str) -> str | None:
-        """One silent request for compaction (summary, topic boundary); None when it fails."""
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline
+
+    def _call_time_left(self) -> float:
+        """Seconds a background model call may take: BACKGROUND_CALL_TIMEOUT, or what is
+        left before the deadline `finish_background` set."""
+        if self._deadline is None:
+            return BACKGROUND_CALL_TIMEOUT
+        left = self._deadline - asyncio.get_running_loop().time()
+        return max(0.0, min(BACKGROUND_CALL_TIMEOUT, left))
+
+    async def _call_model(self, request: Prompt, model: str, purpose: str) -> str | None:
+        """One silent background request (a summary, a topic boundary): at most one
+        retry and a deadline; None when it fails (the caller falls back)."""
         ws = self.ws
-        try:
-            provider, _ = await self.provider()
+        left = self._call_time_left()
+        if left <= 0:
+            return None
+        policy = RetryPolicy(
+            max_retries=min(1, self.retry_policy.max_retries),
+            base_delay=self.retry_policy.base_delay,
+            max_delay=self.retry_policy.max_delay,
+        )
+
+        async def once() -> ProviderReply | None:
             reply = None
-            async for item in stream_with_retries(
-                provider, request, model, self.retry_policy, self.sleep
-            ):
+            async for item in stream_with_retries(provider, request, model, policy, self.sleep):
                 if isinstance(item, ProviderReply):
                     reply = item
-        except ProviderError:
+            return reply
+
+        try:
+            provider, _ = await self.provider()
+            reply = await asyncio.wait_for(once(), left)
+        except (TimeoutError, ProviderError):
             return None
         if reply is None:
             return None
@@ -544,6 +649,7 @@ class Orchestrator:
             reply.prompt_tokens,
             reply.completion_tokens,
             reply.cached_tokens,
+            purpose=purpose,
         )
         if reply.tool_calls or not reply.text.strip():
             return None
@@ -824,10 +930,22 @@ class Orchestrator:
                     reply = item
         except ProviderError:
             return None
-        state = extract_state(reply.text) if reply else None
-        if not state:
+        if reply is None:
             return None
         gid = await self.ws.ledger.last_group_id(self.ws.session)
+        await self.ws.ledger.record_usage(
+            self.ws.session,
+            gid,
+            provider.name,
+            model,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cached_tokens,
+            purpose="rebuild",
+        )
+        state = extract_state(reply.text)
+        if not state:
+            return None
         await self.ws.ledger.add_state(self.ws.session, gid, state)
         return state
 
@@ -874,7 +992,7 @@ async def run_headless_turn(
 
     try:
         outcome = await orch.run_turn(prompt, show)
-        await orch.wait_background()  # nobody waits for input: let compaction finish
+        await orch.finish_background()  # bounded: the answer is out, the process should end
         return outcome
     finally:
         await orch.aclose()

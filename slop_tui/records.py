@@ -181,6 +181,12 @@ class ToolInfo:
     call_count: int = 0
 
 
+# `summaries.superseded`: whether a stored summary may stand for its rows.
+SUMMARY_VALID = 0
+SUMMARY_DISCARDED = 1  # `/context uncompact`
+SUMMARY_STALE = 2  # a group it covers was dropped, restored, removed or undone since
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """A rolling summary of a span of messages (compaction, lanes)."""
@@ -194,6 +200,11 @@ class Summary:
     content: str
     version: int
     created_at: float
+
+    def overlaps(self, first_id: int) -> bool:
+        """Whether the span reaches the row `first_id` (or a later one): what an edit of
+        a group starting there takes out of date."""
+        return self.last_message_id >= first_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +249,7 @@ class ToolCall:
     arguments_error: str | None = None
 
 
-# Continuity (issue 6): compaction audit, handoffs, files in context, lanes ----
+# Continuity: compaction audit, handoffs, files in context, lanes ----
 
 COMPACTION_CASES = ("truncate", "summarize", "elide", "emergency", "shed")
 HANDOFF_REASONS = ("compaction", "session_switch", "exit", "checkpoint", "manual")
@@ -260,7 +271,8 @@ class CompactionRecord:
     last_message_id: int | None
     detail: str
     created_at: float
-    undone: bool = False  # its summary was un-compacted (superseded)
+    undone: bool = False  # its summary was discarded (`/context uncompact`)
+    stale: bool = False  # its summary is out of date: the history it covers changed
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,19 +5,23 @@ workspace, not to a session: switching sessions keeps them. They are stored
 in the ledger's `app_state` so a restart keeps them too, together with the
 last used session (auto-restore, seed 003).
 
-`Workspace.prompt()` is the one function that reads the ledger and assembles
-a request: window, STATE, scratchpad, memos, the lane's active summaries,
-the `/file add` files, the `## Resuming` layer (first turn after a resume
-only), the quoted reply of a `reply:<gid>` lane and the focus note.
+`Workspace.plan()` is the one function that reads the ledger for a request and
+builds its context plan (`context.plan.build_plan`): window, the rows between
+the last usable summary and the window, the lane's valid summaries, STATE,
+scratchpad, memos, the `/file add` files, the `## Resuming` layer (first turn
+after a resume only, rebuilt from today's ledger), the quoted reply and the
+focus note. `prompt()` is its request; `display_plan()` the same plan for the
+panes (and, with `edit=`, a projection: the ledger read as if the edit were
+made).
 
-Handoffs (issue 6): `open` and `switch_session` look up the session's newest
+Handoffs: `open` and `switch_session` look up the session's newest
 unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
 `switch_session` records one for the session it leaves; `close` records an
 `exit` handoff when a turn ran in this process (so the app and `slop-tui ask`
 both write one without any caller doing more than closing the workspace).
 
-Token counts at start-up: `display_prompt` assembles the request for the
-gauge and the preview without the tokenizer (building it costs ~0.4 s of CPU,
+Token counts at start-up: `display_plan` builds the plan for the panes
+without the tokenizer (building it costs ~0.4 s of CPU,
 see slop_tui/context/tokens.py). Messages carry the counts stored when they
 were written; the few other texts (system, STATE, scratchpad, memos, tool
 declarations, ...) take their counts from a cache the workspace keeps in the
@@ -34,22 +38,44 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slop_tui.config import Config
-from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings, assemble
+from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
+from slop_tui.context.plan import (
+    ContextPlan,
+    PlanInputs,
+    PlanSettings,
+    build_plan,
+    head_summary,
+    pending_cap,
+)
 from slop_tui.context.prompt import Prompt, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
-from slop_tui.handoff import pending_resume, record_handoff, resume_text
+from slop_tui.continuity.handoff import (
+    current_handoff,
+    pending_resume,
+    record_handoff,
+    resume_text,
+)
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
-from slop_tui.records import DEFAULT_SESSION, STATUS_COMPLETED, Handoff, Message, Session, Skill
+from slop_tui.records import (
+    DEFAULT_SESSION,
+    STATUS_COMPLETED,
+    Handoff,
+    Message,
+    Session,
+    Skill,
+    Summary,
+)
 
 if TYPE_CHECKING:
     from slop_tui.tools.sandbox import Sandbox
@@ -93,6 +119,9 @@ class Workspace:
     pending_handoff: Handoff | None = None
     # Set by the orchestrator when a turn starts: `close` then records an exit handoff.
     turn_ran: bool = False
+    # `/reply GID` from a topic lane: the next prompt replies to GID without leaving
+    # the topic (taken by the orchestrator when it writes the prompt).
+    pending_reply: int | None = None
     # One-line problems with config values that fell back to defaults (shown once).
     warnings: list[str] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set, repr=False)
@@ -182,6 +211,11 @@ class Workspace:
 
     async def current(self) -> Session:
         return await self.ledger.session_or_default(self.session)
+
+    def for_session(self, name: str) -> Workspace:
+        """The same workspace (ledger, config, settings) acting on session `name`, for a
+        command that targets a session other than the current one."""
+        return replace(self, session=check_session_name(name), pending_handoff=None, turn_ran=False)
 
     async def switch_session(self, name: str) -> None:
         """Make `name` current: a handoff for the session left, the new one's pending resume."""
@@ -316,6 +350,8 @@ class Workspace:
         return name
 
     async def provider_choice(self) -> ProviderChoice:
+        from slop_tui.providers.config import strategy_of
+
         configs = self.provider_configs()
         sess = await self.current()
         name = sess.provider if sess.provider in configs else None
@@ -326,8 +362,7 @@ class Workspace:
         if self.counter.model != model:
             stored = await self.ledger.get_setting(KEY_TOKEN_FACTOR + ":" + model)
             self.counter = TokenCounter(model, factor=float(stored) if stored else 1.0)
-        strategy = "openai" if cfg.kind in ("openai", "demo") else cfg.kind
-        return ProviderChoice(name=name, model=model, strategy=strategy)
+        return ProviderChoice(name=name, model=model, strategy=strategy_of(cfg.kind))
 
     # -- the request -------------------------------------------------------
 
@@ -340,18 +375,21 @@ class Workspace:
         enabled = {t.name for t in await self.ledger.list_tools() if t.enabled}
         return [spec for spec in tool_specs() if spec.name in enabled]
 
-    async def display_prompt(self, strategy: str | None = None) -> tuple[Prompt, bool]:
-        """The next request for the gauge and the preview, and whether its counts are
-        estimates. Never builds the tokenizer (see the module docstring): texts it
-        has not counted before are estimated until it is built."""
+    async def display_plan(
+        self, strategy: str | None = None, *, edit: Edit | None = None
+    ) -> tuple[ContextPlan, bool]:
+        """The plan of the next request for the panes (marks, gauge, preview, labels), and
+        whether its counts are estimates. Never builds the tokenizer (see the module
+        docstring): texts it has not counted before are estimated until it is built.
+        `edit`: the plan as it would be after that edit (a projection)."""
         if self._own_count:
-            return await self.prompt(strategy), False
+            return await self.plan(strategy, edit=edit), False
         count = DisplayCount(self.counter)
-        prompt = await self.prompt(strategy, count_tokens=count)
-        if not count.estimated and count.used != self._stored_counts:
+        plan = await self.plan(strategy, count_tokens=count, edit=edit)
+        if edit is None and not count.estimated and count.used != self._stored_counts:
             self._stored_counts = count.used
             await self.ledger.set_setting(KEY_TOKEN_COUNTS, json.dumps(count.used))
-        return prompt, bool(count.estimated)
+        return plan, bool(count.estimated)
 
     async def prompt(
         self,
@@ -360,25 +398,71 @@ class Workspace:
         count_tokens: Callable[[str], int] | None = None,
         upto: int | None = None,
     ) -> Prompt:
-        """Assemble the next request from the ledger (what is shown is what is sent).
+        """The next request exactly as it is sent: `plan(...).request`."""
+        return (await self.plan(strategy, count_tokens=count_tokens, upto=upto)).request
+
+    async def plan(
+        self,
+        strategy: str | None = None,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        upto: int | None = None,
+        elided: frozenset[int] = frozenset(),
+        summarized: bool = False,
+        before_summary: int | None = None,
+        edit: Edit | None = None,
+    ) -> ContextPlan:
+        """Read the ledger and build the context plan of the next request (what is shown
+        is what is sent: the orchestrator sends `plan.request`).
 
         `count_tokens` counts the texts that carry no stored count (default: the
         ledger's counter, exact, building the tokenizer if needed). `upto`: the
         running turn's group; groups another process opened after it are later
         turns, not this request's history, so it stays the current request.
+        `elided`: tool results elided earlier in this turn (they stay elided).
+        `summarized` / `before_summary`: a guard summary was made for this request.
+        `edit`: read the ledger as it would be after that edit (a projection).
         """
-        if strategy is None:
-            strategy = (await self.provider_choice()).strategy
+        choice = await self.provider_choice()
+        strategy = strategy or choice.strategy
+        hide, show = (edit.hide, edit.show) if edit is not None else ((), ())
         sess = await self.current()
-        window = await self._window_upto(sess, upto)
+        window = await self._window_upto(sess, upto, hide, show)
+        comp = self.compaction_settings()
+        summaries: list[Summary] = []
+        backlog: list[Message] = []
+        complete = True
+        stale = None
+        if comp.enabled:
+            stored = await self.ledger.summaries(self.session, sess.lane)
+            summaries = [x for x in stored if edit is None or not edit.invalidates(x)]
+            stale = await self.ledger.stale_top(self.session, sess.lane)
+            gone = [x.last_message_id for x in stored if x not in summaries]
+            stale = max([*gone, *([stale] if stale is not None else [])], default=None)
+            start = min((m.group_id for m in window if m.group_id is not None), default=None)
+            head = head_summary(summaries, start, sess.lane)
+            if start is not None:
+                backlog = await self.ledger.lane_backlog(
+                    self.session,
+                    sess.lane,
+                    start,
+                    head.last_message_id if head is not None else 0,
+                    pending_cap(comp) + 1,
+                    newest=True,
+                    hide=hide,
+                    show=show,
+                )
+                backlog, complete = _whole_groups(backlog, pending_cap(comp))
         state = await self.ledger.current_state(self.session)
         keywords = extract_keywords(latest_user_text(window))
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
         reply_to = lane_group(sess.lane)
+        if reply_to is None:
+            reply_to = _replied_group(window)
         quoted = await self._final_answer(reply_to) if reply_to is not None else ""
-        resume = self.pending_handoff
+        resume = self._resume_text(state.content if state else None, sess)
         inputs = AssemblyInputs(
             session=sess,
             messages=window,
@@ -388,24 +472,59 @@ class Workspace:
             memos=memos,
             skills=await self.skills(),
             tools=await self.enabled_tools(),
-            summaries=await self.ledger.active_summaries(self.session, sess.lane),
             files=files,
-            resume=resume_text(resume) if resume and resume.session == self.session else "",
+            resume=resume,
             quoted=quoted,
             quoted_group=reply_to,
             focus=focus_note(reply_to, _last_answer_group(window)),
         )
-        prompt = assemble(inputs, self.context_settings(), count_tokens or self.ledger.count_tokens)
+        settings = PlanSettings(
+            context=self.context_settings(),
+            compaction=comp,
+            model=self.model_info(choice.model),
+        )
+        plan = build_plan(
+            PlanInputs(
+                assembly=inputs,
+                backlog=backlog,
+                backlog_complete=complete,
+                summaries=summaries,
+                elided=elided,
+                now=time.time(),
+                summarized=summarized,
+                before_summary=before_summary,
+                stale_top=stale,
+            ),
+            settings,
+            count_tokens or self.ledger.count_tokens,
+        )
         if notes:
-            prompt = replace(prompt, notes=(*prompt.notes, *notes))
-        return prompt
+            request = replace(plan.request, notes=(*plan.request.notes, *notes))
+            plan = replace(plan, request=request)
+        return plan
 
-    async def _window_upto(self, sess: Session, upto: int | None) -> list[Message]:
+    def _resume_text(self, state: str | None, sess: Session) -> str:
+        """The `## Resuming` layer: the pending handoff, rebuilt from the current ledger
+        (an undone, dropped or removed group's goal never comes back through it)."""
+        stored = self.pending_handoff
+        if stored is None or stored.session != self.session:
+            return ""
+        return resume_text(current_handoff(stored, state, sess.scratchpad))
+
+    async def _window_upto(
+        self,
+        sess: Session,
+        upto: int | None,
+        hide: Collection[int] = (),
+        show: Collection[int] = (),
+    ) -> list[Message]:
         """The window, without groups newer than `upto` (only another workspace on the
         same session can open one mid-turn); still `window_size` groups when there are."""
         size = sess.window_size
         while True:
-            window = await self.ledger.window(self.session, size, lane=sess.lane)
+            window = await self.ledger.window(
+                self.session, size, lane=sess.lane, hide=hide, show=show
+            )
             if upto is None or not window or window[-1].group_id <= upto:
                 return window
             kept = [m for m in window if m.group_id <= upto]
@@ -422,14 +541,11 @@ class Workspace:
         listed = await self.ledger.context_files(self.session)
         if not listed:
             return files, notes  # without importing the command layer (start-up time)
-        from slop_tui.commands.base import CommandError
-        from slop_tui.commands.continuity import read_context_file
-
         root = Path(self.config.project_root).resolve()
         for f in listed:
             try:
                 files.append(read_context_file(root, f.path))
-            except CommandError as exc:
+            except ContextFileError as exc:
                 notes.append(f"files: {f.path} left out ({exc}); /file remove {f.path} drops it")
         return files, notes
 
@@ -440,6 +556,79 @@ class Workspace:
             if m.role == "assistant" and m.status == STATUS_COMPLETED and m.content.strip():
                 return m.content
         return ""
+
+
+class ContextFileError(Exception):
+    """A `/file` path that cannot be put into the context; the message is one sentence."""
+
+
+def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str, str]:
+    """(root-relative path, text) of a project file; ContextFileError when refused.
+
+    The path rules are those of the file tools (tools.paths): inside the
+    project root after resolving symlinks, a regular file, UTF-8 text.
+    """
+    from slop_tui.tools.base import ToolError
+    from slop_tui.tools.paths import display, read_text, resolve_inside
+
+    try:
+        resolved = resolve_inside(root, path, label)
+        shown = display(root, resolved)
+        return shown, read_text(resolved, shown, label)
+    except ToolError as exc:
+        text, prefix = str(exc), f"{label}: "
+        raise ContextFileError(text[len(prefix) :] if text.startswith(prefix) else text) from None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An edit of the history, for a projection (`Workspace.plan(edit=...)`): groups as
+    if dropped (`hide`) or restored (`show`)."""
+
+    hide: frozenset[int] = frozenset()
+    show: frozenset[int] = frozenset()
+
+    @classmethod
+    def drop(cls, group_id: int) -> Edit:
+        return cls(hide=frozenset({group_id}))
+
+    @classmethod
+    def restore(cls, group_id: int) -> Edit:
+        return cls(show=frozenset({group_id}))
+
+    def invalidates(self, summary: Summary) -> bool:
+        """Whether the edit takes this summary out of date (as `Ledger.history_changed`
+        does: a summary whose span reaches an edited group)."""
+        return any(summary.overlaps(g) for g in self.hide | self.show)
+
+
+def _whole_groups(rows: list[Message], limit: int) -> tuple[list[Message], bool]:
+    """The newest `limit` rows of `rows` (oldest first) without splitting a group, and
+    whether nothing was left out."""
+    if len(rows) <= limit:
+        return rows, True
+    kept = rows[len(rows) - limit :]
+    cut = kept[0].group_id
+    return [m for m in kept if m.group_id != cut], False
+
+
+def _replied_group(window: list[Message]) -> int | None:
+    """The group the running turn's prompt replies to from inside its lane (the prompt's
+    `reply_to`), while that turn has no answer yet; else None."""
+    if not window:
+        return None
+    gid = window[-1].group_id
+    rows = [m for m in window if m.group_id == gid]
+    if any(m.role == "assistant" and m.status == STATUS_COMPLETED for m in rows):
+        return None
+    prompt = next((m for m in rows if m.role == "user" and m.id == gid), None)
+    if prompt is None or not prompt.payload:
+        return None
+    try:
+        value = json.loads(prompt.payload).get("reply_to")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _last_answer_group(window: list[Message]) -> int | None:

@@ -1,4 +1,4 @@
-"""Pilot tests for every workspace action (issue 5), each checked against the ledger.
+"""Pilot tests for every workspace action, each checked against the ledger.
 
 Every action is a key, a click or a palette entry in the real `SlopApp` over a
 real ledger in a temporary project; afterwards the test reads the ledger and,
@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from textual.command import CommandInput, CommandList, CommandPalette
 
 from slop_tui.context import render_prompt
+from slop_tui.context.plan import MARKS
 from slop_tui.records import NewMessage
 from slop_tui.ui.app import ApprovalScreen, SlopApp
 from slop_tui.ui.screens.dialogs import ConfirmScreen, ProviderScreen, SessionScreen
@@ -26,7 +27,7 @@ from slop_tui.ui.screens.search import SearchScreen
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import AnswerBlock, ConversationView, GroupBlock
 from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import FLAG_INTERRUPTED, MARK_DROPPED, MARK_OUTSIDE, GroupList
+from slop_tui.ui.widgets.groups import FLAG_INTERRUPTED, GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.workspace import KEY_SESSION
 from tests import test_app
@@ -34,6 +35,7 @@ from tests.fakeserver import FakeToolCall, Reply, wait_for
 from tests.test_app import started
 from tests.workspace_fixtures import open_workspace
 
+MARK_DROPPED, MARK_PENDING = MARKS["dropped"], MARKS["pending"]
 project = test_app.project  # the fixture: a temporary project folder, no provider keys
 SIZE = (140, 44)
 TWO = [("alpha question", "alpha answer"), ("beta question", "beta answer")]
@@ -91,6 +93,11 @@ async def sent_groups(app: SlopApp) -> set[int]:
     """The groups whose messages the next assembled request carries."""
     prompt = await app.workspace.prompt()
     return {m.group_id for m in prompt.messages if m.group_id is not None}
+
+
+async def window_groups(app: SlopApp) -> set[int]:
+    """The groups in the window of the next request (the plan's)."""
+    return set((await app.workspace.plan()).window_groups)
 
 
 async def window_size(ws) -> int:
@@ -244,7 +251,7 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         await started(pilot)
         ws = app.workspace
         groups = app.query_one(GroupList)
-        assert await sent_groups(app) == set(gids) and "window all" in app.sub_title
+        assert await window_groups(app) == set(gids) and "window all" in app.sub_title
 
         # ] at the full history (the largest window) changes nothing.
         await pilot.press("f3", "]")
@@ -253,8 +260,10 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         # [ there starts just below it: one group fewer than the history has.
         await pilot.press("[")
         await eventually(pilot, lambda: _is(window_size(ws), 2))
-        assert await sent_groups(app) == set(gids[1:])
-        await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_OUTSIDE))
+        assert await window_groups(app) == set(gids[1:])
+        # It left the window and is sent until a summary covers it (the window is a view).
+        await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_PENDING))
+        assert await sent_groups(app) == set(gids)
         assert "window 2" in app.sub_title
         # What the header shows, not only the attribute (it is redrawn on its own).
         await pilot.pause()
@@ -263,7 +272,7 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
 
         await pilot.press("]")
         await eventually(pilot, lambda: _is(window_size(ws), 3))
-        assert await sent_groups(app) == set(gids)
+        assert await window_groups(app) == set(gids)
         await wait_for(pilot, lambda: groups.in_window(gids[0]))
 
         # [ stops at one group (0 would be the full history).
@@ -271,7 +280,7 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         await eventually(pilot, lambda: _is(window_size(ws), 1))
         await pilot.pause()
         assert await window_size(ws) == 1
-        assert await sent_groups(app) == {gids[2]}
+        assert await window_groups(app) == {gids[2]}
 
         await pilot.press("u")
         await eventually(
@@ -279,7 +288,7 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         )
         assert len(await ws.ledger.session_messages(ws.session)) == 4
         await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == gids[:2])
-        assert await sent_groups(app) == {gids[1]}
+        assert await window_groups(app) == {gids[1]}
 
 
 # -- turns: cancel, errors, provider switch, approvals, /reply ------------------------

@@ -1,12 +1,11 @@
-"""The turn's background job (issue 5): same compactions, without holding the event loop.
+"""The turn's background job: summaries without holding the event loop.
 
-The lane summary reads the oldest rows that left the window (`Ledger.lane_backlog`)
-instead of the whole lane, a summary's hidden ids come from one ids-only query
-(`Ledger.lane_ids_up_to`), the pure work over many messages runs in a worker
-thread, and redaction goes message by message. These tests check that each
-replacement gives what the whole-lane code gave, on ledgers shaped to catch
-the edge cases (dropped and summarized rows, two lanes, a group that grows
-after newer groups exist, a group longer than what one read returns).
+The lane summary reads the oldest rows between the last summary and the window
+(`Ledger.lane_backlog`) instead of the whole lane, the pure work over many
+messages runs in a worker thread, and redaction goes message by message. These
+tests check the reads against the whole-lane ones, on ledgers shaped to catch
+the edge cases (dropped rows, two lanes, a group that grows after newer groups
+exist, a group longer than what one read returns).
 """
 
 from __future__ import annotations
@@ -16,14 +15,12 @@ import threading
 
 import pytest
 
-import slop_tui.compactor as compactor_mod
-import slop_tui.ledger.continuity as continuity_mod
-from slop_tui.compactor import MAX_ROLL_MESSAGES, Compactor, _roll_selection
+import slop_tui.continuity.compactor as compactor_mod
 from slop_tui.config import load_config
 from slop_tui.context.compaction import boundary_prompt, boundary_request
 from slop_tui.context.redact import REDACTED, redact_secrets
 from slop_tui.context.summaries import standalone_summary_request
-from slop_tui.ledger import LedgerError
+from slop_tui.continuity.compactor import MAX_ROLL_MESSAGES, Compactor
 from slop_tui.records import Message, NewMessage
 from slop_tui.workspace import Workspace
 from tests.workspace_fixtures import rough
@@ -69,8 +66,8 @@ async def shaped(ws: Workspace) -> dict[str, list[int]]:
     topic = [await group(ws, f"topic {i}", 1, lane="topic:db") for i in range(4)]
     main += [await group(ws, f"main late {i}", 2) for i in range(3)]
     await ws.ledger.set_group_dropped(ws.session, main[3], True)
-    hidden = [m.id for m in await ws.ledger.group_messages(ws.session, main[1])]
-    await ws.ledger.summarize_span(ws.session, "main", "guard", hidden, "earlier")
+    covered = [m.id for m in await ws.ledger.group_messages(ws.session, main[1])]
+    await ws.ledger.add_summary(ws.session, "main", "lane", covered, "earlier")
     await ws.ledger.append(ws.session, main[5], [NewMessage("tool", "late result")])
     return {"main": main, "topic:db": topic}
 
@@ -87,43 +84,28 @@ async def test_lane_backlog_is_the_lane_minus_its_window(open_ws) -> None:
     ws = await open_ws()
     await shaped(ws)
     for lane in ("main", "topic:db", "topic:none"):
-        for size in (0, 1, 2, 3, 5, 14, 100):
+        for size in (1, 2, 3, 5, 14, 100):
             expected = await old_backlog(ws, lane, size)
-            assert await ws.ledger.lane_backlog(ws.session, lane, size) == expected, (lane, size)
+            window = await ws.ledger.window(ws.session, size, lane=lane)
+            start = min((m.group_id for m in window), default=None)
+            got = await ws.ledger.lane_backlog(ws.session, lane, start)
+            assert got == expected, (lane, size)
+            # A limited read takes whole groups first (a late row stays with its group),
+            # then gives the rows in id order.
+            by_group = sorted(expected, key=lambda m: (m.group_id, m.id))
             for limit in (1, 4, len(expected) + 1):
-                got = await ws.ledger.lane_backlog(ws.session, lane, size, limit)
-                assert got == expected[:limit]
-    assert await ws.ledger.lane_backlog(ws.session, "main", 2, 0) == []
-
-
-async def test_lane_ids_and_last_summary_match_the_whole_lane_reads(open_ws) -> None:
-    ws = await open_ws()
-    await shaped(ws)
-    for lane in ("main", "topic:db"):
-        rows = await ws.ledger.window(ws.session, 0, lane=lane)
-        for last in (0, rows[0].id, rows[len(rows) // 2].id, rows[-1].id + 10):
-            expected = [m.id for m in rows if m.id <= last]
-            assert await ws.ledger.lane_ids_up_to(ws.session, lane, last) == expected
-        info = await ws.ledger.lane_info(ws.session, lane)
-        assert await ws.ledger.last_summary_at(ws.session, lane) == info.last_summary_at
-    assert await ws.ledger.last_summary_at(ws.session, "main") is not None
-    assert await ws.ledger.last_summary_at(ws.session, "topic:none") is None
-
-
-async def test_hiding_rows_goes_in_slices_and_stays_all_or_nothing(open_ws, monkeypatch) -> None:
-    monkeypatch.setattr(continuity_mod, "MARK_SLICE", 3)
-    ws = await open_ws()
-    gids = [await group(ws, f"g{i}", 1) for i in range(6)]
-    other = await ws.ledger.append_user("elsewhere", "not this session")
-    ids = [m.id for m in await ws.ledger.window(ws.session, 0)]
-    with pytest.raises(LedgerError, match="1 of the messages"):
-        await ws.ledger.summarize_span(ws.session, "main", "guard", [*ids, other.id], "x")
-    assert {m.status for m in await ws.ledger.session_messages(ws.session)} == {"completed"}
-    summary = await ws.ledger.summarize_span(ws.session, "main", "guard", ids, "all of it")
-    assert await ws.ledger.summarized_ids(ws.session, summary.id) == ids  # 12 rows, 4 slices
-    assert await ws.ledger.window(ws.session, 0) == []
-    assert await ws.ledger.uncompact(ws.session, summary.id) == len(ids)
-    assert [m.group_id for m in await ws.ledger.window(ws.session, 1)] == [gids[-1]] * 2
+                oldest = await ws.ledger.lane_backlog(ws.session, lane, start, 0, limit)
+                assert oldest == sorted(by_group[:limit], key=lambda m: m.id)
+                newest = await ws.ledger.lane_backlog(
+                    ws.session, lane, start, 0, limit, newest=True
+                )
+                tail = by_group[-limit:] if expected else []
+                assert newest == sorted(tail, key=lambda m: m.id)
+            if expected:
+                after = expected[len(expected) // 2].id
+                tail = await ws.ledger.lane_backlog(ws.session, lane, start, after)
+                assert tail == [m for m in expected if m.id > after]
+    assert await ws.ledger.lane_backlog(ws.session, "main", 2, 0, 0) == []
 
 
 class Calls:
@@ -132,74 +114,75 @@ class Calls:
     def __init__(self, reply: str | None) -> None:
         self.reply = reply
         self.requests = []
+        self.purposes = []
 
-    async def __call__(self, request, model):
+    async def __call__(self, request, model, purpose):
         self.requests.append(request)
+        self.purposes.append(purpose)
         return self.reply
 
 
-async def test_lane_summary_folds_the_same_rows_reading_only_the_oldest(
+async def test_lane_summary_folds_whole_groups_reading_only_the_oldest(
     open_ws, monkeypatch
 ) -> None:
     ws = await open_ws()
     # 66 short groups (198 rows), then one group of 150 rows across the 200-row cut,
-    # then 30 more short groups: the roll must take the long group whole.
-    for i in range(66):
-        await group(ws, f"short {i}", 2)
+    # then 30 more short groups.
+    shorts = [await group(ws, f"short {i}", 2) for i in range(66)]
     long_gid = await group(ws, "long one", 149)
     for i in range(30):
         await group(ws, f"after {i}", 2)
     await ws.ledger.set_window(ws.session, 3)
-    settings = ws.compaction_settings()
-    backlog = await old_backlog(ws, "main", 3)
-    expected = _roll_selection(backlog, settings, None, 0.0, rough)
-    assert len(expected) == 198 + 150 and max(expected) < backlog[-1].id
-
     reads = []
-    window, lane_backlog = ws.ledger.window, ws.ledger.lane_backlog
+    lane_backlog = ws.ledger.lane_backlog
 
-    async def spy_window(session, size, lane=None):
-        reads.append(("window", size))
-        return await window(session, size, lane=lane)
+    async def spy_backlog(session, lane, before, after=0, limit=None, **kw):
+        reads.append((limit, kw.get("newest", False)))
+        return await lane_backlog(session, lane, before, after, limit, **kw)
 
-    async def spy_backlog(session, lane, size, limit=None):
-        reads.append(("backlog", limit))
-        return await lane_backlog(session, lane, size, limit)
-
-    monkeypatch.setattr(ws.ledger, "window", spy_window)
     monkeypatch.setattr(ws.ledger, "lane_backlog", spy_backlog)
     calls = Calls("<summary>ROLLED</summary>")
-    result = await Compactor(ws, calls).lane_summary("gpt-4o", "openai", now=0.0)
-
-    assert result is not None and result.summary is not None
-    assert await ws.ledger.summarized_ids(ws.session, result.summary.id) == sorted(expected)
-    assert long_gid in {m.group_id for m in await ws.ledger.messages_by_ids(sorted(expected))}
-    # Never the whole lane: the first read of 201 rows ended inside the long group,
-    # so one more (twice as long) decided the roll.
-    assert ("window", 0) not in reads
-    assert [r for r in reads if r[0] == "backlog"] == [
-        ("backlog", MAX_ROLL_MESSAGES + 1),
-        ("backlog", 2 * (MAX_ROLL_MESSAGES + 1)),
-    ]
+    comp = Compactor(ws, calls)
+    first = await comp.lane_summary("gpt-4o", "openai")
+    assert first is not None and first.summary is not None
+    # The first read of 201 rows ended inside the long group: it waits for the next roll.
+    rows = await ws.ledger.session_messages(ws.session)
+    last_short = max(m.id for m in rows if m.group_id == shorts[-1])
+    assert first.summary.last_message_id == last_short
     text = calls.requests[0].messages[0].text
-    assert "short 0" in text and "long one answer 148" in text and "after 0" not in text
+    assert "short 0" in text and "long one" not in text
+    # Never the whole lane: the plan reads the newest rows awaiting a summary (at most
+    # 301), the roll the oldest 201.
+    assert all(limit is not None for limit, _ in reads)
+    assert (MAX_ROLL_MESSAGES + 1, False) in reads
+    second = await comp.lane_summary("gpt-4o", "openai")
+    assert second is not None and second.summary.first_message_id == first.summary.first_message_id
+    text = calls.requests[1].messages[0].text
+    assert "long one answer 148" in text and "ROLLED" in text  # whole, over the first
+    covered = [
+        m for m in rows if first.summary.last_message_id < m.id <= second.summary.last_message_id
+    ]
+    assert long_gid in {m.group_id for m in covered}
+    assert calls.purposes == ["summary", "summary"]
 
 
-async def test_lane_summary_with_kept_rows_still_reads_the_thresholds(open_ws) -> None:
-    ws = await open_ws(lane_keep_recent=2, lane_max_messages=4)
-    gids = [await group(ws, f"g{i}", 1) for i in range(6)]
+async def test_lane_summary_waits_for_seed_002s_thresholds(open_ws) -> None:
+    ws = await open_ws(lane_max_messages=4)
+    gids = [await group(ws, f"g{i}", 1) for i in range(4)]
     await ws.ledger.set_window(ws.session, 2)
-    result = await Compactor(ws, Calls("<summary>S</summary>")).lane_summary(
-        "gpt-4o", "openai", now=0.0
-    )
-    assert result is not None
-    # Groups 0-3 left the window (8 rows > 4); the newest 2 of them stay verbatim.
-    hidden = await ws.ledger.summarized_ids(ws.session, result.summary.id)
-    assert {m.group_id for m in await ws.ledger.messages_by_ids(hidden)} == set(gids[:3])
+    comp = Compactor(ws, Calls("<summary>S</summary>"))
+    assert await comp.lane_summary("gpt-4o", "openai") is None  # 4 rows wait: not > 4
+    gids.append(await group(ws, "g4", 1))
+    result = await comp.lane_summary("gpt-4o", "openai")
+    assert result is not None  # 6 rows > 4: every group that left the window
+    rows = await ws.ledger.session_messages(ws.session)
+    assert result.summary.last_message_id == max(m.id for m in rows if m.group_id == gids[2])
 
 
 async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch) -> None:
-    ws = await open_ws(compaction_trigger_tokens=200, verbatim_window_tokens=40)
+    ws = await open_ws(
+        compaction_trigger_tokens=200, verbatim_window_tokens=40, lane_max_messages=5
+    )
     for i in range(30):
         await group(ws, f"request {i} about port {8000 + i} " + "word " * 20, 1)
     await ws.ledger.set_window(ws.session, 20)
@@ -217,7 +200,7 @@ async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch
         "extract_anchor_items",
         "extractive_summary",
         "standalone_summary_request",
-        "stacked_request",
+        "summary_request",
     ):
         on_loop_thread(name, getattr(compactor_mod, name))
     comp = Compactor(ws, Calls(None))  # every model call fails: the extractive fallback
@@ -226,7 +209,7 @@ async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch
         return None
 
     sent = await ws.prompt("openai")
-    rolled = await comp.lane_summary("gpt-4o", "openai", now=0.0)  # the 10 groups left
+    rolled = await comp.lane_summary("gpt-4o", "openai")  # the 10 groups that left
     assert rolled is not None and rolled.fallback
     done = await comp.after_reply(sent, "the answer", "gpt-4o", "openai", notify)
     assert done is not None and done.case == "summarize" and done.fallback
@@ -235,7 +218,7 @@ async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch
         "extract_anchor_items",
         "extractive_summary",
         "standalone_summary_request",
-        "stacked_request",
+        "summary_request",
     }
     assert not any(any(flags) for flags in where.values()), where
 

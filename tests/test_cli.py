@@ -94,3 +94,24 @@ def test_broken_config_warns_and_uses_defaults(tmp_path, bad):
     r = run(["exec", "/session list"], tmp_path)
     assert r.returncode == 0
     assert "warning" in r.stderr
+
+
+def test_exec_context_rebuild_asks_the_configured_model(tmp_path, fake_llm):
+    """`exec "/context rebuild"` with OpenAI configured asks that model (no turn has set
+    one up in that process)."""
+    from tests.fakeserver import Reply
+
+    env = {
+        "OPENAI_API_KEY": "x",
+        "OPENAI_BASE_URL": fake_llm.openai_base_url,
+        "OPENAI_MODEL": "fake-model",
+        "GIT_CEILING_DIRECTORIES": str(tmp_path.parent),
+    }
+    fake_llm.enqueue(Reply(text="first answer"))
+    assert run(["ask", "start"], tmp_path, env).returncode == 0
+    fake_llm.enqueue(Reply(text="### STATE\nGoal: REBUILT-BY-MODEL"))
+    r = run(["exec", "/context rebuild"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    assert "rebuilt by the model" in r.stdout and "REBUILT-BY-MODEL" in r.stdout
+    last = fake_llm.chat_requests[-1]
+    assert "write a fresh, accurate `### STATE` block" in str(last.body)

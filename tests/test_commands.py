@@ -177,8 +177,23 @@ async def test_context_show_layers_and_window(ws):
     assert (await dispatch(ws, "/context window 0")).text == "Full history mode."
 
 
+async def test_context_rebuild_asks_the_model_without_a_turn_running(ws):
+    # `slop-tui exec "/context rebuild"`: no orchestrator has set one up; the command asks
+    # the configured model itself (here the offline demo), and counts the call.
+    await add_group(ws, "go", "done\n### STATE\nGoal: rebuilt")
+    result = await dispatch(ws, "/context rebuild")
+    assert result.ok and "rebuilt by the model" in result.text
+    assert ws.rebuild_state is None  # nothing left behind
+    assert [p for p, *_ in await ws.ledger.usage_by_purpose(ws.session)] == ["rebuild"]
+
+
 async def test_context_rebuild_without_a_model_rederives(ws):
     g = await add_group(ws, "go", "done\n### STATE\nGoal: rebuilt")
+
+    async def unreachable() -> None:
+        return None
+
+    ws.rebuild_state = unreachable
     result = await dispatch(ws, "/context rebuild")
     assert result.ok and "re-derived" in result.text
     state = await ws.ledger.current_state(ws.session)

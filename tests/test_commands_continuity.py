@@ -8,6 +8,7 @@ import os
 import pytest
 
 from slop_tui.commands import dispatch
+from slop_tui.context import render_prompt
 from slop_tui.records import NewMessage
 from tests.workspace_fixtures import open_workspace, rough
 
@@ -276,11 +277,14 @@ async def test_handoff_never_holds_a_secret(ws, tmp_path):
 
 async def test_context_log_and_uncompact(ws):
     assert "no compactions yet" in (await dispatch(ws, "/context log")).text
+    await dispatch(ws, "/context window 1")
     g1 = await add_group(ws, "old question", "old answer")
     g2 = await add_group(ws, "new question", "new answer")
+    # g1 left the window; no summary covers it yet, so it is sent word for word
     before = await ws.prompt("openai")
+    assert "old question" in render_prompt(before)
     ids = [m.id for m in await ws.ledger.group_messages(ws.session, g1)]
-    summary = await ws.ledger.summarize_span(ws.session, "main", "compaction", ids, "it was old")
+    summary = await ws.ledger.add_summary(ws.session, "main", "lane", ids, "it was old")
     await ws.ledger.log_compaction(
         ws.session,
         case_kind="summarize",
@@ -292,32 +296,70 @@ async def test_context_log_and_uncompact(ws):
         last_message_id=ids[-1],
         detail="topic boundary: low confidence",
     )
-    assert {m.group_id for m in await ws.ledger.window(ws.session, 0)} == {g2}
+    covered = await ws.prompt("openai")
+    assert "old question" not in render_prompt(covered) and "it was old" in covered.system_text
+    # the window is a view: the ledger's rows are untouched
+    assert {m.group_id for m in await ws.ledger.window(ws.session, 0)} == {g1, g2}
 
     log = await dispatch(ws, "/context log")
     assert log.ok
     assert "**summarize**" in log.text and "tokens 25100 → 4100 (−83%)" in log.text
     assert "trigger: history 25100 > 24000 tokens" in log.text
     assert f"covered messages {ids[0]}–{ids[-1]}" in log.text
-    assert f"/context uncompact {summary.id} restores" in log.text
+    assert f"summary {summary.id}: in the request; /context uncompact {summary.id}" in log.text
     assert (
         f'query_db(sql="SELECT id, role, content FROM messages WHERE session_id='
         f"'{ws.session}' AND id BETWEEN {ids[0]} AND {ids[-1]}\")" in log.text
     )
 
     result = await dispatch(ws, f"/context uncompact {summary.id}")
-    assert result.ok and "2 message(s) restored" in result.text
+    assert result.ok and f"Un-compacted summary {summary.id}" in result.text
     assert "history" in result.changed
     after = await ws.prompt("openai")
     assert after.messages == before.messages
-    assert "un-compacted" in (await dispatch(ws, "/context log")).text
+    assert "discarded by /context uncompact" in (await dispatch(ws, "/context log")).text
     repeat = await dispatch(ws, f"/context uncompact {summary.id}")
-    assert repeat.ok and "already" in repeat.text
+    assert repeat.ok and "already discarded" in repeat.text
+
+
+async def test_log_and_uncompact_agree_on_a_summary_outside_the_request(ws):
+    """A stored summary the request does not hold (the window widened over it) is shown
+    as stored, and uncompact says so instead of claiming to restore anything."""
+    await dispatch(ws, "/context window 1")
+    g1 = await add_group(ws, "old question", "old answer")
+    await add_group(ws, "new question", "new answer")
+    summary = await ws.ledger.add_summary(ws.session, "main", "lane", [g1], "it was old")
+    await ws.ledger.log_compaction(
+        ws.session,
+        case_kind="summarize",
+        trigger="t",
+        tokens_before=2,
+        tokens_after=1,
+        summary_id=summary.id,
+    )
+    await dispatch(ws, "/context window 0")
+    assert "stored, not in the request now" in (await dispatch(ws, "/context log")).text
+    result = await dispatch(ws, f"/context uncompact {summary.id}")
+    assert result.ok and "it was not in the request" in result.text
+    # an edit under a summary: out of date, said the same way by both commands
+    second = await ws.ledger.add_summary(ws.session, "main", "lane", [g1], "again")
+    await ws.ledger.log_compaction(
+        ws.session,
+        case_kind="summarize",
+        trigger="t",
+        tokens_before=2,
+        tokens_after=1,
+        summary_id=second.id,
+    )
+    await dispatch(ws, f"/context drop {g1}")
+    assert f"summary {second.id}: out of date" in (await dispatch(ws, "/context log")).text
+    stale = await dispatch(ws, f"/context uncompact {second.id}")
+    assert stale.ok and "out of date" in stale.text
 
 
 async def test_uncompact_refuses_another_sessions_summary(ws):
     g1 = await add_group(ws, "q")
-    summary = await ws.ledger.add_summary(ws.session, "main", "compaction", g1, g1, "s")
+    summary = await ws.ledger.add_summary(ws.session, "main", "compaction", [g1], "s")
     await dispatch(ws, "/session activate other")
     before = await fingerprint(ws)
     result = await dispatch(ws, f"/context uncompact {summary.id}")

@@ -18,7 +18,6 @@ from slop_tui.context.compaction import (
     boundary_request,
     decide,
     format_messages,
-    lane_summary_due,
     parse_boundary,
     should_compact,
     truncate_summary,
@@ -271,34 +270,6 @@ def test_parse_boundary(text: str | None, expected: TopicBoundary) -> None:
 
 def test_safe_boundary_is_null_and_zero() -> None:
     assert (SAFE_BOUNDARY.boundary_index, SAFE_BOUNDARY.confidence) == (None, 0.0)
-
-
-# --- lane summaries (seed 002) ---------------------------------------------------------------
-
-
-def test_lane_summary_due_folds_every_whole_group_by_default() -> None:
-    # Rows outside the window are invisible to the model: no limbo, every whole group goes.
-    assert CompactionSettings().lane_keep_recent == 0
-    assert lane_summary_due(rows([10] * 3)) == (1, 2, 3)
-    assert lane_summary_due(rows([10, 10])) == (1, 2)  # one whole group is enough
-    assert lane_summary_due([]) == ()
-    assert lane_summary_due(rows([300] * 4), CompactionSettings(enabled=False)) == ()
-
-
-def test_lane_summary_due_thresholds_when_rows_are_kept() -> None:
-    keep = CompactionSettings(lane_keep_recent=10)
-    assert lane_summary_due(rows([10] * 30), keep) == ()  # 30 messages, 300 tokens: not yet
-    due = lane_summary_due(rows([10] * 31), keep)  # 31 messages
-    assert due == tuple(range(1, 21))  # keep the last 10 (ids 22..31), back to group start 21
-    # 3,600 tokens > 2,500, but the span before the kept 10 is one 2-row group (< 6 rows).
-    assert lane_summary_due(rows([300] * 12), keep) == ()
-    small = CompactionSettings(lane_keep_recent=10, lane_min_messages=2)
-    assert lane_summary_due(rows([300] * 12), small) == (1, 2)
-    assert lane_summary_due(rows([10] * 12), keep) == ()
-    aged = lane_summary_due(rows([10] * 12), keep, last_summary_at=0.0, now=25 * 3600.0)
-    assert aged == (1, 2)
-    assert lane_summary_due(rows([10] * 12), keep, last_summary_at=0.0, now=23 * 3600.0) == ()
-    assert lane_summary_due(rows([300] * 10), keep) == ()  # never fewer than the kept 10
 
 
 # --- summaries -------------------------------------------------------------------------------

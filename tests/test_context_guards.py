@@ -134,11 +134,12 @@ def test_elision_keeps_pairs_and_points_to_query_db() -> None:
     p = _tool_loop()
     out = elide_tool_results(p, 50, count)
     elided = [m for m in out.messages if m.tier == "elided"]
-    # Tool results are ids 3, 5, ..., 17; positions 3, 4, 2, 5 of them.
-    assert [m.message_id for m in elided] == [7, 9, 11, 13]
+    # Tool results are ids 3, 5, ..., 17; the newest (17) is never a candidate, so
+    # middle-out runs over the other seven: positions 2, 3, 1 of them.
+    assert [m.message_id for m in elided] == [5, 7, 9]
     assert elided[0].text == (
         '[tool result elided to save context: use query_db(sql="SELECT content FROM messages '
-        'WHERE id=7") to read it]'
+        'WHERE id=5") to read it]'
     )
     assert all(m.truncated and m.tokens == POINTER for m in elided)
     assert len(out.messages) == len(p.messages)
@@ -177,14 +178,15 @@ def test_elision_stops_at_the_first_level_under_the_target() -> None:
     assert plan.level == "critical"
     assert plan.kinds() == [STEP_WARN, STEP_ELIDE]
     elide = plan.steps[1]
-    # 10 % and 20 % remove one result each (9,600 - 973 = 8,627 >= 7,200); 50 % removes four.
-    assert (elide.level, elide.message_ids) == (50, (7, 9, 11, 13))
-    assert elide.tokens_after == 9_600 - 4 * (1_000 - POINTER) == plan.tokens_after
+    # 10 % and 20 % remove one result each (9,600 - 973 = 8,627 >= 7,200); 50 % of the
+    # seven candidates (the newest result is never one) removes three.
+    assert (elide.level, elide.message_ids) == (50, (5, 7, 9))
+    assert elide.tokens_after == 9_600 - 3 * (1_000 - POINTER) == plan.tokens_after
     assert plan.tokens_after < 7_200
     out = apply_plan(p, plan, count)
     assert out.request_tokens == plan.tokens_after
     assert_structurally_valid(out.messages)
-    assert "guard: elided 4 tool result(s) at level 50 %" in out.notes
+    assert "guard: elided 3 tool result(s) at level 50 %" in out.notes
 
 
 def test_summary_is_requested_when_elision_cannot_reach_the_target() -> None:
@@ -283,7 +285,7 @@ def test_full_ladder_order_elide_emergency_shed() -> None:
     plan = plan_reduction(p, INFO, s, count, summarized=True)
     assert plan.kinds() == [STEP_WARN, STEP_ELIDE, STEP_EMERGENCY, STEP_SHED]
     elide, emergency, shed = plan.steps[1:]
-    assert elide.level == 100 and len(elide.message_ids) == 6
+    assert elide.level == 100 and len(elide.message_ids) == 4  # never the newest two
     assert elide.tokens_after == emergency.tokens_before
     assert emergency.tokens_after == shed.tokens_before
     assert shed.files == ("big.txt",)
@@ -418,3 +420,12 @@ def test_guards_on_an_assembled_cache_layout_prompt() -> None:
     ctx = [m for m in out.messages if m.kind == "context"]
     assert len(ctx) == 1 and "Goal: x" in ctx[0].text
     assert out.messages[-1].text.endswith("next") and out.system_text == p.system_text
+
+
+@pytest.mark.parametrize("pairs", [2, 4, 6, 8])
+def test_the_newest_result_is_never_elided_even_at_100_percent(pairs: int) -> None:
+    p = _tool_loop(pairs=pairs)
+    out = elide_tool_results(p, 100, count)
+    results = [m for m in out.messages if m.role == "tool"]
+    assert results[-1].tier != "elided" and results[-1].text == p.messages[-2].text
+    assert len([m for m in results if m.tier == "elided"]) >= (pairs - 1) // 2

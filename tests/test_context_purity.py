@@ -41,7 +41,12 @@ def test_engine_imports_no_io_sdk_or_ui() -> None:
 
 # Headless, not pure: they use the ledger, git and (through the orchestrator) a
 # provider, but never the UI, so `slop-tui ask` and the tests run them as is.
-HEADLESS = ["slop_tui.compactor", "slop_tui.handoff", "slop_tui.workspace", "slop_tui.orchestrator"]
+HEADLESS = [
+    "slop_tui.continuity.compactor",
+    "slop_tui.continuity.handoff",
+    "slop_tui.workspace",
+    "slop_tui.orchestrator",
+]
 
 
 def test_continuity_jobs_are_headless() -> None:

@@ -1,4 +1,4 @@
-"""Issue 6 wired into real turns: guards, summaries, compaction, lanes, handoffs.
+"""Continuity wired into real turns: guards, summaries, compaction, lanes, handoffs.
 
 Whole turns through the real OpenAI SDK against the loopback fake server, with
 small budgets from config (`[models.fake-model]`, `[compaction]`) so the
@@ -15,6 +15,7 @@ import pytest
 
 from slop_tui.commands import dispatch
 from slop_tui.config import load_config
+from slop_tui.context import render_prompt
 from slop_tui.orchestrator import (
     BudgetWarning,
     Compaction,
@@ -146,13 +147,22 @@ async def test_guard_ladder_elides_middle_tool_results_inside_a_tool_loop(make, 
     results = [m["content"] for m in last if m["role"] == "tool"]
     assert len(results) == 6
     elided = [i for i, r in enumerate(results) if "tool result elided" in r]
-    assert elided == [1, 2, 3]  # middle-out; the oldest and the newest stay
+    assert elided == [0, 1, 2, 3]  # middle-out, grown over the loop; never the newest two
     assert 'query_db(sql="SELECT content FROM messages WHERE id=' in results[1]
     assert "line 063" in results[-1]
     assert pairs_are_valid(last)
-    assert all("tool result elided" not in json.dumps(r.body) for r in fake_llm.chat_requests[:-1])
-    [log] = await ws.ledger.compaction_log(ws.session)
-    assert log.case_kind == "elide" and log.tokens_after < log.tokens_before
+    # Within the turn elision only grows: a result elided once stays elided, and the
+    # newest result of every request (the one the model just asked for) never is.
+    seen: set[str] = set()
+    for req in fake_llm.chat_requests:
+        tools = [m for m in req.messages if m["role"] == "tool"]
+        now = {m["tool_call_id"] for m in tools if "tool result elided" in m["content"]}
+        assert seen <= now
+        assert not tools or tools[-1]["tool_call_id"] not in now
+        seen = now
+    logs = await ws.ledger.compaction_log(ws.session, 0)
+    assert logs and all(x.case_kind == "elide" for x in logs)
+    assert all(x.tokens_after < x.tokens_before for x in logs)
     assert [h.reason for h in await ws.ledger.handoffs(ws.session)].count("checkpoint") == 3
     warnings = [e for e in events if isinstance(e, BudgetWarning)]
     assert len(warnings) == 1
@@ -179,10 +189,13 @@ async def test_summarize_step_stores_a_summary_that_reaches_the_request(make, fa
     assert "## Summary of earlier conversation" in system and "MARKER-7" in system
     assert "thinking" not in system
     rows = {m.group_id: m for m in await ws.ledger.session_messages(ws.session) if m.role == "user"}
-    [summary] = await ws.ledger.active_summaries(ws.session, "main")
-    assert [rows[g].status for g in gids] == ["summarized"] * 3 + ["completed"]
-    assert await ws.ledger.summarized_ids(ws.session, summary.id) == sorted(
-        m.id for m in await ws.ledger.session_messages(ws.session) if m.group_id in gids[:3]
+    [summary] = await ws.ledger.summaries(ws.session, "main")
+    assert [rows[g].status for g in gids] == ["completed"] * 4  # a summary changes no row
+    covered = [m.id for m in await ws.ledger.session_messages(ws.session) if m.group_id in gids[:3]]
+    assert (summary.kind, summary.first_message_id, summary.last_message_id) == (
+        "guard",
+        covered[0],
+        covered[-1],
     )
     assert "word0x1" not in text_of(answer_req)  # the covered rows left the request
     phases = [(e.phase, e.case) for e in events if isinstance(e, Compaction)]
@@ -201,7 +214,7 @@ async def test_failed_summary_call_stores_the_extractive_fallback(make, fake_llm
     fake_llm.enqueue(Reply(status=500, error_message="summary model down"), Reply(text="done"))
     out = await orch.run_turn("and now?")
     assert out.error is None and out.text == "done"
-    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    [summary] = await ws.ledger.summaries(ws.session, "main")
     assert summary.content.startswith("(Extractive summary of messages #")
     assert "## User Intent" in summary.content
     assert "Extractive summary" in fake_llm.last.messages[0]["content"]
@@ -279,15 +292,17 @@ async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_ll
     [log] = await ws.ledger.compaction_log(ws.session)
     assert log.case_kind == "summarize" and log.tokens_after < log.tokens_before
     assert "compaction_trigger_tokens" in log.trigger
-    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    [summary] = await ws.ledger.summaries(ws.session, "main")
     assert "COMPACTED" in summary.content and log.summary_id == summary.id
     assert [h.reason for h in await ws.ledger.handoffs(ws.session)] == ["compaction"]
-    # The oldest group was already outside the 5-group window; it is hidden too, or
-    # it would slide back into the window once the newer ones are summarised.
+    # The oldest group was already outside the 5-group window, sent until a summary
+    # covered it: the compaction covers it too. No row changed status.
     rows = await ws.ledger.session_messages(ws.session)
-    oldest = [r for r in rows if r.group_id == rows[0].group_id]
-    assert {r.status for r in oldest} == {"summarized"}
+    assert {r.status for r in rows} == {"completed"}
     assert summary.first_message_id == rows[0].id
+    plan = await ws.plan("openai")
+    assert plan.head == summary
+    assert plan.group_place(rows[0].group_id, "main", "completed").summary_id == summary.id
     phases = [(e.phase, e.case) for e in out.events if isinstance(e, Compaction)]
     assert phases == [("started", ""), ("done", "summarize")]
     # The next request carries the summary, not the covered messages.
@@ -300,10 +315,10 @@ async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_ll
 
 async def test_uncompact_restores_the_exact_prior_request(make, fake_llm):
     ws, orch, _out, before = await compacted(make, fake_llm)
-    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    [summary] = await ws.ledger.summaries(ws.session, "main")
     assert await ws.prompt("openai") != before
     result = await dispatch(ws, f"/context uncompact {summary.id}")
-    assert result.ok and "restored" in result.text
+    assert result.ok and "Un-compacted" in result.text
     assert await ws.prompt("openai") == before
 
 
@@ -326,7 +341,7 @@ async def test_secrets_never_reach_a_summary_or_a_handoff(make, fake_llm, tmp_pa
     )
     await orch.run_turn("continue")
     await orch.wait_background()
-    summaries = await ws.ledger.active_summaries(ws.session, "main")
+    summaries = await ws.ledger.summaries(ws.session, "main")
     handoffs = await ws.ledger.handoffs(ws.session)
     assert summaries and handoffs
     for text in [s.content for s in summaries] + [
@@ -338,9 +353,10 @@ async def test_secrets_never_reach_a_summary_or_a_handoff(make, fake_llm, tmp_pa
 
 async def test_an_overflow_caused_by_the_summary_layer_says_so(make, fake_llm):
     ws, orch = await make(models=SMALL)
+    await ws.ledger.set_window(ws.session, 1)
     [gid] = await history(ws, 1, 3)
     ids = [m.id for m in await ws.ledger.group_messages(ws.session, gid)]
-    await ws.ledger.summarize_span(ws.session, "main", "lane", ids, "summary " * 6000)
+    await ws.ledger.add_summary(ws.session, "main", "lane", ids, "summary " * 6000)
     out = await orch.run_turn("a small question")
     assert "cannot be sent" in out.error and "Largest parts (tokens): summary" in out.error
     assert "The summary layer is the cause" in out.error
@@ -351,7 +367,7 @@ async def test_an_overflow_caused_by_the_summary_layer_says_so(make, fake_llm):
 
 
 async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_llm):
-    ws, orch = await make(compaction={"lane_max_messages": 4, "lane_keep_recent": 2})
+    ws, orch = await make(compaction={"lane_max_messages": 4})
     await ws.ledger.set_window(ws.session, 2)
     gids = await history(ws, 5, 10)
     fake_llm.enqueue(Reply(text="answer"), Reply(text="<summary>LANE-SUMMARY</summary>"))
@@ -359,24 +375,53 @@ async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_
     await orch.compaction_task
     lane_req = fake_llm.last
     assert "**Conversation History:**" in text_of(lane_req) and not lane_req.body.get("tools")
-    [summary] = await ws.ledger.active_summaries(ws.session, "main")
+    [summary] = await ws.ledger.summaries(ws.session, "main")
     assert summary.kind == "lane" and "LANE-SUMMARY" in summary.content
-    status = {m.group_id: m.status for m in await ws.ledger.session_messages(ws.session)}
-    # Groups 0-3 left the 2-group window; the newest of them (2 rows) stays verbatim.
-    assert [status[g] for g in gids] == ["summarized"] * 3 + ["completed"] * 2
+    # Groups 0-3 left the 2-group window: 8 messages, more than lane_max_messages.
+    rows = await ws.ledger.session_messages(ws.session)
+    assert summary.last_message_id == max(m.id for m in rows if m.group_id == gids[3])
+    assert {m.status for m in rows} == {"completed"}  # no row changes status
     [log] = await ws.ledger.compaction_log(ws.session)
     assert log.trigger.startswith("lane main:") and log.summary_id == summary.id
+    assert "await a summary (> 4)" in log.trigger
     assert await ws.ledger.handoffs(ws.session) == []
     fake_llm.enqueue(Reply(text="next"))
     await orch.run_turn("next")
     assert "LANE-SUMMARY" in fake_llm.last.messages[0]["content"]
+    assert "request 0:" not in text_of(fake_llm.last)
 
 
-async def test_lane_summaries_roll_into_one_and_report_compaction_events(make, fake_llm):
+async def test_below_the_thresholds_rows_are_sent_until_a_summary_is_due(make, fake_llm):
+    """Seed 002's thresholds: no summary call per turn; what left the window and is
+    not summarized yet stays in the request word for word (no limbo)."""
     ws, orch = await make()
+    await ws.ledger.set_window(ws.session, 2)
+    await history(ws, 3, 5)
+    for i in range(4):
+        fake_llm.enqueue(Reply(text=f"answer {i}"))
+        await orch.run_turn(f"turn {i}")
+        await orch.wait_background()
+    assert len(fake_llm.chat_requests) == 4  # four answers, no summary call
+    assert await ws.ledger.summaries(ws.session) == []
+    body = text_of(fake_llm.last)
+    for i in range(3):  # every group that left the window is still sent, word for word
+        assert f"request {i}:" in body
+    plan = await ws.plan("openai")
+    assert not plan.summary_due and plan.pending_messages == 10
+    places = {
+        g.group_id: plan.group_place(g.group_id, g.lane, g.status).place
+        for g in await ws.ledger.list_groups(ws.session)
+    }
+    assert (
+        sorted(places.values()).count("pending") == 5 and list(places.values()).count("window") == 2
+    )
+
+
+async def test_lane_summaries_roll_and_report_their_job(make, fake_llm):
+    ws, orch = await make(compaction={"lane_max_messages": 1})
     await ws.ledger.set_window(ws.session, 1)
     await history(ws, 1, 3)
-    await ws.ledger.append_user(ws.session, "placeholder", strategy="openai")  # keeps g0 out
+    await ws.ledger.append_user(ws.session, "placeholder", strategy="openai")
     first = await ws.ledger.append_user(
         ws.session, "We agreed on ticket BILL-4412 and a batch of 1750 rows.", strategy="openai"
     )
@@ -384,29 +429,34 @@ async def test_lane_summaries_roll_into_one_and_report_compaction_events(make, f
     events = []
     await orch.run_turn("next one", events.append)
     await orch.compaction_task
-    phases = [(e.phase, e.case) for e in events if isinstance(e, Compaction)]
-    assert phases == [("started", ""), ("done", "summarize")]
-    [one] = await ws.ledger.active_summaries(ws.session, "main")
+    jobs = [(e.phase, e.case, e.job) for e in events if isinstance(e, Compaction)]
+    assert jobs == [("started", "", "summary"), ("done", "summarize", "summary")]
+    [one] = await ws.ledger.summaries(ws.session, "main")
     assert one.kind == "lane" and "ROLL-ONE" in one.content and "BILL-4412" in one.content
-    # The next roll replaces it: one active lane summary, anchors carried, prose replaced.
+    # The next roll rolls over it: anchors carried, prose integrated and replaced.
     fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>ROLL-TWO</summary>"))
     await orch.run_turn("and another", events.append)
     await orch.compaction_task
-    [two] = await ws.ledger.active_summaries(ws.session, "main")
-    assert two.id != one.id and two.first_message_id == one.first_message_id
+    one_kept, two = await ws.ledger.summaries(ws.session, "main")
+    assert one_kept == one and two.first_message_id == one.first_message_id
     assert "ROLL-TWO" in two.content and "ROLL-ONE" not in two.content
     assert "BILL-4412" in two.content and "1750 rows" in two.content
     assert "ROLL-ONE" in text_of(fake_llm.last)  # the previous summary was integrated
-    # No row is outside the window and unsummarised (no limbo).
-    inside = {m.id for m in await ws.ledger.window(ws.session, 1)}
-    assert {m.id for m in await ws.ledger.window(ws.session, 0)} == inside
-    # /context uncompact of the rolled summary brings the previous one back.
+    # Every group is sent (window, pending) or covered by the summary: no limbo.
+    plan = await ws.plan("openai")
+    assert plan.head == two
+    for g in await ws.ledger.list_groups(ws.session):
+        assert plan.group_place(g.group_id, g.lane, g.status).place in ("window", "summary")
+    # /context uncompact of the newer summary puts the older one back in the request.
     assert (await dispatch(ws, f"/context uncompact {two.id}")).ok
-    assert [x.id for x in await ws.ledger.active_summaries(ws.session, "main")] == [one.id]
-    assert (
-        first.id in {m.id for m in await ws.ledger.window(ws.session, 0)}
-        or (await ws.ledger.summary_of_message(first.id)) == one
-    )
+    assert [x.id for x in await ws.ledger.summaries(ws.session, "main")] == [one.id]
+    plan = await ws.plan("openai")
+    assert plan.head == one
+    assert plan.group_place(first.group_id, "main", "completed").summary_id == one.id
+    # The background calls are counted apart (/stats, the gauge).
+    purposes = dict((p, c) for p, c, *_ in await ws.ledger.usage_by_purpose(ws.session))
+    assert purposes == {"turn": 2, "summary": 2}
+    assert "Background model calls" in (await dispatch(ws, "/stats")).text
 
 
 async def test_lanes_never_leak(make, fake_llm):
@@ -497,3 +547,139 @@ async def test_context_budget_and_bad_config(make, fake_llm):
     events.clear()
     await orch.run_turn("hello again", events.append)
     assert not [e for e in events if isinstance(e, Notice)]
+
+
+async def test_a_reply_from_a_topic_lane_stays_in_the_topic(make, fake_llm):
+    """Seed 002: topic > reply > root. /reply from inside a topic keeps the topic's
+    history and quotes the replied-to group for that turn only."""
+    ws, orch = await make()
+    fake_llm.enqueue(Reply(text="ALPHA-ANSWER"))
+    first = await orch.run_turn("alpha question")
+    assert (await dispatch(ws, "/lane new db")).ok
+    fake_llm.enqueue(Reply(text="TOPIC-ANSWER"))
+    await orch.run_turn("topic question")
+    reply = await dispatch(ws, f"/reply {first.group_id} tell me more")
+    assert reply.ok and "in lane topic:db" in reply.text
+    assert (await ws.current()).lane == "topic:db"
+    fake_llm.enqueue(Reply(text="REPLY-ANSWER"))
+    await orch.run_turn(reply.send)
+    body = text_of(fake_llm.last)
+    assert f"## Replying to group {first.group_id}" in body and "ALPHA-ANSWER" in body
+    assert "topic question" in body and "TOPIC-ANSWER" in body  # still in the topic
+    assert "alpha question" not in body
+    assert fake_llm.last.messages[-1]["content"].endswith("tell me more")
+    # The quote was for that turn: neither the next request nor its preview has it.
+    assert "## Replying to group" not in render_prompt(await ws.prompt("openai"))
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and then?")
+    assert "## Replying to group" not in text_of(fake_llm.last)
+
+
+# -- derived layers follow every edit ------------------------------------------------------
+
+
+async def test_after_undo_the_resume_layer_never_brings_the_undone_goal_back(
+    tmp_path, fake_llm, monkeypatch
+):
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    fake_llm.enqueue(Reply(text="noted\n### STATE\nGoal: KEEP-GOAL"))
+    await orch.run_turn("the real task")
+    fake_llm.enqueue(Reply(text="on it\n### STATE\nGoal: UNDONE-GOAL"))
+    await orch.run_turn("a wrong turn")
+    await orch.aclose()
+    await ws.close()  # the exit handoff names UNDONE-GOAL
+    ws = await open_ws(tmp_path, fake_llm)
+    orch = Orchestrator(ws)
+    try:
+        assert ws.pending_handoff is not None and ws.pending_handoff.task == "UNDONE-GOAL"
+        for edit in ("/undo",):
+            assert (await dispatch(ws, edit)).ok
+        shown = (await dispatch(ws, "/context show")).text
+        assert "## Resuming" in shown and "KEEP-GOAL" in shown and "UNDONE-GOAL" not in shown
+        fake_llm.enqueue(Reply(text="resumed"))
+        await orch.run_turn("where were we?")
+        body = text_of(fake_llm.last)
+        assert "## Resuming" in body and "UNDONE-GOAL" not in body and "a wrong turn" not in body
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+@pytest.mark.parametrize("edit", ["/context drop {gid}", "/message remove {gid}"])
+async def test_an_edit_under_a_summary_leaves_no_trace_in_any_layer(make, fake_llm, edit):
+    ws, orch = await make(compaction={"lane_max_messages": 3})
+    await ws.ledger.set_window(ws.session, 1)
+    fake_llm.enqueue(Reply(text="first answer"))
+    await orch.run_turn("keep this")
+    await orch.wait_background()
+    fake_llm.enqueue(Reply(text="plan noted"))
+    secret = await orch.run_turn("the PLAN-X we will abandon")
+    await orch.wait_background()
+    # The lane summary of the two groups that left the window mentions PLAN-X.
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>talked about PLAN-X</summary>"))
+    await orch.run_turn("third")
+    await orch.wait_background()
+    [rolled] = await ws.ledger.summaries(ws.session)
+    assert "PLAN-X" in rolled.content and "PLAN-X" in render_prompt(await ws.prompt("openai"))
+    assert (await dispatch(ws, edit.format(gid=secret.group_id))).ok
+    # At once: the summary holding it is out of date, nothing of it is sent.
+    assert await ws.ledger.summaries(ws.session) == []
+    text = render_prompt(await ws.prompt("openai"))
+    assert "PLAN-X" not in text and "keep this" in text  # the rest is sent word for word
+    # The upkeep after the edit makes a new summary from today's rows only.
+    fake_llm.enqueue(Reply(text="<summary>CLEAN-SUMMARY</summary>"))
+    await orch.upkeep()
+    await orch.wait_background()
+    [fresh] = await ws.ledger.summaries(ws.session)
+    assert "CLEAN-SUMMARY" in fresh.content and "PLAN-X" not in fresh.content
+    assert "PLAN-X" not in text_of(fake_llm.last)  # the summary request did not see it
+    fake_llm.enqueue(Reply(text="fine"))
+    await orch.run_turn("go on")
+    assert "PLAN-X" not in text_of(fake_llm.last)
+
+
+async def test_a_headless_ask_returns_within_seconds_whatever_the_background_calls_do(
+    tmp_path, fake_llm
+):
+    """The answer is printed, then the lane summary's call hangs: `ask` does not wait
+    through a retry ladder; the summary falls back to the extractive one."""
+    import threading
+    import time
+
+    from slop_tui.orchestrator import run_headless_turn
+
+    ws = await open_ws(tmp_path, fake_llm, compaction={"lane_max_messages": 1})
+    gate = threading.Event()
+    try:
+        await ws.ledger.set_window(ws.session, 1)
+        await history(ws, 2, 5)
+        fake_llm.enqueue(Reply(text="the answer"), Reply(text="never", gate=gate))
+        start = time.monotonic()
+        outcome = await run_headless_turn(ws, "a question")
+        took = time.monotonic() - start
+        assert outcome.text == "the answer"
+        assert took < 10  # BACKGROUND_GRACE (3 s) and a margin, not a retry ladder
+        [summary] = await ws.ledger.summaries(ws.session)
+        assert summary.content.startswith("(Extractive summary")
+    finally:
+        gate.set()
+        await ws.close()
+
+
+async def test_a_shed_file_leaves_the_file_list_and_file_add_puts_it_back(make, fake_llm, tmp_path):
+    ws, orch = await make(models=SMALL, compaction={"enabled": False})
+    (tmp_path / "big.txt").write_text("a line of a large file\n" * 700)  # ~4,000 tokens
+    assert (await dispatch(ws, "/file add big.txt")).ok
+    fake_llm.enqueue(Reply(text="answered"), Reply(text="again"))
+    events = []
+    out = await orch.run_turn("a question", events.append)
+    assert out.error is None and "a line of a large file" not in text_of(fake_llm.last)
+    [notice] = [e for e in events if isinstance(e, Notice) and "big.txt" in e.text]
+    assert "left the /file list (/file add big.txt puts them back)" in notice.text
+    listed = await dispatch(ws, "/file list")
+    assert "big.txt" not in listed.text  # not shed again every turn: it is gone
+    await orch.run_turn("another")  # no file, no shedding, no notice
+    assert [f.path for f in await ws.ledger.context_files(ws.session)] == []
+    back = await dispatch(ws, "/file add big.txt")
+    assert back.ok and "Added big.txt" in back.text

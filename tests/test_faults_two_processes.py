@@ -1,4 +1,4 @@
-"""Two workspace processes on one project database (issue 7), both running real turns
+"""Two workspace processes on one project database, both running real turns
 and pruning (soft drop, hard remove) at the same time: no "database is locked"
 reaches either user, no row is lost, and each sees the other's work after a refresh.
 
@@ -129,14 +129,17 @@ async def test_a_turn_request_ends_with_its_own_prompt_when_another_workspace_wr
     b = await open_workspace(tmp_path)
     try:
         await a.ledger.set_window(a.session, 2)
-        for i in range(3):
-            await a.ledger.append_user(a.session, f"old {i}")
+        old = [(await a.ledger.append_user(a.session, f"old {i}")).id for i in range(3)]
         mine = await a.ledger.append_user(a.session, "A asks")
         await b.ledger.append_user(b.session, "B asks")  # B's turn starts meanwhile
         await b.ledger.append_user(b.session, "B asks again")
-        users = [m.text for m in (await a.prompt(upto=mine.id)).messages if m.role == "user"]
+        plan = await a.plan(upto=mine.id)
+        users = [m.text for m in plan.request.messages if m.role == "user"]
         assert users[-1].endswith("A asks") and "B asks" not in "".join(users)
-        assert len(users) == 2 and "old 2" in users[0]  # still two groups, the older one
+        # still two groups in the window, the older one; the two before it left the
+        # window and are sent until a summary covers them
+        assert plan.window_groups == {old[2], mine.id}
+        assert plan.pending_groups == {old[0], old[1]}
         # Without the turn's group (e.g. /context show) the newest groups are shown.
         users = [m.text for m in (await a.prompt()).messages if m.role == "user"]
         assert users[-1].endswith("B asks again")

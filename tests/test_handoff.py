@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from slop_tui import handoff as ho
-from slop_tui.handoff import (
+from slop_tui.continuity import handoff as ho
+from slop_tui.continuity.handoff import (
     GitInfo,
     build_handoff,
     capture_git,
     checklist,
+    current_handoff,
     decisions,
     goal_from_state,
     handoff_markdown,
@@ -27,7 +28,7 @@ from slop_tui.handoff import (
     task_from_scratchpad,
 )
 from slop_tui.ledger import Ledger
-from slop_tui.records import NewMessage
+from slop_tui.records import Handoff, NewMessage
 
 SCRATCHPAD = """# Task Scratchpad
 
@@ -238,6 +239,40 @@ def test_capture_git_in_a_repository(tmp_path: Path) -> None:
 
 
 @needs_git
+def test_the_workspaces_own_files_are_not_uncommitted_work(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".slop").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "trunk")
+    for name in ("slop.db", "slop.db-wal", "slop.db-shm", "config.toml"):
+        (repo / ".slop" / name).write_text("x")
+    (repo / "sub" / ".slop").mkdir(parents=True)
+    (repo / "sub" / ".slop" / "slop.db").write_text("x")
+    (repo / "work.py").write_text("x")
+    info = capture_git(repo)
+    assert info.untracked == ("work.py",)
+    # A handoff stored before this rule is cleaned when it is used on resume.
+    stored = Handoff(
+        session="s",
+        reason="exit",
+        task="t",
+        branch="trunk",
+        untracked_files=(".slop/slop.db", ".slop/slop.db-wal", "work.py"),
+        modified_files=(".slop/config.toml",),
+        id=3,
+        created_at=5.0,
+    )
+    fresh = current_handoff(stored, "### STATE\nGoal: today's goal", "- [ ] next")
+    assert (fresh.untracked_files, fresh.modified_files) == (("work.py",), ())
+    assert (fresh.task, fresh.remaining, fresh.id, fresh.created_at) == (
+        "today's goal",
+        ("next",),
+        3,
+        5.0,
+    )
+    assert ".slop" not in resume_text(fresh)
+
+
+@needs_git
 def test_capture_git_outside_a_repository(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     plain = tmp_path / "plain"
@@ -300,7 +335,7 @@ async def test_record_handoff_and_resume_once(tmp_path: Path) -> None:
 
 def test_handoff_is_headless() -> None:
     code = (
-        "import sys, slop_tui.handoff, slop_tui.ledger.continuity; "
+        "import sys, slop_tui.continuity.handoff, slop_tui.ledger.continuity; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'openai', 'google'}))"
     )
     out = subprocess.run(

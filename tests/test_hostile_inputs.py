@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 7): every surface refuses it in one line and
+"""Hostile and malformed input: every surface refuses it in one line and
 changes nothing, or shows it safely and stores it intact.
 
 - slash commands: property-based fuzzing of the one dispatcher over a real ledger;
@@ -809,7 +809,7 @@ async def test_a_key_never_reaches_a_stored_summary_a_summary_model_or_a_handoff
         sent = _summary_requests(fake_llm)
         assert sent and all(SECRET not in s for s in sent)  # a standalone request: redacted
         assert any("[REDACTED]" in s for s in sent)
-        summaries = await ws.ledger.active_summaries(ws.session, "main")
+        summaries = await ws.ledger.summaries(ws.session, "main")
         assert summaries and all(SECRET not in s.content for s in summaries)
         assert "[REDACTED]" in summaries[0].content  # the model's echo was redacted too
         assert (await dispatch(ws, "/handoff write")).ok

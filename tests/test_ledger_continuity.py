@@ -1,5 +1,6 @@
-"""Ledger continuity (issue 6): schema v2, summarized spans and un-compaction,
-the compaction log, handoffs, files in context and lanes."""
+"""Ledger continuity: schema upgrades, summaries (a cache that never changes a row)
+and the one hook that keeps them true to the history, the compaction log,
+handoffs, files in context and lanes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from slop_tui.ledger import Ledger, LedgerError, check_lane, lane_group, reply_lane
 from slop_tui.ledger.schema import MIGRATIONS, SCHEMA_VERSION
-from slop_tui.records import Handoff, NewMessage
+from slop_tui.records import SUMMARY_DISCARDED, SUMMARY_STALE, Handoff, NewMessage
 
 
 @pytest.fixture
@@ -82,10 +83,10 @@ def _v1_database(path: Path) -> None:
         con.close()
 
 
-async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path) -> None:
+async def test_a_v1_database_upgrades_with_its_data_intact(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     _v1_database(path)
-    assert SCHEMA_VERSION == len(MIGRATIONS) >= 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) >= 3
     led = await Ledger.open(path, count_tokens=len)
     try:
         assert (await led._one("PRAGMA user_version"))[0] == SCHEMA_VERSION
@@ -106,8 +107,8 @@ async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path)
             (1, "completed", None, None),
             (2, "dropped", "error", None),
         ]
-        # the v1 summary is kept and in effect
-        [summary] = await led.active_summaries("old")
+        # the v1 summary is kept and valid
+        [summary] = await led.summaries("old")
         assert summary.content == "v1 summary"
         # a memo from before provenance was recorded: its author is unknown
         assert [(m.content, m.source) for m in await led.list_memos()] == [("port 8080", "unknown")]
@@ -133,173 +134,173 @@ async def test_a_v1_database_upgrades_to_v2_with_its_data_intact(tmp_path: Path)
         await led.close()
 
 
-async def test_a_new_ledger_has_the_v2_tables_and_columns(ledger: Ledger) -> None:
-    cols = {r["name"] for r in await ledger._all("PRAGMA table_info(messages)")}
-    assert "summary_id" in cols
+async def test_a_v2_database_gets_its_summarized_rows_back(tmp_path: Path) -> None:
+    """Version 2 hid rows behind summaries for good; version 3 gives every row its own
+    status back and keeps the summaries (those a roll had replaced become reusable)."""
+    path = tmp_path / "v2.db"
+    con = sqlite3.connect(path)
+    try:
+        for stmt in [*MIGRATIONS[0], *MIGRATIONS[1]]:
+            con.execute(stmt)
+        con.execute("INSERT INTO sessions(name, created_at, updated_at) VALUES ('old', 1, 2)")
+        rows = [
+            # id, group, role, status, status_before, summary_id, summary_status
+            (1, 1, "user", "summarized", "completed", 1, "completed"),
+            (2, 1, "assistant", "summarized", "tool_call", 1, "tool_call"),
+            (3, 1, "tool", "summarized", "error", 1, "error"),
+            (4, 4, "user", "summarized", "completed", 2, "completed"),
+            (5, 4, "assistant", "dropped", "summarized", 2, "interrupted"),
+            (6, 6, "user", "completed", None, None, None),
+        ]
+        for rid, gid, role, status, before, sid, sstatus in rows:
+            con.execute(
+                "INSERT INTO messages(id, session_id, group_id, role, content, status, "
+                "status_before, summary_id, summary_status, created_at) "
+                "VALUES (?, 'old', ?, ?, 'x', ?, ?, ?, ?, 1)",
+                (rid, gid, role, status, before, sid, sstatus),
+            )
+        con.execute(
+            "INSERT INTO summaries(id, session_id, lane, kind, first_message_id, "
+            "last_message_id, content, created_at, superseded) "
+            "VALUES (1, 'old', 'main', 'lane', 1, 3, 'first', 1, 1)"
+        )
+        con.execute(
+            "INSERT INTO summaries(id, session_id, lane, kind, first_message_id, "
+            "last_message_id, content, created_at, superseded) "
+            "VALUES (2, 'old', 'main', 'lane', 1, 5, 'rolled', 2, 0)"
+        )
+        con.execute(
+            "INSERT INTO summaries(id, session_id, lane, kind, first_message_id, "
+            "last_message_id, content, created_at, superseded) "
+            "VALUES (3, 'old', 'main', 'compaction', 1, 1, 'undone', 3, 1)"
+        )
+        con.execute("PRAGMA user_version=2")
+        con.commit()
+    finally:
+        con.close()
+    led = await Ledger.open(path, count_tokens=len)
+    try:
+        assert await _rows(led, "old") == [
+            (1, "completed", None, None),
+            (2, "tool_call", None, None),
+            (3, "error", None, None),
+            (4, "completed", None, None),
+            (5, "dropped", "interrupted", None),
+            (6, "completed", None, None),
+        ]
+        # the rolled-over summary is valid again; the un-compacted one stays discarded
+        assert [x.id for x in await led.summaries("old")] == [1, 2]
+        assert {m.group_id for m in await led.window("old", 0)} == {1, 4, 6}
+        assert await led.set_group_dropped("old", 4, False) == 1
+        assert (await led.get_message(5)).status == "interrupted"
+        cols = {r["name"] for r in await led._all("PRAGMA table_info(usage)")}
+        assert "purpose" in cols
+    finally:
+        await led.close()
+
+
+async def test_a_new_ledger_has_the_current_tables_and_columns(ledger: Ledger) -> None:
     cols = {r["name"] for r in await ledger._all("PRAGMA table_info(summaries)")}
     assert "superseded" in cols
+    cols = {r["name"] for r in await ledger._all("PRAGMA table_info(usage)")}
+    assert "purpose" in cols
     tables = {name for name, _ in await ledger.schema_sql()}
     assert {"compaction_log", "handoffs", "context_files"} <= tables
 
 
-# -- summarized spans and un-compaction -----------------------------------------
+# -- summaries --------------------------------------------------------------------
 
 
-async def test_summarize_then_uncompact_restores_exact_statuses_and_window(ledger: Ledger) -> None:
-    s = "work"
-    g1 = await _group(ledger, s, "one")
-    g2 = await _group(ledger, s, "two", answer_status="interrupted")
-    g3 = await _group(ledger, s, "three", tool=False, answer_status="error")
-    g4 = await _group(ledger, s, "four")
-    await ledger.set_group_dropped(s, g3, True)  # a dropped group inside the span
-    before_rows = await _rows(ledger, s)
-    before_window = await ledger.window(s, 0)
-    before_last2 = await ledger.window(s, 2)
-
-    covered = [m.id for m in await ledger.session_messages(s) if m.group_id in (g1, g2, g3)]
-    summary = await ledger.summarize_span(s, "main", "compaction", covered, "one and two happened")
-    assert (summary.first_message_id, summary.last_message_id) == (covered[0], covered[-1])
-
-    rows = {r[0]: r for r in await _rows(ledger, s)}
-    for rid, status, status_before, _sid in before_rows:
-        if rid in covered and status != "dropped":
-            assert rows[rid] == (rid, "summarized", status, summary.id)
-        else:  # untouched: dropped rows and rows outside the span
-            assert rows[rid] == (rid, status, status_before, None)
-    window = await ledger.window(s, 0)
-    assert {m.group_id for m in window} == {g4}
-    assert await ledger.window(s, 2) == window
-    assert [x.id for x in await ledger.active_summaries(s, "main")] == [summary.id]
-    assert await ledger.summarized_ids(s, summary.id) == [
-        r[0] for r in before_rows if r[0] in covered and r[1] != "dropped"
-    ]
-    assert await ledger.summary_of_message(covered[0]) == summary
-    assert await ledger.summary_of_message(before_window[-1].id) is None
-    groups = {g.group_id: g.status for g in await ledger.list_groups(s)}
-    assert groups[g1] == "summarized" and groups[g4] == "completed"
-
-    restored = await ledger.uncompact(s, summary.id)
-    assert restored == sum(1 for r in before_rows if r[0] in covered and r[1] != "dropped")
-    assert await _rows(ledger, s) == before_rows
-    assert await ledger.window(s, 0) == before_window
-    assert await ledger.window(s, 2) == before_last2
-    # the summary is kept, marked superseded
-    assert await ledger.get_summary(s, summary.id) == summary
-    assert await ledger.summary_superseded(summary.id)
-    assert await ledger.active_summaries(s) == []
-    assert await ledger.summary_of_message(covered[0]) is None
-    assert [x.id for x in await ledger.summaries(s)] == [summary.id]
-    # a second un-compaction changes nothing
-    assert await ledger.uncompact(s, summary.id) == 0
-    assert await _rows(ledger, s) == before_rows
-
-
-async def test_dropping_a_summarized_group_does_not_lose_its_statuses(ledger: Ledger) -> None:
-    s = "work"
-    g1 = await _group(ledger, s, "one", answer_status="interrupted")
-    g2 = await _group(ledger, s, "two")
-    original = await _rows(ledger, s)
-    window = await ledger.window(s, 0)
-    ids = [m.id for m in await ledger.group_messages(s, g1)]
-    first = await ledger.summarize_span(s, "main", "compaction", ids, "one")
-    # drop and restore the summarized group: it stays summarized
-    await ledger.set_group_dropped(s, g1, True)
-    await ledger.set_group_dropped(s, g1, False)
-    assert {m.group_id for m in await ledger.window(s, 0)} == {g2}
-    assert await ledger.uncompact(s, first.id) == len(ids)
-    assert await _rows(ledger, s) == original
-    assert await ledger.window(s, 0) == window
-    # un-compacting while the group is dropped: a later restore is exact
-    second = await ledger.summarize_span(s, "main", "compaction", ids, "one again")
-    await ledger.set_group_dropped(s, g1, True)
-    assert await ledger.uncompact(s, second.id) == 0
-    assert {m.group_id for m in await ledger.window(s, 0)} == {g2}
-    await ledger.set_group_dropped(s, g1, False)
-    assert await _rows(ledger, s) == original
-    assert await ledger.window(s, 0) == window
-
-
-async def test_a_second_summary_leaves_rows_of_the_first_alone(ledger: Ledger) -> None:
-    s = "work"
-    g1 = await _group(ledger, s, "one")
-    g2 = await _group(ledger, s, "two")
-    ids1 = [m.id for m in await ledger.group_messages(s, g1)]
-    ids2 = [m.id for m in await ledger.group_messages(s, g2)]
-    first = await ledger.summarize_span(s, "main", "compaction", ids1, "first")
-    second = await ledger.add_summary(s, "main", "compaction", ids1[0], ids2[-1], "second")
-    assert second.version == 2
-    assert await ledger.mark_summarized(s, ids1 + ids2, second.id) == len(ids2)
-    assert await ledger.summarized_ids(s, first.id) == ids1
-    assert await ledger.uncompact(s, second.id) == len(ids2)
-    assert await ledger.window(s, 0) == await ledger.window(s, 1)  # only g2 visible
-    assert await ledger.uncompact(s, first.id) == len(ids1)
-    assert {m.group_id for m in await ledger.window(s, 0)} == {g1, g2}
-
-
-async def test_a_rolled_summary_replaces_the_previous_and_uncompacts_back_to_it(
-    ledger: Ledger,
-) -> None:
+async def test_a_summary_changes_no_row_and_rolls_over_the_previous_one(ledger: Ledger) -> None:
     s = "work"
     g1 = await _group(ledger, s, "one")
     g2 = await _group(ledger, s, "two", answer_status="interrupted")
     g3 = await _group(ledger, s, "three")
-    original = await _rows(ledger, s)
+    before_rows = await _rows(ledger, s)
+    before_window = await ledger.window(s, 0)
     ids1 = [m.id for m in await ledger.group_messages(s, g1)]
     ids2 = [m.id for m in await ledger.group_messages(s, g2)]
-    first = await ledger.summarize_span(s, "main", "lane", ids1, "first")
-    after_first = await _rows(ledger, s)
-    window_after_first = await ledger.window(s, 0)
-    rolled = await ledger.roll_summary(s, "main", "lane", first.id, ids2, "first and second")
-    # One active lane summary, spanning both; the first is superseded, its rows stay hidden.
-    assert [x.id for x in await ledger.active_summaries(s, "main")] == [rolled.id]
+    first = await ledger.add_summary(s, "main", "lane", ids1, "one happened")
+    rolled = await ledger.add_summary(s, "main", "lane", ids2, "one and two", first)
+    assert (first.first_message_id, first.last_message_id) == (ids1[0], ids1[-1])
     assert (rolled.first_message_id, rolled.last_message_id) == (ids1[0], ids2[-1])
-    assert rolled.version == 2
-    assert await ledger.summary_superseded(first.id)
-    assert await ledger.summarized_ids(s, first.id) == ids1
-    assert await ledger.summarized_ids(s, rolled.id) == ids2
-    assert {m.group_id for m in await ledger.window(s, 0)} == {g3}
-    assert (await ledger.rolled_from(s, rolled.id)).id == first.id
-    # The audit log does not call a rolled-up summary undone.
-    await ledger.log_compaction(
-        s, case_kind="summarize", trigger="t", tokens_before=2, tokens_after=1, summary_id=first.id
-    )
-    [record] = await ledger.compaction_log(s)
-    assert not record.undone
-    # Un-compacting the rolled summary brings the first back exactly.
-    assert await ledger.uncompact(s, rolled.id) == len(ids2)
-    assert await _rows(ledger, s) == after_first
-    assert await ledger.window(s, 0) == window_after_first
-    assert [x.id for x in await ledger.active_summaries(s, "main")] == [first.id]
-    assert await ledger.uncompact(s, rolled.id) == 0  # twice: nothing more
-    assert [x.id for x in await ledger.active_summaries(s, "main")] == [first.id]
-    assert await ledger.uncompact(s, first.id) == len(ids1)
-    assert await _rows(ledger, s) == original
-    assert await ledger.active_summaries(s, "main") == []
-    # Rolling over a summary that is not in effect is refused.
-    with pytest.raises(LedgerError):
-        await ledger.roll_summary(s, "main", "lane", first.id, ids2, "x")
-
-
-async def test_mark_summarized_refuses_foreign_rows_and_summaries(ledger: Ledger) -> None:
-    g1 = await _group(ledger, "a", "mine")
-    other = await _group(ledger, "b", "theirs")
-    ids = [m.id for m in await ledger.group_messages("a", g1)]
-    summary = await ledger.add_summary("a", "main", "compaction", ids[0], ids[-1], "x")
-    foreign = await ledger.add_summary("b", "main", "compaction", other, other, "y")
-    before = await _rows(ledger, "a") + await _rows(ledger, "b")
-    with pytest.raises(LedgerError, match="not in session 'a'"):
-        await ledger.mark_summarized("a", [*ids, other], summary.id)
-    with pytest.raises(LedgerError, match="no summary"):
-        await ledger.mark_summarized("a", ids, foreign.id)
-    with pytest.raises(LedgerError, match="no summary"):
-        await ledger.uncompact("a", 999)
+    assert (first.version, rolled.version) == (1, 2)
+    # no row changed: the window is a view, the summaries a cache
+    assert await _rows(ledger, s) == before_rows
+    assert await ledger.window(s, 0) == before_window
+    assert [x.id for x in await ledger.summaries(s, "main")] == [first.id, rolled.id]
+    assert {m.group_id for m in await ledger.window(s, 0)} == {g1, g2, g3}
     with pytest.raises(LedgerError, match="at least one"):
-        await ledger.summarize_span("a", "main", "compaction", [], "nothing")
-    with pytest.raises(LedgerError):
-        await ledger.summarize_span("a", "main", "compaction", [other], "not mine")
-    assert await _rows(ledger, "a") + await _rows(ledger, "b") == before
-    assert [x.id for x in await ledger.summaries("a")] == [summary.id]
-    assert await ledger.mark_summarized("a", [], summary.id) == 0
+        await ledger.add_summary(s, "main", "lane", [], "nothing")
+
+
+async def test_an_edit_under_a_summary_takes_it_out_of_date(ledger: Ledger) -> None:
+    s = "work"
+    g1 = await _group(ledger, s, "one")
+    g2 = await _group(ledger, s, "two")
+    g3 = await _group(ledger, s, "three")
+    side = await _group(ledger, s, "side", lane="topic:x")
+    ids = {g: [m.id for m in await ledger.group_messages(s, g)] for g in (g1, g2, g3)}
+    first = await ledger.add_summary(s, "main", "lane", ids[g1], "one")
+    second = await ledger.add_summary(s, "main", "lane", ids[g2], "one and two", first)
+    other = await ledger.add_summary(s, "topic:x", "lane", [side], "side")
+    # dropping group two: the summary holding it goes out of date, the older one stays
+    await ledger.set_group_dropped(s, g2, True)
+    assert [x.id for x in await ledger.summaries(s, "main")] == [first.id]
+    assert await ledger.summary_state(second.id) == SUMMARY_STALE
+    assert [x.id for x in await ledger.summaries(s, "topic:x")] == [other.id]
+    # restoring it does not bring the old summary back (it lacked nothing, but the
+    # history under it changed twice: a new summary is made from the rows)
+    await ledger.set_group_dropped(s, g2, False)
+    assert [x.id for x in await ledger.summaries(s, "main")] == [first.id]
+    # removing group one takes the first out of date too
+    await ledger.remove_group(s, g1)
+    assert await ledger.summaries(s, "main") == []
+    # a group newer than every summary changes none; the hook reports how many changed
+    third = await ledger.add_summary(s, "main", "lane", ids[g2], "two")
+    assert await ledger.history_changed(s, [g3]) == 0
+    assert await ledger.history_changed(s, [g2]) == 1
+    assert await ledger.summary_state(third.id) == SUMMARY_STALE
+    assert await ledger.history_changed(s, []) == 0
+
+
+async def test_discarding_a_summary_takes_the_later_ones_with_it(ledger: Ledger) -> None:
+    s = "work"
+    g1 = await _group(ledger, s, "one")
+    g2 = await _group(ledger, s, "two")
+    first = await ledger.add_summary(s, "main", "lane", [g1], "one")
+    second = await ledger.add_summary(s, "main", "lane", [g2], "two", first)
+    assert await ledger.discard_summary(s, first.id) == 2
+    assert await ledger.summaries(s) == []
+    assert await ledger.summary_state(second.id) == SUMMARY_DISCARDED
+    assert await ledger.discard_summary(s, first.id) == 0
+    with pytest.raises(LedgerError, match="no summary"):
+        await ledger.discard_summary(s, 999)
+    foreign = await ledger.add_summary("b", "main", "lane", [g1], "y")
+    with pytest.raises(LedgerError, match="no summary"):
+        await ledger.discard_summary(s, foreign.id)
+
+
+async def test_the_backlog_reads_what_lies_between_a_summary_and_the_window(
+    ledger: Ledger,
+) -> None:
+    s = "work"
+    gids = [await _group(ledger, s, f"g{i}") for i in range(5)]
+    await _group(ledger, s, "side", lane="topic:x")
+    rows = await ledger.lane_backlog(s, "main", gids[3], gids[0] + 3)
+    assert {m.group_id for m in rows} == {gids[1], gids[2]}
+    assert [m.id for m in rows] == sorted(m.id for m in rows)
+    newest = await ledger.lane_backlog(s, "main", gids[3], 0, 4, newest=True)
+    assert [m.id for m in newest] == [m.id for m in await ledger.group_messages(s, gids[2])]
+    # the what-if reads of a projection: a group as if dropped, or as if restored
+    await ledger.set_group_dropped(s, gids[1], True)
+    assert gids[1] not in {m.group_id for m in await ledger.lane_backlog(s, "main", gids[3])}
+    shown = await ledger.lane_backlog(s, "main", gids[3], show=[gids[1]])
+    assert {m.status for m in shown if m.group_id == gids[1]} == {"completed", "tool_call"}
+    hidden = await ledger.window(s, 2, "main", hide=[gids[4]])
+    assert {m.group_id for m in hidden} == {gids[2], gids[3]}
+    restored = await ledger.window(s, 0, show=[gids[1]])
+    assert gids[1] in {m.group_id for m in restored}
 
 
 # -- compaction log --------------------------------------------------------------
@@ -309,7 +310,7 @@ async def test_the_compaction_log_records_and_reports_undone_summaries(ledger: L
     s = "work"
     g1 = await _group(ledger, s, "one")
     ids = [m.id for m in await ledger.group_messages(s, g1)]
-    summary = await ledger.summarize_span(s, "main", "compaction", ids, "sum")
+    summary = await ledger.add_summary(s, "main", "compaction", ids, "sum")
     r1 = await ledger.log_compaction(
         s,
         case_kind="summarize",
@@ -335,8 +336,10 @@ async def test_the_compaction_log_records_and_reports_undone_summaries(ledger: L
     assert log[1] == r1 and not log[1].undone
     assert (log[0].lane, log[0].summary_id, log[0].first_message_id) == ("topic:x", None, None)
     assert [r.id for r in await ledger.compaction_log(s, 1)] == [r2.id]
-    await ledger.uncompact(s, summary.id)
+    await ledger.discard_summary(s, summary.id)
     assert (await ledger.compaction_log(s))[1].undone
+    await ledger.set_group_dropped(s, g1, True)  # discarded stays discarded, not stale
+    assert not (await ledger.compaction_log(s))[1].stale
     with pytest.raises(LedgerError, match="unknown compaction case"):
         await ledger.log_compaction(
             s, case_kind="magic", trigger="", tokens_before=1, tokens_after=1
@@ -426,9 +429,9 @@ async def test_lanes_are_counted_and_windows_never_mix(ledger: Ledger) -> None:
     assert (main.groups, main.messages, main.summarized) == (2, 6, 0)
     assert main.tokens == sum(m.tokens for m in await ledger.window(s, 0, lane="main"))
     ids = [m.id for m in await ledger.group_messages(s, t1)]
-    await ledger.summarize_span(s, "topic:db", "lane", ids, "topic summary")
+    await ledger.add_summary(s, "topic:db", "lane", ids, "topic summary")
     topic = await ledger.lane_info(s, "topic:db")
-    assert (topic.groups, topic.messages, topic.summarized) == (1, 2, 2)
+    assert (topic.groups, topic.messages, topic.summarized) == (2, 4, 2)
     assert topic.last_summary_at is not None
     empty = await ledger.lane_info(s, "topic:none")
     assert (empty.groups, empty.messages, empty.last_used) == (0, 0, 0.0)

@@ -237,10 +237,12 @@ async def test_tool_registry_upsert_keeps_enabled_and_call_count(ledger: Ledger)
 
 
 async def test_summaries_are_versioned_per_lane(ledger: Ledger) -> None:
-    first = await ledger.add_summary("s", "main", "rolling", 1, 10, "one")
-    second = await ledger.add_summary("s", "main", "rolling", 1, 20, "two")
-    side = await ledger.add_summary("s", "side", "rolling", 5, 6, "side")
-    other = await ledger.add_summary("t", "main", "rolling", 1, 2, "t")
+    first = await ledger.add_summary("s", "main", "lane", [1, 10], "one")
+    second = await ledger.add_summary("s", "main", "lane", [11, 20], "two", first)
+    side = await ledger.add_summary("s", "side", "lane", [5, 6], "side")
+    other = await ledger.add_summary("t", "main", "lane", [1, 2], "t")
+    # A summary rolled over another covers the lane from the earlier one's first message.
+    assert (second.first_message_id, second.last_message_id) == (1, 20)
     assert (first.version, second.version, side.version, other.version) == (1, 2, 1, 1)
     assert await ledger.summaries("s") == [first, second, side]
     assert await ledger.summaries("s", "side") == [side]

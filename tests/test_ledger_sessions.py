@@ -185,7 +185,7 @@ async def test_list_counts_dropped_groups_and_keeps_first_prompt_preview(ledger:
 async def _populate(led: Ledger, session: str) -> int:
     gid = await _group(led, session, f"{session} prompt", state=f"STATE of {session}")
     await led.record_usage(session, gid, "openai", "gpt-4o", 100, 20, 5)
-    await led.add_summary(session, "main", "rolling", gid, gid + 4, f"summary of {session}")
+    await led.add_summary(session, "main", "lane", [gid, gid + 4], f"summary of {session}")
     await led.set_scratchpad(session, f"pad of {session}")
     await led.set_window(session, 3)
     return gid

@@ -289,17 +289,17 @@ async def test_turn_finished_event(ws, orch, fake_llm):
 
 async def test_token_learner_gets_the_whole_request_with_tool_declarations(ws, orch, fake_llm):
     sent, learned = [], []
-    prompt_of = ws.prompt
+    plan_of = ws.plan
 
-    async def recording_prompt(strategy=None, **options):
-        p = await prompt_of(strategy, **options)
-        sent.append(p)
+    async def recording_plan(strategy=None, **options):
+        p = await plan_of(strategy, **options)
+        sent.append(p.request)
         return p
 
     async def learn(estimated, reported):
         learned.append((estimated, reported))
 
-    ws.prompt, ws.learn_tokens = recording_prompt, learn
+    ws.plan, ws.learn_tokens = recording_plan, learn
     fake_llm.enqueue(Reply(text="ok", prompt_tokens=4321))
     await orch.run_turn("count me")
     [(estimated, reported)] = learned

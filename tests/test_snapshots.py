@@ -291,7 +291,8 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
         )
         await ledger.record_usage(s, g7.id, "demo", "slop-demo", 2400, 80, cached_tokens=2200)
         await ledger.set_group_dropped(s, g2.id, True)
-        await ledger.set_window(s, 4)  # groups 1 and 3 fall outside the window
+        # groups 1 and 3 fall outside the window: sent until a summary covers them
+        await ledger.set_window(s, 4)
         await ledger.add_state(s, g7.id, STATE)
         await ledger.set_scratchpad(s, SCRATCHPAD)
         await ledger.set_setting("current_session", s)
@@ -314,13 +315,12 @@ def prompt_tokens(project: Project) -> int:
     if _prompt_total:
         return _prompt_total[0]
     from slop_tui.config import load_config
-    from slop_tui.ui.widgets.gauge import read_prompt
     from slop_tui.workspace import Workspace
 
     async def total() -> int:
         ws = await Workspace.open(load_config(db=project.db, cwd=project.root, env={}), env={})
         try:
-            return read_prompt(await ws.prompt()).total
+            return (await ws.plan()).request_tokens
         finally:
             await ws.close()
 

@@ -15,7 +15,6 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown, TextArea
 
-from slop_tui.context.tiers import TruncationSettings
 from slop_tui.orchestrator import (
     ErrorEvent,
     Notice,
@@ -30,7 +29,6 @@ from slop_tui.orchestrator import (
 )
 from slop_tui.records import (
     STATUS_COMPLETED,
-    STATUS_DROPPED,
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
     NewMessage,
@@ -42,12 +40,9 @@ from slop_tui.ui.widgets.conversation import (
     CopyRequested,
     GroupBlock,
     LiveAnswer,
-    TierView,
-    build_tier_view,
     neutralise,
 )
 from tests.fakeserver import wait_for
-from tests.test_context_factories import result, user
 from tests.workspace_fixtures import open_workspace
 
 SIZE = (100, 40)
@@ -331,28 +326,20 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         await view.refresh_group(old)
         assert [t.tier_label for t in view.block(old).tool_blocks] == ["dropped"] * 2
         assert "dropped" in view.block(old).mark
-        # A window of one group leaves the older group outside.
+        # A window of one group: the older group left it, and is sent until a summary
+        # covers it (the plan says so; the view only draws it).
         await ws.ledger.set_group_dropped(ws.session, old, False)
         await ws.ledger.set_window(ws.session, 1)
         await view.refresh_group(old)
-        assert view.block(old).tool_blocks[0].tier_label == "not sent: outside window"
+        assert view.block(old).tool_blocks[0].tier_label == "inactive 300"
+        assert "sent until a summary covers it" in view.block(old).mark
         assert view.block(active).tool_blocks[-1].tier_label == "full 5000"
-
-
-def test_tier_labels_for_other_providers_and_hidden_rows() -> None:
-    settings = TruncationSettings()
-    rows = [user(1, 1), result(2, 1, "a", "read_file"), result(3, 1, "b", "x", strategy="gemini")]
-    tiers = build_tier_view(rows, 5, strategy="openai", settings=settings, lane="main")
-    assert tiers.label(rows[1]) == "full 5000"
-    assert tiers.label(rows[2]) == "not sent: other provider"
-    dropped = result(4, 1, "c", "x", status=STATUS_DROPPED)
-    assert tiers.label(dropped) == "dropped"
-    interrupted = result(5, 1, "d", "x", status=STATUS_INTERRUPTED)
-    assert tiers.label(interrupted) == "not sent: interrupted"
-    assert TierView(enabled=frozenset()).label(rows[1]) == "not sent: tool disabled"
-    # A full-history window: groups other than the newest are inactive, all in the window.
-    full = build_tier_view(rows, 0, strategy="openai", settings=settings)
-    assert full.window is None and full.label(result(9, 0, "z", "t")) == "inactive 300"
+        # A summary covering it: its results are not sent, and say by which summary.
+        ids = [m.id for m in await ws.ledger.group_messages(ws.session, old)]
+        summary = await ws.ledger.add_summary(ws.session, "main", "lane", ids, "older")
+        await view.refresh_group(old)
+        assert view.block(old).tool_blocks[0].tier_label == f"covered by summary {summary.id}"
+        assert view.block(old).tool_blocks[0].has_class("-unsent")
 
 
 # -- safe text -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from textual.widgets import TextArea
 
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.prompt import PromptInput
-from tests.test_ui_groups import ListsApp, group
+from tests.test_ui_groups import ListsApp, group, plan_for
 
 
 class PromptApp(App):
@@ -68,7 +68,8 @@ async def test_a_key_in_the_prompt_is_drawn_before_the_next_frame():
 
 async def focused_groups(app: ListsApp, pilot, n: int, highlighted: int) -> GroupList:
     groups = app.query_one(GroupList)
-    groups.load([group(i, prompt=f"task number {i}") for i in range(1, n + 1)], 3, "main")
+    rows = [group(i, prompt=f"task number {i}") for i in range(1, n + 1)]
+    groups.load(rows, plan_for(rows, 3))
     groups.focus()
     groups.highlighted = highlighted
     await pilot.pause()

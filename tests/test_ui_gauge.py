@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline, Static
 
+from slop_tui.context.plan import ContextPlan
 from slop_tui.context.prompt import Layer, Prompt, PromptMessage, ToolSpec
 from slop_tui.ui.widgets.gauge import (
     FILL,
@@ -14,15 +13,15 @@ from slop_tui.ui.widgets.gauge import (
     GaugeBar,
     TokenGauge,
     bar_cells,
-    read_prompt,
-    tool_tokens,
+    read_plan,
 )
 
 TOOL = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {}}})
 
 
-def prompt_of(history: int, system: int = 1000, tools: tuple[ToolSpec, ...] = ()) -> Prompt:
-    return Prompt(
+def prompt_of(history: int, system: int = 1000, tools: tuple[ToolSpec, ...] = ()) -> ContextPlan:
+    """A plan that sends this request (the gauge draws a plan's counts)."""
+    prompt = Prompt(
         layers=(
             Layer("system", "You help.\n", system),
             Layer("guidelines", "g\n", 100),
@@ -35,6 +34,24 @@ def prompt_of(history: int, system: int = 1000, tools: tuple[ToolSpec, ...] = ()
             PromptMessage("assistant", "hello", history - history // 2, message_id=2, group_id=1),
         ),
         tools=tools,
+        tool_tokens=90 * len(tools),
+    )
+    return ContextPlan(
+        request=prompt,
+        assembled=prompt,
+        guard=None,
+        lane="main",
+        window_size=5,
+        window_groups=frozenset({1}),
+        window_start=1,
+        pending_groups=frozenset(),
+        head=None,
+        compaction_enabled=True,
+        waiting=False,
+        summary_due=False,
+        due_reason="",
+        pending_tokens=0,
+        pending_messages=0,
     )
 
 
@@ -43,20 +60,15 @@ class GaugeApp(App):
         yield TokenGauge()
 
 
-def test_layer_split_sums_to_total_and_tools_count_json_size():
-    prompt = prompt_of(5000, tools=(TOOL,))
-    reading = read_prompt(prompt, 100_000)
+def test_layer_split_is_the_plans_and_sums_to_the_request():
+    plan = prompt_of(5000, tools=(TOOL,))
+    reading = read_plan(plan, 100_000)
     names = [name for name, _ in reading.layers]
     assert names == ["system", "guidelines", "state", "scratchpad", "memos", "history", "tools"]
     layers = dict(reading.layers)
     assert layers["history"] == 5000
-    size = len(
-        json.dumps(
-            {"name": TOOL.name, "description": TOOL.description, "parameters": TOOL.parameters}
-        )
-    )
-    assert layers["tools"] == tool_tokens((TOOL,)) == -(-size // 4)
-    assert reading.total == sum(layers.values()) == prompt.total_tokens + layers["tools"]
+    assert layers["tools"] == plan.request.tool_tokens == 90  # the engine's count, not a guess
+    assert reading.total == sum(layers.values()) == plan.request_tokens
 
 
 def test_bar_cells_add_up_and_keep_small_layers_visible():
@@ -72,7 +84,7 @@ async def test_threshold_classes_at_79_80_and_90_percent():
     app = GaugeApp()
     async with app.run_test(size=(50, 20)) as pilot:
         gauge = app.query_one(TokenGauge)
-        base = prompt_of(0).total_tokens
+        base = prompt_of(0).request_tokens
         expected = {79: (False, False), 80: (True, False), 89: (True, False), 90: (False, True)}
         for percent, (warning, critical) in expected.items():
             gauge.update_from(prompt_of(percent * 1000 - base), 100_000)
@@ -110,9 +122,12 @@ async def test_bar_legend_sparkline_and_cached_line():
         assert "last 400 · max 900" in str(app.query_one("#gauge-series", Static).render())
         cached = app.query_one("#gauge-cached", Static)
         assert cached.display and "750" in str(cached.render())
-        gauge.update_from(prompt_of(20_000), 50_000, [])
+        background = app.query_one("#gauge-background", Static)
+        assert not background.display  # no background call yet
+        gauge.update_from(prompt_of(20_000), 50_000, [], background=(3, 4_200))
         await pilot.pause()
         assert not cached.display
+        assert background.display and "3 · 4.2k tokens" in str(background.render())
         assert "no calls yet" in str(app.query_one("#gauge-series", Static).render())
 
 
@@ -123,13 +138,17 @@ async def test_projection_line():
         gauge.update_from(prompt_of(48_000), 100_000)  # 50,000 tokens
         line = app.query_one("#gauge-projection", Static)
         assert str(line.render()) == ""
-        gauge.set_projection(10_000)
+        gauge.set_projection(10_000, "drop")
         await pilot.pause()
         assert line.display and str(line.render()) == "drop: −10,000 tokens → 40.0 %"
-        gauge.set_projection(-5_000)
+        gauge.set_projection(-5_000, "restore")
         assert str(line.render()) == "restore: +5,000 tokens → 55.0 %"
-        gauge.set_projection(0)
-        assert "no change" in str(line.render())
+        # The verb is what the key does, whatever the sign: a drop that lets a larger
+        # group slide into the window adds tokens.
+        gauge.set_projection(-700, "drop")
+        assert str(line.render()) == "drop: +700 tokens → 50.7 %"
+        gauge.set_projection(0, "restore")
+        assert str(line.render()) == "restore: no change to the next request"
         gauge.set_projection(None)
         assert str(line.render()) == ""
 

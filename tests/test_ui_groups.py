@@ -1,4 +1,4 @@
-"""The group and session lists: marks, window membership, intents and 5,000 groups."""
+"""The group and session lists: marks drawn from the context plan, intents and 5,000 groups."""
 
 from __future__ import annotations
 
@@ -7,25 +7,44 @@ import time
 from textual.app import App, ComposeResult
 from textual.message import Message
 
-from slop_tui.records import GroupSummary, NewMessage, SessionSummary
+from slop_tui.context.assemble import AssemblyInputs
+from slop_tui.context.budget import CompactionSettings
+from slop_tui.context.plan import MARKS, PlanInputs, PlanSettings, build_plan
+from slop_tui.records import GroupSummary, NewMessage, Session, SessionSummary, Summary
+from slop_tui.records import Message as Row
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.widgets.groups import (
     FLAG_ERROR,
     FLAG_INTERRUPTED,
-    MARK_DROPPED,
-    MARK_IN_WINDOW,
-    MARK_OUTSIDE,
-    MARK_SUMMARIZED,
     GroupList,
     SessionList,
     snippet,
-    window_membership,
 )
 from tests.workspace_fixtures import open_workspace
+
+MARK_IN_WINDOW, MARK_PENDING, MARK_SUMMARY = MARKS["window"], MARKS["pending"], MARKS["summary"]
+MARK_OUTSIDE, MARK_DROPPED = MARKS["outside"], MARKS["dropped"]
 
 
 def group(gid: int, status: str = "completed", tokens: int = 100, lane: str = "main", prompt=None):
     return GroupSummary(gid, lane, prompt or f"prompt {gid}", 2, tokens, status, float(gid))
+
+
+def plan_for(groups, window: int, lane: str = "main", *, summaries=(), compaction=False):
+    """The real context plan over one user row per group (its id is the group's)."""
+    rows = [
+        Row(g.group_id, "s", g.group_id, g.lane, "user", g.prompt, status=g.status)
+        for g in sorted(groups, key=lambda g: g.group_id)
+    ]
+    visible = [m for m in rows if m.status != "dropped" and m.lane == lane]
+    inputs = PlanInputs(
+        assembly=AssemblyInputs(
+            session=Session("s", window_size=window, lane=lane), messages=visible, strategy="openai"
+        ),
+        backlog=visible,
+        summaries=summaries,
+    )
+    return build_plan(inputs, PlanSettings(compaction=CompactionSettings(enabled=compaction)))
 
 
 class ListsApp(App):
@@ -60,21 +79,13 @@ MIXED = [
     group(1),
     group(2),
     group(3, "dropped"),
-    group(4, "summarized"),
+    group(4, "completed"),
     group(5, "interrupted"),
     group(6),
     group(7, "error"),
     group(8, "completed", lane="side"),
     group(9),
 ]
-
-
-def test_window_membership_counts_only_visible_groups_of_the_lane():
-    # Visible in lane main: 1, 2, 5, 6, 7, 9; the last three are in the window.
-    assert window_membership(MIXED, 3, "main") == {6, 7, 9}
-    assert window_membership(MIXED, 0, "main") == {1, 2, 5, 6, 7, 9}
-    # Without a lane, each lane has its own window.
-    assert window_membership(MIXED, 1) == {8, 9}
 
 
 def test_snippet_is_one_line_without_control_characters():
@@ -98,14 +109,15 @@ async def test_marks_for_each_status_and_window_membership():
     app = ListsApp()
     async with app.run_test(size=(80, 20)):
         groups = app.query_one(GroupList)
-        groups.load(list(reversed(MIXED)), 3, "main")  # the ledger lists newest first
+        # the ledger lists newest first
+        groups.load(list(reversed(MIXED)), plan_for(MIXED, 3))
         assert [g.group_id for g in groups.groups] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         marks = {g.group_id: groups.row_text(g.group_id)[:2] for g in groups.groups}
         assert marks == {
             1: MARK_OUTSIDE + " ",
             2: MARK_OUTSIDE + " ",
             3: MARK_DROPPED + " ",
-            4: MARK_SUMMARIZED + " ",
+            4: MARK_OUTSIDE + " ",
             5: MARK_OUTSIDE + FLAG_INTERRUPTED,
             6: MARK_IN_WINDOW + " ",
             7: MARK_IN_WINDOW + FLAG_ERROR,
@@ -118,26 +130,68 @@ async def test_marks_for_each_status_and_window_membership():
         spans = {s.style for s in groups.row_content(3).spans}
         assert ".grouplist--dropped" in spans
         assert ".grouplist--interrupted" in {s.style for s in groups.row_content(5).spans}
+        # Every mark is the plan's place for the group: the list decides nothing.
+        plan = groups.plan
+        for g in groups.groups:
+            assert groups.place_of(g.group_id) == plan.group_place(g.group_id, g.lane, g.status)
+
+
+async def test_summary_and_pending_marks_come_from_the_plan():
+    """With compaction on, what left the window is covered by a summary or sent until
+    one covers it."""
+    app = ListsApp()
+    summary = Summary(7, "s", "main", "lane", 1, 2, "earlier", 1, 0.0)
+    async with app.run_test(size=(80, 20)):
+        groups = app.query_one(GroupList)
+        groups.load(MIXED, plan_for(MIXED, 3, summaries=[summary], compaction=True))
+        marks = {g.group_id: groups.row_text(g.group_id)[0] for g in groups.groups}
+        assert marks == {
+            1: MARK_SUMMARY,
+            2: MARK_SUMMARY,
+            3: MARK_DROPPED,
+            4: MARK_PENDING,
+            5: MARK_PENDING,
+            6: MARK_IN_WINDOW,
+            7: MARK_IN_WINDOW,
+            8: MARK_OUTSIDE,
+            9: MARK_IN_WINDOW,
+        }
+        assert groups.place_of(1).summary_id == 7
+        assert ".grouplist--summarized" in {s.style for s in groups.row_content(1).spans}
+        # Widening the window to the full history: the summary is not used, every
+        # visible group of the lane is in the window (the window is a view).
+        groups.set_plan(plan_for(MIXED, 0, summaries=[summary], compaction=True))
+        assert {g.group_id for g in groups.groups if groups.in_window(g.group_id)} == {
+            1,
+            2,
+            4,
+            5,
+            6,
+            7,
+            9,
+        }
 
 
 async def test_reload_updates_marks_and_keeps_the_highlight():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load(MIXED, 3, "main")
+        groups.load(MIXED, plan_for(MIXED, 3))
         groups.focus()
         groups.select_group(6)
         await pilot.pause()
         # Group 9 dropped: 5 slides into the window.
         changed = [group(9, "dropped") if g.group_id == 9 else g for g in MIXED]
-        groups.load(changed, 3, "main")
+        groups.load(changed, plan_for(changed, 3))
         assert groups.row_text(9).startswith(MARK_DROPPED)
         assert groups.row_text(5).startswith(MARK_IN_WINDOW)
         assert groups.highlighted_group.group_id == 6
         # A new group appends a line; a removed one rebuilds and keeps the highlight near.
-        groups.load([*changed, group(10)], 3, "main")
+        more = [*changed, group(10)]
+        groups.load(more, plan_for(more, 3))
         assert groups.option_count == 10 and groups.highlighted_group.group_id == 6
-        groups.load([g for g in changed if g.group_id != 6], 3, "main")
+        fewer = [g for g in changed if g.group_id != 6]
+        groups.load(fewer, plan_for(fewer, 3))
         assert groups.highlighted_group.group_id == 7
 
 
@@ -145,7 +199,7 @@ async def test_keys_post_intents():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load(MIXED, 3, "main")
+        groups.load(MIXED, plan_for(MIXED, 3))
         groups.focus()
         await pilot.press("home")  # group 1
         await pilot.press("d")
@@ -165,7 +219,7 @@ async def test_click_shows_a_group():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load(MIXED[:3], 3, "main")
+        groups.load(MIXED[:3], plan_for(MIXED[:3], 3))
         await pilot.pause()
         region = groups.content_region
         await pilot.click(
@@ -175,31 +229,21 @@ async def test_click_shows_a_group():
         assert [m.group_id for m in app.of(GroupList.ShowRequested)] == [2]
 
 
-async def test_projected_saving():
+async def test_selected_says_what_d_would_do():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load(
-            [group(1, tokens=10), group(2, tokens=20), group(3, "dropped", tokens=300)]
-            + [group(4, tokens=40), group(5, tokens=50), group(6, "dropped", tokens=600)],
-            2,
-            "main",
-        )
-        # Dropping 5 (in the window) saves 50 but lets 2 (20) slide in.
-        assert groups.projected_saving(5) == 30
-        assert groups.projected_saving(1) == 0  # outside the window
-        # Restoring 6 adds 600 and pushes 4 out; restoring 3 changes nothing.
-        assert groups.projected_saving(6) == -(600 - 40)
-        assert groups.projected_saving(3) == 0
+        groups.load(MIXED, plan_for(MIXED, 3))
         groups.focus()
-        groups.select_group(5)
+        groups.select_group(6)
         await pilot.pause()
-        last = app.of(GroupList.Selected)[-1]
-        assert (last.group_id, last.saving) == (5, 30)
+        groups.select_group(3)
+        await pilot.pause()
+        last_two = [(m.group_id, m.dropped) for m in app.of(GroupList.Selected)][-2:]
+        assert last_two == [(6, False), (3, True)]
         app.query_one(SessionList).focus()  # leaving the list hides the projection
         await pilot.pause()
-        last = app.of(GroupList.Selected)[-1]
-        assert (last.group_id, last.saving) == (None, None)
+        assert app.of(GroupList.Selected)[-1].group_id is None
 
 
 async def test_five_thousand_groups_load_fast_and_end_reaches_the_last(capsys):
@@ -210,7 +254,7 @@ async def test_five_thousand_groups_load_fast_and_end_reaches_the_last(capsys):
     async with app.run_test(size=(100, 40)) as pilot:
         groups = app.query_one(GroupList)
         start = time.perf_counter()
-        groups.load(many, 5, "main")
+        groups.load(many, plan_for(many, 5))
         await pilot.pause()
         loaded = time.perf_counter() - start
         groups.focus()
@@ -221,7 +265,7 @@ async def test_five_thousand_groups_load_fast_and_end_reaches_the_last(capsys):
         assert groups.highlighted_group.group_id == 5000
         assert groups.is_vertical_scroll_end
         start = time.perf_counter()
-        groups.load([*many, group(5001)], 5, "main")
+        groups.load([*many, group(5001)], plan_for([*many, group(5001)], 5))
         await pilot.pause()
         appended = time.perf_counter() - start
         with capsys.disabled():
@@ -265,10 +309,12 @@ async def test_refresh_from_a_real_workspace(tmp_path):
         app = ListsApp()
         async with app.run_test(size=(80, 20)):
             groups = app.query_one(GroupList)
+            groups.set_plan((await ws.display_plan())[0])
             await groups.refresh_from(ws)
             await app.query_one(SessionList).refresh_from(ws)
             marks = [groups.row_text(g.group_id)[0] for g in groups.groups]
-            assert marks == [MARK_DROPPED, MARK_OUTSIDE, MARK_IN_WINDOW, MARK_IN_WINDOW]
+            # the second group left the 2-group window: sent until a summary covers it
+            assert marks == [MARK_DROPPED, MARK_PENDING, MARK_IN_WINDOW, MARK_IN_WINDOW]
             assert "question 3" in groups.row_text(groups.groups[-1].group_id)
             assert app.query_one(SessionList).current == ws.session
     finally:
@@ -279,7 +325,7 @@ async def test_a_theme_switch_restyles_the_marks_without_a_reload():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load([group(1, "interrupted")], 3, "main")
+        groups.load([group(1, "interrupted")], plan_for([group(1, "interrupted")], 3))
         await pilot.pause()
 
         def flag_colour():
@@ -325,12 +371,12 @@ async def test_only_the_lines_on_screen_are_built():
         built: list[int] = []
         real_row = groups._row
 
-        def counting_row(row, **kw):
+        def counting_row(row, *a, **kw):
             built.append(row[0])
-            return real_row(row, **kw)
+            return real_row(row, *a, **kw)
 
         groups._row = counting_row
-        groups.load(many, 5, "main")
+        groups.load(many, plan_for(many, 5))
         await pilot.pause()
         height = groups.scrollable_content_region.height
         assert groups.option_count == 5000 and groups.is_vertical_scroll_end
@@ -348,7 +394,8 @@ async def test_moving_wraps_pages_and_repaints_only_what_changed():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load([group(i) for i in range(1, 41)], 3, "main")
+        forty = [group(i) for i in range(1, 41)]
+        groups.load(forty, plan_for(forty, 3))
         groups.focus()
         await pilot.press("up")  # nothing highlighted: up starts at the newest, like OptionList
         assert groups.highlighted_group.group_id == 40
@@ -364,7 +411,7 @@ async def test_moving_wraps_pages_and_repaints_only_what_changed():
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
+        groups._row = lambda row, *a, **kw: built.append(row[0]) or real_row(row, *a, **kw)
         groups._lines.clear()  # so that every repainted line is built again
         await pilot.press("up")
         await pilot.pause()
@@ -378,15 +425,15 @@ async def test_a_reload_after_a_turn_draws_only_the_rows_that_changed():
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
         rows = [group(i) for i in range(1, 31)]
-        groups.load(rows, 3, "main")
+        groups.load(rows, plan_for(rows, 3))
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
+        groups._row = lambda row, *a, **kw: built.append(row[0]) or real_row(row, *a, **kw)
         # A turn adds group 31: it enters the window and group 28 leaves it; group 5
         # was dropped meanwhile (a second workspace). Every other line is as drawn.
         rows = rows[:4] + [group(5, status="dropped")] + rows[5:] + [group(31)]
-        groups.load(rows, 3, "main")
+        groups.load(rows, plan_for(rows, 3))
         await pilot.pause()
         height = groups.scrollable_content_region.height
         assert groups.is_vertical_scroll_end and height < 31
@@ -409,11 +456,12 @@ async def test_a_focus_change_elsewhere_draws_no_group_line_again():
     app = FocusWithinApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load([group(i) for i in range(1, 31)], 3, "main")
+        thirty = [group(i) for i in range(1, 31)]
+        groups.load(thirty, plan_for(thirty, 3))
         await pilot.pause()
         built: list[int] = []
         real_row = groups._row
-        groups._row = lambda row, **kw: built.append(row[0]) or real_row(row, **kw)
+        groups._row = lambda row, *a, **kw: built.append(row[0]) or real_row(row, *a, **kw)
         sessions = app.query_one(SessionList)
         for _ in range(2):  # the list is restyled on each move, its lines are not drawn again
             sessions.focus()
@@ -430,7 +478,8 @@ async def test_the_highlighted_row_keeps_its_marks_but_not_the_dim_text():
     app = ListsApp()
     async with app.run_test(size=(80, 20)) as pilot:
         groups = app.query_one(GroupList)
-        groups.load([group(1), group(2, status="dropped"), group(3)], 1, "main")
+        three = [group(1), group(2, status="dropped"), group(3)]
+        groups.load(three, plan_for(three, 1))
         groups.focus()
         await pilot.pause()
 

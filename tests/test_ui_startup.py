@@ -1,4 +1,4 @@
-"""The workspace's start path (issue 5): no tokenizer, counts that say when they are
+"""The workspace's start path: no tokenizer, counts that say when they are
 estimates, one group read, and the groups pane's keys kept cheap.
 
 The tokenizer is process-wide state: each test here starts from "not built" with
@@ -18,7 +18,7 @@ from slop_tui.ui.app import SlopApp
 from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
-from slop_tui.workspace import KEY_TOKEN_COUNTS, Workspace
+from slop_tui.workspace import KEY_TOKEN_COUNTS, Edit, Workspace
 from tests import test_app
 from tests.fakeserver import wait_for
 from tests.test_app import started
@@ -74,13 +74,14 @@ async def test_display_prompt_estimates_until_counted_then_the_next_start_is_exa
     await seed(tmp_path)
     ws = await default_workspace(tmp_path)
     try:
-        prompt, estimated = await ws.display_prompt()
+        plan, estimated = await ws.display_plan()
         assert estimated and cold == []  # shown without building the tokenizer
         assert await ws.ledger.get_setting(KEY_TOKEN_COUNTS) is None  # estimates are not kept
 
         tokens.get_encoding()  # the first submit builds it
         assert cold == [1]
-        prompt, estimated = await ws.display_prompt()
+        plan, estimated = await ws.display_plan()
+        prompt = plan.request
         exact = await ws.prompt()
         assert not estimated
         assert prompt.total_tokens == exact.total_tokens
@@ -95,12 +96,12 @@ async def test_display_prompt_estimates_until_counted_then_the_next_start_is_exa
     monkeypatch.setattr(tokens, "_count_cache", tokens.CountCache())
     ws = await default_workspace(tmp_path)
     try:
-        again, estimated = await ws.display_prompt()
+        again, estimated = await ws.display_plan()
         assert not estimated and cold == [1]
-        assert again.total_tokens == exact.total_tokens
+        assert again.request.total_tokens == exact.total_tokens
         # Something new (a scratchpad edit) is estimated again, and says so.
         await ws.ledger.set_scratchpad(ws.session, "a note the tokenizer never saw " * 20)
-        _, estimated = await ws.display_prompt()
+        _, estimated = await ws.display_plan()
         assert estimated and cold == [1]
     finally:
         await ws.close()
@@ -113,7 +114,7 @@ async def test_a_bad_stored_count_table_is_ignored(tmp_path, cold):
     await ws.close()
     ws = await default_workspace(tmp_path)
     try:
-        _, estimated = await ws.display_prompt()
+        _, estimated = await ws.display_plan()
         assert estimated and cold == []
     finally:
         await ws.close()
@@ -142,9 +143,10 @@ async def test_the_app_starts_without_the_tokenizer_and_counts_exactly_at_the_fi
         await wait_for(pilot, lambda: tokens.encoding_loaded() and not gauge.estimated)
         assert cold == [1]
         assert not str(total.render()).startswith(ESTIMATE_MARK)
-        exact = await app.workspace.prompt()
+        exact = await app.workspace.plan()
         assert gauge.reading.total == sum(n for _, n in gauge.reading.layers)
-        assert dict(gauge.reading.layers)["history"] == exact.history_tokens
+        assert gauge.reading.total == exact.request_tokens
+        assert dict(gauge.reading.layers) == exact.layer_tokens()
 
 
 async def test_the_group_list_and_the_conversation_share_one_read(project, cold, monkeypatch):
@@ -179,14 +181,38 @@ async def test_the_projection_is_drawn_once_the_highlight_rests(project):
         await started(pilot)
         groups = app.query_one(GroupList)
         gauge = app.query_one(TokenGauge)
+        ws = app.workspace
+
+        async def saving(gid: int) -> int:
+            # The plan built again with the drop applied, against the plan shown.
+            now, _ = await ws.display_plan()
+            after, _ = await ws.display_plan(edit=Edit.drop(gid))
+            return now.request_tokens - after.request_tokens
+
         await pilot.press("f3", "end")  # not in the frame of the key: after the rest
         assert gauge.projection is None
-        await wait_for(pilot, lambda: gauge.projection == groups.projected_saving(gids[-1]))
+        newest = await saving(gids[-1])
+        await wait_for(pilot, lambda: gauge.projection == newest)
         shown: list[int | None] = []
         real = gauge.set_projection
-        gauge.set_projection = lambda saving: shown.append(saving) or real(saving)
+        gauge.set_projection = lambda s, verb="drop": shown.append(s) or real(s, verb)
         await pilot.press("up", "up", "up")  # quick succession: drawn once, at rest
         assert shown == []
         await wait_for(pilot, lambda: shown != [])
-        assert shown == [groups.projected_saving(gids[-4])] == [gauge.projection]
+        # gids[-4] left the 3-group window and is sent until a summary covers it:
+        # dropping it saves its tokens.
+        expected = await saving(gids[-4])
+        assert expected > 0
+        assert shown == [expected] == [gauge.projection]
         assert groups.highlighted_group.group_id == gids[-4]
+        # What the projection said is what dropping does to the next request (counted
+        # exactly on both sides: the first command builds the tokenizer).
+        await pilot.press("escape", "f2", *"/help", "enter")
+        await wait_for(pilot, lambda: not gauge.estimated)
+        await pilot.press("escape", "f3")
+        groups.select_group(gids[-4])
+        expected = await saving(gids[-4])
+        await wait_for(pilot, lambda: gauge.projection == expected)
+        before = gauge.reading.total
+        await pilot.press("d")
+        await wait_for(pilot, lambda: gauge.reading.total == before - expected)

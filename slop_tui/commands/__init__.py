@@ -32,6 +32,7 @@ TABLE.default_sub.update(
         "skill": "list",
         "memo": "list",
         "context": "show",
+        "state": "show",
     }
 )
 

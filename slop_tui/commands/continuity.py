@@ -1,4 +1,4 @@
-"""Continuity commands (issue 6): lanes, replies, handoffs, files in context,
+"""Continuity commands: lanes, replies, handoffs, files in context,
 the compaction audit log and un-compaction.
 
 Every handler checks all of its input before it writes anything, so a bad
@@ -11,6 +11,7 @@ import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
+from slop_tui import workspace
 from slop_tui.commands.base import (
     TABLE,
     CommandError,
@@ -21,11 +22,16 @@ from slop_tui.commands.base import (
     parse_int,
     split_first,
 )
-from slop_tui.handoff import handoff_markdown, record_handoff
+from slop_tui.continuity.handoff import handoff_markdown, record_handoff
 from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane
-from slop_tui.records import DEFAULT_LANE, CompactionRecord
+from slop_tui.records import (
+    DEFAULT_LANE,
+    SUMMARY_DISCARDED,
+    SUMMARY_STALE,
+    CompactionRecord,
+)
 from slop_tui.tools.base import ToolError
-from slop_tui.tools.paths import display, read_text, resolve_inside, write_text
+from slop_tui.tools.paths import display, resolve_inside, write_text
 
 CAT = "Context & history"
 CAT_SESSIONS = "Sessions"
@@ -139,7 +145,8 @@ async def lane_new(ws, args: str) -> CommandResult:
     "reply",
     None,
     "/reply GID TEXT",
-    "Reply to group GID in its own lane reply:GID (started or continued) and send TEXT.",
+    "Reply to group GID and send TEXT: in its own lane reply:GID (started or continued), "
+    "or, from a topic lane, in that topic with group GID quoted.",
     CAT,
 )
 async def reply(ws, args: str) -> CommandResult:
@@ -150,10 +157,16 @@ async def reply(ws, args: str) -> CommandResult:
     gid = parse_int(first, "the group id", usage, minimum=1)
     if not await ws.ledger.group_exists(ws.session, gid):
         raise CommandError(f"session '{ws.session}' has no group {gid}.")
-    lane = reply_lane(gid)
     sess = await ws.current()
-    if sess.lane != lane:
-        await ws.ledger.set_lane(ws.session, lane)
+    if sess.lane.startswith("topic:"):
+        # Seed 002: topic > reply. The reply stays in its topic; the replied-to group is
+        # quoted for this turn (kept with the prompt, `Ledger.append_user(reply_to=...)`).
+        ws.pending_reply = gid
+        lane = sess.lane
+    else:
+        lane = reply_lane(gid)
+        if sess.lane != lane:
+            await ws.ledger.set_lane(ws.session, lane)
     return CommandResult(
         ok=True,
         text=f"Replying to group {gid} in lane {lane}.",
@@ -236,17 +249,11 @@ async def handoff_export(ws, args: str) -> CommandResult:
 
 
 def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str, str]:
-    """(root-relative path, text) of a project file; CommandError when refused.
-
-    The path rules are those of the file tools (tools.paths): inside the
-    project root after resolving symlinks, a regular file, UTF-8 text.
-    """
+    """`workspace.read_context_file` with its refusal as a CommandError."""
     try:
-        resolved = resolve_inside(root, path, label)
-        shown = display(root, resolved)
-        return shown, read_text(resolved, shown, label)
-    except ToolError as exc:
-        raise _tool_error(exc, label) from None
+        return workspace.read_context_file(root, path, label)
+    except workspace.ContextFileError as exc:
+        raise CommandError(str(exc)) from None
 
 
 @command(
@@ -343,7 +350,19 @@ def retrieval_hint(session: str, r: CompactionRecord) -> str:
     return f'query_db(sql="{sql}")'
 
 
-def _log_entry(session: str, r: CompactionRecord) -> str:
+def summary_standing(summary_id: int, head_id: int | None, r: CompactionRecord | None) -> str:
+    """Where a stored summary stands, from the context plan (the same fact
+    `/context uncompact` acts on)."""
+    if r is not None and r.stale:
+        return "out of date: a group under it changed since; the next lane summary replaces it"
+    if r is not None and r.undone:
+        return "discarded by /context uncompact"
+    if summary_id == head_id:
+        return f"in the request; /context uncompact {summary_id} sends its messages again"
+    return "stored, not in the request now (used again when its span lies outside the window)"
+
+
+def _log_entry(session: str, r: CompactionRecord, head_id: int | None) -> str:
     saved = r.tokens_before - r.tokens_after
     pct = f" (−{saved * 100 // r.tokens_before}%)" if r.tokens_before > 0 and saved > 0 else ""
     head = (
@@ -355,12 +374,7 @@ def _log_entry(session: str, r: CompactionRecord) -> str:
         last = r.last_message_id if r.last_message_id is not None else r.first_message_id
         lines.append(f"  - covered messages {r.first_message_id}–{last}")
     if r.summary_id is not None:
-        state = (
-            "un-compacted"
-            if r.undone
-            else f"in effect; /context uncompact {r.summary_id} restores the messages"
-        )
-        lines.append(f"  - summary {r.summary_id} ({state})")
+        lines.append(f"  - summary {r.summary_id}: {summary_standing(r.summary_id, head_id, r)}")
     if r.detail:
         lines.append(f"  - {' '.join(r.detail.split())}")
     hint = retrieval_hint(session, r)
@@ -381,7 +395,9 @@ async def context_log(ws, args: str) -> CommandResult:
     records = await ws.ledger.compaction_log(ws.session, n)
     if not records:
         return ok(f"Session '{ws.session}' has no compactions yet.", data=[])
-    body = "\n".join(_log_entry(ws.session, r) for r in records)
+    head = (await ws.plan()).head
+    head_id = head.id if head is not None else None
+    body = "\n".join(_log_entry(ws.session, r, head_id) for r in records)
     return ok(f"## Compactions of session '{ws.session}' (newest first)\n\n{body}", data=records)
 
 
@@ -389,7 +405,8 @@ async def context_log(ws, args: str) -> CommandResult:
     "context",
     "uncompact",
     "/context uncompact SUMMARY_ID",
-    "Restore the messages a summary replaced (the summary is kept, marked superseded).",
+    "Take a summary out of the request: its messages are sent word for word again "
+    "until a new lane summary covers them.",
     CAT,
 )
 async def context_uncompact(ws, args: str) -> CommandResult:
@@ -397,13 +414,26 @@ async def context_uncompact(ws, args: str) -> CommandResult:
     summary = await ws.ledger.get_summary(ws.session, sid)
     if summary is None:
         raise CommandError(f"session '{ws.session}' has no summary {sid}; /context log lists them.")
-    if await ws.ledger.summary_superseded(sid):
-        return ok(f"Summary {sid} was already un-compacted.")
-    n = await ws.ledger.uncompact(ws.session, sid)
+    state = await ws.ledger.summary_state(sid)
+    if state == SUMMARY_DISCARDED:
+        return ok(f"Summary {sid} was already discarded; it is not in the request.")
+    if state == SUMMARY_STALE:
+        return ok(
+            f"Summary {sid} is out of date (a group under it changed) and not in the request; "
+            "the next lane summary replaces it."
+        )
+    head = (await ws.plan()).head
+    in_request = head is not None and head.id == sid
+    n = await ws.ledger.discard_summary(ws.session, sid)
     lane = "" if summary.lane == DEFAULT_LANE else f" in lane {summary.lane}"
-    return ok(
-        f"Un-compacted summary {sid}{lane}: {n} message(s) restored "
-        f"({summary.first_message_id}–{summary.last_message_id}).",
-        changed=("history",),
-        data=n,
-    )
+    later = f" (and {n - 1} later summary(ies) built on it)" if n > 1 else ""
+    if in_request:
+        text = (
+            f"Un-compacted summary {sid}{lane}{later}: messages {summary.first_message_id}–"
+            f"{summary.last_message_id} that lie outside the window are sent word for word "
+            "again, until a new lane summary covers them; /context window N keeps more "
+            "groups in the window for good."
+        )
+    else:
+        text = f"Discarded summary {sid}{lane}{later}; it was not in the request."
+    return ok(text, changed=("history",), data=n)

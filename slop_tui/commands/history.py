@@ -160,10 +160,22 @@ async def context_restore(ws, args: str) -> CommandResult:
     CAT,
 )
 async def context_rebuild(ws, args: str) -> CommandResult:
-    if ws.rebuild_state is not None:
-        text = await ws.rebuild_state()
-        if text:
-            return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
+    if args.strip():
+        raise UsageError("/context rebuild takes no arguments.")
+    rebuild, own = ws.rebuild_state, None
+    if rebuild is None:  # `slop-tui exec`: no turn has set one up, so ask the model here
+        from slop_tui.orchestrator import Orchestrator
+
+        own = Orchestrator(ws)
+        rebuild = own.rebuild_state
+    try:
+        text = await rebuild()
+    finally:
+        if own is not None:
+            await own.aclose()
+            ws.rebuild_state = None
+    if text:
+        return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
     return await rederive_state(ws, "no model was reachable, so")
 
 
@@ -181,6 +193,38 @@ async def rederive_state(ws, why: str) -> CommandResult:
                     changed=("state",),
                 )
     return ok(f"{why.capitalize()} the window holds no STATE block; the anchor is unchanged.")
+
+
+@command(
+    "state", "show", "/state show", "The current STATE anchor and the group it came from.", CAT
+)
+async def state_show(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/state show takes no arguments.")
+    state = await ws.ledger.current_state(ws.session)
+    if state is None:
+        return ok(f"Session '{ws.session}' has no STATE yet; /state set TEXT writes one.")
+    origin = f"group {state.group_id}" if state.group_id is not None else "set by hand"
+    return ok(f"## STATE ({origin}, version {state.id})\n\n{state.content}", data=state)
+
+
+@command(
+    "state",
+    "set",
+    "/state set TEXT",
+    "Store TEXT as a new STATE version (the earlier versions stay; /undo restores them).",
+    CAT,
+)
+async def state_set(ws, args: str) -> CommandResult:
+    text = args.strip()
+    if not text:
+        raise UsageError("the new STATE is needed. Usage: /state set TEXT")
+    version = await ws.ledger.add_state(ws.session, None, text)
+    return ok(
+        f"STATE saved as a new version ({version.id}, {len(text)} characters).",
+        changed=("state",),
+        data=version,
+    )
 
 
 @command("undo", None, "/undo", "Remove the last group and restore the STATE before it.", CAT)
@@ -295,6 +339,16 @@ async def stats(ws, args: str) -> CommandResult:
         ]
     else:
         lines.append("No usage recorded yet.")
+    purposes = await ws.ledger.usage_by_purpose(ws.session)
+    background = [p for p in purposes if p[0] != "turn"]
+    if background:
+        lines += [
+            "",
+            "## Background model calls (summaries, compaction)",
+            "| purpose | calls | prompt | completion |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {p} | {c} | {pt} | {ct} |" for p, c, pt, ct in background]
     tools = [t for t in await ws.ledger.list_tools() if t.call_count]
     if tools:
         lines += ["", "## Tool calls (all sessions)", "| tool | calls |", "|---|---|"]

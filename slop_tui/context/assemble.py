@@ -293,7 +293,7 @@ def _mark(messages: list[PromptMessage], count_tokens: CountTokens) -> None:
         messages[-1] = replace(last, text=text, tokens=count_tokens(text))
 
 
-def _window_note(window: Sequence[Message], groups: Sequence[int], size: int) -> str:
+def window_note(window: Sequence[Message], groups: Sequence[int], size: int) -> str:
     span = f"groups {groups[0]}..{groups[-1]}" if groups else "no groups"
     label = "full history" if size == 0 else f"last {size} group(s)"
     return f"window: {label}: {len(groups)} group(s), {len(window)} message(s), {span}"
@@ -304,17 +304,33 @@ def assemble(
     settings: ContextSettings | None = None,
     count_tokens: CountTokens = rough_tokens,
 ) -> Prompt:
-    """Build the request for `inputs.strategy` (see the module docstring)."""
+    """Build the request for `inputs.strategy` (see the module docstring).
+
+    The history is the rolling window of `inputs.messages`; `plan.build_plan`
+    chooses the rows itself (window, rows awaiting a summary) and calls
+    `assemble_rows`.
+    """
     settings = settings or ContextSettings()
     size = settings.window if settings.window is not None else inputs.session.window_size
     window, groups = window_and_groups(inputs.messages, size, lane=inputs.session.lane)
-    notes = [_window_note(window, groups, size)]
+    return assemble_rows(
+        inputs, window, settings, count_tokens, [window_note(window, groups, size)]
+    )
 
+
+def assemble_rows(
+    inputs: AssemblyInputs,
+    rows: Sequence[Message],
+    settings: ContextSettings,
+    count_tokens: CountTokens,
+    notes: list[str],
+) -> Prompt:
+    """The request with `rows` (chronological, already chosen) as its history."""
     # Tiers count only tool results the target will see, so results hidden by
     # isolation do not push visible ones out of full fidelity.
-    tiered = tool_result_tiers(visible_rows(window, inputs.strategy), settings.truncation)
+    tiered = tool_result_tiers(visible_rows(rows, inputs.strategy), settings.truncation)
     enabled = {t.name for t in inputs.tools}
-    isolated = isolate(window, inputs.strategy, enabled, tiered, count_tokens)
+    isolated = isolate(rows, inputs.strategy, enabled, tiered, count_tokens)
     notes.extend(isolated.notes)
 
     messages = list(isolated.messages)

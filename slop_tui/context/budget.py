@@ -163,13 +163,12 @@ class CompactionSettings:
     `detector_model` / `summary_model` ("" = the session's model).
     Guards before every request (seed 004): `warn_pct`, `reduce_pct`,
     `removal_levels`, `keep_recent_messages`, `min_shrink_pct`.
-    Lane summaries (seed 002): one rolling summary per lane, which every whole
-    group that leaves the window is folded into (`lane_keep_recent = 0`, the
-    default: no row is both outside the window and unsummarised); with
-    `lane_keep_recent > 0`, the thresholds `lane_max_messages`,
-    `lane_max_tokens`, `lane_max_age_hours` and a minimum span of
-    `lane_min_messages` apply. `lane_max_anchors` caps the rolled summary's
-    anchors (the user's constraints and decisions beyond it). Handoff checkpoints every
+    Lane summaries (seed 002): the rows that left the window are sent until a
+    summary covers them; one is due past `lane_max_messages`, `lane_max_tokens`
+    (as sent) or `lane_max_age_hours` since the last (`context.plan`).
+    `lane_max_anchors` caps the rolled summary's anchors (the user's
+    constraints and decisions beyond it). `lane_keep_recent` and
+    `lane_min_messages` are accepted for old configs and not used. Handoff checkpoints every
     `checkpoint_interval` tool-loop iterations (0 = off).
     """
 

@@ -1,4 +1,4 @@
-"""After-reply compaction (seed 003) and lane summary triggers (seed 002).
+"""After-reply compaction (seed 003).
 
 After an answer is shown, when the history of the current lane is above
 `compaction_trigger_tokens`, compaction runs in the background and takes
@@ -416,68 +416,3 @@ def truncate_summary(decision: CompactionDecision) -> str:
         f"Earlier topic (messages #{first}..#{last}, no longer shown): {about}\n"
         f"The conversation then moved on: {decision.boundary.boundary_reason.strip() or 'new topic'}."
     )
-
-
-# --- lane summaries (seed 002) ---------------------------------------------------------------
-
-
-def lane_summary_due(
-    messages: Sequence[Message],
-    settings: CompactionSettings | None = None,
-    *,
-    last_summary_at: float | None = None,
-    now: float | None = None,
-    count_tokens: CountTokens = rough_tokens,
-) -> tuple[int, ...]:
-    """Ids of a lane's rows to fold into its rolling summary, or () when none is due.
-
-    `messages` are the lane's visible rows that left the recency window and
-    are not covered by a summary yet (chronological). They are invisible to
-    the model, so by default (`lane_keep_recent = 0`) every whole group among
-    them is folded as soon as there is one: no row is left in limbo. The
-    window itself is the hysteresis (it moves one group per turn, and the
-    rolled summary is replaced, not stacked, so a roll costs one small request).
-
-    With `lane_keep_recent > 0` (rows deliberately left out of both), a
-    summary is due only when the rows are more than `lane_max_messages`, or
-    more than `lane_max_tokens` tokens, or the last summary is older than
-    `lane_max_age_hours` (with `now`), and at least `lane_min_messages` rows
-    are folded; the newest `lane_keep_recent` rows stay. Either way the cut
-    is snapped back to the start of a group (a user message), so an exchange
-    is never split.
-    """
-    s = settings or CompactionSettings()
-    if not s.enabled or not messages:
-        return ()
-    if s.lane_keep_recent <= 0:
-        cut = _group_cut(messages, len(messages))
-        return tuple(m.id for m in messages[:cut])
-    if len(messages) <= s.lane_keep_recent:
-        return ()
-    tokens = sum(_tokens(m, count_tokens) for m in messages)
-    aged = (
-        last_summary_at is not None
-        and now is not None
-        and s.lane_max_age_hours > 0
-        and now - last_summary_at > s.lane_max_age_hours * 3600
-    )
-    if not (len(messages) > s.lane_max_messages or tokens > s.lane_max_tokens or aged):
-        return ()
-    cut = _group_cut(messages, len(messages) - s.lane_keep_recent)
-    if cut < min(s.lane_min_messages, len(messages)) and not aged:
-        return ()
-    return tuple(m.id for m in messages[:cut])
-
-
-def _group_cut(messages: Sequence[Message], end: int) -> int:
-    """The largest index <= end where a group starts (or `end` when the rows have no groups
-    and no user message), so the rows before it are whole groups."""
-    if end >= len(messages):
-        return len(messages)
-    for i in range(end, 0, -1):
-        m, prev = messages[i], messages[i - 1]
-        if m.group_id is not None and m.group_id != prev.group_id:
-            return i
-        if m.group_id is None and m.role == "user":
-            return i
-    return 0

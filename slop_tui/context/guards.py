@@ -176,11 +176,14 @@ def middle_out(n: int, percent: int) -> list[int]:
 
 
 def _tool_candidates(prompt: Prompt) -> list[int]:
-    return [
+    """Indices of the tool results that may be elided: all but the newest, the one the
+    model just asked for."""
+    found = [
         i
         for i, m in enumerate(prompt.messages)
         if m.role == "tool" and m.message_id is not None and m.kind is None
     ]
+    return found[:-1]
 
 
 def elide_messages(

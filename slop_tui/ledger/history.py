@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from operator import itemgetter
 
@@ -25,6 +26,8 @@ from slop_tui.records import (
     UsageTotal,
 )
 from slop_tui.slotted import positional_builder
+
+PURPOSE_TURN = "turn"  # `usage.purpose` of the conversation's own requests
 
 # Texts longer than this are token-counted in a thread (see `HistoryMixin._counted`).
 THREAD_COUNT_CHARS = 50_000
@@ -56,6 +59,28 @@ def _session(r: sqlite3.Row) -> Session:
         message_count=r["message_count"],
         token_total=r["token_total"],
     )
+
+
+def what_if(hide: Collection[int], show: Collection[int]) -> tuple[str, str, dict]:
+    """(visibility condition, columns, parameters) of a read of the history as it would
+    be with the groups of `hide` dropped and those of `show` restored."""
+    visible = f"status NOT IN {_HIDDEN}"
+    cols = _MSG_COLS
+    params: dict = {}
+    if show:
+        marks = ",".join(f":show{i}" for i in range(len(show)))
+        params.update({f"show{i}": g for i, g in enumerate(show)})
+        visible = f"({visible} OR (status = '{STATUS_DROPPED}' AND group_id IN ({marks})))"
+        cols = _MSG_COLS.replace(
+            " status,",
+            f" CASE WHEN status = '{STATUS_DROPPED}' AND group_id IN ({marks}) "
+            "THEN COALESCE(status_before, 'completed') ELSE status END,",
+        )
+    if hide:
+        marks = ",".join(f":hide{i}" for i in range(len(hide)))
+        params.update({f"hide{i}": g for i, g in enumerate(hide)})
+        visible = f"{visible} AND group_id NOT IN ({marks})"
+    return visible, cols, params
 
 
 def check_session_name(name: str) -> str:
@@ -283,10 +308,22 @@ class HistoryMixin(LedgerBase):
         return row["lane"] if row else DEFAULT_LANE
 
     async def append_user(
-        self, session: str, text: str, *, lane: str | None = None, strategy: str | None = None
+        self,
+        session: str,
+        text: str,
+        *,
+        lane: str | None = None,
+        strategy: str | None = None,
+        reply_to: int | None = None,
     ) -> Message:
-        """Write a user prompt; it opens a new group whose id is the prompt's own id."""
-        (prompt,) = await self._counted([NewMessage(role="user", content=text, strategy=strategy)])
+        """Write a user prompt; it opens a new group whose id is the prompt's own id.
+
+        `reply_to`: the group the prompt replies to, kept with the prompt
+        (`payload` `{"reply_to": GID}`) when it stays in its lane (a reply from a
+        topic lane: seed 002's topic > reply)."""
+        payload = json.dumps({"reply_to": reply_to}) if reply_to is not None else None
+        new = NewMessage(role="user", content=text, strategy=strategy, payload=payload)
+        (prompt,) = await self._counted([new])
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             lane = lane or await self._session_lane(db, session)
@@ -353,25 +390,36 @@ class HistoryMixin(LedgerBase):
         )
         return [_message(*r) for r in rows]
 
-    async def window(self, session: str, size: int, lane: str | None = None) -> list[Message]:
+    async def window(
+        self,
+        session: str,
+        size: int,
+        lane: str | None = None,
+        *,
+        hide: Collection[int] = (),
+        show: Collection[int] = (),
+    ) -> list[Message]:
         """Rows of the last `size` visible groups (0: all), oldest first.
 
-        Dropped and summarized rows neither appear nor count; rows without a
-        group never appear.
+        Dropped rows neither appear nor count; rows without a group never
+        appear. `hide` and `show` read the window as it would be after an edit
+        (a projection): the groups of `hide` as if dropped, those of `show` as
+        if restored (their rows with the status they had before the drop).
         """
+        visible, cols, extra = what_if(hide, show)
         lane_sql = " AND lane = :lane" if lane else ""
-        params = {"s": session, "n": size, "lane": lane}
+        params = {"s": session, "n": size, "lane": lane, **extra}
         if size <= 0:
             sql = (
-                f"SELECT {_MSG_COLS} FROM messages WHERE session_id = :s AND group_id IS NOT NULL "
-                f"AND status NOT IN {_HIDDEN}{lane_sql}"
+                f"SELECT {cols} FROM messages WHERE session_id = :s AND group_id IS NOT NULL "
+                f"AND {visible}{lane_sql}"
             )
         else:
-            sql = f"""SELECT {_MSG_COLS} FROM messages
-                WHERE session_id = :s AND status NOT IN {_HIDDEN} AND group_id IN (
+            sql = f"""SELECT {cols} FROM messages
+                WHERE session_id = :s AND {visible} AND group_id IN (
                     SELECT group_id FROM messages
                     WHERE session_id = :s AND group_id IS NOT NULL
-                      AND status NOT IN {_HIDDEN}{lane_sql}
+                      AND {visible}{lane_sql}
                     GROUP BY group_id ORDER BY group_id DESC LIMIT :n)"""
         # No ORDER BY: SQLite would copy every row (megabytes of text for a long
         # session's full history) through a temporary B-tree to sort it; the
@@ -468,6 +516,7 @@ class HistoryMixin(LedgerBase):
     async def set_group_dropped(self, session: str, group_id: int, dropped: bool) -> int:
         """Soft drop (or restore) a group; returns how many rows changed."""
         async with self.transaction() as db:
+            await self._history_changed(db, session, [group_id])  # type: ignore[attr-defined]
             if dropped:
                 cur = await db.execute(
                     "UPDATE messages SET status_before=status, status='dropped' "
@@ -485,6 +534,7 @@ class HistoryMixin(LedgerBase):
     async def remove_group(self, session: str, group_id: int) -> int:
         """Hard delete a group and the STATE versions it produced."""
         async with self.transaction() as db:
+            await self._history_changed(db, session, [group_id])  # type: ignore[attr-defined]
             cur = await db.execute(
                 "DELETE FROM messages WHERE session_id=? AND group_id=?", (session, group_id)
             )
@@ -589,13 +639,19 @@ class HistoryMixin(LedgerBase):
         prompt_tokens: int,
         completion_tokens: int,
         cached_tokens: int = 0,
+        *,
+        purpose: str = PURPOSE_TURN,
     ) -> Usage:
+        """Store one provider call; `purpose` is `turn` for the conversation's own
+        requests, else what the background call was for (`summary`, `compaction`,
+        `boundary`, `rebuild`)."""
         t = now()
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             cur = await db.execute(
                 """INSERT INTO usage(session_id, group_id, provider, model, prompt_tokens,
-                       completion_tokens, cached_tokens, created_at) VALUES (?,?,?,?,?,?,?,?)""",
+                       completion_tokens, cached_tokens, created_at, purpose)
+                   VALUES (?,?,?,?,?,?,?,?,?)""",
                 (
                     session,
                     group_id,
@@ -605,6 +661,7 @@ class HistoryMixin(LedgerBase):
                     completion_tokens,
                     cached_tokens,
                     t,
+                    purpose,
                 ),
             )
         return Usage(
@@ -618,6 +675,26 @@ class HistoryMixin(LedgerBase):
             cached_tokens,
             t,
         )
+
+    async def background_usage(self, session: str) -> tuple[int, int, int]:
+        """(calls, prompt tokens, completion tokens) of the session's background model
+        calls: summaries, compaction, topic boundaries, STATE rebuilds."""
+        row = await self._one(
+            f"""SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0),
+                   COALESCE(SUM(completion_tokens), 0)
+               FROM usage WHERE session_id = ? AND purpose != '{PURPOSE_TURN}'""",
+            (session,),
+        )
+        return (row[0], row[1], row[2]) if row else (0, 0, 0)
+
+    async def usage_by_purpose(self, session: str) -> list[tuple[str, int, int, int]]:
+        """(purpose, calls, prompt tokens, completion tokens) per purpose of the session."""
+        rows = await self._all(
+            """SELECT purpose, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens)
+               FROM usage WHERE session_id = ? GROUP BY purpose ORDER BY purpose""",
+            (session,),
+        )
+        return [(r[0], r[1], r[2] or 0, r[3] or 0) for r in rows]
 
     async def usage_totals(self, session: str | None = None) -> list[UsageTotal]:
         where = "WHERE session_id = ?" if session is not None else ""

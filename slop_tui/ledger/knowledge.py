@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from slop_tui.ledger.core import LedgerBase, LedgerError, now
-from slop_tui.records import MEMO_USER, Memo, Skill, Summary, ToolInfo
+from slop_tui.records import MEMO_USER, Memo, Skill, ToolInfo
 
 
 def _tags(raw: str) -> tuple[str, ...]:
@@ -241,60 +241,3 @@ class KnowledgeMixin(LedgerBase):
     async def count_tool_call(self, name: str) -> None:
         async with self.transaction() as db:
             await db.execute("UPDATE tools SET call_count = call_count + 1 WHERE name=?", (name,))
-
-    # -- summaries ---------------------------------------------------------
-
-    async def add_summary(
-        self,
-        session: str,
-        lane: str,
-        kind: str,
-        first_message_id: int,
-        last_message_id: int,
-        content: str,
-    ) -> Summary:
-        t = now()
-        async with self.transaction() as db:
-            await self._ensure_session(db, session)  # type: ignore[attr-defined]
-            cur = await db.execute(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE session_id=? AND lane=?",
-                (session, lane),
-            )
-            version = (await cur.fetchone())[0]
-            cur = await db.execute(
-                """INSERT INTO summaries(session_id, lane, kind, first_message_id, last_message_id,
-                       content, version, created_at) VALUES (?,?,?,?,?,?,?,?)""",
-                (session, lane, kind, first_message_id, last_message_id, content, version, t),
-            )
-        return Summary(
-            cur.lastrowid,
-            session,
-            lane,
-            kind,
-            first_message_id,
-            last_message_id,
-            content,
-            version,
-            t,
-        )
-
-    async def summaries(self, session: str, lane: str | None = None) -> list[Summary]:
-        lane_sql = " AND lane=?" if lane else ""
-        params: tuple = (session, lane) if lane else (session,)
-        rows = await self._all(
-            f"SELECT * FROM summaries WHERE session_id=?{lane_sql} ORDER BY id", params
-        )
-        return [
-            Summary(
-                r["id"],
-                r["session_id"],
-                r["lane"],
-                r["kind"],
-                r["first_message_id"],
-                r["last_message_id"],
-                r["content"],
-                r["version"],
-                r["created_at"],
-            )
-            for r in rows
-        ]

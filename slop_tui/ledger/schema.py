@@ -160,7 +160,7 @@ DEFAULT_SKILLS = (
     ),
 )
 
-# Version 2: continuity (issue 6). Compaction never destroys the ledger: a
+# Version 2: continuity. Compaction never destroys the ledger: a
 # summarized message keeps its prior status in `status_before` (and
 # `summary_status`) and points at the summary covering it
 # (`messages.summary_id`); un-compaction restores the
@@ -218,6 +218,24 @@ _V2 = [
     )""",
 ]
 
+# Version 3: the window is a view. A summary is a cache of what lies outside the
+# window, never a status of a row: rows that version 2 hid behind a summary get
+# their own status back, and the summaries a roll had replaced become reusable
+# again (`superseded`: 0 valid, 1 discarded by `/context uncompact`, 2 out of
+# date because the history it covers changed). Usage rows say what a call was
+# for, so background calls (summaries, compaction) are counted apart.
+_V3 = [
+    """UPDATE summaries SET superseded = 0 WHERE superseded = 1 AND EXISTS (
+        SELECT 1 FROM messages m WHERE m.summary_id = summaries.id
+        AND m.status = 'summarized')""",
+    """UPDATE messages SET status = COALESCE(summary_status, status_before, 'completed'),
+        status_before = NULL WHERE status = 'summarized'""",
+    """UPDATE messages SET status_before = COALESCE(summary_status, 'completed')
+        WHERE status = 'dropped' AND status_before = 'summarized'""",
+    "UPDATE messages SET summary_id = NULL, summary_status = NULL WHERE summary_id IS NOT NULL",
+    "ALTER TABLE usage ADD COLUMN purpose TEXT NOT NULL DEFAULT 'turn'",
+]
+
 # Memo provenance: who wrote a memo (`user`, `model`, or `unknown` for memos saved
 # before this was recorded), and whether it waits in quarantine for the user's
 # confirmation (an instruction-shaped memo the model saved: never injected,
@@ -229,5 +247,5 @@ _MEMO_PROVENANCE = [
     "UPDATE memos SET source = 'unknown'",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _MEMO_PROVENANCE]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _MEMO_PROVENANCE]
 SCHEMA_VERSION = len(MIGRATIONS)

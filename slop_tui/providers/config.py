@@ -280,6 +280,12 @@ def load_provider_configs(
     return configs, errors
 
 
+def strategy_of(kind: str) -> str:
+    """The parsing strategy a provider of `kind` writes and replays (the offline demo
+    speaks OpenAI-shaped payloads)."""
+    return "openai" if kind in ("openai", "demo") else kind
+
+
 def default_provider_name(configs: Mapping[str, ProviderConfig], env: Mapping[str, str]) -> str:
     """`openai` if it has a key (or a keyless base URL), else `gemini` if it has a key, else `demo`.
 

@@ -6,7 +6,7 @@ would run (`slop_tui.commands.dispatch`), and turns run in the orchestrator,
 whose events the conversation view renders. Start-up imports no provider SDK;
 the ledger opens in a worker after the first frame.
 
-Start-up path (issue 5): the module imports only what the first frame draws;
+Start-up path: the module imports only what the first frame draws;
 the command layer, the orchestrator and the dialogs come when first used.
 The ledger is read once for the group list and the conversation
 (`Ledger.group_rows`), and the tokenizer is not built: the gauge and the
@@ -49,7 +49,7 @@ from slop_tui.ui.themes import (
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import HIDDEN, SNIPPET_SOURCE, GroupList, SessionList
+from slop_tui.ui.widgets.groups import SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
@@ -146,7 +146,8 @@ class SlopApp(App):
                 yield Static("Sessions", classes="pane-title")
                 yield SessionList(id="session-list")
                 yield Static(
-                    "Groups  ● window ○ outside × dropped Σ summarized", classes="pane-title"
+                    "Groups  ● window ◉ unsummarized Σ summary ○ out × dropped",
+                    classes="pane-title",
                 )
                 yield GroupList(id="group-list")
             with Vertical(id="centre"):
@@ -335,6 +336,7 @@ class SlopApp(App):
             rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
             state = await ws.ledger.current_state(ws.session)
             context = await self._read_context(choice)
+            plan = context[0]
             if reload_conversation:
                 # The group list's read gives the conversation its group ids too.
                 await self.query_one(ConversationView).load(ws, group_ids=[r[0] for r in rows])
@@ -342,7 +344,7 @@ class SlopApp(App):
             # conversation (only the first is laid out once more, when Markdown mounts).
             self.show_status(self._status(choice, sess))
             self.query_one(SessionList).load(sessions, ws.session)
-            self.query_one(GroupList).load_rows(rows, sess.window_size, sess.lane)
+            self.query_one(GroupList).load_rows(rows, plan)
             self.query_one(StatePane).set_state(state.content if state else None)
             pad = self.query_one(ScratchpadEditor)
             if pad.session != ws.session:
@@ -360,20 +362,27 @@ class SlopApp(App):
             self._show_context(*await self._read_context(choice or await ws.provider_choice()))
 
     async def _read_context(self, choice) -> tuple:
-        """What the gauge and the preview show: the next request, and whether its
-        counts are estimates (never builds the tokenizer), the model's window, the
-        prompt tokens per call and the last call's cached tokens."""
+        """What the panes show: the plan of the next request, and whether its counts
+        are estimates (never builds the tokenizer), the model's window, the prompt
+        tokens per call, the last call's cached tokens and the background calls."""
         ws = self.workspace
-        prompt, estimated = await ws.display_prompt(choice.strategy)
+        plan, estimated = await ws.display_plan(choice.strategy)
         info = ws.model_info(choice.model)
         last = await ws.ledger.last_usage(ws.session)
         cached = last.cached_tokens if last is not None else None
         series = await ws.ledger.prompt_token_series(ws.session)
-        return prompt, estimated, info.context_window, series, cached
+        calls, prompt_tokens, completion_tokens = await ws.ledger.background_usage(ws.session)
+        background = (calls, prompt_tokens + completion_tokens)
+        return plan, estimated, info.context_window, series, cached, background
 
-    def _show_context(self, prompt, estimated: bool, window: int, series, cached) -> None:
-        self.query_one(TokenGauge).update_from(prompt, window, series, cached, estimated=estimated)
-        self.query_one(ContextPreview).set_prompt(prompt, estimated=estimated)
+    def _show_context(self, plan, estimated: bool, window: int, series, cached, background) -> None:
+        """Every pane that shows the next request draws the same plan."""
+        self.query_one(TokenGauge).update_from(
+            plan, window, series, cached, estimated=estimated, background=background
+        )
+        self.query_one(ContextPreview).set_prompt(plan.request, estimated=estimated)
+        self.query_one(GroupList).set_plan(plan)
+        self.query_one(ConversationView).set_plan(plan)
         if estimated and self.ready:
             # Something changed after start-up that no stored count covers: count
             # it exactly, off the event loop (never on the start path).
@@ -465,6 +474,8 @@ class SlopApp(App):
             await self.refresh_all(
                 reload_conversation=bool(result.changed & {"history", "session", "window"})
             )
+        if result.changed & {"history", "window"}:
+            self._upkeep()
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
@@ -590,11 +601,12 @@ class SlopApp(App):
         if not self.is_running or self.workspace is None:
             return
         if ev.phase == "started":
-            self.phase = "compacting"
+            self.phase = "summarizing" if ev.job == "summary" else "compacting"
         else:
             self.phase = "streaming" if self.busy else ""
             if ev.phase == "failed":
-                self.notify(f"Compaction failed: {ev.text}", severity="error", timeout=10)
+                what = "Summary" if ev.job == "summary" else "Compaction"
+                self.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
             elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
                 # Routine lane-summary rolls stay quiet (the header shows "compacting").
                 self.notify(
@@ -649,6 +661,21 @@ class SlopApp(App):
             self.orchestrator.approve = config.approve
         self.show_banner("")
         await self.refresh_all()
+
+    @work(group="upkeep")
+    async def _upkeep(self) -> None:
+        """After an edit of the history: the summaries it took out of date are made again
+        in the background (the header shows it), as after a turn."""
+        from slop_tui.orchestrator import Orchestrator
+
+        ws = self.workspace
+        if ws is None or self.busy:
+            return
+        if self.orchestrator is None:
+            self.orchestrator = Orchestrator(
+                ws, approve=ws.config.approve, approver=self.ask_approval
+            )
+        await self.orchestrator.upkeep(self._compaction_event)
 
     async def ask_approval(self, call) -> str:
         from slop_tui.ui.screens.dialogs import ApprovalScreen
@@ -715,19 +742,37 @@ class SlopApp(App):
         # the list): drawn in the same frame as the list, the two far-apart changes
         # made Textual repaint the rectangle around them, i.e. every pane (~34
         # widgets, 20-30 ms). Taking it away (leaving the list) is immediate.
-        self._projection = event.saving
+        self._projection = (event.group_id, event.dropped) if event.group_id is not None else None
         if self._projection_timer is not None:
             self._projection_timer.stop()
             self._projection_timer = None
-        if event.saving is not None:
-            self._projection_timer = self.set_timer(PROJECTION_REST, self._show_projection)
+        if self._projection is not None:
+            self._projection_timer = self.set_timer(PROJECTION_REST, self._project)
         else:
-            self._show_projection()
+            with self._unless_closing():
+                self.query_one(TokenGauge).set_projection(None)
 
-    def _show_projection(self) -> None:
+    def _project(self) -> None:
         self._projection_timer = None
+        if self._projection is not None and self.workspace is not None:
+            self._show_projection(self._projection)
+
+    @work(exclusive=True, group="projection")
+    async def _show_projection(self, target: tuple[int, bool]) -> None:
+        """What `d` would do to the highlighted group: the plan built again with that
+        edit applied, against the plan shown."""
+        from slop_tui.workspace import Edit
+
+        gid, dropped = target
+        ws = self.workspace
+        edit = Edit.restore(gid) if dropped else Edit.drop(gid)
+        current, _ = await ws.display_plan()
+        projected, _ = await ws.display_plan(edit=edit)
+        if self._projection != target or not self.is_running:
+            return  # the highlight moved on meanwhile
+        saving = current.request_tokens - projected.request_tokens
         with self._unless_closing():
-            self.query_one(TokenGauge).set_projection(self._projection)
+            self.query_one(TokenGauge).set_projection(saving, "restore" if dropped else "drop")
 
     @on(SessionList.SessionChosen)
     async def session_chosen(self, event: SessionList.SessionChosen) -> None:
@@ -738,8 +783,10 @@ class SlopApp(App):
 
     @on(StatePane.StateEdited)
     async def state_edited(self, event: StatePane.StateEdited) -> None:
-        await self.workspace.ledger.add_state(self.workspace.session, None, event.text)
-        self.notify("STATE saved as a new version.")
+        from slop_tui.commands import dispatch
+
+        result = await dispatch(self.workspace, f"/state set {event.text}")
+        self.notify(result.text, severity="information" if result.ok else "error")
         await self.refresh_context()
 
     @on(ScratchpadEditor.ScratchpadSaved)
@@ -754,7 +801,12 @@ class SlopApp(App):
             if pad.session == session:  # not another session's editor
                 pad.external_update(stored)
             return
-        await ws.ledger.set_scratchpad(session, event.text)
+        from slop_tui.commands import dispatch
+
+        target = ws if session == ws.session else ws.for_session(session)
+        result = await dispatch(target, f"/session scratchpad set {event.text}")
+        if not result.ok:
+            self.notify(result.text, severity="error", timeout=10)
         await self.refresh_context()
 
     @on(ContextPreview.JsonRequested)
@@ -839,8 +891,8 @@ class SlopApp(App):
             if step > 0:
                 self.notify("The window is the full history already.")
                 return
-            groups = self.query_one(GroupList).groups
-            size = sum(1 for g in groups if g.lane == sess.lane and g.status not in HIDDEN)
+            plan = self.query_one(GroupList).plan
+            size = len(plan.window_groups) if plan is not None else 1
         await self.run_command(f"/context window {max(1, size + step)}")
 
     async def action_window_up(self) -> None:

@@ -20,7 +20,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from slop_tui.records import SessionSummary, strategy_family
+from slop_tui.context.plan import LABEL_OTHER_PROVIDER
+from slop_tui.records import SessionSummary
 from slop_tui.ui.screens.base import Dialog, PickList, neutralise, option_row, plain
 
 # name, kind, model, endpoint
@@ -244,25 +245,27 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         self.dismiss(None)
 
 
-def _kind_strategy(kind: str) -> str:
-    # Mirrors Workspace.provider_choice: demo replays OpenAI-shaped payloads.
-    return "openai" if kind in ("openai", "demo") else kind
-
-
 async def provider_dialog_args(ws) -> tuple[list[ProviderRow], str, dict[str, int]]:
-    """(choices, current, hidden_counts) for ProviderScreen from a Workspace."""
+    """(choices, current, hidden_counts) for ProviderScreen from a Workspace: how many
+    rows of the next request each provider would not see, from the plan built for
+    that provider's strategy."""
+    from slop_tui.providers.config import strategy_of
+
     configs = ws.provider_configs()
     choice = await ws.provider_choice()
-    sess = await ws.current()
-    window = await ws.ledger.window(ws.session, sess.window_size, lane=sess.lane)
-    tool_rows = [m for m in window if m.is_tool_related]
     rows: list[ProviderRow] = []
     hidden: dict[str, int] = {}
+    by_strategy: dict[str, int] = {}
     for cfg in configs.values():
         model = choice.model if cfg.name == choice.name else cfg.model
         rows.append((cfg.name, cfg.kind, model, cfg.base_url or "default"))
-        family = strategy_family(_kind_strategy(cfg.kind))
-        hidden[cfg.name] = sum(1 for m in tool_rows if strategy_family(m.strategy) != family)
+        strategy = strategy_of(cfg.kind)
+        if strategy not in by_strategy:
+            plan, _ = await ws.display_plan(strategy)
+            by_strategy[strategy] = sum(
+                1 for label in plan.messages.values() if label == LABEL_OTHER_PROVIDER
+            )
+        hidden[cfg.name] = by_strategy[strategy]
     return rows, choice.name, hidden
 
 

@@ -7,7 +7,7 @@ Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
   rendering a Rich `Markdown` renderable. Only the live answer is a
   `Markdown` widget, fed through `MarkdownStream`; it is replaced by the
   light form when the next turn starts.
-- The live answer stays cheap however long it grows (issue 5): its stream is
+- The live answer stays cheap however long it grows: its stream is
   paced (`LIVE_INTERVAL`); `Markdown.append` re-parses only from the last
   top-level block, and the blocks before it move into one light
   `SettledMarkdown`, so only the open block is a Markdown widget; blank room
@@ -27,7 +27,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
@@ -45,15 +45,9 @@ from textual.widgets import Markdown, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock, MarkdownStream
 
 from slop_tui import message_parser
-from slop_tui.context.isolation import same_family
 from slop_tui.context.tiers import (
-    TIER_FULL,
-    TIER_INACTIVE,
-    TruncationSettings,
-    assign_tiers,
     cut_middle,
 )
-from slop_tui.context.window import select_window
 from slop_tui.events import (
     ToolCallEvent,
     ToolResultEvent,
@@ -94,97 +88,6 @@ def _one_line(text: str, width: int) -> str:
 
 def _lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-
-
-# -- what the model sees ----------------------------------------------------------
-
-LABEL_OTHER_PROVIDER = "not sent: other provider"
-LABEL_DROPPED = "dropped"
-
-
-@dataclass(frozen=True)
-class TierView:
-    """Which truncation tier each tool result gets in the next request.
-
-    Built from the same window the context engine assembles (`build_tier_view`),
-    so a label on screen is what `Workspace.prompt` will do with that row.
-    """
-
-    strategy: str | None = None
-    settings: TruncationSettings = field(default_factory=TruncationSettings)
-    lane: str | None = None
-    window: frozenset[int] | None = None  # group ids in the window; None: every group
-    active: int | None = None  # the active group: its newest results keep full fidelity
-    active_tiers: Mapping[int, str] = field(default_factory=dict)  # message id -> tier
-    enabled: frozenset[str] | None = None  # enabled tool names; None: all
-
-    def in_window(self, group_id: int | None) -> bool:
-        return group_id is not None and (self.window is None or group_id in self.window)
-
-    def label(self, msg: Message) -> str:
-        """`full 5000`, `degraded 1000`, `inactive 300`, `dropped` or `not sent: <why>`."""
-        if msg.status == STATUS_DROPPED:
-            return LABEL_DROPPED
-        if msg.status == STATUS_SUMMARIZED:
-            return "summarized"
-        if msg.status not in (STATUS_COMPLETED, STATUS_ERROR):
-            return f"not sent: {msg.status}"
-        if self.strategy and not same_family(msg, self.strategy):
-            return LABEL_OTHER_PROVIDER
-        if self.lane and msg.lane != self.lane:
-            return "not sent: other lane"
-        if not self.in_window(msg.group_id):
-            return "not sent: outside window"
-        if self.enabled is not None and (msg.tool_name or "") not in self.enabled:
-            return "not sent: tool disabled"
-        tier = self.active_tiers.get(msg.id, TIER_FULL) if msg.group_id == self.active else None
-        tier = tier or TIER_INACTIVE
-        return f"{tier} {self.settings.limit_for(tier)}"
-
-    def group_mark(self, group_id: int, status: str, lane: str | None = None) -> str:
-        if status == STATUS_DROPPED:
-            return "× dropped (not sent)"
-        if status == STATUS_SUMMARIZED:
-            return "Σ summarized"
-        inside = self.in_window(group_id) and not (self.lane and lane and lane != self.lane)
-        return "● in window" if inside else "○ outside window"
-
-
-def build_tier_view(
-    rows: Sequence[Message],
-    window_size: int,
-    *,
-    strategy: str | None,
-    settings: TruncationSettings,
-    lane: str | None = None,
-    enabled: Iterable[str] | None = None,
-) -> TierView:
-    """The tier view for window rows as `Ledger.window(session, size, lane)` returns them.
-
-    For a full-history window (`window_size` 0) pass the rows of the newest
-    group only: every other group is then inactive, and loading 20,000 rows
-    to learn that would be waste.
-    """
-    size = window_size if window_size > 0 else 1
-    window = select_window(rows, size, lane=lane)
-    visible = [
-        m for m in window if not m.is_tool_related or not strategy or same_family(m, strategy)
-    ]
-    tiers = assign_tiers(visible, settings)
-    active = visible[-1].group_id if visible else None
-    return TierView(
-        strategy=strategy,
-        settings=settings,
-        lane=lane,
-        window=frozenset(m.group_id for m in window if m.group_id is not None)
-        if window_size > 0
-        else None,
-        active=active,
-        active_tiers={
-            m.id: t for m, t in zip(visible, tiers, strict=True) if t and m.group_id == active
-        },
-        enabled=frozenset(enabled) if enabled is not None else None,
-    )
 
 
 # -- messages ---------------------------------------------------------------------
@@ -347,8 +250,8 @@ class AnswerBlock(RenderedLines, can_focus=True):
 
 # The live answer is redrawn at most this often (seconds). Each redraw lays the
 # screen out again (15-40 ms on a 2-core machine); at 200 deltas/s, redrawing
-# whenever the loop was free kept it busy and keys waited hundreds of ms
-# (issue 5). Measured with bench/tui.py (2,000 msgs, 30 keys) typing while a
+# whenever the loop was free kept it busy and keys waited hundreds of ms.
+# Measured with bench/tui.py (2,000 msgs, 30 keys) typing while a
 # reply streams took 38 ms median at 0.1 s, 30 ms at 0.15 s and 6 ms at 0.2 s:
 # a key has to wait when it lands in a redraw. Five updates a second still read
 # as a stream.
@@ -619,9 +522,11 @@ class ToolBlock(Vertical, can_focus=True):
         self.set_class(not ok, "-error")
         self._render_title()
 
-    def set_tier(self, label: str) -> None:
+    def set_tier(self, label: str, sent: bool = True) -> None:
+        """The plan's label for this result (`full 5000`, `elided`, `dropped`, ...);
+        `sent`: whether the next request carries it at all."""
         self.tier_label = label
-        self.set_class(label.startswith("not sent") or label == LABEL_DROPPED, "-unsent")
+        self.set_class(not sent, "-unsent")
         self._render_title()
 
     def finish_without_result(self) -> None:

@@ -5,7 +5,7 @@ the rest are one "▲ N older groups" / "▼ N newer groups" line each. Reaching
 the top (or ctrl+u) mounts a page of older groups and unmounts as many at the
 bottom, and the other way round. The blocks themselves live in `blocks.py`.
 
-Frame time (issue 5, bench/tui.py): every layout pass walks every mounted
+Frame time (bench/tui.py): every layout pass walks every mounted
 widget, so the bound is small (15 groups, a few screens) and a reply streams
 with only a page of history above it; a page is mounted one group per frame
 from blocks built ahead of time (`_prepare_older`); the live answer is paced
@@ -51,13 +51,12 @@ from slop_tui.ui.widgets.blocks import (
     CopyRequested,
     GroupBlock,
     LiveAnswer,
-    TierView,
     ToolBlock,
-    build_tier_view,
     group_to_markdown,
 )
 
 if TYPE_CHECKING:
+    from slop_tui.context.plan import ContextPlan
     from slop_tui.workspace import Workspace
 
 textual_fixes.install()  # every frame that follows a reply lays the screen out once, not twice
@@ -139,7 +138,7 @@ class ConversationView(VerticalScroll):
         self.initial_blocks = max(1, min(initial_blocks, self.max_blocks))
         self.ws: Workspace | None = None
         self.session: str | None = None
-        self.tiers = TierView()
+        self.plan: ContextPlan | None = None  # the next request: marks and tier labels
         self._gids: list[int] = []  # settled groups, oldest first
         self._index: dict[int, int] = {}
         self._lo = 0
@@ -362,11 +361,16 @@ class ConversationView(VerticalScroll):
         return 0
 
     def _label(self, block: GroupBlock) -> None:
+        """The block's mark and its tool results' tier labels, as the plan has them."""
+        plan = self.plan
+        if plan is None:
+            return
         if block.group_id is not None:
-            lane = block.messages[0].lane if block.messages else None
-            block.set_mark(self.tiers.group_mark(block.group_id, block.status, lane))
+            lane = block.messages[0].lane if block.messages else plan.lane
+            place = plan.group_place(block.group_id, lane, block.status)
+            block.set_mark(f"{place.mark} {place.label}")
         for tool, msg in block.tool_results():
-            tool.set_tier(self.tiers.label(msg))
+            tool.set_tier(plan.message_label(msg), msg.id in plan.sent)
 
     async def _mount_slice(self, lo: int, hi: int) -> None:
         self._generation += 1
@@ -628,27 +632,19 @@ class ConversationView(VerticalScroll):
         self._update_markers()
 
     async def refresh_tiers(self, *, relabel: bool = True) -> None:
-        """Recompute what the next request includes and relabel every mounted block.
+        """Read the plan of the next request and relabel every mounted block.
 
         Call after a window, provider, drop/restore or tool-enable change.
         """
         ws = self.ws
         if ws is None or self.session is None:
             return
-        ledger = ws.ledger
-        sess = await ledger.session_or_default(self.session)
-        strategy = (await ws.provider_choice()).strategy
-        size = sess.window_size
-        rows = await ledger.window(self.session, size if size > 0 else 1, lane=sess.lane)
-        enabled = [t.name for t in await ledger.list_tools() if t.enabled]
-        self.tiers = build_tier_view(
-            rows,
-            size,
-            strategy=strategy,
-            settings=ws.truncation(),
-            lane=sess.lane,
-            enabled=enabled,
-        )
+        plan, _estimated = await ws.display_plan()
+        self.set_plan(plan, relabel=relabel)
+
+    def set_plan(self, plan: ContextPlan, *, relabel: bool = True) -> None:
+        """Show `plan`'s marks and tier labels (the app passes the plan it drew)."""
+        self.plan = plan
         if relabel:
             for block in self._blocks.values():
                 self._label(block)
@@ -804,9 +800,7 @@ __all__ = [
     "CopyRequested",
     "GroupBlock",
     "LiveAnswer",
-    "TierView",
     "ToolBlock",
-    "build_tier_view",
     "group_to_markdown",
     "neutralise",
 ]

@@ -1,8 +1,10 @@
 """The token gauge: the next request against the model's context window.
 
-The arithmetic lives in plain functions (`read_prompt`, `bar_cells`) so it can
-be tested without a screen; the widgets only draw it. Nothing animates, so a
-snapshot of the gauge is the same on every run.
+It draws the context plan (`ContextPlan.layer_tokens`): the same counts the
+request is made of, the tool declarations and the rows sent until a summary
+covers them included. The arithmetic lives in plain functions (`read_plan`,
+`bar_cells`) so it can be tested without a screen; the widgets only draw it.
+Nothing animates, so a snapshot of the gauge is the same on every run.
 
 Until the tokenizer is built (the first submit; see `Workspace.display_prompt`)
 a request may hold estimated counts: the total is then shown as `≈12,345`.
@@ -10,7 +12,6 @@ a request may hold estimated counts: the total is then shown as `≈12,345`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,15 +26,24 @@ from textual.widgets import Sparkline, Static
 from slop_tui.ui.numbers import compact_tokens
 
 if TYPE_CHECKING:
-    from slop_tui.context.prompt import Prompt, ToolSpec
+    from slop_tui.context.plan import ContextPlan
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 WARNING_PERCENT = 80
 CRITICAL_PERCENT = 90
 
 # Request order; names the engine adds later are drawn after these.
-LAYER_ORDER = ("system", "guidelines", "state", "scratchpad", "memos", "history", "tools")
-LAYER_LABELS = {"state": "STATE"}
+LAYER_ORDER = (
+    "system",
+    "guidelines",
+    "state",
+    "scratchpad",
+    "memos",
+    "pending",
+    "history",
+    "tools",
+)
+LAYER_LABELS = {"state": "STATE", "pending": "unsummarized"}
 
 ESTIMATE_MARK = "≈"  # before a total that holds estimated counts
 ESTIMATE_TOOLTIP = (
@@ -43,15 +53,6 @@ ESTIMATE_TOOLTIP = (
 FILL = "█"
 FREE = "░"
 SWATCH = "■"
-
-
-def tool_tokens(tools: Sequence[ToolSpec]) -> int:
-    """Tool declarations cost about their JSON size / 4 (no provider counts them for us)."""
-    size = sum(
-        len(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}))
-        for t in tools
-    )
-    return math.ceil(size / 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +82,10 @@ class GaugeReading:
         return "ok"
 
 
-def read_prompt(prompt: Prompt, context_window: int = DEFAULT_CONTEXT_WINDOW) -> GaugeReading:
-    """Split a prompt's tokens by layer: system, guidelines, STATE, ..., history, tools."""
-    counts = dict(prompt.layer_tokens())
-    counts["tools"] = tool_tokens(prompt.tools) if prompt.tools else 0
+def read_plan(plan: ContextPlan, context_window: int = DEFAULT_CONTEXT_WINDOW) -> GaugeReading:
+    """The plan's tokens by layer (system, guidelines, STATE, ..., history, tools); they
+    add up to the request's tokens."""
+    counts = plan.layer_tokens()
     names = [n for n in LAYER_ORDER if n in counts] + [n for n in counts if n not in LAYER_ORDER]
     return GaugeReading(tuple((n, counts[n]) for n in names), max(1, context_window))
 
@@ -178,10 +179,10 @@ class GaugeBar(Widget):
 class TokenGauge(Widget):
     """Next request's tokens vs the context window, by layer, with a per-turn sparkline.
 
-    Call `update_from(prompt, context_window, series, cached, estimated)` after
-    every change that alters the next request, and `set_projection(tokens)`
-    while a group is highlighted in the group list. The widget gets the CSS
-    class `-warning` at 80 % and `-critical` at 90 % of the window.
+    Call `update_from(plan, context_window, series, cached, estimated, background)`
+    after every change that alters the next request, and `set_projection(tokens,
+    verb)` while a group is highlighted in the group list. The widget gets the
+    CSS class `-warning` at 80 % and `-critical` at 90 % of the window.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -197,6 +198,7 @@ class TokenGauge(Widget):
     TokenGauge > .token-gauge--state { color: $accent; }
     TokenGauge > .token-gauge--scratchpad { color: $secondary-lighten-2; }
     TokenGauge > .token-gauge--memos { color: $success-darken-1; }
+    TokenGauge > .token-gauge--pending { color: $warning 70%; }
     TokenGauge > .token-gauge--history { color: $foreground 80%; }
     TokenGauge > .token-gauge--tools { color: $foreground 50%; }
     TokenGauge > .token-gauge--other { color: $foreground-muted; }
@@ -205,7 +207,9 @@ class TokenGauge(Widget):
     TokenGauge.-warning #gauge-total { color: $text-warning; text-style: bold; }
     TokenGauge.-critical #gauge-total { color: $text-error; text-style: bold reverse; }
     TokenGauge #gauge-sparkline { height: 2; margin-top: 1; }
-    TokenGauge #gauge-series, TokenGauge #gauge-cached { color: $text-muted; }
+    TokenGauge #gauge-series, TokenGauge #gauge-cached, TokenGauge #gauge-background {
+        color: $text-muted;
+    }
     TokenGauge #gauge-projection { color: $text-accent; height: 1; }
     """
 
@@ -221,6 +225,8 @@ class TokenGauge(Widget):
         self.series: list[int] = []
         self.cached: int | None = None
         self.projection: int | None = None
+        self.projection_verb = "drop"
+        self.background: tuple[int, int] = (0, 0)  # background calls, their tokens
         self.estimated = False
 
     def compose(self) -> ComposeResult:
@@ -230,6 +236,7 @@ class TokenGauge(Widget):
         yield Static("", id="gauge-series", markup=False)
         yield Static("", id="gauge-projection", markup=False)
         yield Static("", id="gauge-cached", markup=False)
+        yield Static("", id="gauge-background", markup=False)
 
     def on_mount(self) -> None:
         self._draw()
@@ -238,23 +245,28 @@ class TokenGauge(Widget):
 
     def update_from(
         self,
-        prompt: Prompt,
+        plan: ContextPlan,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         series: Sequence[int] = (),
         cached: int | None = None,
         estimated: bool = False,
+        background: tuple[int, int] = (0, 0),
     ) -> None:
-        """Show `prompt` against `context_window`; `series` is prompt tokens per call, oldest
-        first; `estimated`: the prompt holds estimated counts (marked `≈`)."""
-        self.reading = read_prompt(prompt, context_window)
+        """Show `plan` against `context_window`; `series` is prompt tokens per call, oldest
+        first; `estimated`: the plan holds estimated counts (marked `≈`); `background`:
+        the session's background model calls (summaries, compaction) and their tokens."""
+        self.reading = read_plan(plan, context_window)
         self.series = list(series)
         self.cached = cached
         self.estimated = estimated
+        self.background = background
         self._draw()
 
-    def set_projection(self, tokens_saved: int | None) -> None:
-        """What dropping the highlighted group saves (negative: restoring adds); None hides it."""
+    def set_projection(self, tokens_saved: int | None, verb: str = "drop") -> None:
+        """What `verb` (`drop` or `restore`) of the highlighted group takes off the next
+        request (negative: adds), from the plan built with that edit; None hides it."""
         self.projection = tokens_saved
+        self.projection_verb = verb
         if self.is_mounted:
             self._draw_projection()
 
@@ -293,6 +305,12 @@ class TokenGauge(Widget):
         cached.display = self.cached is not None
         if self.cached is not None:
             cached.update(f"cached in the last call: {self.cached:,} tokens")
+        calls, tokens = self.background
+        background = self.query_one("#gauge-background", Static)
+        background.display = calls > 0
+        background.update(
+            f"background calls (summaries, compaction): {calls} · {compact_tokens(tokens)} tokens"
+        )
         self._draw_projection()
 
     def _draw_projection(self) -> None:
@@ -304,12 +322,13 @@ class TokenGauge(Widget):
         else:
             reading = self.reading
             after = 100.0 * (reading.total - saved) / reading.context_window
+            verb = self.projection_verb
             if saved > 0:
-                text = f"drop: −{saved:,} tokens → {after:.1f} %"
+                text = f"{verb}: −{saved:,} tokens → {after:.1f} %"
             elif saved < 0:
-                text = f"restore: +{-saved:,} tokens → {after:.1f} %"
+                text = f"{verb}: +{-saved:,} tokens → {after:.1f} %"
             else:
-                text = "no change to the next request"
+                text = f"{verb}: no change to the next request"
         # One line of fixed height: no layout pass. With one, every key in the groups
         # pane reflowed the whole screen (conversation included) for this line.
         line.update(text, layout=False)

@@ -35,11 +35,20 @@ from textual.strip import Strip
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from slop_tui.context.plan import (
+    PLACE_DROPPED,
+    PLACE_OTHER_LANE,
+    PLACE_OUTSIDE,
+    PLACE_PENDING,
+    PLACE_SUMMARY,
+    PLACE_WAITING,
+    PLACE_WINDOW,
+    GroupPlace,
+)
 from slop_tui.records import (
     STATUS_DROPPED,
     STATUS_ERROR,
     STATUS_INTERRUPTED,
-    STATUS_SUMMARIZED,
     GroupSummary,
     SessionSummary,
 )
@@ -48,6 +57,7 @@ from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
 if TYPE_CHECKING:
+    from slop_tui.context.plan import ContextPlan
     from slop_tui.workspace import Workspace
 
 # One group as `Ledger.group_rows` returns it: GroupSummary's fields in order
@@ -55,14 +65,19 @@ if TYPE_CHECKING:
 GroupRow = tuple[int, str, str, int, int, str, float]
 _GID, _LANE, _PROMPT, _MESSAGES, _TOKENS, _STATUS, _CREATED = range(7)
 
-# Rows in these states are not sent and do not count towards the window.
-HIDDEN = frozenset({STATUS_DROPPED, STATUS_SUMMARIZED})
-
-# First mark column: where the group stands relative to the next request.
-MARK_IN_WINDOW = "●"
-MARK_OUTSIDE = "○"
-MARK_DROPPED = "×"
-MARK_SUMMARIZED = "Σ"
+# First mark column: where the group stands in the next request, as the context
+# plan says (`ContextPlan.group_place`; the marks are `context.plan.MARKS`).
+# Component class of the mark and of the rest of the row, per place.
+_PLACE_STYLES = {
+    PLACE_WINDOW: (".grouplist--in-window", ""),
+    PLACE_PENDING: (".grouplist--in-window", ""),
+    PLACE_SUMMARY: (".grouplist--summarized", ".grouplist--summarized"),
+    PLACE_WAITING: (".grouplist--outside", ".grouplist--outside"),
+    PLACE_OUTSIDE: (".grouplist--outside", ".grouplist--outside"),
+    PLACE_OTHER_LANE: (".grouplist--outside", ".grouplist--outside"),
+    PLACE_DROPPED: (".grouplist--dropped", ".grouplist--dropped"),
+}
+_NO_PLAN = GroupPlace(PLACE_OUTSIDE)  # before the first plan arrives
 # Second mark column: how the turn ended, when it did not end well.
 FLAG_INTERRUPTED = "◐"
 FLAG_ERROR = "!"
@@ -95,42 +110,6 @@ def snippet(text: str, width: int = 60) -> str:
     return " ".join(text[:SNIPPET_SOURCE].translate(_CONTROLS).split())[:width]
 
 
-def window_membership(
-    groups: Iterable[GroupSummary], window_size: int, lane: str | None = None
-) -> set[int]:
-    """Ids of the groups the next request includes.
-
-    A group is in the window when it is among the last `window_size` groups of
-    its lane that are neither dropped nor summarized (0: every such group).
-    With `lane` given, only that lane is sent (Workspace.prompt filters by the
-    session's lane), so groups of other lanes are never in the window.
-    """
-    return _window(
-        _visible_by_lane(((g.group_id, g.lane, g.status) for g in groups), lane), window_size
-    )
-
-
-def _visible_by_lane(
-    groups: Iterable[tuple[int, str, str]], lane: str | None
-) -> dict[str, list[int]]:
-    """Sorted ids of the groups that count towards the window, per lane, from
-    (group_id, lane, status) triples."""
-    by_lane: dict[str, list[int]] = {}
-    for gid, group_lane, status in groups:
-        if status not in HIDDEN and (lane is None or group_lane == lane):
-            by_lane.setdefault(group_lane, []).append(gid)
-    for ids in by_lane.values():
-        ids.sort()
-    return by_lane
-
-
-def _window(by_lane: dict[str, list[int]], window_size: int) -> set[int]:
-    inside: set[int] = set()
-    for ids in by_lane.values():
-        inside.update(ids if window_size <= 0 else ids[-window_size:])
-    return inside
-
-
 class _GroupView(Sequence[GroupSummary]):
     """The list's rows as `GroupSummary`s, built on access (5,000 cost nothing to keep)."""
 
@@ -149,9 +128,12 @@ class _GroupView(Sequence[GroupSummary]):
 class GroupList(ScrollView, can_focus=True):
     """One line per conversation group: marks, id, tokens and a prompt snippet.
 
-    Marks: `●` in the window, `○` outside it, `×` dropped, `Σ` summarized;
-    a second column shows `◐` for an interrupted turn and `!` for one that
-    ended in an error. Styles come from the component classes below, so a
+    The first mark is where the context plan puts the group in the next request
+    (`ContextPlan.group_place`; the list never decides it): `●` in the window,
+    `◉` sent until a summary covers it, `Σ` covered by a summary, `◌` waiting
+    for a summary, `○` outside the window or in another lane, `×` dropped. A
+    second column shows `◐` for an interrupted turn and `!` for one that ended
+    in an error. Styles come from the component classes below, so a
     theme restyles them through CSS (`GroupList > .grouplist--dropped`).
     Muted parts are `dim` rather than a muted colour: a fixed colour turns
     unreadable on the highlight bar, and `auto` colours (`$text-muted` is
@@ -263,18 +245,17 @@ class GroupList(ScrollView, can_focus=True):
     class Selected(Message):
         """The highlighted group changed (`None`: none, or the list lost focus).
 
-        `saving` is what dropping the group would take off the next request,
-        estimated from the ledger's token counts: positive for a group in the
-        window (less whatever slides into the window in its place), negative
-        for a dropped group that restoring would bring back, 0 when the
-        request would not change. Feed it to `TokenGauge.set_projection`.
+        `dropped` says what `d` would do to it: restore it (True) or drop it. The
+        app shows the projection: the plan built again with that edit applied.
         """
 
-        def __init__(self, group_list: GroupList, group_id: int | None, saving: int | None) -> None:
+        def __init__(
+            self, group_list: GroupList, group_id: int | None, dropped: bool = False
+        ) -> None:
             super().__init__()
             self.group_list = group_list
             self.group_id = group_id
-            self.saving = saving
+            self.dropped = dropped
 
         @property
         def control(self) -> GroupList:
@@ -291,10 +272,7 @@ class GroupList(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
         self._rows: list[GroupRow] = []  # oldest first
         self._index: dict[int, int] = {}  # group id -> row index
-        self._inside: set[int] = set()
-        self._window_size = 0
-        self._lane: str | None = None
-        self._visible: dict[str, list[int]] = {}  # lane -> sorted visible group ids
+        self.plan: ContextPlan | None = None  # where each group stands (the marks)
         self._id_width = 1
         self._loading = False  # a reload moves the highlight: no Selected for that
         # Rendered lines by what they show (row index and values, window mark, id
@@ -304,28 +282,29 @@ class GroupList(ScrollView, can_focus=True):
     # -- loading -------------------------------------------------------------
 
     async def refresh_from(self, ws: Workspace) -> list[GroupRow]:
-        """Reload the session's groups and window size from the ledger; returns the rows
-        (oldest first) so the conversation can take its group ids from the same read."""
-        sess = await ws.current()
+        """Reload the session's groups from the ledger (the marks keep the plan shown
+        until the next one arrives); returns the rows (oldest first) so the
+        conversation can take its group ids from the same read."""
         rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
-        self.load_rows(rows, sess.window_size, sess.lane)
+        self.load_rows(rows, self.plan)
         return rows
 
-    def load(
-        self, groups: Iterable[GroupSummary], window_size: int, lane: str | None = None
-    ) -> None:
-        """Show `groups` (any order) with marks for a window of `window_size` groups of `lane`."""
+    def load(self, groups: Iterable[GroupSummary], plan: ContextPlan | None) -> None:
+        """Show `groups` (any order) with the marks `plan` gives them."""
         rows = [
             (g.group_id, g.lane, g.prompt, g.messages, g.tokens, g.status, g.created_at)
             for g in groups
         ]
         rows.sort(key=lambda r: r[_GID])
-        self.load_rows(rows, window_size, lane)
+        self.load_rows(rows, plan)
 
-    def load_rows(
-        self, rows: Sequence[GroupRow], window_size: int, lane: str | None = None
-    ) -> None:
-        """Show `rows` (`Ledger.group_rows`: oldest first).
+    def set_plan(self, plan: ContextPlan | None) -> None:
+        """Mark the groups as `plan` places them (only lines whose mark changed redraw)."""
+        self.plan = plan
+        self.refresh()
+
+    def load_rows(self, rows: Sequence[GroupRow], plan: ContextPlan | None) -> None:
+        """Show `rows` (`Ledger.group_rows`: oldest first) with the marks `plan` gives.
 
         The highlight stays on its group (or the nearest one when that group is
         gone) and the list keeps its scroll position, or stays at the end when
@@ -335,11 +314,7 @@ class GroupList(ScrollView, can_focus=True):
         was_at_end = self.is_vertical_scroll_end or not self._rows
         self._rows = list(rows)
         self._index = {row[_GID]: i for i, row in enumerate(self._rows)}
-        self._window_size, self._lane = window_size, lane
-        self._visible = _visible_by_lane(
-            ((r[_GID], r[_LANE], r[_STATUS]) for r in self._rows), lane
-        )
-        self._inside = _window(self._visible, window_size)
+        self.plan = plan
         self._id_width = len(str(self._rows[-1][_GID])) if self._rows else 1
         # The line cache stays: its keys hold everything a line shows, so after a turn
         # only the new row and the rows whose mark changed are drawn again.
@@ -400,10 +375,11 @@ class GroupList(ScrollView, can_focus=True):
         else:
             style = self.get_visual_style("option-list--option")
         row = self._rows[index]
-        key = (index, row, row[_GID] in self._inside, self._id_width, style, width)
+        place = self.place(row)
+        key = (index, row, place, self._id_width, style, width)
         strip = self._lines.get(key)
         if strip is None:
-            content = self._row(row, highlighted=index == self.highlighted)
+            content = self._row(row, place, highlighted=index == self.highlighted)
             strips = Content.to_strips(self, content, width, None, style)
             strip = (
                 strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
@@ -411,21 +387,20 @@ class GroupList(ScrollView, can_focus=True):
             self._lines[key] = strip
         return strip
 
-    def _row(self, row: GroupRow, *, highlighted: bool = False) -> Content:
+    def place(self, row: GroupRow) -> GroupPlace:
+        """Where the plan puts a row's group (outside, before the first plan)."""
+        plan = self.plan
+        return plan.group_place(row[_GID], row[_LANE], row[_STATUS]) if plan else _NO_PLAN
+
+    def _row(self, row: GroupRow, place: GroupPlace, *, highlighted: bool = False) -> Content:
         # Spans name component classes (".grouplist--dropped"): Textual resolves them
         # when a line is drawn, so a theme switch restyles the list without a rebuild.
         # On the highlight bar the dim row styles lost their contrast: there the
         # marks keep their colour, the text takes the bar's, and a dropped row stays
         # struck through.
         gid, status = row[_GID], row[_STATUS]
-        if status == STATUS_DROPPED:
-            mark, row_style = MARK_DROPPED, ".grouplist--dropped"
-        elif status == STATUS_SUMMARIZED:
-            mark, row_style = MARK_SUMMARIZED, ".grouplist--summarized"
-        elif gid in self._inside:
-            mark, row_style = MARK_IN_WINDOW, ""
-        else:
-            mark, row_style = MARK_OUTSIDE, ".grouplist--outside"
+        mark = place.mark
+        mark_style, row_style = _PLACE_STYLES[place.place]
         if status == STATUS_INTERRUPTED:
             flag, flag_style = FLAG_INTERRUPTED, ".grouplist--interrupted"
         elif status == STATUS_ERROR:
@@ -434,7 +409,7 @@ class GroupList(ScrollView, can_focus=True):
             flag, flag_style = " ", ""
         meta = f" {gid:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
         text = f"{mark}{flag}{meta}{snippet(row[_PROMPT] or '')}"
-        spans = [Span(0, 1, row_style or ".grouplist--in-window")]
+        spans = [Span(0, 1, mark_style)]
         if flag_style:
             spans.append(Span(1, 2, flag_style))
         if highlighted:
@@ -477,12 +452,17 @@ class GroupList(ScrollView, can_focus=True):
         """How many groups are listed (the name `OptionList` uses)."""
         return len(self._rows)
 
+    def place_of(self, group_id: int) -> GroupPlace:
+        """Where the plan shown puts a listed group."""
+        return self.place(self._rows[self._index[group_id]])
+
     def in_window(self, group_id: int) -> bool:
-        return group_id in self._inside
+        return self.place_of(group_id).place == PLACE_WINDOW
 
     def row_content(self, group_id: int) -> Content:
         """A group's line, styled spans included (for tests)."""
-        return self._row(self._rows[self._index[group_id]])
+        row = self._rows[self._index[group_id]]
+        return self._row(row, self.place(row))
 
     def row_text(self, group_id: int) -> str:
         """The plain text of a group's line (for tests and the help screen)."""
@@ -505,28 +485,6 @@ class GroupList(ScrollView, can_focus=True):
         """Highlight a group (e.g. a search hit) and scroll it into view."""
         if group_id in self._index:
             self.highlighted = self._index[group_id]
-
-    def projected_saving(self, group_id: int) -> int:
-        """Tokens the next request loses if this group is dropped (negative: restoring adds)."""
-        row = self._rows[self._index[group_id]]
-        lane, tokens = row[_LANE], row[_TOKENS]
-        if self._lane is not None and lane != self._lane:
-            return 0  # another lane: never sent
-        lane_ids = self._visible.get(lane, [])
-        size = self._window_size
-        if row[_STATUS] == STATUS_DROPPED:
-            newer = len(lane_ids) - bisect_left(lane_ids, group_id)
-            if size > 0 and newer >= size:
-                return 0  # even restored, it would sit outside the window
-            pushed_out = lane_ids[-size] if size > 0 and len(lane_ids) >= size else None
-            return -(tokens - self._tokens(pushed_out))
-        if group_id not in self._inside:
-            return 0
-        slides_in = lane_ids[-size - 1] if size > 0 and len(lane_ids) > size else None
-        return tokens - self._tokens(slides_in)
-
-    def _tokens(self, group_id: int | None) -> int:
-        return 0 if group_id is None else self._rows[self._index[group_id]][_TOKENS]
 
     # -- the highlight -------------------------------------------------------
 
@@ -651,11 +609,11 @@ class GroupList(ScrollView, can_focus=True):
             self.post_message(self.RemoveRequested(self, g))
 
     def _post_selected(self) -> None:
-        g = self._highlighted_group()
+        g = self.highlighted_group
         if g is None:
-            self.post_message(self.Selected(self, None, None))
+            self.post_message(self.Selected(self, None))
         else:
-            self.post_message(self.Selected(self, g, self.projected_saving(g)))
+            self.post_message(self.Selected(self, g.group_id, g.status == STATUS_DROPPED))
 
     def on_focus(self) -> None:
         if self._highlighted_group() is not None:
@@ -663,7 +621,7 @@ class GroupList(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         # The projection is shown while a group is being considered for dropping.
-        self.post_message(self.Selected(self, None, None))
+        self.post_message(self.Selected(self, None))
 
 
 class SessionList(OptionList):

@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Static, TextArea
 
 from slop_tui.ui.text import neutralise
-from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, read_prompt
+from slop_tui.ui.widgets.gauge import ESTIMATE_MARK
 
 if TYPE_CHECKING:
     from slop_tui.context.prompt import Prompt
@@ -170,9 +170,9 @@ class ContextPreview(Widget):
 
     def _update_header(self) -> None:
         prompt = self.prompt
-        # Counted like the gauge: layers, history and the tool declarations.
+        # The request's own count, as the gauge shows it: text and tool declarations.
         mark = ESTIMATE_MARK if self.estimated else ""
-        tokens = f" · {mark}{read_prompt(prompt).total:,} tokens" if prompt is not None else ""
+        tokens = f" · {mark}{prompt.request_tokens:,} tokens" if prompt is not None else ""
         view = "text · j JSON" if self.mode == MODE_TEXT else "JSON · j text"
         wrap = "w unwrap" if self.soft_wrap else "w wrap"
         self.query_one("#preview-header", Static).update(f"next request{tokens} · {view} · {wrap}")

@@ -23,7 +23,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,14 +103,25 @@ def _capped(items: list[str]) -> tuple[str, ...]:
     return (*items[:MAX_FILES], f"… and {len(items) - MAX_FILES} more")
 
 
+PRIVATE_DIR = ".slop"  # the workspace's own folder: the ledger, its -wal/-shm, config.toml
+
+
+def is_private(path: str) -> bool:
+    """A path inside a `.slop/` folder: slop-tui's own files, not the user's work."""
+    return PRIVATE_DIR in path.replace("\\", "/").split("/")
+
+
 def parse_porcelain(out: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(modified, untracked) from `git status --porcelain=v1 -z --no-renames`."""
+    """(modified, untracked) from `git status --porcelain=v1 -z --no-renames`, without
+    slop-tui's own files (`is_private`)."""
     modified: list[str] = []
     untracked: list[str] = []
     for entry in out.split("\0"):
         if len(entry) < 4 or entry[2] != " ":
             continue
         code, path = entry[:2], entry[3:]
+        if is_private(path):
+            continue
         if code == "??":
             untracked.append(path)
         elif code != "!!":
@@ -392,6 +403,21 @@ def resume_text(h: Handoff, *, header: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def current_handoff(stored: Handoff, state_text: str | None, scratchpad: str | None) -> Handoff:
+    """`stored` checked against the current ledger: its task, progress, decisions and
+    continuation rebuilt from today's STATE and scratchpad (so a group undone,
+    dropped or removed since it was written never comes back through it); its
+    git context, reason and time kept, without slop-tui's own files."""
+    git = GitInfo(
+        branch=stored.branch,
+        head=stored.head_commit,
+        modified=tuple(p for p in stored.modified_files if not is_private(p)),
+        untracked=tuple(p for p in stored.untracked_files if not is_private(p)),
+    )
+    fresh = build_handoff(stored.session, state_text, scratchpad, git, stored.reason)
+    return replace(fresh, id=stored.id, created_at=stored.created_at, consumed=stored.consumed)
+
+
 # -- recording and resuming ----------------------------------------------------
 
 
@@ -437,7 +463,9 @@ __all__ = [
     "capture_git",
     "capture_git_async",
     "checklist",
+    "current_handoff",
     "decisions",
+    "is_private",
     "goal_from_state",
     "handoff_markdown",
     "parse_porcelain",

@@ -1,0 +1,501 @@
+"""The context plan: the one decision of what the next request holds.
+
+`build_plan(inputs, settings, count_tokens)` turns ledger records and settings
+into a `ContextPlan`: for every group and message its place (in the window,
+sent while it waits for a summary, covered by summary N, outside the window,
+in another lane, dropped), each tool result's tier and limit or elision, each
+layer's tokens, the guard ladder's verdict and the exact request. The
+orchestrator sends `plan.request`; the workspace's panes draw the plan (group
+marks, tool-block labels, the gauge, the preview); a "what if I drop this"
+projection is the plan built again from the ledger with the edit applied.
+Nothing else decides any of it.
+
+The window is a view. Summaries are a cache of what lies outside it, never a
+status of a row:
+
+- The window holds the last N visible groups of the session's lane (0: all).
+- With compaction enabled, the rows of the lane older than the window are
+  covered by the newest valid summary that lies wholly outside the window
+  (`head_summary`); the rows between that summary and the window are sent
+  word for word (`PLACE_PENDING`) until a lane summary covers them: no row is
+  ever in neither. Widening the window uncovers rows at once; narrowing it
+  reuses a stored summary whose range still fits, or sends the rows until a
+  new one is made. With compaction disabled, rows older than the window are
+  simply not sent (seed 000).
+- A compaction summary (after-reply or guard) may reach into the window: it
+  is used while the request is under pressure (history above
+  `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),
+  which is when it was made.
+- A lane summary is due (`summary_due`) when the rows awaiting one pass seed
+  002's thresholds: more than `lane_max_messages` rows, more than
+  `lane_max_tokens` tokens as sent, or `lane_max_age_hours` since the last
+  summary.
+
+Pure: no I/O. A group's messages stay together: places are decided per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from slop_tui.context.assemble import (
+    AssemblyInputs,
+    ContextSettings,
+    assemble_rows,
+    rough_tokens,
+    window_note,
+)
+from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.guards import (
+    TIER_ELIDED,
+    GuardPlan,
+    apply_plan,
+    elide_messages,
+    plan_reduction,
+)
+from slop_tui.context.isolation import same_family
+from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.window import window_and_groups
+from slop_tui.records import (
+    STATUS_COMPLETED,
+    STATUS_DROPPED,
+    STATUS_ERROR,
+    STATUS_TOOL_CALL,
+    Message,
+    Summary,
+)
+
+CountTokens = Callable[[str], int]
+
+# Where a group stands in the next request.
+PLACE_WINDOW = "window"  # in the rolling window: sent
+PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent word for word
+PLACE_SUMMARY = "summary"  # covered by a summary (`GroupPlace.summary_id`): not sent itself
+PLACE_WAITING = "waiting"  # left the window, beyond what is sent, not summarized yet
+PLACE_OUTSIDE = "outside"  # outside the window (compaction off): not sent
+PLACE_OTHER_LANE = "other_lane"  # another lane of the session: never sent here
+PLACE_DROPPED = "dropped"  # `/context drop`: not sent, kept in the ledger
+SENT_PLACES = frozenset({PLACE_WINDOW, PLACE_PENDING})
+
+# Summary kinds (`summaries.kind`); compaction kinds may cover rows of the window.
+KIND_GUARD = "guard"  # the guard ladder's summarize step, before a request
+KIND_COMPACTION = "compaction"  # after-reply compaction, summarize case
+KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
+KIND_LANE = "lane"  # rolling lane summary of rows that left the window
+COMPACTION_KINDS = frozenset({KIND_GUARD, KIND_COMPACTION, KIND_TRUNCATE})
+
+
+def pending_cap(settings: CompactionSettings) -> int:
+    """How many of the newest rows awaiting a summary are sent at most: twice the
+    `lane_max_messages` threshold (60 by default), so the steady state (a summary is due
+    past the threshold) never reaches it. A longer backlog (an imported history, a
+    summary an edit took out of date) waits beyond it while the lane summaries absorb
+    it, oldest first, instead of being read and sent whole for every request."""
+    return max(60, 2 * settings.lane_max_messages)
+
+
+LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
+
+MARKS = {
+    PLACE_WINDOW: "●",
+    PLACE_PENDING: "◉",
+    PLACE_SUMMARY: "Σ",
+    PLACE_WAITING: "◌",
+    PLACE_OUTSIDE: "○",
+    PLACE_OTHER_LANE: "○",
+    PLACE_DROPPED: "×",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlace:
+    """Where one group stands: its place, and the summary covering it (PLACE_SUMMARY)."""
+
+    place: str
+    summary_id: int | None = None
+
+    @property
+    def sent(self) -> bool:
+        return self.place in SENT_PLACES
+
+    @property
+    def mark(self) -> str:
+        return MARKS[self.place]
+
+    @property
+    def label(self) -> str:
+        """One phrase: `in window`, `covered by summary 7`, `dropped (not sent)`, ..."""
+        if self.place == PLACE_SUMMARY:
+            return f"covered by summary {self.summary_id}"
+        return {
+            PLACE_WINDOW: "in window",
+            PLACE_PENDING: "sent until a summary covers it",
+            PLACE_WAITING: "not sent: waiting for a summary",
+            PLACE_OUTSIDE: "not sent: outside window",
+            PLACE_OTHER_LANE: "not sent: other lane",
+            PLACE_DROPPED: "dropped (not sent)",
+        }[self.place]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSettings:
+    """Everything besides the ledger's records that decides a request."""
+
+    context: ContextSettings = field(default_factory=ContextSettings)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    model: ModelInfo | None = None  # None: no guard ladder (nothing to measure against)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanInputs:
+    """The ledger's records for one plan.
+
+    `assembly.messages` are the window rows (`Ledger.window`); `backlog` the
+    lane's visible rows older than the window and newer than the summary
+    `head_summary` picks (`Ledger.lane_backlog`, the newest `pending_cap` rows);
+    `summaries` the lane's valid summaries.
+    """
+
+    assembly: AssemblyInputs
+    backlog: Sequence[Message] = ()
+    backlog_complete: bool = True  # False: older rows than `backlog` wait beyond the cap
+    summaries: Sequence[Summary] = ()
+    elided: frozenset[int] = frozenset()  # tool results elided earlier in this turn
+    now: float = 0.0  # epoch seconds, for the lane summary's age threshold
+    summarized: bool = False  # a guard summary was already made for this request
+    before_summary: int | None = None  # the request's tokens before that summary
+    # The last message id an out-of-date summary covered (an edit took it out of date):
+    # rows it stood for are summarized again at once, thresholds or not.
+    stale_top: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPlan:
+    """The next request and every fact the panes show about it (see the module docstring)."""
+
+    request: Prompt  # exactly what the provider adapter is given
+    assembled: Prompt  # before the guard ladder
+    guard: GuardPlan | None
+    lane: str
+    window_size: int
+    window_groups: frozenset[int]
+    window_start: int | None  # the oldest window group's id (None: an empty window)
+    pending_groups: frozenset[int]
+    head: Summary | None  # the summary in the request (None: none)
+    compaction_enabled: bool
+    waiting: bool  # rows older than the pending ones wait for a summary, not sent
+    summary_due: bool  # a lane summary should be made now
+    due_reason: str
+    pending_tokens: int  # tokens (as sent) of the rows awaiting a summary
+    pending_messages: int
+    messages: Mapping[int, str] = field(default_factory=dict)  # message id -> label (sent groups)
+    sent: frozenset[int] = frozenset()  # ledger ids of the rows the request carries
+
+    # -- places ------------------------------------------------------------
+
+    def group_place(self, group_id: int, lane: str, status: str) -> GroupPlace:
+        """The place of a group from its ledger facts (`Ledger.group_rows`: worst status)."""
+        if status == STATUS_DROPPED:
+            return GroupPlace(PLACE_DROPPED)
+        if lane != self.lane:
+            return GroupPlace(PLACE_OTHER_LANE)
+        head = self.head
+        if head is not None and group_id <= head.last_message_id:
+            return GroupPlace(PLACE_SUMMARY, head.id)
+        if group_id in self.window_groups:
+            return GroupPlace(PLACE_WINDOW)
+        if group_id in self.pending_groups:
+            return GroupPlace(PLACE_PENDING)
+        if self.waiting and (self.window_start is None or group_id < self.window_start):
+            return GroupPlace(PLACE_WAITING)
+        return GroupPlace(PLACE_OUTSIDE)
+
+    def message_label(self, msg: Message) -> str:
+        """What happens to one row: `full 5000`, `inactive 300`, `elided`, `dropped`,
+        `covered by summary 7`, `not sent: other provider`, `not sent: outside window`, ..."""
+        if msg.status == STATUS_DROPPED:
+            return "dropped"
+        if msg.group_id is None:
+            return "not sent: no group"
+        place = self.group_place(msg.group_id, msg.lane, msg.status)
+        if not place.sent:
+            return "dropped" if place.place == PLACE_DROPPED else place.label
+        return self.messages.get(msg.id, "not sent")
+
+    # -- tokens ------------------------------------------------------------
+
+    def layer_tokens(self) -> dict[str, int]:
+        """Tokens per layer of the request, in order: the engine's layers, then `history`
+        (the window), `pending` (rows sent until a summary covers them) and `tools`.
+        They add up to `request_tokens`: the heading of a pinned or context message
+        counts with the first layer it carries."""
+        counts = {layer.name: layer.tokens for layer in self.request.layers}
+        history = pending = 0
+        for m in self.request.messages:
+            if m.kind in ENGINE_KINDS:
+                names = [la.name for la in self.request.layers if la.placement == m.kind]
+                if names:
+                    counts[names[0]] += m.tokens - sum(counts[n] for n in names)
+                continue
+            if m.group_id in self.pending_groups:
+                pending += m.tokens
+            else:
+                history += m.tokens
+        counts["history"] = history
+        if pending:
+            counts["pending"] = pending
+        counts["tools"] = self.request.tool_tokens
+        return counts
+
+    @property
+    def request_tokens(self) -> int:
+        return self.request.request_tokens
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.request.notes
+
+
+# -- choosing what is sent ---------------------------------------------------------------
+
+
+def head_summary(
+    summaries: Iterable[Summary], window_start: int | None, lane: str
+) -> Summary | None:
+    """The summary that covers the rows older than the window: the valid one of the lane
+    whose span ends last while lying wholly before the window (`window_start`: the
+    oldest window group's id; None: the window is empty)."""
+    best = None
+    for s in summaries:
+        if s.lane != lane or (window_start is not None and s.last_message_id >= window_start):
+            continue
+        if best is None or (s.last_message_id, s.id) > (best.last_message_id, best.id):
+            best = s
+    return best
+
+
+def _compaction_summary(
+    summaries: Iterable[Summary], lane: str, after: int, before: int
+) -> Summary | None:
+    """The newest compaction summary of the lane ending after `after` and before `before`."""
+    best = None
+    for s in summaries:
+        if s.lane != lane or s.kind not in COMPACTION_KINDS:
+            continue
+        if not after < s.last_message_id < before:
+            continue
+        if best is None or (s.last_message_id, s.id) > (best.last_message_id, best.id):
+            best = s
+    return best
+
+
+def _under_pressure(prompt: Prompt, s: CompactionSettings, model: ModelInfo | None) -> bool:
+    if prompt.history_tokens > s.compaction_trigger_tokens:
+        return True
+    return model is not None and prompt.request_tokens * 100 >= s.reduce_pct * (
+        model.max_input_tokens
+    )
+
+
+def _due(
+    pending: Sequence[Message],
+    tokens: int,
+    waiting: bool,
+    head: Summary | None,
+    s: CompactionSettings,
+    now: float,
+    stale_top: int | None,
+) -> tuple[bool, str]:
+    """Seed 002's triggers over the rows awaiting a summary, and the rebuild of a
+    summary an edit took out of date."""
+    if waiting:
+        return True, "older rows than the ones sent wait for a summary"
+    if not pending:
+        return False, ""
+    if stale_top is not None and pending[0].id <= stale_top:
+        return True, "the history under a summary changed: it is made again"
+    if len(pending) > s.lane_max_messages:
+        return True, f"{len(pending)} messages await a summary (> {s.lane_max_messages})"
+    if tokens > s.lane_max_tokens:
+        return True, f"{tokens:,} tokens await a summary (> {s.lane_max_tokens:,})"
+    since = head.created_at if head is not None else min(m.created_at for m in pending)
+    hours = s.lane_max_age_hours
+    if hours > 0 and now and now - since > hours * 3600:
+        return True, f"the last summary is older than {hours:g} h"
+    return False, ""
+
+
+# -- labels of the rows that are sent --------------------------------------------------------
+
+
+def _labels(
+    rows: Sequence[Message],
+    request: Prompt,
+    settings: ContextSettings,
+    strategy: str,
+    enabled: frozenset[str],
+) -> dict[int, str]:
+    sent: dict[int, PromptMessage] = {
+        m.message_id: m for m in request.messages if m.message_id is not None and not m.kind
+    }
+    limits = settings.truncation
+    out: dict[int, str] = {}
+    for msg in rows:
+        m = sent.get(msg.id)
+        if m is not None:
+            if m.tier == TIER_ELIDED:
+                out[msg.id] = "elided"
+            elif m.tier:
+                out[msg.id] = f"{m.tier} {limits.limit_for(m.tier)}"
+            else:
+                out[msg.id] = "sent"
+        elif msg.is_tool_related and not same_family(msg, strategy):
+            out[msg.id] = LABEL_OTHER_PROVIDER
+        elif msg.role == "tool" and (msg.tool_name or "") not in enabled:
+            out[msg.id] = "not sent: tool disabled"
+        elif msg.role == "tool" and msg.status not in (STATUS_COMPLETED, STATUS_ERROR):
+            out[msg.id] = f"not sent: {msg.status}"
+        elif msg.status not in (STATUS_COMPLETED, STATUS_TOOL_CALL, STATUS_ERROR) or (
+            msg.status == STATUS_ERROR and msg.role != "tool"
+        ):
+            out[msg.id] = f"not sent: {msg.status}"
+        else:
+            out[msg.id] = "not sent: left out to fit the context window"
+    return out
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+def build_plan(
+    inputs: PlanInputs,
+    settings: PlanSettings | None = None,
+    count_tokens: CountTokens = rough_tokens,
+) -> ContextPlan:
+    """The plan of the next request (see the module docstring)."""
+    settings = settings or PlanSettings()
+    ctx, comp = settings.context, settings.compaction
+    asm = inputs.assembly
+    sess = asm.session
+    lane = sess.lane
+    size = ctx.window if ctx.window is not None else sess.window_size
+    window, groups = window_and_groups(asm.messages, size, lane=lane)
+    window_start = groups[0] if groups else None
+    enabled = comp.enabled
+    summaries = [s for s in inputs.summaries if s.lane == lane] if enabled else []
+
+    head = head_summary(summaries, window_start, lane)
+    after = head.last_message_id if head is not None else 0
+    pending = [
+        m
+        for m in inputs.backlog
+        if m.group_id is not None
+        and m.lane == lane
+        and m.status != STATUS_DROPPED
+        and m.id > after
+        and (window_start is None or m.group_id < window_start)
+    ]
+    if not enabled:
+        pending = []
+    waiting = enabled and not inputs.backlog_complete
+
+    def assemble_with(rows: list[Message], summary: Summary | None) -> Prompt:
+        notes = [window_note(window, groups, size)]
+        if pending:
+            notes.append(
+                f"pending: {len({m.group_id for m in pending})} group(s) that left the window "
+                "are sent until a summary covers them"
+            )
+        if summary is not None:
+            notes.append(f"summary {summary.id} covers messages up to #{summary.last_message_id}")
+        with_summary = replace(asm, summaries=(summary,) if summary is not None else ())
+        return assemble_rows(with_summary, rows, ctx, count_tokens, notes)
+
+    rows = [*pending, *window]
+    prompt = assemble_with(rows, head)
+    # A compaction summary reaches into the window while the request needs it.
+    newest = groups[-1] if groups else None
+    if enabled and newest is not None and _under_pressure(prompt, comp, settings.model):
+        deeper = _compaction_summary(summaries, lane, after, newest)
+        if deeper is not None:
+            head = deeper
+            rows = [
+                m for m in rows if m.group_id is not None and m.group_id > deeper.last_message_id
+            ]
+            pending = [
+                m for m in pending if m.group_id is not None and m.group_id > deeper.last_message_id
+            ]
+            prompt = assemble_with(rows, head)
+
+    pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
+    pending_tokens = sum(
+        m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
+    )
+    due, reason = (False, "")
+    if enabled:
+        due, reason = _due(
+            pending, pending_tokens, waiting, head, comp, inputs.now, inputs.stale_top
+        )
+
+    request, guard = prompt, None
+    if inputs.elided:
+        prompt = elide_messages(prompt, inputs.elided, count_tokens)
+        request = prompt
+    if settings.model is not None:
+        guard = plan_reduction(
+            prompt,
+            settings.model,
+            comp,
+            count_tokens,
+            summarized=inputs.summarized,
+            before_summary=inputs.before_summary,
+        )
+        request = apply_plan(prompt, guard, count_tokens)
+
+    enabled_tools = frozenset(t.name for t in asm.tools)
+    return ContextPlan(
+        request=request,
+        assembled=prompt,
+        guard=guard,
+        lane=lane,
+        window_size=size,
+        window_groups=frozenset(groups),
+        window_start=window_start,
+        pending_groups=pending_groups,
+        head=head,
+        compaction_enabled=enabled,
+        waiting=waiting,
+        summary_due=due,
+        due_reason=reason,
+        pending_tokens=pending_tokens,
+        pending_messages=len(pending),
+        messages=_labels(rows, request, ctx, asm.strategy, enabled_tools),
+        sent=frozenset(
+            m.message_id for m in request.messages if m.message_id is not None and not m.kind
+        ),
+    )
+
+
+__all__ = [
+    "COMPACTION_KINDS",
+    "KIND_COMPACTION",
+    "KIND_GUARD",
+    "KIND_LANE",
+    "KIND_TRUNCATE",
+    "LABEL_OTHER_PROVIDER",
+    "PLACE_DROPPED",
+    "PLACE_OTHER_LANE",
+    "PLACE_OUTSIDE",
+    "PLACE_PENDING",
+    "PLACE_SUMMARY",
+    "PLACE_WAITING",
+    "PLACE_WINDOW",
+    "ContextPlan",
+    "GroupPlace",
+    "PlanInputs",
+    "PlanSettings",
+    "build_plan",
+    "head_summary",
+    "pending_cap",
+]

@@ -1,0 +1,332 @@
+"""The context plan: one decision of what the next request holds, and every place.
+
+Pure tests on records: the window is a view (widening brings rows back word for
+word, narrowing reuses a stored summary whose span still fits), rows that left
+the window are sent until a lane summary covers them (seed 002's thresholds
+decide when one is due), a compaction summary reaches into the window only
+under pressure, and each row's label says what the request does with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from slop_tui.context.assemble import AssemblyInputs, ContextSettings
+from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.plan import (
+    PLACE_DROPPED,
+    PLACE_OTHER_LANE,
+    PLACE_OUTSIDE,
+    PLACE_PENDING,
+    PLACE_SUMMARY,
+    PLACE_WAITING,
+    PLACE_WINDOW,
+    PlanInputs,
+    PlanSettings,
+    build_plan,
+    head_summary,
+)
+from slop_tui.context.prompt import ToolSpec
+from slop_tui.context.render import render_prompt
+from slop_tui.records import Message, Session, Summary
+from tests.test_context_factories import answer, openai_calls, result, user
+
+DAY = 24 * 3600.0
+
+
+def history(groups: int, lane: str = "main", start: int = 1) -> list[Message]:
+    """`groups` groups of a user row and an answer; ids from `start`, group id = prompt id."""
+    rows = []
+    mid = start
+    for g in range(groups):
+        gid = mid
+        rows.append(replace(user(mid, gid, f"question {g}"), lane=lane, created_at=float(mid)))
+        rows.append(replace(answer(mid + 1, gid, f"answer {g}"), lane=lane, created_at=float(mid)))
+        mid += 2
+    return rows
+
+
+def summary(sid: int, last: int, kind: str = "lane", first: int = 1, at: float = 0.0) -> Summary:
+    return Summary(sid, "s", "main", kind, first, last, f"SUMMARY-{sid}", 1, at)
+
+
+def plan_of(
+    rows: list[Message],
+    window: int,
+    summaries=(),
+    *,
+    compaction: CompactionSettings | None = None,
+    model: ModelInfo | None = None,
+    backlog_complete: bool = True,
+    now: float = 0.0,
+    elided=frozenset(),
+    tools=(),
+    strategy: str = "openai",
+    layout: str = "default",
+):
+    """The plan as `Workspace.plan` builds it: the window rows, and the visible rows of
+    the lane before the window as the backlog."""
+    visible = [m for m in rows if m.status != "dropped" and m.lane == "main"]
+    sess = Session("s", window_size=window)
+    inputs = PlanInputs(
+        assembly=AssemblyInputs(session=sess, messages=visible, strategy=strategy, tools=tools),
+        backlog=visible,
+        backlog_complete=backlog_complete,
+        summaries=summaries,
+        elided=frozenset(elided),
+        now=now,
+    )
+    settings = PlanSettings(
+        context=ContextSettings(layout=layout),
+        compaction=compaction or CompactionSettings(),
+        model=model,
+    )
+    return build_plan(inputs, settings)
+
+
+def text_of(plan) -> str:
+    return render_prompt(plan.request)
+
+
+def places(plan, rows) -> dict[int, str]:
+    return {
+        m.group_id: plan.group_place(m.group_id, m.lane, m.status).place
+        for m in rows
+        if m.role == "user"
+    }
+
+
+# -- the window is a view ----------------------------------------------------------------
+
+
+def test_rows_that_left_the_window_are_sent_until_a_summary_covers_them() -> None:
+    rows = history(6)  # groups 1, 3, 5, 7, 9, 11
+    plan = plan_of(rows, 2)
+    assert plan.window_groups == {9, 11} and plan.pending_groups == {1, 3, 5, 7}
+    assert places(plan, rows) == {
+        1: "pending",
+        3: "pending",
+        5: "pending",
+        7: "pending",
+        9: "window",
+        11: "window",
+    }
+    for g in range(6):  # every row word for word
+        assert f"question {g}" in text_of(plan) and f"answer {g}" in text_of(plan)
+    assert plan.pending_messages == 8 and plan.pending_tokens > 0
+    assert not plan.summary_due  # 8 messages, few tokens, no age: below seed 002's thresholds
+    assert "pending" in plan.layer_tokens()
+
+
+def test_a_summary_covers_what_lies_before_it_and_the_rest_is_sent() -> None:
+    rows = history(6)
+    s = summary(1, last=6)  # groups 1, 3, 5
+    plan = plan_of(rows, 2, [s])
+    assert plan.head == s
+    assert places(plan, rows) == {
+        1: "summary",
+        3: "summary",
+        5: "summary",
+        7: "pending",
+        9: "window",
+        11: "window",
+    }
+    assert plan.group_place(1, "main", "completed").summary_id == 1
+    text = text_of(plan)
+    assert "SUMMARY-1" in text and "question 0" not in text and "question 3" in text
+    assert plan.message_label(rows[0]) == "covered by summary 1"
+
+
+def test_widening_brings_rows_back_word_for_word_and_narrowing_reuses_a_summary() -> None:
+    rows = history(8)  # groups 1, 3, ..., 15
+    first, second = summary(1, last=4), summary(2, last=10)  # 1-3, then 1-9
+    narrow = plan_of(rows, 2, [first, second])
+    assert narrow.head == second
+    # Full history: no summary, every row in the window, word for word.
+    full = plan_of(rows, 0, [first, second])
+    assert full.head is None and full.pending_groups == frozenset()
+    assert set(places(full, rows).values()) == {PLACE_WINDOW}
+    assert all(f"question {g}" in text_of(full) for g in range(8))
+    assert "SUMMARY" not in text_of(full)
+    # A window of 5 starts at group 7: the newer summary reaches into it, so the older
+    # one (whose span still fits) is reused, and groups 5 and 7... are sent.
+    five = plan_of(rows, 5, [first, second])
+    assert five.head == first
+    assert places(five, rows) == {
+        1: "summary",
+        3: "summary",
+        5: "pending",
+        7: "window",
+        9: "window",
+        11: "window",
+        13: "window",
+        15: "window",
+    }
+    # Narrowing to 3 and widening to 5 again: five groups in the window.
+    assert len(plan_of(rows, 3, [first, second]).window_groups) == 3
+    assert plan_of(rows, 5, [first, second]).window_groups == five.window_groups
+
+
+def test_head_summary_is_the_newest_valid_one_wholly_before_the_window() -> None:
+    a, b, c = summary(1, last=4), summary(2, last=9), summary(3, last=20)
+    other = replace(summary(4, last=8), lane="topic:x")
+    assert head_summary([a, b, c, other], 10, "main") == b
+    assert head_summary([a, b, c], 9, "main") == a  # b's last row is in the window
+    assert head_summary([a, b, c], None, "main") == c
+    assert head_summary([other], 10, "main") is None
+
+
+def test_with_compaction_off_older_rows_are_simply_not_sent() -> None:
+    rows = history(5)
+    off = CompactionSettings(enabled=False)
+    plan = plan_of(rows, 2, [summary(1, last=4)], compaction=off)
+    assert plan.head is None and not plan.summary_due
+    assert places(plan, rows) == {
+        1: "outside",
+        3: "outside",
+        5: "outside",
+        7: "window",
+        9: "window",
+    }
+    assert "question 0" not in text_of(plan) and "SUMMARY" not in text_of(plan)
+    assert plan.message_label(rows[0]) == "not sent: outside window"
+
+
+def test_dropped_groups_and_other_lanes() -> None:
+    rows = history(4)
+    rows[2] = replace(rows[2], status="dropped")
+    rows[3] = replace(rows[3], status="dropped")
+    side = history(1, lane="topic:x", start=100)
+    plan = plan_of(rows + side, 2)
+    assert plan.group_place(3, "main", "dropped").place == PLACE_DROPPED
+    assert plan.group_place(100, "topic:x", "completed").place == PLACE_OTHER_LANE
+    assert plan.window_groups == {5, 7}  # the dropped group does not count
+    assert plan.message_label(rows[2]) == "dropped"
+    assert "question 1" not in text_of(plan)
+
+
+def test_a_long_backlog_sends_its_newest_rows_and_the_rest_waits() -> None:
+    rows = history(6)
+    plan = plan_of(rows, 2, backlog_complete=False)
+    assert plan.summary_due and "wait" in plan.due_reason
+    # The workspace passes only the newest rows; here every group is passed, so the
+    # place of a group older than all of them would be "waiting".
+    plan = replace(plan, pending_groups=frozenset({7}))
+    assert plan.group_place(1, "main", "completed").place == PLACE_WAITING
+    assert plan.group_place(7, "main", "completed").place == PLACE_PENDING
+
+
+# -- seed 002's thresholds ------------------------------------------------------------------
+
+
+def test_a_lane_summary_is_due_past_any_of_the_three_thresholds() -> None:
+    rows = history(6)
+    assert not plan_of(rows, 2).summary_due  # 8 messages
+    few = CompactionSettings(lane_max_messages=7)
+    due = plan_of(rows, 2, compaction=few)
+    assert due.summary_due and "8 messages await a summary (> 7)" in due.due_reason
+    tokens = CompactionSettings(lane_max_tokens=10)
+    assert "tokens await a summary" in plan_of(rows, 2, compaction=tokens).due_reason
+    # 24 h since the last summary (or since the oldest row awaiting one).
+    assert not plan_of(rows, 2, now=DAY).summary_due
+    aged = plan_of(rows, 2, now=DAY + 10)
+    assert aged.summary_due and "older than 24 h" in aged.due_reason
+    s = summary(1, last=2, at=100.0)
+    assert not plan_of(rows, 2, [s], now=DAY + 10).summary_due
+    assert plan_of(rows, 2, [s], now=DAY + 101).summary_due
+    # Nothing awaits a summary: nothing is due, however old the last one.
+    assert not plan_of(rows, 0, now=10 * DAY).summary_due
+
+
+# -- compaction summaries reach into the window under pressure ---------------------------------
+
+
+def test_a_compaction_summary_is_used_while_the_request_needs_it() -> None:
+    rows = history(6)
+    comp = summary(1, last=8, kind="compaction")  # groups 1-7, inside a full window
+    tight = CompactionSettings(compaction_trigger_tokens=10)
+    pressed = plan_of(rows, 0, [comp], compaction=tight)
+    assert pressed.head == comp
+    assert places(pressed, rows)[7] == PLACE_SUMMARY and places(pressed, rows)[9] == PLACE_WINDOW
+    assert "question 3" not in text_of(pressed) and "question 4" in text_of(pressed)
+    # Without pressure the window holds every row word for word.
+    relaxed = plan_of(rows, 0, [comp])
+    assert relaxed.head is None and "question 0" in text_of(relaxed)
+    # A lane summary never reaches into the window.
+    lane = summary(1, last=8)
+    assert plan_of(rows, 0, [lane], compaction=tight).head is None
+
+
+# -- labels, tiers, elision --------------------------------------------------------------------
+
+
+TOOLS = (ToolSpec("read_file", "read", {}), ToolSpec("x", "x", {}))
+
+
+def tool_rows() -> list[Message]:
+    return [
+        user(1, 1),
+        openai_calls(2, 1, [("a", "read_file", {}), ("b", "x", {})]),
+        result(3, 1, "a", "read_file", "a" * 500),
+        result(4, 1, "b", "x", "b", strategy="gemini"),
+        answer(5, 1),
+        user(6, 6),
+        openai_calls(7, 6, [("c", "read_file", {})]),
+        result(8, 6, "c", "read_file", "c" * 9000),
+    ]
+
+
+def test_each_row_is_labelled_with_what_the_request_does_with_it() -> None:
+    rows = tool_rows()
+    plan = plan_of(rows, 5, tools=TOOLS)
+    assert plan.message_label(rows[2]) == "inactive 300"
+    assert plan.message_label(rows[3]) == "not sent: other provider"
+    assert plan.message_label(rows[7]) == "full 5000"
+    assert rows[7].id in plan.sent and rows[3].id not in plan.sent
+    only_x = plan_of(rows, 5, tools=(ToolSpec("x", "x", {}),))
+    assert only_x.message_label(rows[2]) == "not sent: tool disabled"
+    interrupted = replace(rows[4], status="interrupted")
+    assert (
+        plan_of([*rows[:4], interrupted, *rows[5:]], 5, tools=TOOLS).message_label(interrupted)
+        == "not sent: interrupted"
+    )
+
+
+def test_a_result_elided_earlier_in_the_turn_stays_elided() -> None:
+    rows = tool_rows()
+    plan = plan_of(rows, 5, tools=TOOLS, elided={3})
+    assert plan.message_label(rows[2]) == "elided"
+    assert "tool result elided" in text_of(plan)
+
+
+@pytest.mark.parametrize("layout", ["default", "cache"])
+def test_the_layer_tokens_add_up_to_the_request(layout: str) -> None:
+    rows = history(6)
+    plan = plan_of(rows, 2, [summary(1, last=4)], tools=TOOLS, layout=layout)
+    assert sum(plan.layer_tokens().values()) == plan.request_tokens
+    assert plan.layer_tokens()["tools"] == plan.request.tool_tokens > 0
+
+
+def test_the_guard_ladder_is_part_of_the_plan() -> None:
+    rows = tool_rows()
+    small = ModelInfo("m", 3_300, 1_000)  # 2,207 tokens: above 90 % of 2,300
+    plan = plan_of(rows, 5, tools=TOOLS, model=small)
+    assert plan.guard is not None and plan.guard.level != "ok"
+    assert plan.request.request_tokens == plan.guard.tokens_after
+    assert plan.assembled.request_tokens == plan.guard.tokens_before
+    # The newest result is never elided: the model just asked for it.
+    assert plan.message_label(rows[7]) != "elided"
+
+
+def test_places_are_one_of_the_known_ones() -> None:
+    rows = history(3)
+    plan = plan_of(rows, 1, [summary(1, last=2)])
+    assert set(places(plan, rows).values()) <= {
+        PLACE_WINDOW,
+        PLACE_PENDING,
+        PLACE_SUMMARY,
+        PLACE_OUTSIDE,
+        PLACE_WAITING,
+    }
