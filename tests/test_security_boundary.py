@@ -485,7 +485,7 @@ def test_no_secret_persists_in_summaries_anchors_state_memos_handoffs_or_exports
     project: Project, fake_llm: FakeLLMServer
 ) -> None:
     project.write_user_config(
-        "[context]\nwindow = 1\n[compaction]\nlane_keep_recent = 0\n"
+        "[context]\nwindow = 1\n[compaction]\nlane_max_messages = 1\n"
         'summary_model = "fake-summarizer"\n'
     )
     everything = "\n".join(SECRETS.values())
