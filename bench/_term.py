@@ -92,6 +92,7 @@ class Term:
         cwd: str,
         cols: int = 120,
         rows: int = 40,
+        stderr: int | None = None,
     ) -> None:
         self.cols, self.rows = cols, rows
         self.screen = pyte.Screen(cols, rows)
@@ -111,7 +112,7 @@ class Term:
             list(argv),
             stdin=slave,
             stdout=slave,
-            stderr=slave,
+            stderr=slave if stderr is None else stderr,
             env=env,
             cwd=cwd,
             start_new_session=True,

@@ -28,6 +28,12 @@ with a marker word put at the end of each session's last answer.
 - **memory**: VmHWM (peak resident set) from /proc/PID/status when shown, and
   at the end of the key cases.
 
+`--profile`: instead of the measure, where one 2,000-message start spends its
+time, from outside: a start with `PYTHONPROFILEIMPORTTIME=1` (stderr to a
+file; the hello-world app too) gives the import time per package, and a start
+under `python -m cProfile` (ended with ctrl+q once settled) the start-up's
+phases. cProfile roughly doubles every time; read its shares, not its ms.
+
 Every start is measured `--runs` times (default 5); keys are measured in every
 run and pooled: median, p99 and max. `--quick`: 2 runs, 10 keys per case.
 
@@ -257,13 +263,19 @@ class Starter:
             PYTHONPYCACHEPREFIX=str(work / "pycache"),
         )
 
-    def start(self, app: str, tag: str) -> tuple[Term, Path | None]:
+    def start(
+        self, app: str, tag: str, *, prefix: tuple[str, ...] = (), **term
+    ) -> tuple[Term, Path | None]:
+        """Start `app` in a new terminal; `prefix` goes before the program (e.g. an
+        interpreter with options), `term` to `Term` (env, stderr)."""
+        term.setdefault("env", self.env)
         if app == "hello":
-            return Term([sys.executable, str(HELLO)], env=self.env, cwd=str(self.work)), None
+            argv = [*(prefix or (sys.executable,)), str(HELLO)]
+            return Term(argv, cwd=str(self.work), **term), None
         db = self.work / f"run-{tag}.db"
         shutil.copyfile(self.template, db)
-        argv = [str(SLOP), "--db", str(db), "--session", app]
-        return Term(argv, env=self.env, cwd=str(self.work)), db
+        argv = [*prefix, str(SLOP), "--db", str(db), "--session", app]
+        return Term(argv, cwd=str(self.work), **term), db
 
     def marker(self, app: str) -> str:
         if app == "hello":
@@ -445,6 +457,143 @@ class KeyCases:
         return True
 
 
+# -- where the time goes (--profile) ---------------------------------------------------
+
+# (phase, file suffix, function names): the start-up's phases in a cProfile, by
+# cumulative time; the first match of each row is printed.
+PHASES = [
+    ("whole process (cli.main)", "slop_tui/cli.py", ("main",)),
+    ("import of the workspace app (slop_tui.ui.app)", "slop_tui/ui/app.py", ("<module>",)),
+    (
+        "layout and render passes (Screen._refresh_layout)",
+        "textual/screen.py",
+        ("_refresh_layout",),
+    ),
+    (
+        "  the conversation's arrange (Markdown of the answers)",
+        "widgets/conversation.py",
+        ("arrange",),
+    ),
+    (
+        "    Rich Markdown of the answers (blocks.markdown_lines)",
+        "widgets/blocks.py",
+        ("markdown_lines",),
+    ),
+    ("      Pygments lexers built (regexes compiled)", "pygments/lexer.py", ("process_tokendef",)),
+    ("CSS applied to the widgets (Stylesheet.apply)", "css/stylesheet.py", ("apply",)),
+    ("CSS parsed (Stylesheet.parse)", "css/stylesheet.py", ("parse",)),
+    (
+        "opening the workspace (SlopApp.open_workspace worker)",
+        "slop_tui/ui/app.py",
+        ("open_workspace",),
+    ),
+    ("  Workspace.open (ledger, config, session)", "slop_tui/workspace.py", ("open",)),
+    ("  panes filled (SlopApp.refresh_all)", "slop_tui/ui/app.py", ("refresh_all",)),
+    ("waiting in the event loop (epoll)", "~", ("<method 'poll' of 'select.epoll' objects>",)),
+]
+
+
+def profile(starter: Starter, work: Path) -> None:
+    import pstats
+
+    print("# bench/screen.py --profile: one 2,000-message start, from outside\n")
+    imports: dict[str, dict[str, float]] = {}
+    modules: dict[str, float] = {}
+    for app in ("hello", "2k"):
+        log = work / f"importtime-{app}.txt"
+        with open(log, "w") as err:
+            env = dict(starter.env, PYTHONPROFILEIMPORTTIME="1")
+            term, db = starter.start(app, "importtime", env=env, stderr=err.fileno())
+            try:
+                marker = starter.marker(app)
+                term.pump(lambda t, m=marker: t.find(m) is not None, 60)
+                term.settle(QUIET_S, 30)
+            finally:
+                term.close()
+                if db is not None:
+                    for p in db.parent.glob(db.name + "*"):
+                        p.unlink()
+        imports[app] = import_shares(log.read_text())
+        if app == "2k":
+            modules = import_shares(log.read_text(), package="slop_tui")
+    rows = []
+    ranked = sorted(imports["2k"], key=lambda k: -imports["2k"][k])
+    for pkg in ranked[:12]:
+        rows.append([pkg, f"{imports['2k'][pkg]:.0f} ms", f"{imports['hello'].get(pkg, 0):.0f} ms"])
+    rest = ranked[12:]
+    rows.append(
+        [
+            f"the {len(rest)} others",
+            f"{sum(imports['2k'][k] for k in rest):.0f} ms",
+            f"{sum(imports['hello'].get(k, 0) for k in rest):.0f} ms",
+        ]
+    )
+    rows.append(
+        [
+            "**all imports**",
+            f"{sum(imports['2k'].values()):.0f} ms",
+            f"{sum(imports['hello'].values()):.0f} ms",
+        ]
+    )
+    print("Imports (PYTHONPROFILEIMPORTTIME: self time summed per top-level package):\n")
+    print(c.table(["package", "slop-tui", "hello-world app"], rows))
+    own = sorted(modules.items(), key=lambda kv: -kv[1])[:10]
+    print("\nslop-tui's own modules, self time: " + ", ".join(f"{m} {ms:.1f} ms" for m, ms in own))
+
+    prof = work / "start.prof"
+    term, db = starter.start(
+        "2k", "cprofile", prefix=(sys.executable, "-m", "cProfile", "-o", str(prof))
+    )
+    try:
+        term.pump(lambda t: t.find(MARK["2k"]) is not None, 120)
+        last = term.settle(QUIET_S, 60) or term.t0
+        term.send("ctrl+q")
+        term.proc.wait(30)
+    finally:
+        term.close()
+        if db is not None:
+            for p in db.parent.glob(db.name + "*"):
+                p.unlink()
+    stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    total = next(
+        (v[3] for f, v in stats.items() if f[0].endswith("slop_tui/cli.py") and f[2] == "main"),
+        0.0,
+    )
+    rows = []
+    for label, suffix, names in PHASES:
+        best = max(
+            (v[3] for f, v in stats.items() if f[0].endswith(suffix) and f[2] in names),
+            default=None,
+        )
+        if best is not None:
+            rows.append([label, f"{best * 1e3:.0f} ms", f"{best / total * 100:.0f} %"])
+    print(
+        f"\ncProfile of the real process (shown at {last - term.t0:.2f} s under the profiler, "
+        "then ctrl+q):\n"
+    )
+    print(c.table(["phase", "cumulative", "share"], rows))
+
+
+def import_shares(log: str, package: str = "") -> dict[str, float]:
+    """`-X importtime` lines summed by top-level package: self time, ms. With
+    `package`: that package's modules, each on its own."""
+    out: dict[str, float] = {}
+    for line in log.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line.split("|")
+        try:
+            us = int(parts[0].split(":")[1])
+        except ValueError:
+            continue  # the header line
+        name = parts[2].strip()
+        if package and name.split(".")[0] != package:
+            continue
+        pkg = name if package else name.split(".")[0]
+        out[pkg] = out.get(pkg, 0.0) + us / 1e3
+    return out
+
+
 # -- the run ------------------------------------------------------------------------------
 
 
@@ -460,6 +609,9 @@ def main() -> None:
     ap.add_argument("--presses", type=int, default=None, help="keys per case and run (30)")
     ap.add_argument("--no-keys", action="store_true", help="start-up and memory only")
     ap.add_argument("--keep", default="", help="work in this folder and keep it")
+    ap.add_argument(
+        "--profile", action="store_true", help="where a 2,000-message start spends its time"
+    )
     args = ap.parse_args()
     runs = args.runs or (2 if args.quick else 5)
     presses = 0 if args.no_keys else (args.presses or (10 if args.quick else 30))
@@ -484,6 +636,9 @@ def main() -> None:
     try:
         for app in APPS:  # bytecode and page cache; not counted
             measure_start(starter, app, f"warmup-{app}", keys=0, timeout=60)
+        if args.profile:
+            profile(starter, work)
+            return
         for i in range(runs):
             order = APPS[i % len(APPS) :] + APPS[: i % len(APPS)]  # each app in every slot
             for app in order:
