@@ -1,6 +1,7 @@
 """The user's clock: the real `slop-tui` in a pseudo-terminal, read by a terminal emulator.
 
     python bench/screen.py [--quick] [--runs N] [--presses N] [--no-keys] [--keep DIR]
+                           [--env VAR=VALUE ...] [--profile]
 
 bench/tui.py times frames from inside the process; this one stands where the
 user sits. Every start is the installed console script (`slop-tui` beside the
@@ -612,6 +613,13 @@ def main() -> None:
     ap.add_argument(
         "--profile", action="store_true", help="where a 2,000-message start spends its time"
     )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="set in every app's environment (e.g. TEXTUAL_ANIMATIONS=none); repeatable",
+    )
     args = ap.parse_args()
     runs = args.runs or (2 if args.quick else 5)
     presses = 0 if args.no_keys else (args.presses or (10 if args.quick else 30))
@@ -632,6 +640,7 @@ def main() -> None:
     config = work / "config.toml"
     write_config(config, fake.openai_base_url)
     starter = Starter(work, template, config)
+    starter.env.update(v.split("=", 1) for v in args.env)
     results: dict[str, list[Run]] = {a: [] for a in APPS}
     try:
         for app in APPS:  # bytecode and page cache; not counted
@@ -649,15 +658,19 @@ def main() -> None:
         fake.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print_report(results, runs, presses, load)
+    print_report(results, runs, presses, load, args.env)
     print(
         f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"whole bench {time.perf_counter() - started:.0f} s"
     )
 
 
-def print_report(results: dict[str, list[Run]], runs: int, presses: int, load) -> None:
+def print_report(
+    results: dict[str, list[Run]], runs: int, presses: int, load, extra_env: list[str]
+) -> None:
     print(f"# bench/screen.py: {c.machine()}")
+    if extra_env:
+        print(f"environment of every app: {' '.join(extra_env)}")
     print(
         f"load average at start: {' '.join(f'{x:.2f}' for x in load)} "
         "(other work on this machine makes the numbers noisy)"
