@@ -19,6 +19,7 @@ user's terminal shows, from outside the process.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import fcntl
 import os
@@ -83,6 +84,25 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+_OPEN: set[Term] = set()  # started and not closed yet
+
+
+@atexit.register
+def _kill_open() -> None:
+    """A bench that dies must not leave its programs running on a closed pty: they
+    spin there, most of a CPU each, and skew every later measure on the machine."""
+    for term in list(_OPEN):
+        _kill_group(term.proc)
+
+
 class Term:
     def __init__(
         self,
@@ -119,6 +139,7 @@ class Term:
             close_fds=True,
         )
         os.close(slave)
+        _OPEN.add(self)  # killed at exit if not closed (see _kill_open)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -247,11 +268,8 @@ class Term:
     def close(self) -> None:
         """End the program and everything it started (SIGKILL to its process group: what
         it leaves behind is a throwaway copy) and close the pty."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_group(self.proc)
+        _OPEN.discard(self)
         self.proc.wait(10)
         try:
             os.close(self.master)
