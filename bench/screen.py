@@ -30,8 +30,9 @@ with a marker word put at the end of each session's last answer.
   at the end of the key cases.
 
 `--profile`: instead of the measure, where one 2,000-message start spends its
-time, from outside: a start with `PYTHONPROFILEIMPORTTIME=1` (stderr to a
-file; the hello-world app too) gives the import time per package, and a start
+time, from outside: a start with `-X importtime` (its report to a file; the
+hello-world app too; imports made before the script runs, `site` and the
+codecs, are left out) gives the import time per package, and a start
 under `python -m cProfile` (ended with ctrl+q once settled) the start-up's
 phases. cProfile roughly doubles every time; read its shares, not its ms.
 
@@ -494,6 +495,16 @@ PHASES = [
 ]
 
 
+# Runs a script (argv[2:]) with `-X importtime`'s report going to a file (argv[1]):
+# the report is written to `sys.stderr`, while Textual draws on `sys.__stderr__`.
+IMPORTTIME_WRAPPER = """
+import runpy, sys
+sys.stderr = open(sys.argv[1], "w", buffering=1)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def profile(starter: Starter, work: Path) -> None:
     import pstats
 
@@ -502,18 +513,17 @@ def profile(starter: Starter, work: Path) -> None:
     modules: dict[str, float] = {}
     for app in ("hello", "2k"):
         log = work / f"importtime-{app}.txt"
-        with open(log, "w") as err:
-            env = dict(starter.env, PYTHONPROFILEIMPORTTIME="1")
-            term, db = starter.start(app, "importtime", env=env, stderr=err.fileno())
-            try:
-                marker = starter.marker(app)
-                term.pump(lambda t, m=marker: t.find(m) is not None, 60)
-                term.settle(QUIET_S, 30)
-            finally:
-                term.close()
-                if db is not None:
-                    for p in db.parent.glob(db.name + "*"):
-                        p.unlink()
+        prefix = (sys.executable, "-X", "importtime", "-c", IMPORTTIME_WRAPPER, str(log))
+        term, db = starter.start(app, "importtime", prefix=prefix)
+        try:
+            marker = starter.marker(app)
+            term.pump(lambda t, m=marker: t.find(m) is not None, 60)
+            term.settle(QUIET_S, 30)
+        finally:
+            term.close()
+            if db is not None:
+                for p in db.parent.glob(db.name + "*"):
+                    p.unlink()
         imports[app] = import_shares(log.read_text())
         if app == "2k":
             modules = import_shares(log.read_text(), package="slop_tui")
@@ -536,7 +546,7 @@ def profile(starter: Starter, work: Path) -> None:
             f"{sum(imports['hello'].values()):.0f} ms",
         ]
     )
-    print("Imports (PYTHONPROFILEIMPORTTIME: self time summed per top-level package):\n")
+    print("Imports (-X importtime: self time summed per top-level package):\n")
     print(c.table(["package", "slop-tui", "hello-world app"], rows))
     own = sorted(modules.items(), key=lambda kv: -kv[1])[:10]
     print("\nslop-tui's own modules, self time: " + ", ".join(f"{m} {ms:.1f} ms" for m, ms in own))
