@@ -301,7 +301,9 @@ def report(results, sizes, args, load) -> None:
                     f"{'≥ ' if capped and med >= args.timeout else ''}{med:.2f} s",
                     f"{min(shown):.2f}–{max(shown):.2f}" if len(shown) > 1 else "",
                     f"{statistics.median(s.rss_mb for s in starts):.0f} MB",
-                    f"{med / base:.1f}×" if base else "",
+                    f"{'≥ ' if capped and med >= args.timeout else ''}{med / base:.0f}×"
+                    if base
+                    else "",
                     "; ".join(sorted({s.note for s in starts if s.note})),
                 ]
             )
