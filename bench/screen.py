@@ -495,38 +495,50 @@ PHASES = [
 ]
 
 
-# Runs a script (argv[2:]) with `-X importtime`'s report going to a file (argv[1]):
-# the report is written to `sys.stderr`, while Textual draws on `sys.__stderr__`.
+# Runs a script (argv[2:]) with `-X importtime`'s report going to a file (argv[1]).
+# The report goes to file descriptor 2, where Textual draws too (`sys.__stderr__`):
+# descriptor 2 becomes the file, Python's stderr objects a copy of the terminal's.
 IMPORTTIME_WRAPPER = """
-import runpy, sys
-sys.stderr = open(sys.argv[1], "w", buffering=1)
+import os, runpy, sys
+terminal = os.dup(2)
+os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+sys.__stderr__ = sys.stderr = open(terminal, "w", buffering=1, encoding="utf-8")
 sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def profile(starter: Starter, work: Path) -> None:
+def profile(starter: Starter, work: Path, runs: int) -> None:
     import pstats
 
-    print("# bench/screen.py --profile: one 2,000-message start, from outside\n")
-    imports: dict[str, dict[str, float]] = {}
-    modules: dict[str, float] = {}
-    for app in ("hello", "2k"):
-        log = work / f"importtime-{app}.txt"
-        prefix = (sys.executable, "-X", "importtime", "-c", IMPORTTIME_WRAPPER, str(log))
-        term, db = starter.start(app, "importtime", prefix=prefix)
-        try:
-            marker = starter.marker(app)
-            term.pump(lambda t, m=marker: t.find(m) is not None, 60)
-            term.settle(QUIET_S, 30)
-        finally:
-            term.close()
-            if db is not None:
-                for p in db.parent.glob(db.name + "*"):
-                    p.unlink()
-        imports[app] = import_shares(log.read_text())
-        if app == "2k":
-            modules = import_shares(log.read_text(), package="slop_tui")
+    print(
+        "# bench/screen.py --profile: where a 2,000-message start spends its time, "
+        f"from outside (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})\n"
+    )
+    logs: dict[str, list[str]] = {"hello": [], "2k": []}
+    for i in range(runs):
+        for app in ("hello", "2k"):
+            log = work / f"importtime-{app}-{i}.txt"
+            prefix = (sys.executable, "-X", "importtime", "-c", IMPORTTIME_WRAPPER, str(log))
+            term, db = starter.start(app, "importtime", prefix=prefix)
+            try:
+                marker = starter.marker(app)
+                term.pump(lambda t, m=marker: t.find(m) is not None, 60)
+                term.settle(QUIET_S, 30)
+            finally:
+                term.close()
+                if db is not None:
+                    for p in db.parent.glob(db.name + "*"):
+                        p.unlink()
+            logs[app].append(log.read_text())
+
+    def medians(texts: list[str], package: str = "") -> dict[str, float]:
+        each = [import_shares(t, package) for t in texts]
+        keys = {k for d in each for k in d}
+        return {k: statistics.median(d.get(k, 0.0) for d in each) for k in keys}
+
+    imports = {app: medians(texts) for app, texts in logs.items()}
+    modules = medians(logs["2k"], package="slop_tui")
     rows = []
     ranked = sorted(imports["2k"], key=lambda k: -imports["2k"][k])
     for pkg in ranked[:12]:
@@ -546,7 +558,10 @@ def profile(starter: Starter, work: Path) -> None:
             f"{sum(imports['hello'].values()):.0f} ms",
         ]
     )
-    print("Imports (-X importtime: self time summed per top-level package):\n")
+    print(
+        f"Imports (-X importtime, {runs} start(s) each: self time summed per top-level "
+        "package, median):\n"
+    )
     print(c.table(["package", "slop-tui", "hello-world app"], rows))
     own = sorted(modules.items(), key=lambda kv: -kv[1])[:10]
     print("\nslop-tui's own modules, self time: " + ", ".join(f"{m} {ms:.1f} ms" for m, ms in own))
@@ -656,7 +671,7 @@ def main() -> None:
         for app in APPS:  # bytecode and page cache; not counted
             measure_start(starter, app, f"warmup-{app}", keys=0, timeout=60)
         if args.profile:
-            profile(starter, work)
+            profile(starter, work, runs)
             return
         for i in range(runs):
             order = APPS[i % len(APPS) :] + APPS[: i % len(APPS)]  # each app in every slot
