@@ -218,6 +218,11 @@ def side_by_side(tui_output: str, screen_output: str) -> str:
             b = outside.get((screen_key, session), "")
             if a or b:
                 lines.append(f"| {what} | {session} | {a or '–'} | {b or '–'} |")
+    lines.append("")
+    lines.append(
+        "Keys: in-process median (p95 / max), frames timed inside the app, animations off; "
+        "black-box p99 (median / max), the key's bytes to the screen showing its effect."
+    )
     return "\n".join(lines)
 
 
