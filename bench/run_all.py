@@ -15,6 +15,10 @@ read from what the scripts printed:
   `8.38 ms`, same unit only) and marked `(judged)`.
 
 A script that prints no such row is listed as such (its report has to be read).
+
+Then one table puts the in-process measure of the workspace (bench/tui.py:
+frames timed inside the app) beside the black-box one (bench/screen.py: the
+real `slop-tui` in a pty, read by a terminal emulator), row by row (`SIDE_BY_SIDE`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ SCRIPTS = [
     "turn.py",
     "background.py",
     "tui.py",
+    "screen.py",
     "context_sim.py",
     "security.py",
     "load.py",
@@ -127,6 +132,101 @@ def _table_row(script: str, header: list[str], cells: list[str]) -> list[TargetR
     return [TargetRow(script, label, measured, target, verdict or "?")]
 
 
+# (what, bench/tui.py's measure, bench/screen.py's measure), by the tables' first column
+SIDE_BY_SIDE = [
+    (
+        "process start → conversation shown",
+        "process start → conversation fully shown",
+        "process start → last message on screen, settled",
+    ),
+    (
+        "CPU time until shown",
+        "CPU time used until fully shown (less load-sensitive)",
+        "CPU time of the process when settled",
+    ),
+    (
+        "typing in the prompt, idle",
+        "key → frame, typing in the prompt, idle",
+        "key → screen, typing in the prompt, idle",
+    ),
+    (
+        "up in the groups pane, idle",
+        "key → frame, up in the groups pane, idle",
+        "key → screen, up in the groups pane, idle",
+    ),
+    (
+        "ctrl+u in the conversation, idle",
+        "key → frame, ctrl+u (older page) in the conversation",
+        "key → screen, ctrl+u (older groups) in the conversation, idle",
+    ),
+    (
+        "typing in the prompt, reply streaming",
+        "key → frame, typing in the prompt, reply streaming",
+        "key → screen, typing in the prompt, reply streaming",
+    ),
+    (
+        "up in the groups pane, reply streaming",
+        "key → frame, up in the groups pane, reply streaming",
+        "key → screen, up in the groups pane, reply streaming",
+    ),
+    (
+        "peak memory when shown",
+        "peak RSS (VmHWM) when shown",
+        "peak memory (VmHWM) when shown",
+    ),
+]
+
+
+def table_cells(output: str) -> list[dict[str, str]]:
+    """Every row of every markdown table in `output`, as {header: cell}."""
+    found: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for raw in output.splitlines():
+        stripped = raw.strip()
+        if not stripped.startswith("|"):
+            header = None
+            continue
+        cells = _cells(stripped)
+        if header is None:
+            header = [h.lower() for h in cells]
+        elif not set(stripped) <= set("|-: ") and len(cells) == len(header):
+            found.append(dict(zip(header, cells, strict=True)))
+    return found
+
+
+def side_by_side(tui_output: str, screen_output: str) -> str:
+    """The in-process and the black-box measure of the same things, one row each."""
+
+    def index(output: str) -> dict[tuple[str, str], str]:
+        out = {}
+        for row in table_cells(output):
+            value = row.get("value") or row.get("median") or ""
+            spread = row.get("spread", "")
+            out[(row.get("measure", ""), row.get("session", ""))] = (
+                f"{value} ({spread})" if spread else value
+            )
+        return out
+
+    inside, outside = index(tui_output), index(screen_output)
+    sessions = list(dict.fromkeys(s for _m, s in [*inside, *outside] if s))
+    lines = [
+        "| measure | session | in-process (bench/tui.py) | black-box (bench/screen.py) |",
+        "|---|---|---|---|",
+    ]
+    for what, tui_key, screen_key in SIDE_BY_SIDE:
+        for session in sessions:
+            a = inside.get((tui_key, session), "")
+            b = outside.get((screen_key, session), "")
+            if a or b:
+                lines.append(f"| {what} | {session} | {a or '–'} | {b or '–'} |")
+    lines.append("")
+    lines.append(
+        "Keys: in-process median (p95 / max), frames timed inside the app, animations off; "
+        "black-box p99 (median / max), the key's bytes to the screen showing its effect."
+    )
+    return "\n".join(lines)
+
+
 def summary(rows: list[TargetRow], silent: list[str]) -> str:
     """One markdown table of every target row, failures easy to find."""
 
@@ -170,6 +270,7 @@ def main() -> int:
     failed = 0
     rows: list[TargetRow] = []
     silent: list[str] = []
+    outputs: dict[str, str] = {}
     for name in SCRIPTS:
         path = HERE / name
         if not path.exists():
@@ -179,12 +280,16 @@ def main() -> int:
         code, output = run(path, extra)
         print(f"\n({name}: {time.perf_counter() - t0:.1f} s, exit {code})", flush=True)
         failed |= code != 0
+        outputs[name] = output
         found = target_rows(name, output)
         rows.extend(found)
         if not any(r.result != "?" for r in found):
             silent.append(name)
     print("\n## Summary: every target row\n")
     print(summary(rows, silent), flush=True)
+    if "tui.py" in outputs or "screen.py" in outputs:
+        print("\n## The workspace, measured inside the process and from outside\n")
+        print(side_by_side(outputs.get("tui.py", ""), outputs.get("screen.py", "")), flush=True)
     return 1 if failed else 0
 
 

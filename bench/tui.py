@@ -32,6 +32,11 @@ bound (">=").
 `--quick`: one start per size, 10 keys per case, and the app's compaction
 switched off in its config so the background job cannot hold the run.
 
+Memory is the child's own peak resident set (VmHWM in /proc/self/status), not
+`ru_maxrss`, which a child inherits from its parent at fork. bench/screen.py
+measures the same app from outside (a pty and a terminal emulator); `make
+bench` prints the two side by side.
+
 Targets (issue 5): 2,000 messages fully shown <= 1.0 s, 20,000 <= 1.5 s; no
 key -> frame above 50 ms at any history length, streaming or not; <= 200 MB
 RSS at 20,000 messages; mounted widgets bounded by what is visible.
@@ -455,7 +460,7 @@ def print_report(results, counts, runs, presses, load, build_s, quick) -> None:
         ]
         rows.append(
             [
-                "peak RSS when shown",
+                "peak RSS (VmHWM) when shown",
                 LABEL[name],
                 f"{shown:.0f} MB",
                 f"max {peak:.0f} MB ({', '.join(p for p in parts if p)})",

@@ -97,7 +97,6 @@ if ARGS.profile:
 import asyncio  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
-import resource  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from textual import events  # noqa: E402
@@ -182,7 +181,16 @@ if DEBUG_FRAMES:
 
 
 def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """Peak resident set of this process so far (VmHWM), MB.
+
+    Not `getrusage().ru_maxrss`: on Linux a child's maxrss starts from its parent's
+    peak at fork (exec keeps it), so it read the bench parent's memory (~105 MB)
+    at every size, the empty session included."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return 0.0
 
 
 class _Refs:

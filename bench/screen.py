@@ -1,0 +1,826 @@
+"""The user's clock: the real `slop-tui` in a pseudo-terminal, read by a terminal emulator.
+
+    python bench/screen.py [--quick] [--runs N] [--presses N] [--no-keys] [--keep DIR]
+                           [--env VAR=VALUE ...] [--profile]
+
+bench/tui.py times frames from inside the process; this one stands where the
+user sits. Every start is the installed console script (`slop-tui` beside the
+bench's Python) in a fresh 120x40 pty, its output fed to `pyte` (bench/_term.py:
+chunks stamped when read, a blinking cursor is not a change), nothing of the
+app patched. Its ledger is bench/tui.py's (empty, 2,000 and 20,000 messages),
+with a marker word put at the end of each session's last answer.
+
+- **shown**: process start (just before the spawn) → the chunk after which the
+  marker is on screen and nothing changes for 0.6 s: the time of the last
+  change before that quiet. The empty session's marker is its name in the
+  header, which the app writes once the ledger is open.
+- **hello-world**: bench/screen_hello.py (Header, one Static, Footer), started
+  the same way in the same run, interleaved with the sessions; ratios are
+  slop-tui's median over its median (and the range of the per-run ratios).
+- **key → screen**: a key written to the pty → the first chunk after which the
+  screen shows its effect: the prompt holds the text typed so far (typing and
+  backspace), the groups pane's highlighted row is another one (`up` after F3),
+  the conversation's lines moved down or were replaced (PageUp, ctrl+u, after a
+  click on a line of text in the conversation; `end` goes back between the
+  two). Idle keys wait for 50 ms of quiet first (conversation keys 0.3 s: their
+  effect can take several frames); all keys are 30-90 ms apart. Then the same four
+  while a reply streams: the app's provider is an OpenAI-compatible one pointed
+  at tests/fakeserver.py on 127.0.0.1, sending 200 deltas/s of markdown.
+- **memory**: VmHWM (peak resident set) from /proc/PID/status when shown, and
+  at the end of the key cases.
+
+`--profile`: instead of the measure, where one 2,000-message start spends its
+time, from outside: a start with `-X importtime` (its report to a file; the
+hello-world app too; imports made before the script runs, `site` and the
+codecs, are left out) gives the import time per package, and a start
+under `python -m cProfile` (ended with ctrl+q once settled) the start-up's
+phases. cProfile roughly doubles every time; read its shares, not its ms.
+
+Every start is measured `--runs` times (default 5); keys are measured in every
+run and pooled: median, p99 and max. `--quick`: 2 runs, 10 keys per case.
+
+Targets (black-box clock): 2,000 and 20,000 messages shown <= 0.6 s and
+<= 1.5x the hello-world app; every key <= 16 ms at p99, streaming included;
+<= 100 MB VmHWM at 20,000 messages when shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import _common as c
+import tui
+from _term import Term, click, cpu_seconds, environment, status_kb
+from screen_hello import MARKER as HELLO_MARKER
+
+from tests.fakeserver import FakeLLMServer, Reply
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+SLOP = BIN / "slop-tui"
+HELLO = HERE / "screen_hello.py"
+
+SIZES = [("empty", 0), ("2k", 2_000), ("20k", 20_000)]
+APPS = ["hello", "empty", "2k", "20k"]
+LABEL = {
+    "hello": "hello-world app",
+    "empty": "empty",
+    "2k": "2,000 msgs",
+    "20k": "20,000 msgs",
+}
+MARK = {"2k": "endmark2k", "20k": "endmark20k"}
+SHOWN_TARGET_S = 0.6
+RATIO_TARGET = 1.5
+KEY_TARGET_MS = 16.0
+RSS_TARGET_MB = 100.0
+QUIET_S = 0.6
+STREAM_MARK = "streamstart"
+STREAM_RATE = 200.0
+
+
+# -- the ledger and the configuration -------------------------------------------------
+
+
+def mark_ledger(path: Path) -> None:
+    """Put the marker word at the end of each session's last answer (before its STATE)."""
+    db = sqlite3.connect(path)
+    try:
+        for name, word in MARK.items():
+            mid, content = db.execute(
+                "SELECT id, content FROM messages WHERE session_id = ? AND role = 'assistant' "
+                "AND status = 'completed' ORDER BY id DESC LIMIT 1",
+                (name,),
+            ).fetchone()
+            body, sep, state = content.partition("\n\n### STATE")
+            db.execute(
+                "UPDATE messages SET content = ? WHERE id = ?",
+                (f"{body.rstrip()} {word}{sep}{state}", mid),
+            )
+        db.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
+def stream_deltas(n: int) -> list[str]:
+    """Markdown as a model streams it: words, headings, a list, a code block."""
+    rnd = random.Random(7)
+    words = (
+        "the ledger window group session tool result assistant prompt parser index "
+        "query sqlite token state anchor scratchpad stream render widget layout frame"
+    ).split()
+    out = [f"{STREAM_MARK} "]
+    for i in range(1, n):
+        k = i % 240
+        if k == 0:
+            out.append(f"\n\n## Step {i // 240}\n\n")
+        elif k == 60:
+            out.append("\n\n- first item with `code`\n- second item\n\n")
+        elif k == 120:
+            out.append("\n\n```python\n")
+        elif 120 < k < 150:
+            out.append(
+                ("    " if k % 5 else "") + rnd.choice(words) + (" = 1\n" if k % 3 == 0 else "(")
+            )
+        elif k == 150:
+            out.append(")\n```\n\n")
+        elif k % 45 == 0:
+            out.append(".\n\n")
+        else:
+            out.append(rnd.choice(words) + " ")
+    return out
+
+
+def write_config(path: Path, base_url: str) -> None:
+    path.write_text(
+        'default_provider = "bench"\n\n'
+        "[providers.bench]\n"
+        'kind = "openai"\n'
+        f'base_url = "{base_url}"\n'
+        'model = "fake-model"\n'
+        'api_key = "sk-bench"\n'
+    )
+
+
+# -- where things are on the screen ---------------------------------------------------
+
+
+@dataclass
+class Layout:
+    """Screen regions as (x0, x1, y0, y1), read from the settled workspace."""
+
+    prompt: tuple[int, int, int, int]
+    conversation: tuple[int, int, int, int]
+    groups: tuple[int, int, int, int] | None
+
+
+def find_layout(term: Term) -> Layout | None:
+    cols, rows = term.cols, term.rows
+    seps = [
+        x
+        for x in range(cols)
+        if sum(term.lines[y][x].data == "│" for y in range(1, rows - 1)) > rows // 2
+    ]
+    if len(seps) < 2:
+        return None
+    c1, c2 = seps[0], seps[1]
+    prompt_y = next((y for y in range(rows) if "Type a prompt" in term.text(y, c1 + 1, c2)), None)
+    if prompt_y is None:
+        return None
+    groups = None
+    title = next((y for y in range(rows) if term.text(y, 0, c1).startswith(" Groups")), None)
+    if title is not None:
+        top = next((y for y in range(title, rows) if "▔" in term.text(y, 0, c1)), None)
+        bottom = next(
+            (y for y in range((top or rows) + 1, rows) if "▁▁▁" in term.text(y, 0, c1)), None
+        )
+        if top is not None and bottom is not None:
+            groups = (0, c1, top + 1, bottom)
+    return Layout(
+        prompt=(c1 + 1, c2, prompt_y, rows - 1),
+        conversation=(c1 + 1, c2 - 3, 1, prompt_y - 1),  # not its scrollbar
+        groups=groups,
+    )
+
+
+def region(term: Term, box: tuple[int, int, int, int]) -> list[str]:
+    x0, x1, y0, y1 = box
+    return term.region(x0, x1, y0, y1)
+
+
+def highlighted(term: Term, box: tuple[int, int, int, int]) -> str | None:
+    """The text of the groups pane's highlighted row: the one whose background differs."""
+    x0, x1, y0, y1 = box
+    bgs = [term.lines[y][x0 + 5].bg for y in range(y0, y1)]
+    common = statistics.mode(bgs)
+    odd = [y for y, bg in zip(range(y0, y1), bgs, strict=True) if bg != common]
+    return term.text(odd[0], x0, x1) if len(odd) == 1 else None
+
+
+def older_in_view(old: list[str], new: list[str]) -> bool:
+    """True when older content came into view: the new top line was not on screen
+    before, or the old lines moved down. A streamed reply that the view follows
+    moves lines up, and its new top line was on screen before."""
+    top = next((line for line in new if line.strip()), None)
+    if top is not None and top not in old:
+        return True
+    return moved_down(old, new)
+
+
+def moved_down(old: list[str], new: list[str]) -> bool:
+    """True when the lines of `old` moved down in `new` or were all replaced."""
+    first: dict[str, int] = {}
+    seen_twice: set[str] = set()
+    for i, line in enumerate(old):
+        if line.strip():
+            if line in first:
+                seen_twice.add(line)
+            first.setdefault(line, i)
+    unique = {line: i for line, i in first.items() if line not in seen_twice}
+    if not unique:
+        return old != new
+    shifts = [j - unique[line] for j, line in enumerate(new) if line in unique]
+    if not shifts:
+        return True
+    return statistics.median(shifts) > 0
+
+
+# -- one start --------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    app: str
+    shown: float | None = None  # s from process start
+    first_output: float | None = None
+    rss_shown_mb: float | None = None
+    cpu_shown: float | None = None
+    rss_end_mb: float | None = None
+    keys: dict[str, list[float]] = field(default_factory=dict)
+    missed: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+class Starter:
+    def __init__(self, work: Path, template: Path, config: Path) -> None:
+        self.work = work
+        self.template = template
+        self.env = environment(
+            SLOP_CONFIG=str(config),
+            XDG_CONFIG_HOME=str(work / "config"),
+            XDG_CACHE_HOME=str(work / "cache"),
+            # Bytecode as an installed app has it: the warm-up start writes it here.
+            PYTHONPYCACHEPREFIX=str(work / "pycache"),
+        )
+
+    def start(
+        self, app: str, tag: str, *, prefix: tuple[str, ...] = (), **term
+    ) -> tuple[Term, Path | None]:
+        """Start `app` in a new terminal; `prefix` goes before the program (e.g. an
+        interpreter with options), `term` to `Term` (env, stderr)."""
+        term.setdefault("env", self.env)
+        if app == "hello":
+            argv = [*(prefix or (sys.executable,)), str(HELLO)]
+            return Term(argv, cwd=str(self.work), **term), None
+        db = self.work / f"run-{tag}.db"
+        shutil.copyfile(self.template, db)
+        argv = [*prefix, str(SLOP), "--db", str(db), "--session", app]
+        return Term(argv, cwd=str(self.work), **term), db
+
+    def marker(self, app: str) -> str:
+        if app == "hello":
+            return HELLO_MARKER
+        if app == "empty":
+            return "— empty ·"
+        return MARK[app]
+
+
+def measure_start(starter: Starter, app: str, tag: str, *, keys: int, timeout: float) -> Run:
+    run = Run(app)
+    term, db = starter.start(app, tag)
+    try:
+        marker = starter.marker(app)
+        seen = term.pump(lambda t: t.find(marker) is not None, timeout)
+        if seen is None:
+            run.note = f"the marker never showed in {timeout:.0f} s"
+            return run
+        last = term.settle(QUIET_S, timeout)
+        if last is None:
+            run.note = "the screen never settled"
+            last = term.last_change
+        run.shown = last - term.t0
+        run.rss_shown_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
+        run.cpu_shown = cpu_seconds(term.pid)
+        if keys and app != "hello":
+            KeyCases(term, run, keys).all()
+            run.rss_end_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
+    finally:
+        term.close()
+        if db is not None:
+            for p in db.parent.glob(db.name + "*"):
+                p.unlink()
+    return run
+
+
+class KeyCases:
+    """The key cases of one start, idle and while a reply streams."""
+
+    def __init__(self, term: Term, run: Run, presses: int) -> None:
+        self.term = term
+        self.run = run
+        self.presses = presses
+        self.rnd = random.Random(3)
+        layout = find_layout(term)
+        if layout is None:
+            raise RuntimeError("could not find the workspace's panes:\n" + term.dump())
+        self.layout = layout
+        self.typed = ""
+
+    def all(self) -> None:
+        has_groups = self.run.app != "empty"
+        self.typing("typing in the prompt, idle", idle=True)
+        if has_groups:
+            self.groups("up in the groups pane, idle", idle=True)
+            self.conversation("pageup", "PageUp in the conversation, idle", idle=True)
+            self.conversation(
+                "ctrl+u", "ctrl+u (older groups) in the conversation, idle", idle=True
+            )
+        if not self.start_stream():
+            return
+        self.typing("typing in the prompt, reply streaming", idle=False)
+        if has_groups:
+            self.groups("up in the groups pane, reply streaming", idle=False)
+            self.conversation("pageup", "PageUp in the conversation, reply streaming", idle=False)
+            self.conversation(
+                "ctrl+u", "ctrl+u (older groups) in the conversation, reply streaming", idle=False
+            )
+
+    # -- one key ----------------------------------------------------------------------
+
+    def press(
+        self, case: str, key: str, probe: Callable[[Term], bool], idle: bool, rest: float = 0.05
+    ) -> None:
+        """One measured key. Idle: after `rest` seconds without a change. Streaming: after
+        `rest` seconds (a key whose effect comes in several frames, as ctrl+u's does,
+        must not have its later frames taken for the next key's)."""
+        term = self.term
+        if idle:
+            term.settle(rest, 2.0)
+        else:
+            self.gap(rest)
+        t = term.send(key)
+        got = term.pump(probe, 5.0, after=t)
+        if got is None:
+            self.run.missed[case] = self.run.missed.get(case, 0) + 1
+        else:
+            self.run.keys.setdefault(case, []).append((got - t) * 1e3)
+        self.gap()
+
+    def gap(self, at_least: float = 0.0) -> None:
+        end = time.perf_counter() + max(at_least, self.rnd.uniform(0.03, 0.09))
+        while time.perf_counter() < end:
+            self.term.drain()
+            time.sleep(0.005)
+
+    def quiet(self, key: str, wait: float = 0.3) -> None:
+        """A key that sets a case up (focus, back to the newest): not measured."""
+        self.term.send(key)
+        self.term.settle(wait, 5.0)
+
+    # -- the cases ----------------------------------------------------------------------
+
+    def typing(self, case: str, idle: bool) -> None:
+        self.quiet("f2")
+        box = self.layout.prompt
+        letters = "abcdefghijkl"
+        for i in range(self.presses):
+            if i % (2 * len(letters)) < len(letters):
+                self.typed += letters[len(self.typed) % len(letters)]
+                key = self.typed[-1]
+            else:
+                self.typed = self.typed[:-1]
+                key = "backspace"
+            want = self.typed
+
+            def probe(t: Term, want: str = want) -> bool:
+                text = "".join(region(t, box)).replace(" ", "")
+                return text.startswith("Typeaprompt") if not want else text == want
+
+            self.press(case, key, probe, idle)
+        while self.typed:  # leave the prompt empty
+            self.typed = self.typed[:-1]
+            self.term.send("backspace")
+        self.term.settle(0.1, 2.0)
+
+    def groups(self, case: str, idle: bool) -> None:
+        box = self.layout.groups
+        if box is None:
+            return
+        self.quiet("f3")
+        for _ in range(self.presses):
+            before = highlighted(self.term, box)
+
+            def probe(t: Term, before: str | None = before) -> bool:
+                now = highlighted(t, box)
+                return now is not None and now != before
+
+            self.press(case, "up", probe, idle)
+
+    def conversation(self, key: str, case: str, idle: bool) -> None:
+        box = self.layout.conversation
+        self.quiet(click(*self.text_line(box)))
+        for _ in range(min(self.presses, 6)):
+            before = region(self.term, box)
+            self.press(
+                case, key, lambda t, b=before: older_in_view(b, region(t, box)), idle, rest=0.3
+            )
+        self.quiet("end", 0.5)
+
+    def text_line(self, box: tuple[int, int, int, int]) -> tuple[int, int]:
+        """Where a click focuses the conversation and does nothing else: a line of
+        message text (not a tool title, which opens its block, nor the "older
+        groups" line, which loads them), nearest the middle of the pane."""
+        x0, x1, y0, y1 = box
+        lines = region(self.term, box)
+        plain = [
+            y0 + i
+            for i, line in enumerate(lines)
+            if line[:3] == "   " and line[3:4].isalpha() and not line.strip().startswith("#")
+        ]
+        middle = (y0 + y1) // 2
+        y = min(plain, key=lambda v: abs(v - middle)) if plain else middle
+        return x0 + 4, y
+
+    def start_stream(self) -> bool:
+        self.quiet("f2")
+        self.term.send("stream a long answer")
+        self.term.settle(0.1, 2.0)
+        self.term.send("enter")
+        shown = self.term.pump(lambda t: t.find(STREAM_MARK) is not None, 60.0)
+        if shown is None:
+            self.run.note = "the streamed reply never showed"
+            return False
+        end = time.perf_counter() + 1.0  # the reply is flowing
+        while time.perf_counter() < end:
+            self.term.drain()
+            time.sleep(0.01)
+        return True
+
+
+# -- where the time goes (--profile) ---------------------------------------------------
+
+# (phase, file suffix, function names): the start-up's phases in a cProfile, by
+# cumulative time; the first match of each row is printed.
+PHASES = [
+    ("whole process (cli.main)", "slop_tui/cli.py", ("main",)),
+    ("import of the workspace app (slop_tui.ui.app)", "slop_tui/ui/app.py", ("<module>",)),
+    (
+        "layout and render passes (Screen._refresh_layout)",
+        "textual/screen.py",
+        ("_refresh_layout",),
+    ),
+    (
+        "  the conversation's arrange (Markdown of the answers)",
+        "widgets/conversation.py",
+        ("arrange",),
+    ),
+    (
+        "    Rich Markdown of the answers (blocks.markdown_lines)",
+        "widgets/blocks.py",
+        ("markdown_lines",),
+    ),
+    ("      Pygments lexers built (regexes compiled)", "pygments/lexer.py", ("process_tokendef",)),
+    ("CSS applied to the widgets (Stylesheet.apply)", "css/stylesheet.py", ("apply",)),
+    ("CSS parsed (Stylesheet.parse)", "css/stylesheet.py", ("parse",)),
+    (
+        "opening the workspace (SlopApp.open_workspace worker)",
+        "slop_tui/ui/app.py",
+        ("open_workspace",),
+    ),
+    ("  Workspace.open (ledger, config, session)", "slop_tui/workspace.py", ("open",)),
+    ("  panes filled (SlopApp.refresh_all)", "slop_tui/ui/app.py", ("refresh_all",)),
+    ("waiting in the event loop (epoll)", "~", ("<method 'poll' of 'select.epoll' objects>",)),
+]
+
+
+# Runs a script (argv[2:]) with `-X importtime`'s report going to a file (argv[1]).
+# The report goes to file descriptor 2, where Textual draws too (`sys.__stderr__`):
+# descriptor 2 becomes the file, Python's stderr objects a copy of the terminal's.
+IMPORTTIME_WRAPPER = """
+import os, runpy, sys
+terminal = os.dup(2)
+os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+sys.__stderr__ = sys.stderr = open(terminal, "w", buffering=1, encoding="utf-8")
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def profile(starter: Starter, work: Path, runs: int) -> None:
+    import pstats
+
+    print(
+        "# bench/screen.py --profile: where a 2,000-message start spends its time, "
+        f"from outside (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})\n"
+    )
+    logs: dict[str, list[str]] = {"hello": [], "2k": []}
+    for i in range(runs):
+        for app in ("hello", "2k"):
+            log = work / f"importtime-{app}-{i}.txt"
+            prefix = (sys.executable, "-X", "importtime", "-c", IMPORTTIME_WRAPPER, str(log))
+            term, db = starter.start(app, "importtime", prefix=prefix)
+            try:
+                marker = starter.marker(app)
+                term.pump(lambda t, m=marker: t.find(m) is not None, 60)
+                term.settle(QUIET_S, 30)
+            finally:
+                term.close()
+                if db is not None:
+                    for p in db.parent.glob(db.name + "*"):
+                        p.unlink()
+            logs[app].append(log.read_text())
+
+    def medians(texts: list[str], package: str = "") -> dict[str, float]:
+        each = [import_shares(t, package) for t in texts]
+        keys = {k for d in each for k in d}
+        return {k: statistics.median(d.get(k, 0.0) for d in each) for k in keys}
+
+    imports = {app: medians(texts) for app, texts in logs.items()}
+    modules = medians(logs["2k"], package="slop_tui")
+    rows = []
+    ranked = sorted(imports["2k"], key=lambda k: -imports["2k"][k])
+    for pkg in ranked[:12]:
+        rows.append([pkg, f"{imports['2k'][pkg]:.0f} ms", f"{imports['hello'].get(pkg, 0):.0f} ms"])
+    rest = ranked[12:]
+    rows.append(
+        [
+            f"the {len(rest)} others",
+            f"{sum(imports['2k'][k] for k in rest):.0f} ms",
+            f"{sum(imports['hello'].get(k, 0) for k in rest):.0f} ms",
+        ]
+    )
+    rows.append(
+        [
+            "**all imports**",
+            f"{sum(imports['2k'].values()):.0f} ms",
+            f"{sum(imports['hello'].values()):.0f} ms",
+        ]
+    )
+    print(
+        f"Imports (-X importtime, {runs} start(s) each: self time summed per top-level "
+        "package, median):\n"
+    )
+    print(c.table(["package", "slop-tui", "hello-world app"], rows))
+    own = sorted(modules.items(), key=lambda kv: -kv[1])[:10]
+    print("\nslop-tui's own modules, self time: " + ", ".join(f"{m} {ms:.1f} ms" for m, ms in own))
+
+    prof = work / "start.prof"
+    term, db = starter.start(
+        "2k", "cprofile", prefix=(sys.executable, "-m", "cProfile", "-o", str(prof))
+    )
+    try:
+        term.pump(lambda t: t.find(MARK["2k"]) is not None, 120)
+        last = term.settle(QUIET_S, 60) or term.t0
+        term.send("ctrl+q")
+        term.proc.wait(30)
+    finally:
+        term.close()
+        if db is not None:
+            for p in db.parent.glob(db.name + "*"):
+                p.unlink()
+    stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    total = next(
+        (v[3] for f, v in stats.items() if f[0].endswith("slop_tui/cli.py") and f[2] == "main"),
+        0.0,
+    )
+    rows = []
+    for label, suffix, names in PHASES:
+        best = max(
+            (v[3] for f, v in stats.items() if f[0].endswith(suffix) and f[2] in names),
+            default=None,
+        )
+        if best is not None:
+            rows.append([label, f"{best * 1e3:.0f} ms", f"{best / total * 100:.0f} %"])
+    print(
+        f"\ncProfile of the real process (shown at {last - term.t0:.2f} s under the profiler, "
+        "then ctrl+q):\n"
+    )
+    print(c.table(["phase", "cumulative", "share"], rows))
+
+
+def import_shares(log: str, package: str = "") -> dict[str, float]:
+    """`-X importtime` lines summed by top-level package: self time, ms. With
+    `package`: that package's modules, each on its own."""
+    out: dict[str, float] = {}
+    for line in log.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line.split("|")
+        try:
+            us = int(parts[0].split(":")[1])
+        except ValueError:
+            continue  # the header line
+        name = parts[2].strip()
+        if package and name.split(".")[0] != package:
+            continue
+        pkg = name if package else name.split(".")[0]
+        out[pkg] = out.get(pkg, 0.0) + us / 1e3
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def pctl(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="2 runs, 10 keys per case")
+    ap.add_argument("--runs", type=int, default=None, help="starts per app (default 5)")
+    ap.add_argument("--presses", type=int, default=None, help="keys per case and run (30)")
+    ap.add_argument("--no-keys", action="store_true", help="start-up and memory only")
+    ap.add_argument("--keep", default="", help="work in this folder and keep it")
+    ap.add_argument(
+        "--profile", action="store_true", help="where a 2,000-message start spends its time"
+    )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="set in every app's environment (e.g. TEXTUAL_ANIMATIONS=none); repeatable",
+    )
+    args = ap.parse_args()
+    runs = args.runs or (2 if args.quick else 5)
+    presses = 0 if args.no_keys else (args.presses or (10 if args.quick else 30))
+    started = time.perf_counter()
+    load = os.getloadavg()
+
+    work = Path(args.keep or tempfile.mkdtemp(prefix="slop-tui-screen-"))
+    work.mkdir(parents=True, exist_ok=True)
+    template = work / "template.db"
+    for p in work.glob("template.db*"):
+        p.unlink()
+    asyncio.run(tui.build(template, False))
+    mark_ledger(template)
+    fake = FakeLLMServer().start()
+    fake.default_reply = Reply(
+        text=stream_deltas(int(STREAM_RATE * 120)), delay=1 / STREAM_RATE, prompt_tokens=5000
+    )
+    config = work / "config.toml"
+    write_config(config, fake.openai_base_url)
+    starter = Starter(work, template, config)
+    starter.env.update(v.split("=", 1) for v in args.env)
+    results: dict[str, list[Run]] = {a: [] for a in APPS}
+    try:
+        for app in APPS:  # bytecode and page cache; not counted
+            measure_start(starter, app, f"warmup-{app}", keys=0, timeout=60)
+        if args.profile:
+            profile(starter, work, runs)
+            return
+        for i in range(runs):
+            order = APPS[i % len(APPS) :] + APPS[: i % len(APPS)]  # each app in every slot
+            for app in order:
+                results[app].append(
+                    measure_start(starter, app, f"{app}-{i}", keys=presses, timeout=60)
+                )
+    finally:
+        fake.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print_report(results, runs, presses, load, args.env)
+    print(
+        f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"whole bench {time.perf_counter() - started:.0f} s"
+    )
+
+
+def print_report(
+    results: dict[str, list[Run]], runs: int, presses: int, load, extra_env: list[str]
+) -> None:
+    print(f"# bench/screen.py: {c.machine()}")
+    if extra_env:
+        print(f"environment of every app: {' '.join(extra_env)}")
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in load)} "
+        "(other work on this machine makes the numbers noisy)"
+    )
+    print(
+        f"`slop-tui` ({SLOP}) and bench/screen_hello.py in a 120x40 pty read by pyte; "
+        f"{runs} start(s) per app, interleaved; median (min–max). Keys: {presses} per case "
+        "and run, pooled over the runs: p99 (median / max, n).\n"
+    )
+    rows: list[list[str]] = []
+
+    def vals(app: str, key: str) -> list[float]:
+        return [getattr(r, key) for r in results[app] if getattr(r, key) is not None]
+
+    def spread(v: list[float], fmt: str) -> str:
+        return f"{min(v):{fmt}}–{max(v):{fmt}}" if len(v) > 1 else ""
+
+    for app in APPS:
+        v = vals(app, "shown")
+        if not v:
+            continue
+        lim = SHOWN_TARGET_S if app in ("2k", "20k") else None
+        rows.append(
+            [
+                "process start → last message on screen, settled",
+                LABEL[app],
+                f"{c.median(v):.2f} s",
+                spread(v, ".2f"),
+                f"≤ {lim} s" if lim else "",
+                c.verdict(c.median(v), lim) if lim else "",
+            ]
+        )
+    hello = vals("hello", "shown")
+    for app in APPS[1:]:
+        v = vals(app, "shown")
+        if not v or not hello:
+            continue
+        pairs = [
+            a.shown / b.shown
+            for a, b in zip(results[app], results["hello"], strict=False)
+            if a.shown and b.shown
+        ]
+        ratio = c.median(v) / c.median(hello)
+        lim = RATIO_TARGET if app in ("2k", "20k") else None
+        rows.append(
+            [
+                "shown ÷ hello-world app shown",
+                LABEL[app],
+                f"{ratio:.2f}×",
+                spread(pairs, ".2f") + " per run" if len(pairs) > 1 else "",
+                f"≤ {lim}×" if lim else "",
+                c.verdict(ratio, lim) if lim else "",
+            ]
+        )
+    for app in APPS:
+        v = vals(app, "cpu_shown")
+        if v:
+            rows.append(
+                [
+                    "CPU time of the process when settled",
+                    LABEL[app],
+                    f"{c.median(v):.2f} s CPU",
+                    spread(v, ".2f"),
+                    "",
+                    "",
+                ]
+            )
+    cases: dict[str, None] = {}  # in the order they ran
+    for app in APPS:
+        for r in results[app]:
+            cases.update(dict.fromkeys([*r.keys, *r.missed]))
+    for case in cases:
+        for app in APPS[1:]:
+            pooled = [ms for r in results[app] for ms in r.keys.get(case, [])]
+            missed = sum(r.missed.get(case, 0) for r in results[app])
+            if not pooled and not missed:
+                continue
+            note = f", {missed} without effect in 5 s" if missed else ""
+            p99 = pctl(pooled, 0.99) if pooled else float("inf")
+            rows.append(
+                [
+                    f"key → screen, {case}",
+                    LABEL[app],
+                    f"{p99:.1f} ms",
+                    f"median {c.median(pooled):.1f} / max {max(pooled):.1f} ms (n={len(pooled)}{note})"
+                    if pooled
+                    else f"n=0{note}",
+                    f"≤ {KEY_TARGET_MS:.0f} ms at p99",
+                    c.verdict(p99, KEY_TARGET_MS) if not missed else "FAIL",
+                ]
+            )
+    for app in APPS:
+        v = vals(app, "rss_shown_mb")
+        if not v:
+            continue
+        lim = RSS_TARGET_MB if app == "20k" else None
+        rows.append(
+            [
+                "peak memory (VmHWM) when shown",
+                LABEL[app],
+                f"{c.median(v):.0f} MB",
+                spread(v, ".0f"),
+                f"≤ {lim:.0f} MB" if lim else "",
+                c.verdict(c.median(v), lim) if lim else "",
+            ]
+        )
+    for app in APPS[1:]:
+        v = vals(app, "rss_end_mb")
+        if v:
+            rows.append(
+                [
+                    "peak memory (VmHWM) after the key cases (reply streamed, tokenizer built)",
+                    LABEL[app],
+                    f"{c.median(v):.0f} MB",
+                    spread(v, ".0f"),
+                    "",
+                    "",
+                ]
+            )
+    print(c.table(["measure", "session", "value", "spread", "target", "result"], rows))
+    for app in APPS:
+        for i, r in enumerate(results[app]):
+            if r.note:
+                print(f"- {LABEL[app]}, run {i + 1}: {r.note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The black-box bench's instrument: a program in a pty read by pyte (bench/_term.py), and
+how bench/screen.py tells a key's effect from the rest of the screen."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyte")
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+_term = _load("_term")
+
+# Writes "ready", then answers each line of input with "ack <line>"; "quit" leaves.
+PROGRAM = r"""
+import sys
+sys.stdout.write("\x1b[2J\x1b[Hready\r\n")
+sys.stdout.flush()
+for line in sys.stdin:
+    if line.strip() == "quit":
+        break
+    sys.stdout.write("\x1b[3;1Hack " + line.strip())
+    sys.stdout.flush()
+"""
+
+
+def test_term_times_a_key_to_its_effect_and_a_settled_screen_to_its_last_change(tmp_path):
+    term = _term.Term(
+        [sys.executable, "-c", PROGRAM], env=_term.environment(), cwd=str(tmp_path), cols=40, rows=8
+    )
+    try:
+        assert term.pump(lambda t: t.find("ready") is not None, 10.0) is not None
+        assert term.find("ready") == (0, 0)
+        sent = term.send("one\r")
+        got = term.pump(lambda t: t.find("ack one") is not None, 10.0, after=sent)
+        assert got is not None and got >= sent  # the read time of the chunk that showed it
+        assert term.text(2, 0, 7) == "ack one"
+        # A settled screen reports the time of its last change, not the time it settled.
+        last = term.settle(0.2, 5.0)
+        assert last == got == term.last_change
+        assert time.perf_counter() - last >= 0.2
+        # A probe that never holds gives up at its deadline.
+        assert term.pump(lambda t: t.find("never") is not None, 0.2) is None
+        term.send("quit\r")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()
+
+
+def test_a_blinking_cell_is_not_a_change(tmp_path):
+    term = _term.Term(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env=_term.environment(),
+        cwd=str(tmp_path),
+        cols=10,
+        rows=2,
+    )
+    try:
+        assert term._feed(b"abcd") is True  # text
+        assert term._feed(b"\x1b[1;1H\x1b[7ma\x1b[0m") is False  # one cell's attributes
+        assert term._feed(b"\x1b[1;1H\x1b[7mabcd\x1b[0m") is True  # three more cells
+        assert term._feed(b"\x1b[1;1Habcd") is True  # four cells back
+        assert term._feed(b"\x1b[1;1Habcd") is False  # nothing changed
+    finally:
+        term.close()
+
+
+def test_older_content_coming_into_view_is_told_from_a_streamed_reply(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # screen.py imports its neighbours
+    screen = _load("screen")
+    old = ["one", "two", "three", "four", ""]
+    # PageUp: older lines appear above, the old ones move down (or off the pane).
+    assert screen.older_in_view(old, ["zero", "one", "two", "three", "four"])
+    assert screen.older_in_view(old, ["a", "b", "c", "d", "e"])
+    # A streamed reply that the view follows moves lines up: not the key's effect.
+    assert not screen.older_in_view(old, ["two", "three", "four", "five", "six"])
+    assert not screen.older_in_view(old, list(old))
