@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     "ledger.py",
     "assembly.py",
+    "plan.py",
     "turn.py",
     "background.py",
     "tui.py",
