@@ -651,10 +651,13 @@ class SlopApp(App):
         await self.refresh_all()
 
     async def ask_approval(self, call) -> str:
+        from slop_tui.tools.approval import session_allow_applies
         from slop_tui.ui.screens.dialogs import ApprovalScreen
 
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        return await self.push_screen_wait(ApprovalScreen(call.name, args))
+        sandboxed = self.workspace.sandbox.available
+        session = session_allow_applies(call.name, sandboxed=sandboxed)
+        return await self.push_screen_wait(ApprovalScreen(call.name, args, session_option=session))
 
     def action_cancel_turn(self) -> None:
         if self.busy:
