@@ -17,6 +17,7 @@ submit (or when an estimate shows up later), never before the screen is up.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -657,7 +658,14 @@ class SlopApp(App):
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
         sandboxed = self.workspace.sandbox.available
         session = session_allow_applies(call.name, sandboxed=sandboxed)
-        return await self.push_screen_wait(ApprovalScreen(call.name, args, session_option=session))
+        dialog = ApprovalScreen(call.name, args, session_option=session)
+        try:
+            return await self.push_screen_wait(dialog)
+        except asyncio.CancelledError:
+            # The turn ended (its deadline passed) while the question was open: close it.
+            if self.screen is dialog:
+                dialog.dismiss("deny")
+            raise
 
     def action_cancel_turn(self) -> None:
         if self.busy:
