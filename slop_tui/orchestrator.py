@@ -708,6 +708,8 @@ class Orchestrator:
                 self._store_results(reply.tool_calls, results, strategy, gid)
             )
             if not deadline:
+                for text in ctx.notices:
+                    await send(Notice(text=text))
                 raise
         else:
             stored = await self._store_results(reply.tool_calls, results, strategy, gid)
@@ -719,6 +721,8 @@ class Orchestrator:
             )
             if res.notice:
                 await send(Notice(text=res.notice))
+        for text in ctx.notices:
+            await send(Notice(text=text))
         await ws.reload_active_skills()
 
     async def _store_results(self, calls, results, strategy: str, gid: int):
