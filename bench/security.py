@@ -10,7 +10,13 @@
 2. `query_db` through `run_tool` with the default 2 s limit: how long a call
    takes for statements that used to outrun the limit (one `instr` call ran
    134 s, a 2,000,000-item `IN` list 5.6 s), a plain recursive bomb, and a
-   trivial SELECT (the cost of the worker process). Median and range of N runs.
+   trivial SELECT (the cost of the worker process), and a full-text MATCH (the
+   statement names `memos_fts`, so the worker first builds the index of the
+   visible memos, 1,000 here). Median and range of N runs.
+3. The shell sandbox's git scan (`slop_tui/tools/gitdirs.py`), run before and
+   after every sandboxed command: its time on trees of 100 to 19,000 folders,
+   and a whole sandboxed `execute_bash true` on each, with and (side by side,
+   the scans replaced by empty ones) without them.
    Side by side, the same kind of `instr` call run the old way, in-process with
    the progress handler and an interrupt from a watchdog thread at the limit
    (smaller, so it ends): it runs on past the limit, because neither stops a
@@ -53,7 +59,11 @@ STATEMENTS = {
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
     ),
     "SELECT 1 (worker overhead)": "SELECT 1 AS x",
+    "MATCH on memos_fts (1,000 memos: the scoped index is built first)": (
+        "SELECT count(*) AS n FROM memos_fts WHERE memos_fts MATCH 'deploy'"
+    ),
 }  # fmt: skip
+MEMOS = 1000  # memos in the bench ledger: the scoped full-text index is built from them
 
 
 def leaks(secret: str, text: str, n: int = 10) -> bool:
@@ -93,6 +103,9 @@ async def query_table(runs: int) -> None:
     ledger = await Ledger.open(folder / "slop.db")
     await ledger.register_tools(registry_rows())
     await ledger.append_user("bench", "hello")
+    for i in range(MEMOS):
+        words = " ".join(f"word{(i * 7 + j) % 997}" for j in range(40))
+        await ledger.add_memo(f"memo {i}: deploy notes {words}", [f"tag{i % 20}"])
     ctx = ToolContext(ledger=ledger, session="bench", project_root=folder, db_time_limit=LIMIT)
     print(f"## query_db with a {LIMIT:g} s limit ({runs} runs each)\n")
     print("| statement | median | range | outcome | target | result |")
@@ -145,12 +158,95 @@ def in_process(path: Path) -> float:
     return time.monotonic() - start
 
 
+def _tree(root: Path, folders: int, files_per_folder: int, repos: int) -> None:
+    """`folders` folders in a three-level tree, `files_per_folder` small files in each,
+    `repos` of them nested repositories (a `.git` folder with a config)."""
+    made = 0
+    for a in range(64):
+        for b in range(64):
+            for c in range(64):
+                if made >= folders:
+                    return
+                folder = root / f"a{a}" / f"b{b}" / f"c{c}"
+                folder.mkdir(parents=True, exist_ok=True)
+                for f in range(files_per_folder):
+                    (folder / f"f{f}.txt").write_bytes(b"x")
+                if made < repos:
+                    (folder / ".git").mkdir()
+                    (folder / ".git" / "config").write_bytes(b"[core]\n")
+                made += 1
+
+
+async def git_scan_table(runs: int) -> None:
+    """What the shell sandbox's git scan costs: `gitdirs.scan` (run once before and
+    once after every sandboxed command) on project trees of growing size, and a whole
+    sandboxed `execute_bash true` on the same tree."""
+    from slop_tui.tools import gitdirs
+    from slop_tui.tools.sandbox import detect
+
+    sandbox = detect()
+    print(f"\n## The shell sandbox's git scan ({runs} runs each)\n")
+    print(
+        "| project | scan (before or after a command) | `execute_bash true`, sandboxed "
+        "| the same without the scans |"
+    )
+    print("|---|---|---|---|")
+    for folders, files in ((100, 10), (2_000, 10), (MAX_DIRS, 5)):
+        folder = Path(tempfile.mkdtemp(prefix="slop-bench-gitscan-"))
+        _tree(folder, folders, files, repos=20)
+        scans = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            found = gitdirs.scan(folder)
+            scans.append(time.perf_counter() - start)
+        assert len(found.markers) == 20 and found.complete
+        shell = bare = "(no bwrap here)"
+        if sandbox.available:
+            ledger = await Ledger.open(folder / ".slop" / "slop.db")
+            await ledger.register_tools(registry_rows())
+            ctx = ToolContext(ledger=ledger, session="b", project_root=folder, sandbox=sandbox)
+            try:
+                shell = _ms(await _shell_times(ctx, runs))
+                scan, sweep = gitdirs.scan, gitdirs.sweep
+                gitdirs.scan = lambda root, trusted=None: gitdirs.GitScan(Path(root).resolve())
+                gitdirs.sweep = lambda before, run: []
+                try:
+                    bare = _ms(await _shell_times(ctx, runs))
+                finally:
+                    gitdirs.scan, gitdirs.sweep = scan, sweep
+            finally:
+                await ledger.close()
+        name = f"{folders:,} folders, {folders * files:,} files, 20 nested repositories"
+        print(f"| {name} | {_ms(scans)} | {shell} | {bare} |")
+
+
+async def _shell_times(ctx: ToolContext, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = await run_tool("execute_bash", {"command": "true"}, ctx)
+        times.append(time.perf_counter() - start)
+        assert result.ok, result.text
+    return times
+
+
+MAX_DIRS = 19_000  # just under gitdirs.MAX_WALK_DIRS
+
+
+def _ms(times: list[float]) -> str:
+    return (
+        f"{statistics.median(times) * 1000:.1f} ms "
+        f"({min(times) * 1000:.1f}–{max(times) * 1000:.1f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     detector_table(max(5, args.runs))
     asyncio.run(query_table(max(5, args.runs)))
+    asyncio.run(git_scan_table(max(5, args.runs)))
 
 
 if __name__ == "__main__":

@@ -44,16 +44,21 @@ _TOOLS_KEYS = {
     "parallel": int,
     "bash_timeout": (int, float),
     "query_time_limit": (int, float),
+    "turn_timeout": (int, float),  # seconds one whole turn may run
     "sandbox": str,  # "auto" | "off" (execute_bash's OS sandbox)
     "shell_network": bool,  # the sandboxed shell may use the network
 }
 _CONTEXT_KEYS = {"window": int, "layout": str}
+# An hour: about max_iterations (50) steps of a minute each. A turn past it is
+# almost always stuck (a model calling the same slow tool again and again).
+DEFAULT_TURN_TIMEOUT = 3600.0
 # Smallest allowed value of a number; TOML also allows inf and nan, which are refused.
 _MINIMUM = {
     "tools.max_iterations": 1,
     "tools.parallel": 1,
     "tools.bash_timeout": 0.1,
     "tools.query_time_limit": 0.1,
+    "tools.turn_timeout": 0.1,
     "context.window": 0,
 }
 
@@ -94,6 +99,11 @@ class Config:
     def query_time_limit(self) -> float:
         """Seconds one `query_db` statement may run before it is stopped."""
         return float(self.tools.get("query_time_limit", 2.0))
+
+    @property
+    def turn_timeout(self) -> float:
+        """Seconds one whole turn may run: every reply, tool run and approval in it."""
+        return float(self.tools.get("turn_timeout", DEFAULT_TURN_TIMEOUT))
 
     @property
     def sandbox_mode(self) -> str:

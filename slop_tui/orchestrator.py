@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import os
@@ -102,6 +103,12 @@ BACKGROUND_GRACE = 3.0
 # Lane summaries one background job makes at most (each folds up to 200 messages):
 # a long backlog is absorbed over a few turns, not in one long job on a 2-core machine.
 MAX_SUMMARIES_PER_JOB = 2
+# The loop-time deadline of the turn this task runs (`[tools] turn_timeout`): every
+# request of the turn, its compaction requests and its tool runs end there. A
+# context variable, so background work scheduled after the turn does not inherit it.
+_TURN_UNTIL: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "turn_until", default=None
+)
 
 REBUILD_INSTRUCTION = (
     "Re-read the conversation above and write a fresh, accurate `### STATE` block for it "
@@ -259,6 +266,7 @@ class Orchestrator:
             resume = None
         journal = TurnJournal(ws.ledger, ws.session, gid)
         turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
+        until = _TURN_UNTIL.set(asyncio.get_running_loop().time() + ws.config.turn_timeout)
         try:
             reply = await self._loop(turn)
             if reply is not None:
@@ -267,6 +275,7 @@ class Orchestrator:
             await self._ledger_failed(exc, send, outcome)
             reply = None
         finally:
+            _TURN_UNTIL.reset(until)
             await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
             if turn.consumed and ws.pending_handoff is resume:
                 ws.pending_handoff = None
@@ -274,6 +283,15 @@ class Orchestrator:
             return outcome
         self._schedule_background(turn, reply.text)
         return outcome
+
+    async def _turn_ended(self, send, outcome: TurnOutcome) -> None:
+        """The turn's deadline passed: one line; what it produced is already stored."""
+        msg = (
+            f"The turn stopped at its deadline of {self.ws.config.turn_timeout:g} s ([tools] "
+            "turn_timeout); what it produced is kept. Ask again to continue."
+        )
+        await send(ErrorEvent(error_kind="turn_timeout", message=msg))
+        outcome.error = msg
 
     async def _ledger_failed(self, exc: LedgerError, send, outcome: TurnOutcome) -> TurnOutcome:
         """The ledger refused a write: the turn ends with one error; stored rows stay whole."""
@@ -289,6 +307,9 @@ class Orchestrator:
         fixed_history = False
         iteration = 0
         while True:
+            if _turn_expired():
+                await self._turn_ended(send, outcome)
+                return None
             if iteration >= ws.config.max_iterations:
                 msg = (
                     f"Stopped after {iteration} tool-loop iterations (the limit is "
@@ -321,6 +342,9 @@ class Orchestrator:
                         )
                         continue
                 await self._keep_partial(gid, err.partial_text, provider.strategy)
+                if err.kind == "deadline":  # the turn's, passed while the model replied
+                    await self._turn_ended(send, outcome)
+                    return None
                 await send(ErrorEvent(error_kind=err.kind, message=err.message))
                 outcome.error = err.message
                 return None
@@ -628,7 +652,9 @@ class Orchestrator:
 
         async def once() -> ProviderReply | None:
             reply = None
-            async for item in stream_with_retries(provider, request, model, policy, self.sleep):
+            async for item in stream_with_retries(
+                provider, request, model, policy, self.sleep, until=_TURN_UNTIL.get()
+            ):
                 if isinstance(item, ProviderReply):
                     reply = item
             return reply
@@ -678,7 +704,7 @@ class Orchestrator:
 
         try:
             async for item in stream_with_retries(
-                provider, prompt, model, self.retry_policy, self.sleep, on_retry
+                provider, prompt, model, self.retry_policy, self.sleep, on_retry, _TURN_UNTIL.get()
             ):
                 if isinstance(item, TextDelta):
                     partial.append(item.text)
@@ -765,22 +791,36 @@ class Orchestrator:
                 return await self._run_call(call, ctx)
 
         tasks = [asyncio.create_task(one(c)) for c in reply.tool_calls]
+        window = asyncio.timeout_at(_TURN_UNTIL.get())
         try:
-            results = await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
+            async with window:
+                results = await asyncio.gather(*tasks)
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            # The user cancelled, or the turn's deadline passed: cancelling the gather
+            # cancelled every call once; the event stops the ones not started yet.
+            deadline = isinstance(exc, TimeoutError) and window.expired()
             cancel.set()
-            for t in tasks:
-                t.cancel()
             done = await asyncio.gather(*tasks, return_exceptions=True)
+            why = "cancelled by the user before the tool finished."
+            if deadline:
+                why = (
+                    f"stopped at the turn's deadline ({ws.config.turn_timeout:g} s, [tools] "
+                    "turn_timeout) before it finished; a running command and its processes "
+                    "were killed."
+                )
             results = [
-                r
-                if isinstance(r, ToolResult)
-                else error_result(c.name, "cancelled by the user before the tool finished.")
+                r if isinstance(r, ToolResult) else error_result(c.name, why)
                 for c, r in zip(reply.tool_calls, done, strict=True)
             ]
-            await asyncio.shield(self._store_results(reply.tool_calls, results, strategy, gid))
-            raise
-        stored = await self._store_results(reply.tool_calls, results, strategy, gid)
+            stored = await asyncio.shield(
+                self._store_results(reply.tool_calls, results, strategy, gid)
+            )
+            if not deadline:
+                for text in ctx.notices:
+                    await send(Notice(text=text))
+                raise
+        else:
+            stored = await self._store_results(reply.tool_calls, results, strategy, gid)
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(
@@ -789,6 +829,8 @@ class Orchestrator:
             )
             if res.notice:
                 await send(Notice(text=res.notice))
+        for text in ctx.notices:
+            await send(Notice(text=text))
         await ws.reload_active_skills()
 
     async def _store_results(self, calls, results, strategy: str, gid: int):
@@ -948,6 +990,11 @@ class Orchestrator:
             return None
         await self.ws.ledger.add_state(self.ws.session, gid, state)
         return state
+
+
+def _turn_expired() -> bool:
+    until = _TURN_UNTIL.get()
+    return until is not None and asyncio.get_running_loop().time() >= until
 
 
 async def run_headless_turn(

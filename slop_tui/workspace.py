@@ -49,7 +49,12 @@ from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
-from slop_tui.context.memos import extract_keywords, latest_user_text, rank_memos
+from slop_tui.context.memos import (
+    extract_keywords,
+    instruction_shaped,
+    latest_user_text,
+    rank_memos,
+)
 from slop_tui.context.plan import (
     ContextPlan,
     PlanInputs,
@@ -164,6 +169,7 @@ class Workspace:
             if session and session != stored:
                 await ledger.set_setting(KEY_SESSION, session)
             ws.pending_handoff = await pending_resume(ledger, ws.session)
+            await ws._check_unknown_memos()
             ws.compaction_settings()  # surface config problems early, as warnings
             ws.context_settings()
             ws._default_provider(ws.provider_configs())
@@ -192,6 +198,16 @@ class Workspace:
         except (LedgerError, OSError, ValueError) as exc:
             self._warn(f"could not record the {reason} handoff for '{session}': {exc}")
             return None
+
+    async def _check_unknown_memos(self) -> None:
+        """Memos saved before slop-tui recorded who wrote them get the check a memo the
+        model saves gets: an instruction-shaped one is quarantined (once, with a warning)."""
+        for memo_id, phrase in await self.ledger.quarantine_unknown_memos(instruction_shaped):
+            self._warn(
+                f"memo {memo_id} was saved before slop-tui recorded who writes memos, and it "
+                f"reads like an instruction ({phrase!r}): it is quarantined, never sent to the "
+                f"model, until you confirm it (/memo show {memo_id}, /memo confirm {memo_id})."
+            )
 
     async def _load_token_counts(self) -> None:
         raw = await self.ledger.get_setting(KEY_TOKEN_COUNTS)

@@ -46,11 +46,10 @@ async def test_cancel_mid_tool_kills_the_process_group(tmp_path, fake_llm):
     try:
         await asyncio.wait_for(started.wait(), 10)
         deadline = time.monotonic() + 10
-        while not (pidfile.exists() and pidfile.read_text().strip()):
+        # The pid file is written at the fork; the child is `sleep` only once it exec'd.
+        while not (children := pids_with_cmdline(b"sleep\x0030.4242\x00")):
             assert time.monotonic() < deadline, "the tool never started"
             await asyncio.sleep(0.02)
-        children = pids_with_cmdline(b"sleep\x0030.4242\x00")
-        assert children
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -50,7 +50,17 @@ def test_retryable_kinds_only_before_output(kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "kind", ["auth", "bad_request", "not_found", "malformed", "truncated", "stream_error", "config"]
+    "kind",
+    [
+        "auth",
+        "bad_request",
+        "not_found",
+        "malformed",
+        "truncated",
+        "stream_error",
+        "config",
+        "deadline",
+    ],
 )
 def test_other_kinds_are_never_retried(kind: str) -> None:
     assert retry_delay(_err(kind), 0, RetryPolicy()) is None
@@ -248,6 +258,32 @@ async def test_no_retry_for_a_bad_request(fake_llm: FakeLLMServer) -> None:
         await provider.aclose()
     assert out.error is not None and out.error.kind == "bad_request"
     assert sleep.delays == []
+
+
+async def test_the_callers_deadline_stops_a_reply_and_a_retry(fake_llm: FakeLLMServer) -> None:
+    """`until` (a turn's deadline) before the reply's own ends the stream as a `deadline`
+    error with the text so far; a retry whose wait would pass it is not made."""
+    import asyncio
+
+    fake_llm.enqueue(Reply(text="x" * 100, chunk_size=1, delay=0.05))
+    provider = OpenAIProvider(openai_config(fake_llm.openai_base_url))  # reply_timeout 1800 s
+    loop = asyncio.get_running_loop()
+    try:
+        start = loop.time()
+        out = await collect(stream_with_retries(provider, prompt(user("hi")), until=start + 1.0))
+        took = loop.time() - start
+        assert out.error is not None and out.error.kind == "deadline", out.error
+        assert "caller's deadline" in out.error.message and out.error.output_started
+        assert out.error.partial_text == out.text and set(out.text) == {"x"}
+        assert 1.0 <= took < 3.0, took
+        fake_llm.enqueue(Reply(status=503))
+        sleep = FakeSleep()
+        out = await collect(
+            stream_with_retries(provider, prompt(user("hi")), sleep=sleep, until=loop.time() + 1.5)
+        )
+        assert out.error is not None and out.error.kind == "server" and sleep.delays == []
+    finally:
+        await provider.aclose()
 
 
 # --- limits per kind, and the watchdog behind both deadlines ------------------------------

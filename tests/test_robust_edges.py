@@ -258,6 +258,124 @@ def test_a_base_url_that_cannot_work_fails_at_once(tmp_path, base_url, said, mos
     assert took < most, took  # was: about 128 s of retries
 
 
+def test_the_turn_deadline_stops_a_model_that_keeps_calling_tools(tmp_path, fake_llm):
+    """`[tools] turn_timeout` bounds the whole turn: the model calls tools again and
+    again, the last one runs for ever; at the deadline it is killed, its call answered,
+    and the turn ends with one line."""
+    write_config(tmp_path, "[tools]\nturn_timeout = 5\n")
+    endless = _unique_seconds()
+
+    def call(command: str) -> Reply:
+        return Reply(
+            text="Working.", tool_calls=[FakeToolCall("execute_bash", {"command": command})]
+        )
+
+    fake_llm.enqueue(call("echo step 1"), call("echo step 2"), call(f"sleep {endless}"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slop_tui.cli", "ask", "--approve", "all", "build it"],
+        cwd=tmp_path,
+        env=child_env(tmp_path, openai_env(fake_llm)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: _sleepers(endless), "the third call runs", proc=proc)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        waited = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err
+    assert one_line(err) == (
+        "slop-tui: The turn stopped at its deadline of 5 s ([tools] turn_timeout); what it "
+        "produced is kept. Ask again to continue."
+    )
+    assert waited < 5 + 3, waited
+    wait_until(lambda: _sleepers(endless) is None, "the running command was killed", timeout=5)
+    rows = query(
+        db_path(tmp_path),
+        "SELECT role, status, tool_call_id, content FROM messages ORDER BY id",
+    )
+    calls = [r for r in rows if r[1] == "tool_call"]
+    results = [r for r in rows if r[0] == "tool"]
+    assert len(calls) == 3 and all(r[3] == "Working." for r in calls)
+    assert [r[2] for r in results] == [r[2] for r in calls]  # every call answered, in order
+    assert "step 2" in results[1][3] and results[2][1] == "error"
+    assert "stopped at the turn's deadline (5 s, [tools] turn_timeout)" in results[2][3]
+    # The next turn's request holds every call with its result, no synthetic one.
+    fake_llm.enqueue(Reply(text="ok"))
+    again, _ = run_cli(["ask", "go on"], tmp_path, openai_env(fake_llm))
+    assert again.returncode == 0, again.stderr
+    sent = [m for m in fake_llm.last_chat.messages if m["role"] == "tool"]
+    assert len(sent) == 3 and "stopped at the turn's deadline" in sent[2]["content"]
+
+
+def test_the_turn_deadline_ends_a_trickling_reply_and_keeps_its_text(tmp_path, fake_llm):
+    """The turn's deadline comes before the reply's own (`reply_timeout`): the text so
+    far is kept as interrupted and the line names the turn's setting."""
+    write_config(
+        tmp_path,
+        "[tools]\nturn_timeout = 2\n[providers.openai]\ntimeout = 5\nreply_timeout = 60\n",
+    )
+    fake_llm.enqueue(Reply(text="x" * 200, chunk_size=1, delay=0.1))
+    proc, took = run_cli(["ask", "hi"], tmp_path, openai_env(fake_llm))
+    assert proc.returncode == 1
+    assert "The turn stopped at its deadline of 2 s ([tools] turn_timeout)" in one_line(proc.stderr)
+    assert took < 2 + 8, took
+    rows = query(db_path(tmp_path), "SELECT status, content FROM messages WHERE role='assistant'")
+    assert rows[0][0] == "interrupted" and set(rows[0][1]) == {"x"}
+
+
+def test_a_turn_timeout_that_is_not_a_positive_number_is_refused(tmp_path, fake_llm):
+    for bad in ("nan", "inf", "-1.5", "0.0", '"soon"'):
+        write_config(tmp_path, f"[tools]\nturn_timeout = {bad}\n")
+        fake_llm.enqueue(Reply(text="ok"))
+        proc, _ = run_cli(["ask", "hi"], tmp_path, openai_env(fake_llm))
+        assert proc.returncode == 0, proc.stderr
+        assert "turn_timeout" in proc.stderr and "ok" in proc.stdout, (bad, proc.stderr)
+
+
+async def test_the_turn_deadline_closes_an_unanswered_approval_dialog(
+    tmp_path, fake_llm, monkeypatch
+):
+    """The deadline counts the time an approval waits: the question is closed, the call
+    answered (not run), the error shown, and the workspace takes the next prompt."""
+    from slop_tui.ui.app import SlopApp
+    from slop_tui.ui.screens.dialogs import ApprovalScreen
+    from tests.fakeserver import wait_for
+    from tests.test_app import started
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
+    monkeypatch.setenv("SLOP_CONFIG", str(tmp_path / "user.toml"))
+    (tmp_path / "user.toml").write_text("[tools]\nturn_timeout = 5\n")
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "out.txt", "content": "x"})])
+    )
+    app = SlopApp(db=str(db_path(tmp_path)), user_themes=False, blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        await pilot.press(*"write it", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=20)
+        await wait_for(pilot, lambda: not app.busy, timeout=20)
+        await wait_for(pilot, lambda: not isinstance(app.screen, ApprovalScreen))
+        ws = app.workspace
+        rows = await ws.ledger.session_messages(ws.session)
+        assert [(r.role, r.status) for r in rows] == [
+            ("user", "completed"),
+            ("assistant", "tool_call"),
+            ("tool", "error"),
+        ]
+        assert "stopped at the turn's deadline (5 s" in rows[-1].content
+        shown = " ".join(str(w.render()) for w in app.query("#conversation Static"))
+        assert "The turn stopped at its deadline of 5 s" in shown
+    assert not (tmp_path / "out.txt").exists()
+
+
 # -- 3. signals ------------------------------------------------------------------------------
 
 

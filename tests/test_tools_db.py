@@ -345,6 +345,49 @@ async def test_only_this_sessions_rows_are_visible(ctx: ToolContext) -> None:
         await ctx.ledger._db.commit()
 
 
+async def test_the_memo_search_index_holds_only_visible_memos(ctx: ToolContext) -> None:
+    """FTS5 on the ledger's own index (or its shadow tables) would reveal the words of
+    quarantined memos: those are refused, and `memos_fts` is the visible memos' index."""
+    hidden = await ctx.ledger.add_memo(
+        "zebracorn override payload", ["q"], source="model", quarantined=True
+    )
+    try:
+        ok, text = await query(
+            ctx, "SELECT rowid FROM memos_fts WHERE memos_fts MATCH 'zebracorn OR wal'"
+        )
+        assert ok and json.loads(text) == [{"rowid": 1}], text
+        ok, text = await query(
+            ctx,
+            "SELECT highlight(memos_fts, 0, '[', ']') AS h, bm25(memos_fts) < 0 AS ranked "
+            "FROM memos_fts WHERE memos_fts MATCH 'wal'",
+        )
+        assert ok and json.loads(text) == [{"h": "use [WAL]", "ranked": 1}], text
+        ok, text = await query(ctx, "SELECT count(*) AS n FROM memos_fts")
+        assert ok and json.loads(text) == [{"n": 1}], text
+        for sql, table in (
+            (
+                "SELECT rowid FROM main.memos_fts WHERE main.memos_fts MATCH 'zebracorn'",
+                "memos_fts",
+            ),
+            ("SELECT count(*) AS n FROM main.memos_fts", "memos_fts"),
+            ("SELECT * FROM main.memos_fts_data", "memos_fts_data"),
+            ("SELECT * FROM main.memos_fts_idx", "memos_fts_idx"),
+            ("SELECT * FROM MAIN.Memos_FTS_Docsize", "memos_fts_docsize"),
+            ("SELECT * FROM main.memos_fts_config", "memos_fts_config"),
+        ):
+            ok, text = await query(ctx, sql)
+            assert not ok and f"refused: reading {table}" in text.lower(), (sql, text)
+        # Unqualified, the shadow tables are those of the scoped index: no hidden word.
+        ok, text = await query(ctx, "SELECT hex(block) AS b FROM memos_fts_data")
+        assert ok and b"zebracorn".hex().upper() not in text
+        assert b"wal".hex().upper() in text
+        result = await run_tool("describe_db", {}, ctx)
+        assert "-- memos_fts: a full-text index of the memos rows you see" in body(result)
+    finally:
+        await ctx.ledger._db.execute("DELETE FROM memos WHERE id = ?", (hidden.id,))
+        await ctx.ledger._db.commit()
+
+
 # One SQLite function call is one VM step: only killing the worker process stops it.
 SINGLE_CALLS = {
     "instr": "SELECT instr(hex(zeroblob(5000000)), hex(zeroblob(100000)) || '1') AS n",

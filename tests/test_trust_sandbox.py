@@ -121,6 +121,14 @@ def test_the_sandbox_arguments(tmp_path) -> None:
     root = tmp_path / "p"
     (root / ".git").mkdir(parents=True)
     (root / ".slop").mkdir()
+    (root / "vendor" / "lib" / ".git").mkdir(parents=True)  # a nested repository
+    (root / "mod").mkdir()
+    (root / "mod" / ".git").write_text("gitdir: ../.git/modules/mod\n")  # a submodule
+    bare = root / "backup.git"  # a bare repository: HEAD, objects/, refs/
+    (bare / "objects").mkdir(parents=True)
+    (bare / "refs").mkdir()
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / "node_modules" / "x" / ".git").mkdir(parents=True)  # a heavy folder: not walked
     ledger = tmp_path / "elsewhere" / "ledger.db"
     ledger.parent.mkdir()
     ledger.write_text("")
@@ -138,14 +146,18 @@ def test_the_sandbox_arguments(tmp_path) -> None:
         "--ro-bind / /",
         "--proc /proc",
         f"--bind {root} {root}",
-        f"--ro-bind {root / '.git'} {root / '.git'}",
+        f"--ro-bind-try {root / '.git'} {root / '.git'}",
+        f"--ro-bind-try {root / 'vendor/lib/.git'} {root / 'vendor/lib/.git'}",
+        f"--ro-bind-try {root / 'mod/.git'} {root / 'mod/.git'}",
+        f"--ro-bind-try {bare} {bare}",
         f"--tmpfs {root / '.slop'} --remount-ro {root / '.slop'}",
         f"--ro-bind /dev/null {ledger}",
         f"--tmpfs {secret} --remount-ro {secret}",
         f"--chdir {root} -- bash -c true",
     ):
         assert part in joined, part
-    assert joined.index("--bind") < joined.index(f"--ro-bind {root / '.git'}")
+    assert joined.index("--bind") < joined.index(f"--ro-bind-try {root / '.git'}")
+    assert "node_modules" not in joined and f"{bare}/" not in joined  # not entered
     networked = Sandbox("/usr/bin/bwrap", "bubblewrap", network=True)
     assert "--unshare-net" not in networked.argv(["true"], root=root, ledger=None)
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Input, Static
+from textual.widgets import Button, Input, Static
 
 from slop_tui.records import NewMessage, SessionSummary
 from slop_tui.ui.screens.dialogs import (
@@ -102,6 +102,26 @@ async def test_approval_buttons_work_at_once():
         await pilot.click("#allow_session")
         await pilot.pause()
     assert app.results == ["allow_session"]
+
+
+async def test_approval_without_the_session_option_offers_no_always():
+    """The shell without a sandbox asks every time: 'always this session' would do
+    nothing, so neither its button nor its key is offered."""
+    app = Host(lambda: ApprovalScreen("execute_bash", "ls", arm_delay=0, session_option=False))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not app.screen.query("#allow_session")
+        assert [b.id for b in app.screen.query(Button)] == ["allow", "deny"]
+        hint = text_of(app.screen.query_one("#approval-hint", Static))
+        assert "every shell command asks" in hint and "not offered" in hint
+        offered = {key for key, active in app.screen.active_bindings.items() if active.enabled}
+        assert "s" not in offered and {"a", "d"} <= offered
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.results == [] and isinstance(app.screen, ApprovalScreen)
+        await pilot.press("a")
+        await pilot.pause()
+    assert app.results == ["allow"]
 
 
 async def test_approval_shows_arguments_as_inert_text():

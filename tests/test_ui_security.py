@@ -8,9 +8,9 @@ import json
 from textual.widgets import Static
 
 from slop_tui.ui.app import SlopApp
-from slop_tui.ui.screens.dialogs import ConfirmScreen
+from slop_tui.ui.screens.dialogs import ApprovalScreen, ConfirmScreen
 from tests import test_app
-from tests.fakeserver import wait_for
+from tests.fakeserver import FakeToolCall, Reply, wait_for
 from tests.test_app import started
 from tests.test_app_actions import palette
 
@@ -54,3 +54,47 @@ async def test_the_header_says_when_the_shell_has_no_sandbox(project, monkeypatc
         await started(pilot)
         assert "shell: NO SANDBOX" in app.sub_title
         assert not app.workspace.sandbox.available
+
+
+async def test_the_approval_dialog_offers_no_always_for_the_shell_without_a_sandbox(
+    project, monkeypatch, fake_llm
+):
+    """Without a sandbox every shell command asks, so "always this session" is not
+    offered for it; a write tool's dialog still offers it."""
+    monkeypatch.setenv("SLOP_BWRAP", str(project / "no-bwrap"))
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("write_file", {"path": "out.txt", "content": "ok"})]),
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": "echo x > ran.txt"})]),
+        Reply(text="done"),
+    )
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press(*"go", "enter")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, ApprovalScreen) and bool(app.screen.query("#deny")),
+            timeout=20,
+        )
+        assert app.screen.tool_name == "write_file" and app.screen.query("#allow_session")
+        await pilot.click("#allow")
+        await wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ApprovalScreen)
+                and app.screen.tool_name != "write_file"
+                and bool(app.screen.query("#deny"))
+            ),
+            timeout=20,
+        )
+        dialog = app.screen
+        assert dialog.tool_name == "execute_bash" and not dialog.query("#allow_session")
+        assert "not offered" in str(dialog.query_one("#approval-hint", Static).render())
+        await pilot.press("s")  # the key does nothing either
+        await pilot.pause()
+        assert app.screen is dialog
+        await pilot.press("d")
+        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=20)
+    assert (project / "out.txt").read_text() == "ok" and not (project / "ran.txt").exists()

@@ -130,8 +130,16 @@ def parse_porcelain(out: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def capture_git(root: str | os.PathLike[str], timeout: float = GIT_TIMEOUT) -> GitInfo:
-    """Branch, head commit, modified and untracked files of the repository at `root`."""
+    """Branch, head commit, modified and untracked files of the repository at `root`.
+
+    Nothing while a sandboxed shell command runs in the project: a repository it is
+    creating would have git run its `core.fsmonitor` here, outside the sandbox.
+    """
+    from slop_tui.tools.gitdirs import shell_running
+
     where = Path(root)
+    if shell_running(where):
+        return GitInfo()
     inside = _git(where, ["rev-parse", "--is-inside-work-tree"], timeout)
     if inside is None or inside.strip() != "true":
         return GitInfo()

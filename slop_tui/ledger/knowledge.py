@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from slop_tui.ledger.core import LedgerBase, LedgerError, now
-from slop_tui.records import MEMO_USER, Memo, Skill, ToolInfo
+from slop_tui.records import MEMO_UNKNOWN, MEMO_USER, Memo, Skill, ToolInfo
+
+# app_state key set once the memos saved before provenance was recorded were checked.
+KEY_UNKNOWN_MEMOS_CHECKED = "memos/unknown_checked"
 
 
 def _tags(raw: str) -> tuple[str, ...]:
@@ -85,6 +88,35 @@ class KnowledgeMixin(LedgerBase):
                 "UPDATE memos SET quarantined = 0 WHERE id=? AND quarantined = 1", (memo_id,)
             )
             return cur.rowcount > 0
+
+    async def quarantine_unknown_memos(
+        self, shape: Callable[[str], str | None]
+    ) -> list[tuple[int, str]]:
+        """Check the memos of unknown author (saved before provenance was recorded) once,
+        as a memo the model saves is checked: quarantine each one `shape` finds a
+        phrase in. Returns (id, phrase) of the memos quarantined now; nothing after the
+        first call, so a memo the user confirmed stays confirmed."""
+        if await self.get_setting(KEY_UNKNOWN_MEMOS_CHECKED) is not None:
+            return []  # the usual case: no write lock taken
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "SELECT 1 FROM app_state WHERE key = ?", (KEY_UNKNOWN_MEMOS_CHECKED,)
+            )
+            if await cur.fetchone() is not None:  # another process was first
+                return []
+            cur = await db.execute(
+                "SELECT id, content FROM memos WHERE source = ? AND quarantined = 0 ORDER BY id",
+                (MEMO_UNKNOWN,),
+            )
+            found = [(r[0], phrase) for r in await cur.fetchall() if (phrase := shape(r[1]))]
+            await db.executemany(
+                "UPDATE memos SET quarantined = 1 WHERE id = ?", [(i,) for i, _ in found]
+            )
+            await db.execute(
+                "INSERT OR IGNORE INTO app_state(key, value) VALUES (?, '1')",
+                (KEY_UNKNOWN_MEMOS_CHECKED,),
+            )
+        return found
 
     async def get_memo(self, memo_id: int) -> Memo | None:
         row = await self._one("SELECT * FROM memos WHERE id=?", (memo_id,))

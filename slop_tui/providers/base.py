@@ -37,6 +37,7 @@ ERROR_KINDS = (
     "truncated",  # the stream ended without a finish reason
     "stream_error",  # an error object inside the stream, or anything unexpected
     "config",  # missing key, bad settings: fix the configuration, do not retry
+    "deadline",  # the caller's overall deadline (a turn's) passed: never retried
 )
 
 # Kinds worth retrying when nothing has been streamed yet (see retry.py).

@@ -86,6 +86,7 @@ async def stream_with_retries(
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     on_retry: OnRetry | None = None,
+    until: float | None = None,
 ) -> AsyncIterator[StreamItem]:
     """`provider.stream` re-run on retryable errors raised before any output.
 
@@ -93,12 +94,16 @@ async def stream_with_retries(
     runs before each wait so the caller can say why it is waiting. Every item
     comes out with valid Unicode texts (`valid_item`): a lone surrogate in
     the model's text must not lose the answer when it is stored. The whole
-    reply, retries and waits included, ends at `provider.reply_timeout`.
+    reply, retries and waits included, ends at `provider.reply_timeout`, and
+    at the caller's deadline `until` (loop time; a turn's), whichever is first:
+    that one is a `deadline` error, with the text shown so far.
     """
     policy = policy or RetryPolicy()
     loop = asyncio.get_running_loop()
     limit = provider.reply_timeout
     deadline = loop.time() + limit if limit else None
+    if until is not None and (deadline is None or until < deadline):
+        deadline, limit = until, None  # the caller's deadline comes first
     attempt = 0
     watchdog = Watchdog(until=deadline)
     while True:
@@ -138,6 +143,13 @@ async def stream_with_retries(
 def _reply_timeout(
     provider: Provider, limit: float | None, started: bool, shown: list[str]
 ) -> ProviderError:
+    if limit is None:  # the caller's deadline passed first
+        return ProviderError(
+            "deadline",
+            f"The {provider.name} provider's reply was stopped at the caller's deadline.",
+            output_started=started,
+            partial_text="".join(shown),
+        )
     return ProviderError(
         "timeout",
         f"The {provider.name} provider did not finish its reply within {limit:g} s "

@@ -56,13 +56,20 @@ def approval_decision(
     found = get_tool(tool) if isinstance(tool, str) else tool
     if found is None or found.kind == KIND_READ:
         return Decision.ALLOW
-    if found.kind == KIND_SHELL and not sandboxed:
+    if not session_allow_applies(found, sandboxed=sandboxed):
         return Decision.DENY if policy == POLICY_NONE else Decision.ASK
     if policy == POLICY_ALL:
         return Decision.ALLOW
     if policy == POLICY_NONE:
         return Decision.DENY
     return Decision.ALLOW if found.name in session_allowed else Decision.ASK
+
+
+def session_allow_applies(tool: Tool | str, *, sandboxed: bool) -> bool:
+    """Whether "always this session" (or `all`) can spare the user the question for
+    `tool`: not for the shell without a sandbox, which asks before every command."""
+    found = get_tool(tool) if isinstance(tool, str) else tool
+    return found is None or found.kind != KIND_SHELL or sandboxed
 
 
 def needs_approval(tool: Tool | str, policy: str) -> bool:

@@ -70,6 +70,9 @@ class ToolContext:
     # besides the common credential names (the providers' `api_key_env`).
     sandbox: Sandbox | None = None
     secret_env_names: frozenset[str] = frozenset()
+    # Lines for the user (not the model) that tools add as they run; the orchestrator
+    # shows them after the tool step, also when the step was cancelled or stopped.
+    notices: list[str] = field(default_factory=list)
     # query_db limits (tests lower the time limit).
     db_time_limit: float = 2.0
     db_max_rows: int = 200

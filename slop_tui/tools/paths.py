@@ -14,8 +14,12 @@ shell tool could do that, but it already runs with the user's rights.
 `resolve_for_tool` adds the protected paths the model's file tools never
 touch, read or write (`protected`): `.git/` and `.slop/` at any depth (a
 written hook, `core.fsmonitor` or `.slop/config.toml` would run or configure
-code at the user's next `git status` or start), and the ledger file with its
-`-wal`, `-shm` and `-journal` siblings wherever `--db` put it.
+code at the user's next `git status` or start), any folder git takes as a
+repository itself (`is_repository`: a bare one, `HEAD` with `objects/` and
+`refs/`), and a write that would make a folder one (`HEAD`, `objects/`, `refs/`
+or `commondir` completing the set: text files are enough, and git would then
+run the `core.fsmonitor` of a `config` written next to them), and the ledger
+file with its `-wal`, `-shm` and `-journal` siblings wherever `--db` put it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from slop_tui.tools.base import ToolError
@@ -55,6 +60,18 @@ def resolve_inside(root: Path, raw: str, tool: str) -> Path:
 
 PROTECTED_DIRS = (".git", ".slop")
 _LEDGER_SIBLINGS = ("", "-wal", "-shm", "-journal")
+# The names git's own test for "this folder is a repository" looks at.
+REPOSITORY_NAMES = ("HEAD", "objects", "refs", "commondir")
+
+
+def is_repository(names: set[str] | frozenset[str]) -> bool:
+    """Whether git takes a folder holding these names as a repository (a bare one):
+    HEAD with objects/ and refs/, or HEAD with commondir."""
+    return "HEAD" in names and ("commondir" in names or {"objects", "refs"} <= names)
+
+
+def _repository_names(folder: Path) -> set[str]:
+    return {n for n in REPOSITORY_NAMES if os.path.lexists(folder / n)}
 
 
 def protected(root: Path, path: Path, ledger: Path | None = None) -> str | None:
@@ -66,6 +83,9 @@ def protected(root: Path, path: Path, ledger: Path | None = None) -> str | None:
     for part in parts:
         if part.casefold() in PROTECTED_DIRS:
             return f"{part}/ is protected (the repository's and slop-tui's own files)"
+    why = repository_problem(root, parts)
+    if why is not None:
+        return why
     if ledger is not None:
         db = Path(ledger).resolve()
         if path.parent == db.parent and any(path.name == db.name + s for s in _LEDGER_SIBLINGS):
@@ -73,15 +93,39 @@ def protected(root: Path, path: Path, ledger: Path | None = None) -> str | None:
     return None
 
 
+def repository_problem(root: Path, parts: tuple[str, ...]) -> str | None:
+    """Why `root/parts…` is off limits as (part of) a git repository folder, or None."""
+    folder = root
+    for part in (*parts, None):
+        names = _repository_names(folder)
+        if is_repository(names):
+            return (
+                f"'{display(root, folder)}' is a git repository (HEAD with objects/ and "
+                "refs/), whose files git runs code from"
+            )
+        if part in REPOSITORY_NAMES and is_repository(names | {part}):
+            return (
+                f"'{part}' would make '{display(root, folder)}' a git repository (HEAD with "
+                "objects/ and refs/), whose config git would run code from"
+            )
+        if part is None:
+            return None
+        folder = folder / part
+    return None
+
+
+def _off_limits(tool: str, shown: str, why: str) -> ToolError:
+    return ToolError(
+        f"{tool}: '{shown}' is off limits: {why}; the file tools never read or change it"
+    )
+
+
 def resolve_for_tool(root: Path, raw: str, tool: str, ledger: Path | None = None) -> Path:
     """`resolve_inside`, then refuse the protected paths (see the module docstring)."""
     path = resolve_inside(root, raw, tool)
     why = protected(root, path, ledger)
     if why is not None:
-        raise ToolError(
-            f"{tool}: '{display(root, path)}' is off limits: {why}; the file tools never read "
-            "or change it"
-        )
+        raise _off_limits(tool, display(root, path), why)
     return path
 
 
@@ -163,6 +207,11 @@ def read_text(path: Path, shown: str, tool: str) -> str:
         raise binary_refusal(shown, tool) from None
 
 
+# One file-tool write at a time, with its repository check just before it: parallel
+# writes of HEAD, objects/… and refs/… would each pass a check made earlier.
+_WRITES = threading.Lock()
+
+
 def write_text(root: Path, path: Path, shown: str, text: str, tool: str) -> bool:
     """Write `text` atomically; returns True when the file was created.
 
@@ -170,6 +219,14 @@ def write_text(root: Path, path: Path, shown: str, text: str, tool: str) -> bool
     keeping its permission bits, so a failure never leaves it half-written.
     Missing parent folders are created (they are inside root: `path` is).
     """
+    with _WRITES:
+        why = repository_problem(root, path.relative_to(root).parts)
+        if why is not None:
+            raise _off_limits(tool, shown, why)
+        return _write_text(root, path, shown, text, tool)
+
+
+def _write_text(root: Path, path: Path, shown: str, text: str, tool: str) -> bool:
     data = text.encode("utf-8")
     try:
         st = path.stat()

@@ -3,10 +3,12 @@
 A command the model writes may be hostile (a poisoned file or page in its
 context chose it). Inside the sandbox it sees:
 
-- the project folder writable, except `.git/` (read-only: a hook or
-  `core.fsmonitor` written there would run at the user's next `git status`)
-  and `.slop/` (hidden: the ledger holds every session, the project config
-  could redirect a provider);
+- the project folder writable, except its git repositories (every `.git`
+  and repository folder `gitdirs.scan` finds, read-only: a hook or
+  `core.fsmonitor` written there would run at the user's next `git status`;
+  one the command creates is moved out after it, `gitdirs.sweep`) and `.slop/`
+  (hidden: the ledger holds every session, the project config could redirect
+  a provider);
 - the rest of the file system read-only, with the ledger file (wherever
   `--db` put it), slop-tui's config folder (keys, trusted folders) and the
   usual credential stores of the home folder (`~/.aws`, `~/.ssh`,
@@ -39,6 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from slop_tui.context.redact import contains_secret
+from slop_tui.tools import gitdirs
 
 SANDBOX_MODES = ("auto", "off")
 PROBE_TIMEOUT = 5.0
@@ -120,11 +123,24 @@ class Sandbox:
         net = "network allowed" if self.network else "no network"
         return f"bubblewrap ({net}; project writable except .git/ and .slop/)"
 
-    def argv(self, command: Iterable[str], *, root: Path, ledger: Path | None) -> list[str]:
-        """`command` wrapped in bwrap (see the module docstring for what it sees)."""
+    def argv(
+        self,
+        command: Iterable[str],
+        *,
+        root: Path,
+        ledger: Path | None,
+        readonly: Iterable[Path] | None = None,
+    ) -> list[str]:
+        """`command` wrapped in bwrap (see the module docstring for what it sees).
+
+        `readonly`: the project's git repositories to bind read-only (`GitScan.readonly`
+        of a scan made just before); None scans now.
+        """
         if self.bwrap is None:
             raise RuntimeError("no sandbox is available")
         root = Path(root).resolve()
+        if readonly is None:
+            readonly = gitdirs.scan(root).readonly
         args = [
             self.bwrap,
             "--die-with-parent",
@@ -143,9 +159,9 @@ class Sandbox:
         if self.network:  # the resolver's files may live under /run
             args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         args += ["--bind", str(root), str(root)]
-        git, slop = root / ".git", root / ".slop"
-        if git.exists():
-            args += ["--ro-bind", str(git), str(git)]
+        for repo in readonly:  # -try: a parallel run may have moved a new one away since
+            args += ["--ro-bind-try", str(repo), str(repo)]
+        slop = root / ".slop"
         if slop.is_dir():
             args += ["--tmpfs", str(slop), "--remount-ro", str(slop)]
         hide = list(self.hidden)

@@ -7,6 +7,11 @@ A path that is neither a folder nor a regular file (a FIFO, a device, a
 socket) is refused before grep starts: grep named a FIFO waits for a writer
 until the time limit.
 
+While a sandboxed shell command runs in the project, grep does not run git: a
+repository the command is creating (with a `core.fsmonitor` that `git grep`
+would run, outside the sandbox) is only moved away once it ends
+(`gitdirs.shell_running`).
+
 Binary files give no matches. Both back ends call a file binary when it holds a
 NUL byte, and GNU grep also when it is sparse (has holes), so a large sparse
 log whose text is all at the start read as binary and gave "No matches". So
@@ -26,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from slop_tui.tools import gitdirs
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
 from slop_tui.tools.files import SKIP_DIRS
 from slop_tui.tools.paths import (
@@ -252,7 +258,7 @@ async def grep(args: dict[str, Any], ctx: ToolContext) -> str:
     rel = display(root, target)
     if not target.is_dir():
         require_regular(target, rel, "grep")  # missing, FIFO, device or socket: refused
-    git = await in_git_work_tree(root, ctx)
+    git = not gitdirs.shell_running(root) and await in_git_work_tree(root, ctx)
     outcome = await _search(git, pattern, rel, args["context"], ctx)
     if git and (outcome.returncode or 0) > 1:  # git refused (e.g. path outside the repo)
         git = False

@@ -22,6 +22,12 @@ through those views (the READ action names the view it comes through), so
 sessions) and any table not listed in `SCOPED_ROWS`/`GLOBAL_ROWS` are refused.
 One predicate per table decides which rows are visible (`SCOPED_ROWS`).
 
+The ledger's full-text index `memos_fts` (and its shadow tables, whose blobs
+hold the words of every memo, quarantined ones included) is refused like any
+other ledger table. A statement that names it gets a TEMP FTS5 table of the
+same name instead, built from the visible memos only (`SEARCH_INDEXES`), so
+`MATCH`, `bm25()`, `highlight()` and `snippet()` work on what the model may see.
+
 A single function call (`instr` over megabytes, `replace`) is one VM step:
 neither the progress handler nor `sqlite3_interrupt` stops it. That is why
 query_db runs each statement in a child process (`sqlworker.py`) that is
@@ -95,6 +101,9 @@ GLOBAL_ROWS = {
 }
 # Read directly: the schema.
 DIRECT_READS = frozenset({"sqlite_master", "sqlite_schema"})
+# Full-text indexes of the ledger, rebuilt per statement from a scope view (the
+# ledger's own index covers rows the view hides): name -> (view, columns).
+SEARCH_INDEXES = {"memos_fts": ("memos", ("content", "tags"))}
 
 _ACTION_NAMES = {
     getattr(sqlite3, name): name.removeprefix("SQLITE_").replace("_", " ")
@@ -182,6 +191,10 @@ class Guard:
     def _may_read(self, table: str, db: str | None, src: str | None) -> bool:
         if db == "temp" or table.lower() not in self.through_views:
             return True  # a scope view itself, a CTE, a table function, the schema
+        if db is None and table.lower() in self.views:
+            # SQLite names no database for `count(*)` on an unqualified virtual table;
+            # unqualified, the name is the TEMP one, which shadows the ledger's.
+            return True
         return src is not None and src in self.views
 
 
@@ -207,9 +220,10 @@ def _quote_ident(name: str) -> str:
 
 def _connect_virtual_tables(conn: sqlite3.Connection) -> None:
     rows = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+        "SELECT name FROM main.sqlite_master WHERE type='table' "
+        "AND sql LIKE 'CREATE VIRTUAL TABLE%'"
     ).fetchall()
-    statements = [f"SELECT * FROM {_quote_ident(r[0])} LIMIT 0" for r in rows]
+    statements = [f"SELECT * FROM main.{_quote_ident(r[0])} LIMIT 0" for r in rows]
     for sql in (*statements, *_EPONYMOUS):
         try:
             conn.execute(sql).fetchall()
@@ -221,8 +235,11 @@ def sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def scope_views(conn: sqlite3.Connection, session: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Create the TEMP views that shadow the ledger's tables with the visible rows.
+def scope_views(
+    conn: sqlite3.Connection, session: str, search: bool = False
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Create the TEMP views that shadow the ledger's tables with the visible rows;
+    with `search`, also the TEMP full-text indexes over them (`SEARCH_INDEXES`).
 
     Returns (the views, the ledger tables a statement may read only through them).
     """
@@ -240,22 +257,47 @@ def scope_views(conn: sqlite3.Connection, session: str) -> tuple[frozenset[str],
             f"WHERE {where}"
         )
         views.add(name)
-    # The memo search index yields rowids; its text is read through the memos view.
-    hidden = {
-        name.lower()
-        for name in tables
-        if name.lower() not in DIRECT_READS and not name.startswith("memos_fts")
-    }
+    if search:
+        for name, (view, columns) in SEARCH_INDEXES.items():
+            if name in tables and view in views:
+                _search_index(conn, name, view, columns)
+                views.add(name)
+    # Every ledger table but the schema, the full-text indexes and their shadow
+    # tables included: their blobs hold the words of rows the views hide.
+    hidden = {name.lower() for name in tables if name.lower() not in DIRECT_READS}
     return frozenset(views), frozenset(hidden)
 
 
+def _search_index(conn: sqlite3.Connection, name: str, view: str, columns: tuple[str, ...]) -> None:
+    """A TEMP FTS5 table `name` over the rows of the TEMP view `view` (same rowids)."""
+    cols = ", ".join(_quote_ident(c) for c in columns)
+    conn.execute(f"CREATE VIRTUAL TABLE temp.{_quote_ident(name)} USING fts5({cols})")
+    conn.execute(
+        f"INSERT INTO temp.{_quote_ident(name)}(rowid, {cols}) "
+        f"SELECT rowid, {cols} FROM temp.{_quote_ident(view)}"
+    )
+
+
+def names_search_index(sql: str) -> bool:
+    """Whether a statement may read a full-text index (it names one; SQLite folds
+    only ASCII case in identifiers, as `lower` does)."""
+    text = sql.lower()
+    return any(name in text for name in SEARCH_INDEXES)
+
+
 def open_readonly(
-    path: Path, deadline: float, should_stop: Callable[[], bool], session: str | None = None
+    path: Path,
+    deadline: float,
+    should_stop: Callable[[], bool],
+    session: str | None = None,
+    *,
+    search: bool = False,
 ) -> tuple[sqlite3.Connection, Guard]:
     """A guarded read-only connection; `deadline` is a `time.monotonic()` value.
 
     With `session`, the statement sees only that session's rows and the global
-    memos, skills and tools (`scope_views`).
+    memos, skills and tools (`scope_views`); `search` builds the scoped full-text
+    indexes too (for a statement that `names_search_index`).
     """
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=1.0)
@@ -265,7 +307,9 @@ def open_readonly(
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
         views, hidden = (
-            scope_views(conn, session) if session is not None else (frozenset(), frozenset())
+            scope_views(conn, session, search)
+            if session is not None
+            else (frozenset(), frozenset())
         )
         conn.execute("PRAGMA query_only=ON")
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)

@@ -184,6 +184,11 @@ def schema_text(conn: sqlite3.Connection, request: dict) -> str:
             note = f"-- {name}: only this session's rows (WHERE {scoped[name]})\n"
         elif kind == "table" and name in shared and shared[name] != "1":
             note = f"-- {name}: shared by every session (WHERE {shared[name]})\n"
+        elif name in sqlguard.SEARCH_INDEXES:
+            note = (
+                f"-- {name}: a full-text index of the {sqlguard.SEARCH_INDEXES[name][0]} rows "
+                "you see (MATCH, bm25(), highlight(), snippet())\n"
+            )
         keep.append(note + sql.strip() + ";")
     tables = sum(1 for kind, name, tbl, _ in rows if kind == "table" and shown(name))
     note = (
@@ -211,7 +216,11 @@ def answer(request: dict) -> dict:
         }
     try:
         conn, guard = sqlguard.open_readonly(
-            request["path"], deadline, lambda: False, request.get("session")
+            request["path"],
+            deadline,
+            lambda: False,
+            request.get("session"),
+            search=sql is not None and sqlguard.names_search_index(sql),
         )
     except sqlite3.Error as exc:
         return {"ok": False, "error": f"cannot open the ledger: {exc}"}

@@ -17,6 +17,7 @@ submit (or when an estimate shows up later), never before the screen is up.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -678,10 +679,20 @@ class SlopApp(App):
         await self.orchestrator.upkeep(self._compaction_event)
 
     async def ask_approval(self, call) -> str:
+        from slop_tui.tools.approval import session_allow_applies
         from slop_tui.ui.screens.dialogs import ApprovalScreen
 
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        return await self.push_screen_wait(ApprovalScreen(call.name, args))
+        sandboxed = self.workspace.sandbox.available
+        session = session_allow_applies(call.name, sandboxed=sandboxed)
+        dialog = ApprovalScreen(call.name, args, session_option=session)
+        try:
+            return await self.push_screen_wait(dialog)
+        except asyncio.CancelledError:
+            # The turn ended (its deadline passed) while the question was open: close it.
+            if self.screen is dialog:
+                dialog.dismiss("deny")
+            raise
 
     def action_cancel_turn(self) -> None:
         if self.busy:

@@ -30,6 +30,11 @@ SessionAction = tuple[str, str]  # ("switch" | "new" | "clone" | "remove", sessi
 
 # -- approval ---------------------------------------------------------------------
 
+NO_SESSION_OPTION = (
+    "There is no shell sandbox here, so every shell command asks: "
+    "'always this session' is not offered."
+)
+
 
 class ApprovalScreen(Dialog[str]):
     """Allow once / always for this session / deny, for a writing tool or the shell.
@@ -38,6 +43,8 @@ class ApprovalScreen(Dialog[str]):
     The dialog opens while the user may be typing, so the allow keys only
     work `arm_delay` seconds after it appears: a typed "a" or "s" cannot
     approve a command nobody has read. Deny keys and the buttons work at once.
+    `session_option=False` leaves out "always this session" (button and key)
+    where it would not apply: the shell without a sandbox asks every time.
     """
 
     DEFAULT_CSS = """
@@ -54,11 +61,19 @@ class ApprovalScreen(Dialog[str]):
     ]
     ANSWERS = ("allow", "allow_session", "deny")
 
-    def __init__(self, tool_name: str, arguments_text: str, *, arm_delay: float = 0.5) -> None:
+    def __init__(
+        self,
+        tool_name: str,
+        arguments_text: str,
+        *,
+        arm_delay: float = 0.5,
+        session_option: bool = True,
+    ) -> None:
         super().__init__()
         self.tool_name = tool_name
         self.arguments_text = arguments_text
         self.arm_delay = arm_delay
+        self.session_option = session_option
         self._armed_at = float("inf")  # set when shown
 
     def compose(self) -> ComposeResult:
@@ -68,11 +83,18 @@ class ApprovalScreen(Dialog[str]):
             yield Static(title, classes="dialog-title", id="approval-title")
             with VerticalScroll(id="arguments"):
                 yield Static(plain(self.arguments_text or "(no arguments)"), id="arguments-text")
-            yield Static("", id="approval-hint")
+            hint = "" if self.session_option else NO_SESSION_OPTION
+            yield Static(hint, id="approval-hint")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Allow once (a)", id="allow", variant="primary")
-                yield Button("Always this session (s)", id="allow_session")
+                if self.session_option:
+                    yield Button("Always this session (s)", id="allow_session")
                 yield Button("Deny (d)", id="deny", variant="error")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "choose" and parameters == ("allow_session",):
+            return self.session_option
+        return True
 
     def on_mount(self) -> None:
         self._armed_at = time.monotonic() + self.arm_delay
@@ -90,6 +112,8 @@ class ApprovalScreen(Dialog[str]):
         self._finish(answer)
 
     def _finish(self, answer: str) -> None:
+        if answer == "allow_session" and not self.session_option:
+            return
         self.dismiss(answer if answer in self.ANSWERS else "deny")
 
 
