@@ -257,6 +257,8 @@ class Recorder:
         """What the engine did to this request: tier cuts, elision, emergency, shedding."""
         elided = 0
         for m in prompt.messages:
+            if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
+                self.fire("oldest cut")
             if m.kind == KIND_NOTICE and "left out to fit" in m.text:
                 self.fire("emergency")
                 first, last = map(int, re.findall(r"#(\d+)", m.text)[:2])
@@ -792,9 +794,10 @@ def _targets(results: list[Result]) -> list[str]:
     ok, asked = r.answerable()
     peers = {n: by[n].answerable()[0] for n in ("peer", "truncate") if n in by}
     above = all(ok > v for v in peers.values())
+    both = " and above both peer policies" if len(peers) == 2 else " (peer policies not run)"
     out.append(
         _row(
-            f"answerable facts >= {TARGET_ANSWERABLE_PCT} % and above both peer policies",
+            f"answerable facts >= {TARGET_ANSWERABLE_PCT} %{both}",
             f"{ok}/{asked} = {ok * 100 / max(1, asked):.1f} %"
             + (
                 " (peers: " + ", ".join(f"{n} {v}" for n, v in peers.items()) + ")" if peers else ""
@@ -845,6 +848,7 @@ PATHS = (
     ("stored:truncate", "truncate"),
     ("emergency", "emergency"),
     ("shed", "shed"),
+    ("oldest cut", "oldest cut"),
     ("call:lane-summary", "lane summary"),
     ("call:peer-summary", "peer summary"),
 )
