@@ -13,12 +13,15 @@
 - `extractive_summary(messages)`: the fallback without a model, in the same
   seven sections: the user's requests and constraints, tools used, files,
   errors, decisions, open checklist items, where work stood.
-- `extract_anchors(messages)`: what must survive verbatim: the user's explicit
-  constraints, file paths, URLs, numbers with units (ports, durations,
-  sizes, versions), identifiers, error lines.
-- `complete_summary(summary, anchors, state, scratchpad)`: appends an
-  `## Anchors kept verbatim` section with every anchor that the summary,
-  STATE and scratchpad all miss, then redacts secrets. Every summary the
+- `extract_anchors(messages)`: what must survive verbatim, in a form a model
+  can use: the user's constraints (softly worded ones too) and decisions, the
+  values the user states with what they are about (the sentence, or the
+  clauses around the values), values in tool outputs with their line, file
+  paths, identifiers, error lines; a later correction by the user supersedes
+  the earlier value (`supersede`).
+- `complete_summary(summary, anchors, …)`: appends an `## Anchors kept
+  verbatim` section with every anchor (even those STATE, the scratchpad or
+  the prose hold today: they change), then redacts secrets. Every summary the
   engine stores goes through it.
 """
 
