@@ -13,16 +13,21 @@ A fact may have been corrected. Its `superseded` values are the earlier ones,
 and then it is answerable only when no earlier value is *presented as
 current*: a unit with the subject and an earlier value, without the current
 value and without a word marking it as old ("was", "not", "no longer",
-"superseded", ...) near it, counts as presenting it as current, unless the
-unit lies in a chronological section (the conversation) and a later unit of
-a chronological section holds the subject with the current value (the later
-statement wins, as when reading a conversation).
+"superseded", ...) near it, counts as presenting it as current, unless it is
+part of the conversation's story and the story later says the current value:
+the unit lies in a chronological section and a unit with the subject and the
+current value comes after it, in a later chronological section or later in
+the same one when that section is ordered (the later statement wins, as when
+reading a conversation).
 
-The request is given as `Section`s in request order (a name, the text, and
-whether it is chronological). `prompt_sections` makes them from a slop-tui
-`Prompt`: the summary layer's prose and the conversation are chronological;
-STATE, the scratchpad, memos, files, an anchors list and the other layers are
-not (a list of kept values has no order a model could rely on).
+The request is given as `Section`s in request order (a name, the text,
+whether it is chronological, and whether its units are in time order).
+`prompt_sections` makes them from a slop-tui `Prompt`: the conversation and
+the summary's prose are chronological and ordered; the summary's anchors list
+is chronological (it is about the earlier conversation, so a later message
+overrides it) but not ordered (two of its items that disagree leave the
+model to guess); STATE, the scratchpad, memos, files and the other layers are
+neither (they claim to be current).
 
 Pure and deterministic; `check_fact` and `check_facts` work on any text, so
 other replays with other facts measure the same way:
@@ -59,11 +64,13 @@ class Fact:
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A part of the request, in request order."""
+    """A part of the request, in request order: is it part of the conversation's story
+    (`chronological`), and do its units follow one another in time (`ordered`)?"""
 
     name: str
     text: str
     chronological: bool = False
+    ordered: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,28 +172,35 @@ def check_fact(fact: Fact, sections: Sequence[Section]) -> Verdict:
     present = any(_has_value(s.text, fact.value) for s in sections)
     sentence = _flat(fact.sentence) if fact.sentence.strip() else ""
     where: list[str] = []
-    # (position, chronological, has the current value) of every unit with the subject
-    current: list[tuple[int, bool]] = []
-    earlier: list[tuple[int, bool]] = []
+    # (section index, unit position) of the units with the subject and the current value
+    # (in chronological sections), and of those with an earlier value presented bare
+    current: list[tuple[int, int]] = []
+    earlier: list[tuple[int, int]] = []
     pos = 0
-    for sec in sections:
+    for k, sec in enumerate(sections):
         found = bool(sentence) and sentence in _flat(sec.text)
         for unit in units(sec.text):
             pos += 1
             if not _has_subject(unit, fact.subjects):
                 continue
-            has_now = _has_value(unit, fact.value)
-            if has_now:
+            if _has_value(unit, fact.value):
                 found = True
-                current.append((pos, sec.chronological))
+                if sec.chronological:
+                    current.append((k, pos))
                 continue
             for old in fact.superseded:
                 if _has_value(unit, old) and not _marked_old(unit, old):
-                    earlier.append((pos, sec.chronological))
+                    earlier.append((k, pos))
         if found and sec.name not in where:
             where.append(sec.name)
-    last_current = max((p for p, chrono in current if chrono), default=-1)
-    stale = any(not chrono or p > last_current for p, chrono in earlier)
+
+    def overridden(k: int, p: int) -> bool:
+        sec = sections[k]
+        if not sec.chronological:
+            return False
+        return any(ck > k or (ck == k and sec.ordered and cp > p) for ck, cp in current)
+
+    stale = any(not overridden(k, p) for k, p in earlier)
     answerable = bool(where) and not stale
     return Verdict(fact.fid, present, answerable, stale, tuple(where))
 
@@ -202,7 +216,8 @@ ANCHORS_HEADER = "## Anchors kept verbatim"
 
 
 def _split_anchors(name: str, text: str) -> list[Section]:
-    """A summary's prose (chronological) and its anchors list (not)."""
+    """A summary's prose (chronological, ordered) and its anchors list (chronological,
+    not ordered)."""
     out: list[Section] = []
     rest = text
     while ANCHORS_HEADER in rest:
@@ -213,7 +228,7 @@ def _split_anchors(name: str, text: str) -> list[Section]:
             len(lines),
         )
         out.append(Section(name, prose, True))
-        out.append(Section(name + ":anchors", "".join(lines[:cut]), False))
+        out.append(Section(name + ":anchors", "".join(lines[:cut]), True, ordered=False))
         rest = "".join(lines[cut:])
     out.append(Section(name, rest, True))
     return out
@@ -224,8 +239,9 @@ def prompt_sections(prompt) -> list[Section]:
 
     Layers first (the system text; a layer placed in a pinned or context message
     is read from that message), then the messages. Summary text (the summary
-    layer, a summary message) is chronological except its anchors list; the
-    conversation is chronological; every other layer and engine message is not.
+    layer, a summary message) and the conversation are chronological (a
+    summary's anchors list is not ordered); every other layer and engine message
+    is not chronological.
     """
     from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, PLACEMENT_SYSTEM
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from slop_tui.context.prompt import (
@@ -84,8 +85,13 @@ def test_subject_phrases_match_whole_words_and_ignore_separators() -> None:
 
 def test_an_earlier_value_in_a_list_is_presented_as_current() -> None:
     anchors = "- The webhook retry window is 45 minutes.\n- webhook retry window: 90 minutes\n"
-    v = _verdict(RETRY, anchors)
-    assert v.present and v.stale and not v.answerable
+    # A list that is not the conversation (STATE, memos), or is not in time order (a
+    # summary's anchors): the two items leave the model to guess.
+    assert _verdict(RETRY, anchors).stale and not _verdict(RETRY, anchors).answerable
+    listed = [Section("anchors", anchors, chronological=True, ordered=False)]
+    assert check_fact(RETRY, listed).stale
+    # In the conversation, one after the other, the later one wins.
+    assert check_fact(RETRY, [Section("history", anchors, chronological=True)]).answerable
 
 
 def test_a_later_correction_in_the_conversation_wins() -> None:
@@ -128,15 +134,18 @@ def test_prompt_sections_follow_the_request() -> None:
         ),
     )
     secs = prompt_sections(prompt)
-    assert [(s.name, s.chronological) for s in secs] == [
-        ("layer:state", False),
-        ("message:pinned", True),
-        ("message:pinned:anchors", False),
-        ("message:pinned", True),
-        ("history:user", True),
-        ("message:summary", True),
+    assert [(s.name, s.chronological, s.ordered) for s in secs] == [
+        ("layer:state", False, True),
+        ("message:pinned", True, True),
+        ("message:pinned:anchors", True, False),
+        ("message:pinned", True, True),
+        ("history:user", True, True),
+        ("message:summary", True, True),
     ]
-    # The anchors list holds the earlier value unmarked: the correction after it in
-    # the conversation does not make the list right.
+    # The summary of the earlier conversation keeps the earlier value; the correction
+    # comes later in the conversation, so it wins.
     v = check_fact(RETRY, secs)
-    assert v.stale and not v.answerable and "history:user" in v.where
+    assert v.answerable and not v.stale and v.where == ("history:user",)
+    # The same earlier value in STATE, which claims to be current, is stale.
+    stale_state = replace(prompt, layers=(Layer(LAYER_STATE, "retry window: 45 minutes", 5),))
+    assert check_fact(RETRY, prompt_sections(stale_state)).stale
