@@ -524,7 +524,7 @@ def _driver(policy: Policy, ws: Workspace, provider: SimProvider):
         driver = sim_policies.PeerPolicy(call, max_in, count)
     else:
         driver = sim_policies.TruncatePolicy(max_in, count)
-    sim_policies.install(ws, driver)
+    sim_policies.install(ws, driver, MODEL)
     return driver
 
 

@@ -1,8 +1,8 @@
 """Baseline policies for bench/context_sim.py that are not configurations of slop-tui.
 
-Each one sits between the workspace and the orchestrator: it wraps
-`Workspace.prompt`, so the request it returns is the one the orchestrator's
-guard ladder then measures and sends (the ladder stays on: when a policy
+Each one sits between the workspace and the orchestrator: it reshapes the
+assembled request, and the guard ladder then measures the reshaped one (the
+ladder stays on: when a policy
 leaves a request above 90 % of the input budget, elision and the emergency
 truncation keep it sendable, for every policy alike). The sessions run with
 the full history (window 0), tool outputs whole and compaction off; only the
@@ -19,7 +19,7 @@ policy decides what leaves the request.
   left out until the request is under `threshold_pct` % (never the current
   exchange).
 
-`install(ws, policy)` wraps the workspace's `prompt` with the policy.
+`install(ws, policy, model)` puts the policy in front of the workspace's requests.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from slop_tui.context.guards import apply_summary, drop_messages, elide_tool_results
+from slop_tui.context.guards import (
+    apply_plan,
+    apply_summary,
+    drop_messages,
+    elide_tool_results,
+    plan_reduction,
+)
 from slop_tui.context.prompt import KIND_NOTICE, Prompt, PromptMessage
 from slop_tui.context.summaries import clean_summary, summary_request
 
@@ -79,9 +85,10 @@ class PeerPolicy:
         ]
         return apply_summary(prompt, self.summary, ids, self.count) if ids else prompt
 
-    async def prompt(self, real, strategy=None, *, count_tokens=None, upto=None) -> Prompt:
-        prompt = self.apply(await real(strategy, count_tokens=count_tokens, upto=upto))
-        if count_tokens is not None or self._busy:
+    async def shape(self, assembled: Prompt, display: bool = False) -> Prompt:
+        """The request this policy sends instead of `assembled` (the full history)."""
+        prompt = self.apply(assembled)
+        if display or self._busy:
             return prompt  # a display request: never a model call
         if prompt.request_tokens * 100 < self.threshold_pct * self.max_input:
             return prompt
@@ -124,7 +131,7 @@ class PeerPolicy:
         self.summary = text or "(the summary call returned nothing)"
         self.covered_upto = max(m.message_id for m in old if m.message_id is not None)
         self.summaries += 1
-        return self.apply(await real(strategy, count_tokens=count_tokens, upto=upto))
+        return self.apply(assembled)
 
 
 @dataclass
@@ -136,8 +143,8 @@ class TruncatePolicy:
     threshold_pct: int = 90
     truncations: int = 0
 
-    async def prompt(self, real, strategy=None, *, count_tokens=None, upto=None) -> Prompt:
-        prompt = await real(strategy, count_tokens=count_tokens, upto=upto)
+    async def shape(self, prompt: Prompt, display: bool = False) -> Prompt:
+        """The request this policy sends instead of `prompt` (the full history)."""
         limit = self.threshold_pct * self.max_input // 100
         excess = prompt.request_tokens - limit + NOTICE_TOKENS
         if excess < 0:
@@ -150,7 +157,7 @@ class TruncatePolicy:
                 break
         if not drop:
             return prompt
-        if count_tokens is None:
+        if not display:
             self.truncations += 1
         # The engine's way to leave messages out keeps the request valid; its pointer to
         # query_db is not the naive client's: a plain line stands there instead.
@@ -162,11 +169,41 @@ class TruncatePolicy:
         return replace(cut, messages=messages)
 
 
-def install(ws, policy: PeerPolicy | TruncatePolicy) -> None:
-    """Route the workspace's requests through `policy`."""
+def install(ws, policy: PeerPolicy | TruncatePolicy, model: str) -> None:
+    """Route the workspace's requests through `policy`, before the guard ladder.
+
+    With the context plan (`Workspace.plan`, whose `request` the orchestrator
+    sends) the plan's assembled request is shaped and the ladder planned again on
+    it; without it, `Workspace.prompt` (what the orchestrator then sends, with the
+    ladder after it) is wrapped.
+    """
+    if hasattr(ws, "plan"):
+        real_plan = ws.plan
+
+        async def plan(strategy=None, *, count_tokens=None, edit=None, **kwargs):
+            got = await real_plan(strategy, count_tokens=count_tokens, edit=edit, **kwargs)
+            display = count_tokens is not None or edit is not None
+            shaped = await policy.shape(got.assembled, display)
+            if shaped is got.assembled:
+                return got
+            count = count_tokens or ws.ledger.count_tokens
+            guard = plan_reduction(
+                shaped,
+                ws.model_info(model),
+                ws.compaction_settings(),
+                count,
+                summarized=kwargs.get("summarized", False),
+                before_summary=kwargs.get("before_summary"),
+            )
+            request = apply_plan(shaped, guard, count)
+            return replace(got, assembled=shaped, request=request, guard=guard)
+
+        ws.plan = plan
+        return
     real = ws.prompt
 
     async def prompt(strategy=None, *, count_tokens=None, upto=None):
-        return await policy.prompt(real, strategy, count_tokens=count_tokens, upto=upto)
+        got = await real(strategy, count_tokens=count_tokens, upto=upto)
+        return await policy.shape(got, display=count_tokens is not None)
 
     ws.prompt = prompt
