@@ -553,7 +553,10 @@ async def run_policy(
     try:
         for turn in plan.turns:
             provider.begin(turn)
+            listed = {f.path for f in await ws.ledger.context_files(ws.session)}
             for command in turn.before:
+                if command.startswith("/file remove ") and command.split()[-1] not in listed:
+                    continue  # already out of the context (a shed file can leave the list)
                 result = await dispatch(ws, command)
                 if not result.ok:
                     errors.append(f"turn {turn.n}: {command}: {result.text}")
