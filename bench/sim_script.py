@@ -36,8 +36,10 @@ Every path of the engine runs in scripted phases (`Turn.phase`): `plant`,
 session adds `tool-storm` (a 78k-token paste, then a tool loop of 40 reads
 that crosses 90 % of the input budget: tiers and elision), `topic` (a topic
 change the detector model finds: boundary, then truncate), `overflow` (two
-50k-token pastes: the emergency truncation) and `files` (three 40k-token
-files put into the context with `/file add`: shed, then removed).
+50k-token pastes in a row: the emergency truncation), `guard` (two such
+pastes with a tool turn between them: the guard ladder's own summary of the
+older one) and `files` (three 40k-token files put into the context with
+`/file add`: shed, then removed).
 
 The simulated model is deliberately unhelpful: its answers, `### STATE`
 blocks, summaries and topic-boundary answers are generic and never repeat a
@@ -470,8 +472,8 @@ class Turn:
 
 
 # The session's phases: the ordinary ones, then the stress block's.
-PHASES = ("plant", "work", "ask", "tool-storm", "topic", "overflow", "files")
-STRESS_PHASES = ("tool-storm", "topic", "overflow", "files")
+PHASES = ("plant", "work", "ask", "tool-storm", "topic", "overflow", "guard", "files")
+STRESS_PHASES = ("tool-storm", "topic", "overflow", "guard", "files")
 STRESS_AT = 0.4  # the stress block starts here (share of the session)
 
 
@@ -742,11 +744,15 @@ STRESS_LAYOUT = (
     "tool-storm:loop",
     "topic:change",
     "topic:follow",
-    *["work"] * 5,
+    *["work"] * 4,
     "overflow:paste",
     "overflow:paste",
     "overflow:follow",
-    *["work"] * 6,
+    *["work"] * 4,
+    "guard:paste",
+    "guard:tools",
+    "guard:paste",
+    *["work"] * 4,
     "files:add",
     "files:ask",
     "files:remove",
@@ -757,6 +763,8 @@ STORM_PASTE_CHARS = 272_000  # ~82k tokens: with the loop's results, past 90 % o
 STORM_READS = 40  # 10 steps of 4 parallel reads
 STORM_READ_CHARS = 8_000
 OVERFLOW_PASTE_CHARS = 160_000  # ~50k tokens each; two of them fit only without the older
+GUARD_READS = 8  # 2 steps of 4 reads between two pastes: the older paste is summarised
+GUARD_READ_CHARS = 2_000
 SPEC_CHARS = 230_000  # ~40k tokens each; three of them do not fit
 SPEC_FILES = ("docs/specs/spec_a.md", "docs/specs/spec_b.md", "docs/specs/spec_c.md")
 TOPIC_TEXT = (
@@ -814,6 +822,23 @@ def _stress_turn(b: _Builder, n: int, slot: str, plan_files: dict[str, str]) -> 
             + "```"
         )
         return Turn(n, text, phase="overflow")
+    if slot == "guard:paste":
+        region = "US" if not any("US" in t for t in b.pasted) else "EU"
+        b.pasted.append(region)
+        text = (
+            f"Here is the billing worker's memory profile from the {region} region:\n```\n"
+            + app_log(rnd, OVERFLOW_PASTE_CHARS)
+            + "```"
+        )
+        return Turn(n, text, phase="guard")
+    if slot == "guard:tools":
+        paths = [f"src/profiling/probe_{i}.py" for i in range(GUARD_READS)]
+        for i, p in enumerate(paths):
+            plan_files[p] = python_source(rnd, GUARD_READ_CHARS, f"profiling.probe_{i}")
+        calls = [Call("read_file", {"path": p}, GUARD_READ_CHARS) for p in paths]
+        steps = [calls[i : i + 4] for i in range(0, len(calls), 4)]
+        text = "Meanwhile read the eight probes under src/profiling/ and say what each measures."
+        return Turn(n, text, steps, phase="guard")
     if slot == "overflow:follow":
         return Turn(n, "Anything alarming in those two slow query logs?", phase="overflow")
     if slot == "files:add":
@@ -857,7 +882,7 @@ def build_plan(turns: int = 300, seed: int = 7, ask_from: int | None = None) -> 
     where their `plant_at` says, the stress block at `STRESS_AT`, every fact asked from
     `ask_from` on."""
     if turns < 50:
-        raise ValueError("need at least 50 turns (the stress block alone takes 21)")
+        raise ValueError(f"need at least 50 turns (the stress block takes {len(STRESS_LAYOUT)})")
     b = _Builder(seed)
     rnd = b.rnd
     plant_until = max(1, round(turns * 0.2))
