@@ -1,37 +1,50 @@
-"""Long-session context benchmark: does the engine keep what matters, cheaply?
+"""Long-session context benchmark: answerable facts, for how many tokens?
 
     python bench/context_sim.py [--turns N] [--quick] [--policy NAME ...] [--json FILE]
 
 Replays the scripted coding session of `sim_script.py` (300 turns; tool
-outputs from 200 B to 50 KB produced by the real tools; 40 facts planted in
-turns 1-60 and asked about in turns 240-300) through the real engine: the
-real `Ledger` (a temporary SQLite file per policy), the real `Workspace` and
-the real `Orchestrator`. Only the model is simulated (`SimProvider`): it
-follows the script, calls real tools, and is deliberately unhelpful: its
-answers, `### STATE` blocks, summaries and topic-boundary answers are generic
-and never repeat a fact. So a fact present in a late request is there because
-the engine kept it.
+outputs from 200 B to 50 KB produced by the real tools; 49 facts planted and
+asked about in the last fifth; a stress block of scripted phases that makes
+every path of the engine run) through the real engine: the real `Ledger` (a
+temporary SQLite file per policy), the real `Workspace` and the real
+`Orchestrator`. Only the model is simulated (`SimProvider`): it follows the
+script, calls real tools, and is deliberately unhelpful: its answers,
+`### STATE` blocks and summaries are generic and never repeat a fact (the
+script's one exception, a STATE that repeats one fact for a while, ends
+before that fact is asked). So a fact found in a late request is there
+because the engine kept it.
 
-Policies are configurations of the same engine:
+Policies, all on the same script and the same model window (128,000 tokens):
 
-- `full`: full history (window 0), tier limits of 10^9 characters (nothing
-  cut), compaction disabled, a model window of 10^8 tokens so no guard acts;
-- `window`: the reference tool's default: window 5, default tiers,
-  `[compaction] enabled = false`;
-- `default`: the shipped defaults (session window, tiers, STATE, guards,
-  compaction, summaries with anchors, memos), `[models.sim-model]
-  context_window = 128000` (a realistic window; every other setting shipped);
-- `default-cache`: the same with `[context] layout = "cache"`.
+- `window`: the reference tool's default: the last 5 groups, the tool-result
+  tiers, `[compaction] enabled = false`;
+- `peer`: the common policy of other agents (`sim_policies.PeerPolicy`): the
+  full history with tool outputs whole; once a request passes 90 % of the input
+  budget, the model summarises everything but the last 3 turns;
+- `truncate`: the full history with tool outputs whole, the oldest exchanges
+  left out until the request is under 90 % of the input budget
+  (`sim_policies.TruncatePolicy`);
+- `default`: slop-tui as shipped (session window, tiers, STATE, guards,
+  after-reply compaction, rolling lane summaries with anchors), with one
+  setting added, `[compaction] detector_model`, so the topic boundary can be
+  found (without a detector model the engine never truncates at a boundary);
+- `default-cache` (only with `--policy`): the same with `[context] layout = "cache"`.
 
-Measured per policy: cumulative prompt tokens (every request the provider
-got: the session's own, and the compaction requests separately), peak
-request tokens, compactions (summaries written), the longest common prefix
-between consecutive session requests (`layout.longest_common_prefix`, as a
-share of the request; its token figure is that share of the request's
-tokens), anchor survival (a fact's key verbatim in the serialized request of
-the turn that asks about it), and recoverability: a sample of the messages
-cut by a tier, elided by a guard or hidden behind a summary is read back with
-the real `query_db` tool and compared with the original text.
+The guard ladder runs before every request for every policy (with compaction
+off it elides, truncates in an emergency and sheds files, but never
+summarises).
+
+Measured per policy: cumulative tokens of every request the provider got
+(the session's own and the background calls: summaries, topic boundaries),
+model calls, peak request (all phases, and the ordinary phases alone), and
+for every fact, in the first request of the turn that asks about it: whether
+it is **answerable** (bench/answerable.py: its subject and value in one line
+or bullet, or its planted sentence; an earlier value of a corrected fact must
+not be presented as current) and whether its value is merely present. Per
+scripted phase, how often each path fired. And recoverability: a sample of
+the messages cut by a tier, elided or left out by a guard, or hidden behind a
+summary is read back with the real `query_db` tool and compared with the
+original text.
 
 Tokens are the engine's own counts (`Prompt.request_tokens`: system text,
 messages and tool declarations) with the workspace counter for `sim-model`
@@ -59,7 +72,7 @@ import re
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,13 +82,17 @@ for p in (str(ROOT), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import answerable  # noqa: E402
+import sim_policies  # noqa: E402
 import sim_script  # noqa: E402
-from sim_script import FACTS, Plan, Turn  # noqa: E402
+from sim_script import FACTS, STRESS_PHASES, Plan, Turn  # noqa: E402
 
+from slop_tui.commands import dispatch  # noqa: E402
 from slop_tui.config import load_config  # noqa: E402
 from slop_tui.context.compaction import BOUNDARY_INSTRUCTION, BOUNDARY_SYSTEM  # noqa: E402
 from slop_tui.context.layout import longest_common_prefix, serialize_request  # noqa: E402
-from slop_tui.context.prompt import PLACEMENT_SYSTEM, Prompt  # noqa: E402
+from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
+from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
 from slop_tui.orchestrator import REBUILD_INSTRUCTION, Orchestrator  # noqa: E402
 from slop_tui.providers.base import (  # noqa: E402
     Provider,
@@ -88,10 +105,15 @@ from slop_tui.tools import ToolContext, run_tool  # noqa: E402
 from slop_tui.workspace import Workspace  # noqa: E402
 
 MODEL = "sim-model"
+DETECTOR = "sim-detector"
 WINDOW = 128_000
 SUMMARY_MARK = "[slop-tui: context compaction request"
 HUGE = 10**9
 FULL_TIERS = {"active_full_limit": HUGE, "active_degraded_limit": HUGE, "inactive_limit": HUGE}
+ORDINARY = ("plant", "work", "ask")
+TARGET_ANSWERABLE_PCT = 95
+TARGET_PEAK_PCT = 60
+TARGET_MESSAGES_PER_SUMMARY = 30
 
 
 @dataclass(frozen=True)
@@ -103,16 +125,37 @@ class Policy:
     compaction: dict = field(default_factory=dict)
     truncation: dict = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    driver: str = ""  # "peer" | "truncate": a sim_policies policy in front of the engine
 
 
+_OFF = {"enabled": False}
+_DETECTOR = {"detector_model": DETECTOR}
 POLICIES = {
-    "full": Policy("full", "full history", 0, 100_000_000, {"enabled": False}, FULL_TIERS),
-    "window": Policy("window", "window only (5, tiers)", 5, WINDOW, {"enabled": False}),
-    "default": Policy("default", "slop-tui default", None, WINDOW),
+    "window": Policy("window", "window only (5 groups, tiers)", 5, WINDOW, _OFF),
+    "peer": Policy(
+        "peer", "peer: summarise at 90 %, keep 3 turns", 0, WINDOW, _OFF, FULL_TIERS, driver="peer"
+    ),
+    "truncate": Policy(
+        "truncate",
+        "full history, oldest cut to fit",
+        0,
+        WINDOW,
+        _OFF,
+        FULL_TIERS,
+        driver="truncate",
+    ),
+    "default": Policy("default", "slop-tui default (+ detector)", None, WINDOW, _DETECTOR),
     "default-cache": Policy(
-        "default-cache", "slop-tui default, cache layout", None, WINDOW, context={"layout": "cache"}
+        "default-cache",
+        "slop-tui default, cache layout",
+        None,
+        WINDOW,
+        _DETECTOR,
+        context={"layout": "cache"},
     ),
 }
+DEFAULT_POLICIES = ("window", "peer", "truncate", "default")
+BASELINES = ("window", "peer", "truncate")
 
 # --- the simulated model ---------------------------------------------------------------------
 
@@ -122,10 +165,12 @@ def _last_text(prompt: Prompt) -> str:
 
 
 def classify(prompt: Prompt) -> str:
-    """main (the session's own request), summary, boundary, rebuild or other."""
+    """main (the session's own request), summary (the session's prefix plus the summary
+    instruction: a guard or after-reply summary), lane-summary (a standalone summary
+    request), boundary, rebuild or other-summary."""
     last = _last_text(prompt)
     if SUMMARY_MARK in last:
-        return "summary"
+        return "lane-summary" if prompt.system_text.startswith(STANDALONE_SYSTEM) else "summary"
     if prompt.system_text.startswith(BOUNDARY_SYSTEM) or BOUNDARY_INSTRUCTION[:60] in last:
         return "boundary"
     if REBUILD_INSTRUCTION in last:
@@ -135,6 +180,10 @@ def classify(prompt: Prompt) -> str:
     return "main"
 
 
+# Request kinds that are summary calls (the rate target counts them).
+SUMMARY_KINDS = ("summary", "lane-summary", "peer-summary", "other-summary")
+
+
 @dataclass
 class Request:
     turn: int
@@ -142,6 +191,7 @@ class Request:
     step: int
     tokens: int
     chars: int
+    phase: str = "work"
     lcp_chars: int = 0  # with the previous session request (main), or the last main (others)
     lcp_tokens: int = 0
 
@@ -155,35 +205,71 @@ class Recorder:
         self.prev_main: Prompt | None = None
         self.last_main: Prompt | None = None
         self.survival: dict[str, dict] = {}
-        self.cut_ids: dict[int, str] = {}  # message id -> "truncated" | "elided"
+        self.cut_ids: dict[int, str] = {}  # message id -> "truncated" | "elided" | "dropped"
         self.hints_ok = 0
         self.hints_bad: list[int] = []
         self.turn: Turn | None = None
         self.first_main_seen = False
         self.mismatches = 0
+        self.firings: dict[str, Counter] = defaultdict(Counter)  # phase -> path -> count
 
     def begin(self, turn: Turn) -> None:
         self.turn = turn
         self.first_main_seen = False
 
+    def fire(self, what: str, n: int = 1) -> None:
+        if self.turn is not None and n:
+            self.firings[self.turn.phase][what] += n
+
     def on_request(self, kind: str, step: int, prompt: Prompt) -> None:
         assert self.turn is not None
         text = serialize_request(prompt)
-        req = Request(self.turn.n, kind, step, prompt.request_tokens, len(text))
+        req = Request(self.turn.n, kind, step, prompt.request_tokens, len(text), self.turn.phase)
         ref = self.prev_main
         if ref is not None:
             req.lcp_chars = longest_common_prefix(ref, prompt)
             req.lcp_tokens = round(req.tokens * req.lcp_chars / max(1, len(text)))
         self.requests.append(req)
+        self.fire("call:" + kind)
         if kind != "main":
             return
         self.prev_main = prompt
         self.last_main = prompt
         if self.turn.text not in text:
             self.mismatches += 1
+        self._paths(prompt)
+        if self.turn.asks and not self.first_main_seen:
+            sections = answerable.prompt_sections(prompt)
+            for fid in self.turn.asks:
+                fact = self.plan.fact(fid)
+                verdict = answerable.check_fact(fact.metric(), sections)
+                self.survival[fid] = {
+                    "turn": self.turn.n,
+                    "kept": verdict.present,
+                    "answerable": verdict.answerable,
+                    "stale": verdict.stale,
+                    "where": where_found(prompt, fact.key),
+                    "answerable_in": list(verdict.where),
+                }
+        self.first_main_seen = True
+
+    def _paths(self, prompt: Prompt) -> None:
+        """What the engine did to this request: tier cuts, elision, emergency, shedding."""
+        elided = 0
         for m in prompt.messages:
+            if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
+                self.fire("oldest cut")
+            if m.kind == KIND_NOTICE and "left out to fit" in m.text:
+                self.fire("emergency")
+                first, last = map(int, re.findall(r"#(\d+)", m.text)[:2])
+                for mid in range(first, last + 1):
+                    self.cut_ids.setdefault(mid, "dropped")
             if m.message_id is None or m.role != "tool":
                 continue
+            if m.tier == "elided":
+                elided += 1
+            elif m.truncated:
+                self.fire(f"cut:{m.tier}")
             if m.tier == "elided" or m.truncated:
                 self.cut_ids.setdefault(
                     m.message_id, "elided" if m.tier == "elided" else "truncated"
@@ -192,15 +278,11 @@ class Recorder:
                     self.hints_ok += 1
                 else:
                     self.hints_bad.append(m.message_id)
-        if self.turn.asks and not self.first_main_seen:
-            for fid in self.turn.asks:
-                fact = self.plan.fact(fid)
-                self.survival[fid] = {
-                    "turn": self.turn.n,
-                    "kept": fact.key in text,
-                    "where": where_found(prompt, fact.key),
-                }
-        self.first_main_seen = True
+        if elided:
+            self.fire("elide")
+            self.fire("elided results", elided)
+        if any(n.startswith("files: removed") for n in prompt.notes):
+            self.fire("shed")
 
 
 def where_found(prompt: Prompt, key: str) -> list[str]:
@@ -227,11 +309,13 @@ class SimProvider(Provider):
     strategy = "openai"
     model = MODEL
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, plan: Plan) -> None:
         self.rec = recorder
+        self.plan = plan
         self.turn: Turn | None = None
         self.step = 0
         self.kinds: Counter[str] = Counter()
+        self.next_kind = ""  # set by a baseline policy for its own calls
 
     def begin(self, turn: Turn) -> None:
         self.turn, self.step = turn, 0
@@ -240,16 +324,42 @@ class SimProvider(Provider):
     def request_body(self, prompt: Prompt, model: str | None = None) -> dict:
         return {"model": model or self.model, "messages": len(prompt.messages)}
 
+    def boundary_reply(self, prompt: Prompt) -> str:
+        """The detector's answer: the block where the script changes the topic, if shown."""
+        head = self.plan.topic[:60]
+        for block in re.split(r"\n\n(?=\[\d+\] )", _last_text(prompt)):
+            m = re.match(r"\[(\d+)\] USER: ", block)
+            if m and head and block[m.end() :].startswith(head):
+                return json.dumps(
+                    {
+                        "boundary_index": int(m.group(1)),
+                        "boundary_reason": "the user changes the topic",
+                        "confidence": 0.9,
+                        "summary": "Earlier work on the repository.",
+                    }
+                )
+        return sim_script.BOUNDARY_REPLY
+
+    async def call(self, prompt: Prompt, kind: str) -> str:
+        """A baseline policy's own model call (counted as `kind`)."""
+        self.next_kind = kind
+        text = ""
+        async for ev in self.stream(prompt):
+            if isinstance(ev, ProviderReply):
+                text = ev.text
+        return text
+
     async def stream(self, prompt: Prompt, model: str | None = None):
         assert self.turn is not None
-        kind = classify(prompt)
+        kind = self.next_kind or classify(prompt)
+        self.next_kind = ""
         self.kinds[kind] += 1
         self.rec.on_request(kind, self.step, prompt)
         calls: list[sim_script.Call] = []
-        if kind in ("summary", "other-summary"):
+        if kind in SUMMARY_KINDS:
             text = sim_script.GENERIC_SUMMARY
         elif kind == "boundary":
-            text = sim_script.BOUNDARY_REPLY
+            text = self.boundary_reply(prompt)
         elif kind == "rebuild":
             text = sim_script.STATE_TEMPLATE.format(n=self.turn.n)
         elif self.step < len(self.turn.steps):
@@ -257,7 +367,7 @@ class SimProvider(Provider):
             text = sim_script.step_text(self.turn.n, self.step)
             self.step += 1
         else:
-            text = sim_script.answer_text(self.turn.n)
+            text = sim_script.answer_text(self.turn.n, self.turn.state)
         if text:
             yield TextDelta(text)
         payload = None
@@ -289,7 +399,7 @@ class SimProvider(Provider):
         )
 
     async def list_models(self) -> list[str]:
-        return [MODEL]
+        return [MODEL, DETECTOR]
 
     async def aclose(self) -> None:
         return None
@@ -321,12 +431,34 @@ class Result:
     last_layers: dict = field(default_factory=dict)
     limbo: list[int] = field(default_factory=list)
     probe: dict = field(default_factory=dict)
+    firings: dict = field(default_factory=dict)  # phase -> Counter of paths
+    messages: int = 0  # rows the session's ledger holds at the end
 
     def main(self) -> list[Request]:
         return [r for r in self.requests if r.kind == "main"]
 
     def extra(self) -> list[Request]:
         return [r for r in self.requests if r.kind != "main"]
+
+    def summary_calls(self) -> int:
+        return sum(1 for r in self.requests if r.kind in SUMMARY_KINDS)
+
+    def cumulative(self) -> int:
+        return sum(q.tokens for q in self.requests)
+
+    def peak(self, phases: tuple[str, ...] | None = None) -> int:
+        return max(
+            (q.tokens for q in self.requests if phases is None or q.phase in phases), default=0
+        )
+
+    def answerable(self) -> tuple[int, int]:
+        return sum(1 for v in self.survival.values() if v["answerable"]), len(self.survival)
+
+    def present(self) -> int:
+        return sum(1 for v in self.survival.values() if v["kept"])
+
+    def stale(self) -> int:
+        return sum(1 for v in self.survival.values() if v["stale"])
 
 
 async def settle(timeout: float = 60.0) -> None:
@@ -354,6 +486,48 @@ def make_config(policy: Policy, project: Path, db: Path, xdg: Path):
     )
 
 
+def tuned(policy: Policy, window: int | None, settings: list[str]) -> Policy:
+    """A slop-tui policy with another session window or more `[compaction]` settings (for
+    trying a tuning on the same script); the baselines are left as they are."""
+    if policy.name in BASELINES or (window is None and not settings):
+        return policy
+    compaction = dict(policy.compaction)
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--compaction {item!r}: expected KEY=VALUE")
+        try:
+            compaction[key.strip()] = json.loads(value)
+        except ValueError:
+            compaction[key.strip()] = value
+    extra = [f"window {window}"] if window is not None else []
+    extra += [f"{k}={v}" for k, v in compaction.items() if policy.compaction.get(k) != v]
+    return dataclasses.replace(
+        policy,
+        label=f"{policy.label}, " + ", ".join(extra),
+        window=policy.window if window is None else window,
+        compaction=compaction,
+    )
+
+
+def _driver(policy: Policy, ws: Workspace, provider: SimProvider):
+    """The sim_policies policy of a baseline, installed in front of the engine (or None)."""
+    if not policy.driver:
+        return None
+    max_in = ws.model_info(MODEL).max_input_tokens
+    count = ws.ledger.count_tokens
+    if policy.driver == "peer":
+
+        async def call(request: Prompt) -> str:
+            return await provider.call(request, "peer-summary")
+
+        driver = sim_policies.PeerPolicy(call, max_in, count)
+    else:
+        driver = sim_policies.TruncatePolicy(max_in, count)
+    sim_policies.install(ws, driver, MODEL)
+    return driver
+
+
 async def run_policy(
     policy: Policy, plan: Plan, project: Path, tmp: Path, sample: int, progress: bool
 ) -> Result:
@@ -362,21 +536,30 @@ async def run_policy(
     cfg = make_config(policy, project, work / "slop.db", tmp / "xdg")
     ws = await Workspace.open(cfg, env={})
     rec = Recorder(plan)
-    provider = SimProvider(rec)
+    provider = SimProvider(rec, plan)
     orch = Orchestrator(ws, approve="all", provider_factory=lambda _cfg: provider)
     if policy.window is not None:
         await ws.ledger.ensure_session(ws.session)
         await ws.ledger.set_window(ws.session, policy.window)
+    _driver(policy, ws, provider)
     events: Counter[str] = Counter()
     errors: list[str] = []
     originals: dict[int, str] = {}
     tool_sizes: list[int] = []
     limbo: list[int] = []
     gids: dict[int, int] = {}
+    stored: Counter[str] = Counter()  # summaries by kind so far
     t0 = time.perf_counter()
     try:
         for turn in plan.turns:
             provider.begin(turn)
+            listed = {f.path for f in await ws.ledger.context_files(ws.session)}
+            for command in turn.before:
+                if command.startswith("/file remove ") and command.split()[-1] not in listed:
+                    continue  # already out of the context (a shed file can leave the list)
+                result = await dispatch(ws, command)
+                if not result.ok:
+                    errors.append(f"turn {turn.n}: {command}: {result.text}")
             outcome = await orch.run_turn(turn.text)
             await orch.wait_background()  # after-reply compaction, lane summary
             await settle()
@@ -385,6 +568,8 @@ async def run_policy(
                 if e.kind == "compaction":
                     events[f"compaction:{e.phase}:{e.case or '-'}"] += 1
                 events[e.kind] += 1
+                if e.kind == "budget_warning":
+                    rec.fire("warn")
                 if e.kind == "tool_result":
                     originals[e.message_id] = e.text
                     tool_sizes.append(len(e.text.encode()))
@@ -392,6 +577,10 @@ async def run_policy(
                     errors.append(f"turn {turn.n}: {e.message}")
                 elif e.kind == "notice" and len(errors) < 50 and "rejected" in e.text:
                     errors.append(f"turn {turn.n}: {e.text}")
+            now = Counter(x.kind for x in await ws.ledger.summaries(ws.session))
+            for kind, n in (now - stored).items():
+                rec.fire(f"stored:{kind}", n)
+            stored = now
             if outcome.group_id is not None:
                 originals[outcome.group_id] = turn.text
                 gids[turn.n] = outcome.group_id
@@ -443,6 +632,8 @@ async def run_policy(
         mismatches=rec.mismatches,
         hints_ok=rec.hints_ok,
         hints_bad=rec.hints_bad,
+        firings={k: dict(v) for k, v in rec.firings.items()},
+        messages=len(rows),
     )
 
 
@@ -550,6 +741,7 @@ async def check_recovery(
     groups = {
         "truncated": sorted(i for i, k in cut_ids.items() if k == "truncated"),
         "elided": sorted(i for i, k in cut_ids.items() if k == "elided"),
+        "dropped": sorted(i for i, k in cut_ids.items() if k == "dropped"),
         "summarized": sorted(m.id for m in summarized),
     }
     for label, ids in groups.items():
@@ -582,51 +774,123 @@ def _k(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _targets(results: list[Result], full_cum: int) -> list[str]:
+def _pct(n: float, d: float) -> str:
+    return f"{n * 100 / d:.1f} %" if d else "-"
+
+
+def _row(what: str, value: str, passed: bool) -> str:
+    return f"  {what}: {value}  {'PASS' if passed else 'FAIL'}"
+
+
+def _targets(results: list[Result]) -> list[str]:
     """The `targets:` block (`  what: value  PASS|FAIL`) that bench/run_all.py collects."""
     r = next((r for r in results if r.policy.name == "default"), None)
-    if r is None or not full_cum:
+    if r is None:
         return []
-    main, extra = r.main(), r.extra()
-    share = (sum(q.tokens for q in main) + sum(q.tokens for q in extra)) * 100 / full_cum
-    peak = max((q.tokens for q in main + extra), default=0) * 100 / r.policy.context_window
-    kept = sum(1 for v in r.survival.values() if v["kept"])
-    asked = len(r.survival)
+    by = {x.policy.name: x for x in results}
+    out = ["targets:"]
+    win = by.get("window")
+    if win is not None:
+        out.append(
+            _row(
+                "cumulative tokens <= window-only's",
+                f"{_k(r.cumulative())} vs {_k(win.cumulative())} "
+                f"({r.cumulative() / max(1, win.cumulative()):.2f}x)",
+                r.cumulative() <= win.cumulative(),
+            )
+        )
+    ok, asked = r.answerable()
+    peers = {n: by[n].answerable()[0] for n in ("peer", "truncate") if n in by}
+    above = all(ok > v for v in peers.values())
+    both = " and above both peer policies" if len(peers) == 2 else " (peer policies not run)"
+    out.append(
+        _row(
+            f"answerable facts >= {TARGET_ANSWERABLE_PCT} %{both}",
+            f"{ok}/{asked} = {ok * 100 / max(1, asked):.1f} %"
+            + (
+                " (peers: " + ", ".join(f"{n} {v}" for n, v in peers.items()) + ")" if peers else ""
+            ),
+            asked > 0 and ok * 100 >= TARGET_ANSWERABLE_PCT * asked and above,
+        )
+    )
+    win_tokens = r.policy.context_window
+    for label, phases in (("ordinary phases", ORDINARY), ("stress phases included", None)):
+        peak = r.peak(phases)
+        out.append(
+            _row(
+                f"peak request <= {TARGET_PEAK_PCT} % of the window, {label}",
+                f"{_k(peak)} = {_pct(peak, win_tokens)}",
+                peak * 100 <= TARGET_PEAK_PCT * win_tokens,
+            )
+        )
     checked = sum(v["checked"] for v in r.recover.values())
-    ok = sum(v["ok"] for v in r.recover.values())
-
-    def row(what: str, value: str, passed: bool) -> str:
-        return f"  {what}: {value}  {'PASS' if passed else 'FAIL'}"
-
-    return [
-        "targets:",
-        row("cumulative tokens <= 10 % of full history", f"{share:.1f} %", share <= 10),
-        row("peak request <= 60 % of the window", f"{peak:.1f} %", peak <= 60),
-        row(
-            "anchor survival >= 95 %",
-            f"{kept}/{asked} = {kept * 100 / max(1, asked):.1f} %",
-            asked > 0 and kept * 100 >= 95 * asked,
-        ),
-        row(
+    good = sum(v["ok"] for v in r.recover.values())
+    out.append(
+        _row(
             "cut or summarized messages read back identical through query_db",
-            f"{ok}/{checked} checked",
-            ok == checked,
-        ),
-    ]
+            f"{good}/{checked} checked",
+            good == checked,
+        )
+    )
+    calls = r.summary_calls()
+    out.append(
+        _row(
+            f"at most 1 summary call per {TARGET_MESSAGES_PER_SUMMARY} messages",
+            f"{calls} calls for {r.messages:,} messages = 1 per {r.messages / max(1, calls):.1f}",
+            calls * TARGET_MESSAGES_PER_SUMMARY <= r.messages,
+        )
+    )
+    return out
+
+
+# The paths of the engine, as the phase table names them.
+PATHS = (
+    ("warn", "warn"),
+    ("cut:full", "tier full"),
+    ("cut:degraded", "tier degraded"),
+    ("cut:inactive", "tier inactive"),
+    ("elide", "elide"),
+    ("stored:guard", "guard summary"),
+    ("stored:compaction", "after-reply summary"),
+    ("call:boundary", "boundary"),
+    ("stored:truncate", "truncate"),
+    ("emergency", "emergency"),
+    ("shed", "shed"),
+    ("oldest cut", "oldest cut"),
+    ("call:lane-summary", "lane summary"),
+    ("call:peer-summary", "peer summary"),
+)
+
+
+def phase_table(r: Result) -> list[str]:
+    """Per scripted phase: turns, session requests and how often each path fired."""
+    phases = [p for p in sim_script.PHASES if p in r.firings]
+    turns = Counter(q.phase for q in r.requests if q.kind == "main" and q.step == 0)
+    used = [(k, label) for k, label in PATHS if any(r.firings[p].get(k) for p in phases)]
+    head = f"  {'phase':<11} {'turns':>5} {'requests':>8} " + " ".join(
+        f"{label:>{max(6, len(label))}}" for _, label in used
+    )
+    lines = [head]
+    for p in phases:
+        f = r.firings[p]
+        lines.append(
+            f"  {p:<11} {turns.get(p, 0):>5} {f.get('call:main', 0):>8} "
+            + " ".join(f"{f.get(k, 0):>{max(6, len(label))}}" for k, label in used)
+        )
+    return lines
 
 
 def report(results: list[Result], plan: Plan) -> str:
     lines: list[str] = []
-    full = next((r for r in results if r.policy.name == "full"), None)
-    full_cum = sum(r.tokens for r in full.requests) if full else 0
     sizes = sorted(s for r in results[:1] for s in r.tool_sizes)
     kinds = Counter(t.kind for t in plan.turns)
     n_user = sum(1 for f in FACTS if f.source == "user")
+    stress = [t.n for t in plan.turns if t.phase in STRESS_PHASES]
     lines.append(
         f"Scenario: {len(plan.turns)} turns ({kinds['tool']} with tools, {kinds['chat']} chat, "
         f"{kinds['ask']} asking), {len(FACTS)} facts ({n_user} said by the user, "
-        f"{len(FACTS) - n_user} in tool outputs) planted in turns 1-{plan.plant_until}, asked "
-        f"in turns {plan.ask_from}-{len(plan.turns)}."
+        f"{len(FACTS) - n_user} in tool outputs), asked in turns {plan.ask_from}-"
+        f"{len(plan.turns)}; stress phases in turns {min(stress)}-{max(stress)}."
     )
     if sizes:
         med = sizes[len(sizes) // 2]
@@ -639,70 +903,87 @@ def report(results: list[Result], plan: Plan) -> str:
         "system text + messages + tool declarations."
     )
     lines.append("")
+    lw = max(38, *(len(r.policy.label) for r in results))
     head = (
-        f"{'policy':<32} {'requests':>8} {'cumulative':>11} {'vs full':>8} "
-        f"{'+compact':>9} {'peak':>8} {'peak/win':>8} {'compact':>7} {'lane':>5} "
-        f"{'LCP mean':>9} {'LCP tok':>8} {'anchors':>8} {'user':>6} {'tool':>6} {'time':>6}"
+        f"{'policy':<{lw}} {'calls':>6} {'backgr.':>7} {'cumulative':>10} {'backgr. tok':>11} "
+        f"{'vs window':>9} {'peak':>7} {'peak/win':>8} {'ordinary':>8} {'answerable':>10} "
+        f"{'present':>7} {'stale':>5} {'msgs/summary':>12} {'time':>6}"
     )
     lines.append(head)
     lines.append("-" * len(head))
+    win = next((r for r in results if r.policy.name == "window"), None)
     for r in results:
-        main = r.main()
-        cum = sum(q.tokens for q in main)
-        extra = sum(q.tokens for q in r.extra())
-        allreq = main + r.extra()
-        peak = max((q.tokens for q in allreq), default=0)
-        lcp_share = sum(q.lcp_chars for q in main[1:]) / max(1, sum(q.chars for q in main[1:]))
-        lcp_tok = sum(q.lcp_tokens for q in main[1:]) / max(1, len(main) - 1)
-        kept = [f for f in FACTS if r.survival.get(f.fid, {}).get("kept")]
-        asked = [f for f in FACTS if f.fid in r.survival]
-        ku = sum(1 for f in kept if f.source == "user")
-        kt = len(kept) - ku
-        au = sum(1 for f in asked if f.source == "user")
-        at = len(asked) - au
-        lanes = r.summary_kinds.get("lane", 0)
-        compactions = sum(n for k, n in r.summary_kinds.items() if k != "lane")
-        vs = f"{(cum + extra) * 100 / full_cum:.1f} %" if full_cum else "-"
-        win = r.policy.context_window
-        pw = f"{peak * 100 / win:.1f} %" if win < 10**7 else "-"
+        extra = r.extra()
+        cum = r.cumulative()
+        ok, asked = r.answerable()
+        calls = r.summary_calls()
+        rate = f"{r.messages / calls:.1f}" if calls else "-"
+        w = r.policy.context_window
         lines.append(
-            f"{r.policy.label:<32} {len(allreq):>8} {_k(cum + extra):>11} {vs:>8} "
-            f"{_k(extra):>9} {_k(peak):>8} {pw:>8} {compactions:>7} {lanes:>5} "
-            f"{lcp_share * 100:>8.1f}% {_k(lcp_tok):>8} "
-            f"{len(kept):>3}/{len(asked):<3} {ku:>2}/{au:<3} {kt:>2}/{at:<3} {r.seconds:>5.0f}s"
+            f"{r.policy.label:<{lw}} {len(r.requests):>6} {len(extra):>7} {_k(cum):>10} "
+            f"{_k(sum(q.tokens for q in extra)):>11} "
+            f"{(f'{cum / win.cumulative():.2f}x' if win else '-'):>9} {_k(r.peak()):>7} "
+            f"{_pct(r.peak(), w):>8} {_pct(r.peak(ORDINARY), w):>8} "
+            f"{f'{ok}/{asked}':>10} {f'{r.present()}/{asked}':>7} {r.stale():>5} {rate:>12} "
+            f"{r.seconds:>5.0f}s"
         )
     lines.append("")
     lines.append(
-        "cumulative: every request's tokens summed (session requests + compaction "
-        "requests); +compact: the compaction requests alone (summary, topic boundary)."
-    )
-    lines.append("peak: the largest request; peak/win: of the 128,000-token context window.")
-    lines.append(
-        "compact: summaries by after-reply compaction or the guard ladder; lane: rolling "
-        "lane summaries (rows that left the window)."
+        "calls: every model call (session requests and background calls); backgr.: the "
+        "background calls alone (summaries, topic boundaries); cumulative: the tokens of all "
+        "calls, background included; vs window: cumulative / window-only's."
     )
     lines.append(
-        "LCP: longest common prefix with the previous "
-        "session request, share of the request (chars), tokens = that share of it."
+        "peak: the largest request; peak/win: of the 128,000-token window; ordinary: the "
+        "largest request outside the stress phases, of the window."
     )
-    lines.append("anchors: facts whose key is verbatim in the request of the turn that asks.")
+    lines.append(
+        "answerable: facts whose subject and value are together in the request of the turn "
+        "that asks (bench/answerable.py); present: the value anywhere (string presence); "
+        "stale: an earlier value of a corrected fact presented as current."
+    )
+    lines.append(
+        "msgs/summary: the session's messages per summary call (lane, guard, after-reply "
+        "or peer summary; topic-boundary calls not included)."
+    )
     lines.append("")
     lines.append(
-        "Targets (default policy): cumulative <= 10 % of full history; peak <= 60 % of "
-        "the window; anchors >= 95 % (38/40); every cut or summarized message "
-        "recoverable through query_db."
+        f"Targets (default policy): cumulative <= window-only's; answerable >= "
+        f"{TARGET_ANSWERABLE_PCT} % and above both peer policies; peak <= {TARGET_PEAK_PCT} % "
+        "of the window; every cut or summarized message recoverable through query_db; at most "
+        f"1 summary call per {TARGET_MESSAGES_PER_SUMMARY} messages."
     )
-    lines.extend(_targets(results, full_cum))
+    lines.extend(_targets(results))
     for r in results:
         lines.append("")
         lines.append(f"## {r.policy.label}")
-        where = Counter(w for s in r.survival.values() if s["kept"] for w in set(s["where"]))
-        lines.append(
-            "  kept by: " + (", ".join(f"{w} x{n}" for w, n in where.most_common()) or "(nothing)")
+        lines.append("  paths fired per phase (requests; summaries stored, for truncate):")
+        lines.extend(phase_table(r))
+        where = Counter(
+            w for s in r.survival.values() if s["answerable"] for w in set(s["answerable_in"])
         )
-        lost = [f for f in FACTS if f.fid in r.survival and not r.survival[f.fid]["kept"]]
-        if lost:
-            lines.append("  lost: " + ", ".join(f"{f.fid} ({f.source}, {f.kind})" for f in lost))
+        lines.append(
+            "  answerable from: "
+            + (", ".join(f"{w} x{n}" for w, n in where.most_common()) or "(nothing)")
+        )
+        lost = [f for f in FACTS if f.fid in r.survival and not r.survival[f.fid]["answerable"]]
+        if len(lost) > 12:
+            said = sum(1 for f in lost if f.source == "user")
+            lines.append(
+                f"  not answerable: {len(lost)} facts ({said} said by the user, "
+                f"{len(lost) - said} in tool outputs)"
+            )
+        elif lost:
+            lines.append(
+                "  not answerable: "
+                + ", ".join(
+                    f"{f.fid} ({f.source}, {f.kind}"
+                    + (", value present" if r.survival[f.fid]["kept"] else "")
+                    + (", stale" if r.survival[f.fid]["stale"] else "")
+                    + ")"
+                    for f in lost
+                )
+            )
         rc = r.recover
         lines.append(
             "  recoverable via query_db: "
@@ -715,14 +996,27 @@ def report(results: list[Result], plan: Plan) -> str:
         extra = r.extra()
         if extra:
             by_kind = Counter(q.kind for q in extra)
-            summ = [q for q in extra if q.kind in ("summary", "other-summary")]
+            tokens = Counter()
+            for q in extra:
+                tokens[q.kind] += q.tokens
+            summ = [q for q in extra if q.kind == "summary"]
             share = sum(q.lcp_chars for q in summ) * 100 / max(1, sum(q.chars for q in summ))
             lines.append(
-                "  compaction requests: "
-                + ", ".join(f"{k} x{n}" for k, n in by_kind.items())
-                + f", {_k(sum(q.tokens for q in extra))} tokens; summary requests share "
-                f"{share:.1f} % of their text with the preceding session request"
+                "  background calls: "
+                + ", ".join(f"{k} x{n} ({_k(tokens[k])} tokens)" for k, n in by_kind.items())
+                + (
+                    f"; own-prefix summary requests share {share:.1f} % of their text with the "
+                    "preceding session request"
+                    if summ
+                    else ""
+                )
             )
+        main = r.main()
+        lcp_share = sum(q.lcp_chars for q in main[1:]) / max(1, sum(q.chars for q in main[1:]))
+        lines.append(
+            f"  longest common prefix with the previous session request: "
+            f"{lcp_share * 100:.1f} % of the text"
+        )
         if r.limbo:
             lines.append(
                 f"  limbo (rows outside the window and not summarized, after each turn): "
@@ -730,13 +1024,13 @@ def report(results: list[Result], plan: Plan) -> str:
                 f"last {r.limbo[-1]}"
             )
         if r.probe:
-            union = {f for f, v in r.survival.items() if v["kept"]} | set(r.probe["fids"])
+            union = {f for f, v in r.survival.items() if v["answerable"]} | set(r.probe["fids"])
             lines.append(
                 f"  recall probe (diagnostic, not the engine): the 5 summarized lines "
                 f"sharing most keywords with the question hold the key for "
                 f"{r.probe['found']}/{r.probe['asked']} facts "
                 f"(about {r.probe['mean_chars'] // 4} tokens per request); with the "
-                f"anchors kept: {len(union)}/{len(r.survival)}"
+                f"answerable ones: {len(union)}/{len(r.survival)}"
             )
         if r.hints_bad:
             lines.append(f"  tool results cut without their own query_db hint: {r.hints_bad[:10]}")
@@ -772,17 +1066,16 @@ async def main_async(args: argparse.Namespace) -> int:
     turns = 60 if args.quick and args.turns is None else (args.turns or 300)
     ask_from = 50 if args.quick and args.turns is None else None
     plan = sim_script.build_plan(turns, seed=args.seed, ask_from=ask_from)
-    names = args.policy or list(POLICIES)
+    names = args.policy or list(DEFAULT_POLICIES)
+    policies = [tuned(POLICIES[n], args.window, args.compaction or []) for n in names]
     results = []
     with tempfile.TemporaryDirectory(prefix="slop-context-sim-") as d:
         tmp = Path(d)
         project = tmp / "project"
         write_project(plan, project)
         (tmp / "xdg").mkdir()
-        for name in names:
-            res = await run_policy(
-                POLICIES[name], plan, project, tmp, args.sample, not args.no_progress
-            )
+        for policy in policies:
+            res = await run_policy(policy, plan, project, tmp, args.sample, not args.no_progress)
             results.append(res)
     print(report(results, plan))
     if args.json:
@@ -796,6 +1089,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 "summaries": r.summaries,
                 "recover": r.recover,
                 "events": dict(r.events),
+                "firings": r.firings,
+                "messages": r.messages,
             }
             for r in results
         ]
@@ -811,9 +1106,19 @@ def main() -> int:
         "--policy",
         action="append",
         choices=list(POLICIES),
-        help="run only this policy (repeatable)",
+        help="run only this policy (repeatable; default: window, peer, truncate, default)",
     )
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--window", type=int, default=None, help="the slop-tui policies' session window"
+    )
+    ap.add_argument(
+        "--compaction",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a [compaction] setting for the slop-tui policies (repeatable), e.g. "
+        "lane_keep_recent=1",
+    )
     ap.add_argument(
         "--sample",
         type=int,

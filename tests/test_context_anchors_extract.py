@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slop_tui.context.summaries import (
     ANCHORS_HEADER,
+    MAX_ANCHOR_CHARS,
     MAX_TOOL_ERRORS,
     MAX_TOOL_VALUES,
     PRIORITY_KEEP,
@@ -19,6 +22,8 @@ from slop_tui.context.summaries import (
     complete_summary,
     extract_anchor_items,
     merge_anchors,
+    supersede,
+    supersedes,
 )
 from tests.test_context_factories import result, user
 
@@ -217,6 +222,137 @@ def test_a_megabyte_output_is_read_by_its_head_and_tail(monkeypatch) -> None:
         summaries, "_tool_items", lambda text: scanned.append(len(text)) or real(text)
     )
     texts = [a.text for a in extract_anchor_items([result(2, 1, "c1", "execute_bash", output)])]
-    assert len(output) > 5_000_000 and scanned == [summaries.ANALYSED_CHARS + 1]
-    assert "https://ci.example.com/run/42" in texts  # from the head
+    assert len(output) > 5_000_000 and len(scanned) == 1
+    assert summaries.ANALYSED_CHARS - 100 < scanned[0] <= summaries.ANALYSED_CHARS + 1
+    whole = set(output.splitlines())
+    assert all(t in whole for t in texts)  # no line cut in two (an odd one out)
+    assert "see https://ci.example.com/run/42" in texts  # from the head, with its line
     assert "DEPLOY_TARGET=eu-west-2" in texts  # from the tail
+
+
+# --- what a model can use: the end of a long sentence, soft wording, subjects, corrections ---
+
+FILLER = ", ".join(f"the {w} part of the story went somewhere else" for w in "abcdefghij")
+LONG_RULE = f"So, after {FILLER}, here is the one thing to remember from all of it: we never deploy on Fridays."
+
+
+def test_a_long_constraint_keeps_its_end_not_its_head() -> None:
+    assert len(LONG_RULE) > MAX_ANCHOR_CHARS + 100
+    kept = [a for a in extract_anchor_items([user(1, 1, LONG_RULE)]) if a.kind == "constraint"]
+    assert len(kept) == 1 and kept[0].priority == PRIORITY_KEEP
+    text = kept[0].text
+    assert text.endswith("we never deploy on Fridays.") and text.startswith("...")
+    assert len(text) <= MAX_ANCHOR_CHARS + 3
+    # A constraint word early in the sentence keeps its own clause, the rule keeps its own.
+    early = "We always had trouble here, " + LONG_RULE[3:]
+    texts = [a.text for a in extract_anchor_items([user(1, 1, early)]) if a.kind == "constraint"]
+    assert any(t.startswith("We always had trouble") for t in texts)
+    assert any(t.endswith("never deploy on Fridays.") for t in texts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please avoid force-pushing to main.",
+        "Prefer rebase.",
+        "Ideally, keep each pull request under 400 changed lines.",
+        "Make sure the migrations run with a dry run first.",
+        "We should not call the partner API from the web workers.",
+        "Stick to the sandbox account for every test.",
+        "It is best not to touch the generated clients.",
+        "Try not to log request bodies.",
+    ],
+)
+def test_softly_worded_constraints_are_constraints(text) -> None:
+    found = _user(text)
+    assert found == {text: PRIORITY_KEEP}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let's try to finish the refactor today.",
+        "I think the tests should pass now.",
+        "Which option do you prefer?",
+    ],
+)
+def test_ordinary_talk_is_not_a_constraint(text) -> None:
+    assert PRIORITY_KEEP not in _user(text).values()
+
+
+def test_stated_values_keep_their_subject() -> None:
+    found = _user("The nightly job uses a batch size of 1750 rows.")
+    assert found == {"The nightly job uses a batch size of 1750 rows.": PRIORITY_USER}
+    # A long sentence keeps the clauses around the value, not its head.
+    long = (
+        "While you are in there, note that the staging stack is not what the README says, "
+        "because the platform team moved it twice this quarter and renamed half of the "
+        "services on the way, and the staging database for all of that is billing_stg_eu3."
+    )
+    (text,) = [t for t in _user(long) if "billing_stg_eu3" in t]
+    assert "staging database" in text and len(text) <= 160 + 6 and text.startswith("...")
+    # A request keeps its values bare: it states nothing about them.
+    assert _user("Please check BILL-4412 again.") == {"BILL-4412": PRIORITY_USER}
+
+
+def test_tool_values_keep_their_line() -> None:
+    found = _tool(
+        'x = 1\nredis_url = "redis://cache-7.internal:6390/4"\n'
+        "  - WORKER_CONCURRENCY=12\nStaging dashboard: https://grafana.example.com/d/7Hq2x\n"
+    )
+    assert set(found) == {
+        'redis_url = "redis://cache-7.internal:6390/4"',
+        "WORKER_CONCURRENCY=12",
+        "Staging dashboard: https://grafana.example.com/d/7Hq2x",
+    }
+
+
+def test_junk_is_not_an_anchor() -> None:
+    assert _user("I have 1 about that, and 2 more later.") == {}
+    log = "\n".join(f"tests/test_a.py::test_{i} FAILED" for i in range(5))
+    assert _tool(log) == {}  # bare status lines; the test run can be repeated
+    assert _tool("FAILED tests/t.py::test_r - AssertionError: assert 1 == 2") == {
+        "FAILED tests/t.py::test_r - AssertionError: assert 1 == 2": PRIORITY_TOOL
+    }
+
+
+def test_an_anchor_held_by_state_survives_the_state_changing() -> None:
+    said = "The FX conversion uses banker's rounding, ROUND_HALF_EVEN, for every currency."
+    anchors = merge_anchors([], extract_anchor_items([user(1, 1, said)]))
+    # STATE (and the scratchpad) hold it today: it is written into the summary anyway.
+    first = complete_summary("## User Intent\n- generic", anchors, state=said, scratchpad=said)
+    assert said in first
+    # The next roll carries it; STATE no longer holds it.
+    carried = carried_anchor_items(first)
+    new = extract_anchor_items([user(9, 9, "Run the unit tests again.")])
+    second = complete_summary("## User Intent\n- still generic", merge_anchors(carried, new))
+    assert said in second
+
+
+def test_a_correction_supersedes_the_earlier_value() -> None:
+    old = user(1, 1, "The webhook retry window is 45 minutes.")
+    new = user(5, 5, "Correction on the webhook retry window: it is 90 minutes now.")
+    # In one span: only the later statement stays.
+    texts = [a.text for a in extract_anchor_items([old, new])]
+    assert texts == ["Correction on the webhook retry window: it is 90 minutes now."]
+    # Across rolled summaries: the carried one gives way to the new one.
+    carried = carried_anchor_items(complete_summary("", extract_anchor_items([old])))
+    merged = [a.text for a in merge_anchors(carried, extract_anchor_items([new]))]
+    assert merged == ["Correction on the webhook retry window: it is 90 minutes now."]
+    # The other way round nothing is superseded: the older one carries no cue.
+    assert len(extract_anchor_items([new, old])) == 2
+
+
+def test_what_is_not_a_correction() -> None:
+    old = Anchor("number", "Heads-up: in the dev stack the API listens on port 48213.", 1)
+    # A cue, but about another thing (too few shared subject words).
+    other = Anchor("number", "Update: the API now also exposes metrics on port 9100.", 1)
+    assert not supersedes(other, old)
+    # The same subject without a cue is a second statement, not a correction.
+    again = Anchor("number", "In the dev stack the API listens on port 48214.", 1)
+    assert not supersedes(again, old)
+    # A tool value never corrects, an error line is never corrected.
+    assert not supersedes(replace(other, priority=PRIORITY_TOOL), old)
+    err = Anchor("error", "ValueError: the API listens on port 48213 now", 2)
+    assert not supersedes(Anchor("value", "Now the API listens on port 1.", 1), err)
+    assert supersede([old, other, again]) == [old, other, again]

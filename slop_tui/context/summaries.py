@@ -13,12 +13,15 @@
 - `extractive_summary(messages)`: the fallback without a model, in the same
   seven sections: the user's requests and constraints, tools used, files,
   errors, decisions, open checklist items, where work stood.
-- `extract_anchors(messages)`: what must survive verbatim: the user's explicit
-  constraints, file paths, URLs, numbers with units (ports, durations,
-  sizes, versions), identifiers, error lines.
-- `complete_summary(summary, anchors, state, scratchpad)`: appends an
-  `## Anchors kept verbatim` section with every anchor that the summary,
-  STATE and scratchpad all miss, then redacts secrets. Every summary the
+- `extract_anchors(messages)`: what must survive verbatim, in a form a model
+  can use: the user's constraints (softly worded ones too) and decisions, the
+  values the user states with what they are about (the sentence, or the
+  clauses around the values), values in tool outputs with their line, file
+  paths, identifiers, error lines; a later correction by the user supersedes
+  the earlier value (`supersede`).
+- `complete_summary(summary, anchors, …)`: appends an `## Anchors kept
+  verbatim` section with every anchor (even those STATE, the scratchpad or
+  the prose hold today: they change), then redacts secrets. Every summary the
   engine stores goes through it.
 """
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from slop_tui import message_parser
 from slop_tui.context.assemble import rough_tokens
+from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
 from slop_tui.records import STATUS_TOOL_CALL, Message, ToolCall
@@ -47,6 +51,8 @@ SECTIONS = (
     "Current State",
 )
 ANCHORS_HEADER = "## Anchors kept verbatim"
+# The system text of a standalone summary request.
+STANDALONE_SYSTEM = "You write faithful, structured summaries of coding sessions."
 MAX_SUMMARY_INPUT_CHARS = 2000
 
 SUMMARY_INSTRUCTION = """\
@@ -83,10 +89,16 @@ ANALYSED_CHARS = 200_000
 
 
 def _analysed(text: str) -> str:
+    """`text`, or its first fifth and last four fifths of `ANALYSED_CHARS`, cut at line
+    ends: a line cut in two would look like an odd one out (an outlier anchor)."""
     if len(text) <= ANALYSED_CHARS:
         return text
     head = ANALYSED_CHARS // 5
-    return text[:head] + "\n" + text[-(ANALYSED_CHARS - head) :]
+    end = text.rfind("\n", 0, head)
+    start = text.find("\n", len(text) - (ANALYSED_CHARS - head))
+    head_part = text[: end if end > 0 else head]
+    tail_part = text[start + 1 :] if start >= 0 else text[-(ANALYSED_CHARS - head) :]
+    return head_part + "\n" + tail_part
 
 
 def _text(m: AnyMessage) -> str:
@@ -225,7 +237,7 @@ def standalone_summary_request(
     history = "".join(redact_secrets(_summary_block(m)) for m in messages if not _engine(m))
     instruction = summary_instruction(budget_tokens, previous_summary)
     text = "**Conversation History:**\n" + history + "\n" + instruction
-    system = "You write faithful, structured summaries of coding sessions."
+    system = STANDALONE_SYSTEM
     return Prompt(
         layers=(Layer("system", system, count_tokens(system)),),
         messages=(PromptMessage(role="user", text=text, tokens=count_tokens(text)),),
@@ -277,7 +289,12 @@ PRIORITY_OTHER = 3
 # Per span, the noisy kinds are capped (the first ones for identifiers, the last for errors).
 MAX_IDENTIFIERS = 30
 MAX_ERRORS = 10
-MAX_ANCHOR_CHARS = 240
+MAX_ANCHOR_CHARS = 240  # a constraint or a decision
+# A stated value with what it is about (the clauses around it), a tool output line.
+MAX_STATEMENT_CHARS = 160
+# A statement up to this long is kept whole; a longer one is cut to the clauses that hold
+# its values (grown to about half this much with the clauses before them).
+STATEMENT_WHOLE_CHARS = 80
 # Per tool result: values (URLs, host:port, constants, lines that break the output's
 # pattern) and error lines.
 MAX_TOOL_VALUES = 10
@@ -355,19 +372,35 @@ _CODE_LINE = re.compile(
     r"^\s*(?:\d+\s*[:|│]\s*)?(?:except|raise|class|def|catch|throw|import|from|assert|"
     r"if|elif|return|with|try)\b"
 )
-_CONSTRAINT = re.compile(r"(?i)\b(?:always|never|don'?t|don’t|do not|must(?:n'?t| not)?|mustn’t)\b")
+_CONSTRAINT = re.compile(
+    r"(?i)\b(?:always|never|don'?t|don’t|do not|must(?:n'?t| not)?|mustn’t"
+    # the same said softly: "Please avoid force-pushing to main. Prefer rebase."
+    r"|avoid(?:ing)?|prefer(?:ably)?|refrain|make sure|be careful|ideally|stick (?:to|with)"
+    r"|stay away from|under no circumstances|(?:it'?s |it is )?(?:best|better) (?:not )?to"
+    r"|try not to|(?:you|we) (?:should(?:n'?t| not)?|ought to))\b"
+)
 _DECISION = re.compile(
     r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
     r"instead of|opted|settled on|agreed|we(?:'re| are) using)\b"
 )
 # A request or a question rather than a statement: its names are the task, not a fact.
 _REQUEST = re.compile(
-    r"(?i)^(?:please\s+)?(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
+    r"(?i)^(?:(?:please|now|ok(?:ay)?|so|then|next|also|and|first)\b[\s,]+)*"
+    r"(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
     r"summari[sz]e|tell|describe|review|fix|add|remove|delete|rename|refactor|test|try|"
+    r"go|continue|proceed|start|help|have a look|take a look|"
     r"can|could|would|will|what(?:'s)?|where|which|how|why|who|when|should|is|are|do|does|"
     r"did|have|has|let'?s|let’s|i\s+(?:need|want|would like|'d like))\b(?!-)"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Where a long sentence or line may be cut: between clauses.
+_CLAUSE_BREAK = re.compile(r";\s*|:\s+|,\s+|\s+[—–-]\s+|\s+(?:and|but|so|because)\s+")
+# A user statement that corrects an earlier one ("Correction: ...", "... is 90 minutes now").
+_CORRECTION = re.compile(
+    r"(?i)\b(?:correction|corrected|actually|update[ds]?|changed?|now|instead|no longer|"
+    r"from now on|rather than|any ?more|scratch that|turns out|revised?)\b"
+)
+_SUBJECT_WORD = re.compile(r"[a-z]{3,}")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LINE_NUMBER = re.compile(r"^\s*\d+\s*[:|│]\s?")
 _BANNER = re.compile(r"^\s*([=\-*#~_+])\1{2,}.*\1{3}\s*$")
@@ -388,6 +421,79 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_ANCHOR_CHARS else text[: MAX_ANCHOR_CHARS - 3] + "..."
 
 
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for m in _CLAUSE_BREAK.finditer(text):
+        if m.start() > at:
+            spans.append((at, m.start()))
+        at = m.end()
+    if at < len(text):
+        spans.append((at, len(text)))
+    return spans or [(0, len(text))]
+
+
+def _focus(
+    flat: str, start: int, end: int, limit: int, forward: bool = False, whole: int = 0
+) -> str:
+    """The part of `flat` (one sentence or line, whitespace flattened) around
+    `flat[start:end]`, within `limit` characters.
+
+    A text within `whole` (default: the limit) is kept whole. Otherwise the
+    clauses that hold the span are kept and grown by whole neighbouring clauses
+    (the one before first, where a value's subject usually is; the one after
+    first with `forward`, where a constraint's object is) up to half of `whole`
+    and never past the limit; a single clause longer than
+    the limit is cut to a window that keeps the span and some words before it. A
+    cut side is marked `...`. So the end of a long sentence ("..., never deploy
+    on Fridays.") is kept, not its head.
+    """
+    whole = whole or limit
+    if len(flat) <= whole:
+        return flat
+    spans = _clause_spans(flat)
+    lo = next((k for k, (_, b) in enumerate(spans) if b > start), len(spans) - 1)
+    hi = max(lo, max((k for k, (a, _) in enumerate(spans) if a < end), default=lo))
+    a, b = spans[lo][0], spans[hi][1]
+    if b - a > limit:
+        a = max(a, min(start - limit // 4, end - limit))
+        b = min(b, a + limit)
+    else:
+        while b - a < whole // 2:
+            for k in (hi + 1, lo - 1) if forward else (lo - 1, hi + 1):
+                if not 0 <= k < len(spans):
+                    continue
+                na, nb = (spans[k][0], b) if k < lo else (a, spans[k][1])
+                if nb - na <= limit:
+                    a, b = na, nb
+                    lo, hi = min(lo, k), max(hi, k)
+                    break
+            else:
+                break
+    # Never start or end inside a word.
+    if 0 < a < start and flat[a - 1].isalnum():
+        space = flat.find(" ", a, start)
+        a = space + 1 if space >= 0 else a
+    if end < b < len(flat) and flat[b].isalnum():
+        space = flat.rfind(" ", end, b)
+        b = space if space >= 0 else b
+    piece = flat[a:b].strip(" ,;:—–-")
+    return ("..." if a > 0 else "") + piece + ("..." if b < len(flat) else "")
+
+
+def _focus_on(sentence: str, pattern: re.Pattern, limit: int) -> list[str]:
+    """The sentence, or when it is too long each match's focus (see `_focus`)."""
+    flat = " ".join(sentence.split())
+    if len(flat) <= limit:
+        return [flat]
+    out: list[str] = []
+    for m in pattern.finditer(flat):
+        piece = _focus(flat, m.start(), m.end(), limit, forward=True)
+        if piece not in out:
+            out.append(piece)
+    return out
+
+
 def _sentences(text: str) -> list[str]:
     out = []
     for sentence in _SENTENCE.split(text):
@@ -398,11 +504,21 @@ def _sentences(text: str) -> list[str]:
 
 
 def _constraints(text: str) -> list[str]:
-    return [_clip(s) for s in _sentences(text) if _CONSTRAINT.search(s) and not s.endswith("?")]
+    return [
+        c
+        for s in _sentences(text)
+        if _CONSTRAINT.search(s) and not s.endswith("?")
+        for c in _focus_on(s, _CONSTRAINT, MAX_ANCHOR_CHARS)
+    ]
 
 
 def _decisions(text: str) -> list[str]:
-    return [_clip(s) for s in _sentences(text) if _DECISION.search(s) and not s.endswith("?")]
+    return [
+        d
+        for s in _sentences(text)
+        if _DECISION.search(s) and not s.endswith("?")
+        for d in _focus_on(s, _DECISION, MAX_ANCHOR_CHARS)
+    ]
 
 
 def _paths(text: str) -> list[str]:
@@ -445,7 +561,11 @@ def _values(text: str, counts: bool) -> list[str]:
     ]
     found += [(m.start(1), m.group(1)) for m in _COMMIT.finditer(text)]
     if counts:
-        found += [(m.start(), m.group(0)) for m in _COUNT.finditer(text)]
+        found += [
+            (m.start(), m.group(0))
+            for m in _COUNT.finditer(text)
+            if m.group(0).split()[-1].lower() not in STOP_WORDS  # "1 about" counts nothing
+        ]
     return [v for _, v in sorted(found, key=lambda x: x[0])]
 
 
@@ -522,33 +642,113 @@ def _outliers(lines: Sequence[str]) -> list[str]:
     return out
 
 
+_TOOL_CONST = re.compile(r"^\s*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s*[:=]\s*[^\s#]+")
+
+
+def _line_values(line: str) -> tuple[str, int, int] | None:
+    """(kind, start, end) of the first value of a tool output line, or None."""
+    hits: list[tuple[int, int, str]] = []
+    url = _URL.search(line)
+    if url:
+        hits.append((url.start(), url.end(), KIND_URL))
+    no_urls = _URL.sub(lambda m: " " * len(m.group(0)), line)
+    for pattern, kind in (
+        (_HOST_PORT, KIND_NUMBER),
+        (_ENV_ASSIGN, KIND_VALUE),
+        (_HANDLE, KIND_VALUE),
+        (_TOOL_CONST, KIND_VALUE),
+    ):
+        m = pattern.search(no_urls)
+        if m:
+            hits.append((m.start(), m.end(), kind))
+    if not hits:
+        return None
+    start, end, kind = min(hits)
+    return kind, start, end
+
+
+def _is_bare_status(line: str) -> bool:
+    """A test runner's `path::test FAILED` line with no message: a status, not an error."""
+    return not (_EXCEPTION.search(line) or _ERROR_START.match(line) or " - " in line)
+
+
 def _tool_items(text: str) -> list[Anchor]:
-    """Anchors of one tool output (or a pasted block): values first, a few error lines."""
+    """Anchors of one tool output (or a pasted block): values first, a few error lines.
+
+    A value (URL, host:port, KEY=VALUE, CONSTANT = value, @handle) is kept with
+    its line, which says what it is (`redis_url = "redis://…"`, `Staging
+    dashboard: https://…`): the line, cut around the value when it is long.
+    """
     lines = [_LINE_NUMBER.sub("", ln) for ln in text.splitlines()]
-    flat = "\n".join(lines)
-    values: list[Anchor] = [Anchor(KIND_URL, u, PRIORITY_TOOL) for u in _urls(flat)]
-    no_urls = _URL.sub(" ", flat)
-    values += [Anchor(KIND_NUMBER, m.group(0), PRIORITY_TOOL) for m in _HOST_PORT.finditer(no_urls)]
-    values += [
-        Anchor(KIND_VALUE, m.group(0).strip(), PRIORITY_TOOL)
-        for pattern in (_ENV_ASSIGN, _HANDLE)
-        for m in pattern.finditer(no_urls)
-    ]
-    consts = re.compile(r"^\s*([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s*[:=]\s*[^\s#]+)", re.M)
-    values += [Anchor(KIND_VALUE, m.group(1), PRIORITY_TOOL) for m in consts.finditer(flat)]
+    values: list[Anchor] = []
+    for ln in lines:
+        flat = " ".join(_LIST_MARK.sub("", ln).split())
+        found = _line_values(flat)
+        if found is not None:
+            kind, start, end = found
+            values.append(
+                Anchor(kind, _focus(flat, start, end, MAX_STATEMENT_CHARS), PRIORITY_TOOL)
+            )
     values = _dedupe(values)[:MAX_TOOL_VALUES]
     have = [a.text for a in values]
     outliers = [
-        o for o in _outliers(lines) if not any(h in o for h in have) and not _ERROR_NAME.search(o)
+        o for o in _outliers(lines) if not any(o in h for h in have) and not _ERROR_NAME.search(o)
     ]
     values += [Anchor(KIND_VALUE, o, PRIORITY_TOOL) for o in outliers[:MAX_TOOL_OUTLIERS]]
-    errors = _dedupe([Anchor(KIND_ERROR, e) for e in _error_lines(text)])
-    # Errors with a message (an exception and what it says) first, bare FAILED lines after.
+    errors = _dedupe(
+        [
+            Anchor(KIND_ERROR, e)
+            for e in _error_lines(text)
+            if "FAILED" not in e or not _is_bare_status(e)
+        ]
+    )
+    # Errors with a message (an exception and what it says) first.
     errors.sort(key=lambda a: 0 if (_EXCEPTION.search(a.text) or _ERROR_START.match(a.text)) else 1)
     errors = [
         replace(a, priority=PRIORITY_TOOL) if _EXCEPTION.search(a.text) else a for a in errors
     ]
     return values + errors[:MAX_TOOL_ERRORS]
+
+
+def _subject_words(text: str) -> frozenset[str]:
+    """The words that say what an anchor is about: no numbers, stop words or cue words."""
+    words = _SUBJECT_WORD.findall(re.sub(r"[_\-./]+", " ", text.lower()))
+    return frozenset(w for w in words if w not in STOP_WORDS and not _CORRECTION.fullmatch(w))
+
+
+def supersedes(new: Anchor, old: Anchor) -> bool:
+    """Whether `new`, said later, corrects `old`.
+
+    `new` is the user's own statement (a constraint, decision or stated value)
+    with a correction cue ("correction", "actually", "now", "instead", "no
+    longer", ...), and it is about the same thing: at least two of `old`'s
+    subject words, and at least 60 % of them, are in `new`. Error lines are
+    never corrected. A restatement with a cue replaces the earlier one too:
+    nothing is lost, the later wording carries the value.
+    """
+    if new.priority > PRIORITY_USER or KIND_ERROR in (new.kind, old.kind):
+        return False
+    if new.text == old.text or not _CORRECTION.search(new.text):
+        return False
+    was, now = _subject_words(old.text), _subject_words(new.text)
+    shared = len(was & now)
+    return shared >= 2 and shared * 5 >= 3 * len(was)
+
+
+def supersede(items: Sequence[Anchor]) -> list[Anchor]:
+    """`items` (oldest first) without the ones a later item corrects (`supersedes`).
+
+    The earlier value is dropped rather than kept as a second "current" one; its
+    message is still in the ledger (query_db reads it).
+    """
+    gone: set[int] = set()
+    for j, new in enumerate(items):
+        if new.priority > PRIORITY_USER or not _CORRECTION.search(new.text):
+            continue
+        for i in range(j):
+            if i not in gone and supersedes(new, items[i]):
+                gone.add(i)
+    return [a for i, a in enumerate(items) if i not in gone]
 
 
 def _dedupe(items: Iterable[Anchor]) -> list[Anchor]:
@@ -564,23 +764,65 @@ def _dedupe(items: Iterable[Anchor]) -> list[Anchor]:
     return list(out.values())
 
 
+def _statement(sentence: str, values: Sequence[Anchor], kept: Sequence[Anchor]) -> list[Anchor]:
+    """A stated sentence's values kept with what they are about: the sentence, or the
+    clauses around the values when it is long (see `_focus`), as one anchor each.
+
+    Values already inside a constraint or decision of the same message need none.
+    """
+    flat = " ".join(sentence.split())
+    held = " ".join(a.text for a in kept)
+    spans = []
+    bare: list[Anchor] = []  # a value not found as written (it never is, but stays kept)
+    for a in values:
+        at = flat.find(a.text)
+        if a.text in held:
+            continue
+        if at >= 0:
+            spans.append((at, at + len(a.text), a.kind))
+        else:
+            bare.append(a)
+    if not spans:
+        return bare
+    spans.sort()
+    kind = spans[0][2]
+    start, end = spans[0][0], max(e for _, e, _ in spans)
+    limit, whole = MAX_STATEMENT_CHARS, STATEMENT_WHOLE_CHARS
+    if end - start <= limit:
+        return [Anchor(kind, _focus(flat, start, end, limit, whole=whole), PRIORITY_USER), *bare]
+    out: list[Anchor] = list(bare)
+    for a, b, k in spans:
+        piece = _focus(flat, a, b, limit, whole=whole)
+        if all(piece != x.text for x in out):
+            out.append(Anchor(k, piece, PRIORITY_USER))
+    return out
+
+
 def _user_items(text: str) -> list[Anchor]:
-    """Anchors of a user message: constraints and decisions, stated values, names."""
+    """Anchors of a user message: constraints and decisions, stated values, names.
+
+    A statement's values are kept with their sentence ("The nightly job uses a
+    batch size of 1750 rows.", not "1750 rows"): a value alone answers nothing.
+    Requests and questions keep their values and names bare.
+    """
     pasted = [m.group(1) for m in _FENCE.finditer(text)]
     prose = _FENCE.sub(" ", text)
-    items = [Anchor(KIND_CONSTRAINT, c, PRIORITY_KEEP) for c in _constraints(prose)]
-    items += [Anchor(KIND_DECISION, d, PRIORITY_KEEP) for d in _decisions(prose)]
+    kept = [Anchor(KIND_CONSTRAINT, c, PRIORITY_KEEP) for c in _constraints(prose)]
+    kept += [Anchor(KIND_DECISION, d, PRIORITY_KEEP) for d in _decisions(prose)]
+    items = list(kept)
     for sentence in _sentences(prose):
         stated = not sentence.endswith("?") and not _REQUEST.match(sentence)
         names = PRIORITY_USER if stated else PRIORITY_OTHER
+        found: list[Anchor] = []
         for p in _paths(sentence):
             absolute = p.startswith(("/", "~"))
-            items.append(Anchor(KIND_PATH, p, PRIORITY_USER if absolute else names))
-        items += [Anchor(KIND_URL, u, PRIORITY_USER) for u in _urls(sentence)]
-        items += [Anchor(KIND_NUMBER, n, PRIORITY_USER) for n in _numbers(sentence)]
-        items += [Anchor(KIND_VALUE, v, PRIORITY_USER) for v in _values(sentence, counts=stated)]
-        items += [Anchor(KIND_VALUE, b, PRIORITY_USER) for b in _backticked(sentence)]
-        items += [Anchor(KIND_IDENTIFIER, i, names) for i in _identifiers(sentence)]
+            found.append(Anchor(KIND_PATH, p, PRIORITY_USER if absolute else names))
+        found += [Anchor(KIND_URL, u, PRIORITY_USER) for u in _urls(sentence)]
+        found += [Anchor(KIND_NUMBER, n, PRIORITY_USER) for n in _numbers(sentence)]
+        found += [Anchor(KIND_VALUE, v, PRIORITY_USER) for v in _values(sentence, counts=stated)]
+        found += [Anchor(KIND_VALUE, b, PRIORITY_USER) for b in _backticked(sentence)]
+        found += [Anchor(KIND_IDENTIFIER, i, names) for i in _identifiers(sentence)]
+        items += _statement(sentence, found, kept) if stated else found
     for block in pasted:
         items += _tool_items(block)
     return items
@@ -627,7 +869,7 @@ def extract_anchor_items(messages: Sequence[AnyMessage]) -> list[Anchor]:
             found += [Anchor(KIND_ERROR, e) for e in _error_lines(text)]
         else:
             found += _tool_items(text)
-    items = _dedupe(found)
+    items = supersede(_dedupe(found))
     out: list[Anchor] = []
     for kind in ANCHOR_KINDS:
         of_kind = [a for a in items if a.kind == kind]
@@ -708,6 +950,8 @@ def merge_anchors(
             continue
         index[key] = len(items)
         items.append(a)
+    # A later correction replaces what it corrects (carried anchors are the older ones).
+    items = supersede(items)
     # An anchor inside another one that is kept at least as long (a path inside a
     # constraint sentence, a number inside a decision) is already verbatim there.
     keys = [_squash(a.text) for a in items]
@@ -800,16 +1044,23 @@ def complete_summary(
     scratchpad: str = "",
     max_anchors: int | None = None,
 ) -> str:
-    """`summary` plus the anchors that it, STATE and the scratchpad miss; redacted.
+    """`summary` plus every anchor, deduplicated, under `## Anchors kept verbatim`; redacted.
 
-    The missing ones are appended verbatim under `## Anchors kept verbatim`,
-    one `- ` item each, in the given order (at most `max_anchors`); `Anchor`
-    items carry a `[kind/priority]` tag so a rolled summary can read them
-    back. An existing anchors section of the summary is replaced, not
-    duplicated.
+    The anchors are appended verbatim, one `- ` item each, in the given order
+    (at most `max_anchors`); `Anchor` items carry a `[kind/priority]` tag so a
+    rolled summary can read them back. An existing anchors section of the
+    summary is replaced, not duplicated.
+
+    An anchor is listed even when the summary's prose, STATE (`state`) or the
+    scratchpad (`scratchpad`, which callers may extend with other summaries)
+    hold it today: all of them are rewritten later (the model's next STATE, the
+    prose cut to its budget at the next roll, a summary un-compacted), and an
+    anchor left out because one of them held it would vanish with it. Only the
+    anchors section is carried from one rolled summary to the next.
     """
+    del state, scratchpad  # consulted no more: see above
     body = _strip_anchor_section(summary.strip())
-    missing = missing_anchors(anchors, body, state, scratchpad)
+    missing = missing_anchors(anchors)
     if max_anchors is not None:
         missing = missing[:max_anchors]
     out = body
