@@ -254,18 +254,17 @@ class ContinuityMixin(LedgerBase):
             await db.execute("UPDATE summaries SET superseded=1 WHERE id=?", (previous_id,))
         return Summary(summary_id, session, lane, kind, first, last, content, version, t)
 
-    async def rolled_from(self, session: str, summary_id: int) -> Summary | None:
-        """The summary `summary_id` rolled up (superseded, its rows still hidden behind it)."""
-        row = await self._one(
-            f"""SELECT s.* FROM summaries s, summaries n
+    _ROLLED_FROM = f"""SELECT s.* FROM summaries s, summaries n
                WHERE n.id=? AND n.session_id=? AND s.session_id=n.session_id
                  AND s.lane=n.lane AND s.id < n.id AND s.superseded=1
                  AND s.first_message_id = n.first_message_id
                  AND EXISTS (SELECT 1 FROM messages m WHERE m.summary_id=s.id
                              AND m.status='{STATUS_SUMMARIZED}')
-               ORDER BY s.id DESC LIMIT 1""",
-            (summary_id, session),
-        )
+               ORDER BY s.id DESC LIMIT 1"""
+
+    async def rolled_from(self, session: str, summary_id: int) -> Summary | None:
+        """The summary `summary_id` rolled up (superseded, its rows still hidden behind it)."""
+        row = await self._one(self._ROLLED_FROM, (summary_id, session))
         return _summary(row) if row else None
 
     async def uncompact(self, session: str, summary_id: int) -> int:
@@ -275,31 +274,36 @@ class ContinuityMixin(LedgerBase):
         restored (0 when it was already un-compacted). A rolled summary puts
         the summary it replaced back in effect (its rows stay behind it).
         """
-        previous = await self.rolled_from(session, summary_id)
         async with self.transaction() as db:
-            await self._summary_row(db, session, summary_id)
-            cur = await db.execute("SELECT superseded FROM summaries WHERE id=?", (summary_id,))
-            was_superseded = bool((await cur.fetchone())[0])
-            cur = await db.execute(
-                f"""UPDATE messages
-                   SET status=COALESCE(summary_status, status_before, 'completed'),
-                       status_before=NULL, summary_id=NULL, summary_status=NULL
-                   WHERE session_id=? AND summary_id=? AND status='{STATUS_SUMMARIZED}'""",
-                (session, summary_id),
-            )
-            restored = cur.rowcount
-            # Rows whose group was dropped after summarizing stay dropped; a later
-            # `/context restore` brings back the status they had before the summary.
-            await db.execute(
-                f"""UPDATE messages SET status_before=COALESCE(summary_status, status_before),
-                       summary_id=NULL, summary_status=NULL
-                   WHERE session_id=? AND summary_id=? AND status='{STATUS_DROPPED}'""",
-                (session, summary_id),
-            )
-            await db.execute("UPDATE summaries SET superseded=1 WHERE id=?", (summary_id,))
-            if previous is not None and not was_superseded:
-                await db.execute("UPDATE summaries SET superseded=0 WHERE id=?", (previous.id,))
-            return restored
+            return await self._uncompact(db, session, summary_id)
+
+    async def _uncompact(self, db, session: str, summary_id: int) -> int:
+        """`uncompact` inside the caller's transaction."""
+        cur = await db.execute(self._ROLLED_FROM, (summary_id, session))
+        previous = await cur.fetchone()
+        await self._summary_row(db, session, summary_id)
+        cur = await db.execute("SELECT superseded FROM summaries WHERE id=?", (summary_id,))
+        was_superseded = bool((await cur.fetchone())[0])
+        cur = await db.execute(
+            f"""UPDATE messages
+               SET status=COALESCE(summary_status, status_before, 'completed'),
+                   status_before=NULL, summary_id=NULL, summary_status=NULL
+               WHERE session_id=? AND summary_id=? AND status='{STATUS_SUMMARIZED}'""",
+            (session, summary_id),
+        )
+        restored = cur.rowcount
+        # Rows whose group was dropped after summarizing stay dropped; a later
+        # `/context restore` brings back the status they had before the summary.
+        await db.execute(
+            f"""UPDATE messages SET status_before=COALESCE(summary_status, status_before),
+                   summary_id=NULL, summary_status=NULL
+               WHERE session_id=? AND summary_id=? AND status='{STATUS_DROPPED}'""",
+            (session, summary_id),
+        )
+        await db.execute("UPDATE summaries SET superseded=1 WHERE id=?", (summary_id,))
+        if previous is not None and not was_superseded:
+            await db.execute("UPDATE summaries SET superseded=0 WHERE id=?", (previous["id"],))
+        return restored
 
     async def get_summary(self, session: str, summary_id: int) -> Summary | None:
         row = await self._one(
