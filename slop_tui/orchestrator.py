@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
@@ -188,36 +189,52 @@ class Orchestrator:
         ws = self.ws
         ws.turn_ran = True
         choice = await ws.provider_choice()
+        session = ws.session
         try:
-            user = await ws.ledger.append_user(ws.session, text, strategy=choice.strategy)
+            # The prompt and the turn's in-flight record in one write: from here on no
+            # edit (here or in another process) can take the group away mid-turn.
+            user = await ws.ledger.open_turn(session, text, strategy=choice.strategy)
         except LedgerError as exc:
             return await self._ledger_failed(exc, send, outcome)
         gid = user.group_id
         outcome.group_id = gid
-        await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
-        await self.wait_background()  # a compaction still running takes effect first
-        for warning in ws.pop_warnings():
-            await send(Notice(text=f"Configuration: {warning}"))
-        resume = ws.pending_handoff
-        if resume is not None and resume.session != ws.session:
-            resume = None
-        journal = TurnJournal(ws.ledger, ws.session, gid)
-        turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
+        ws.running_turn = gid
+        journal = TurnJournal(ws.ledger, session, gid, opened=True)
+        turn: _Turn | None = None
+        resume = None
+        reply = None
         try:
-            reply = await self._loop(turn)
-            if reply is not None:
-                await self._finish(reply, turn.strategy, gid, send, outcome)
-        except LedgerError as exc:  # a full disk, a read-only database: one clear error
-            await self._ledger_failed(exc, send, outcome)
-            reply = None
+            await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
+            await self.wait_background()  # a compaction still running takes effect first
+            for warning in ws.pop_warnings():
+                await send(Notice(text=f"Configuration: {warning}"))
+            resume = ws.pending_handoff
+            if resume is not None and resume.session != session:
+                resume = None
+            turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
+            try:
+                reply = await self._loop(turn)
+                if reply is not None:
+                    await self._finish(reply, turn.strategy, gid, send, outcome)
+            except LedgerError as exc:  # a full disk, a read-only database: one clear error
+                await self._ledger_failed(exc, send, outcome)
+                reply = None
         finally:
+            if reply is None:  # failed or cancelled before any answer: the error mark
+                await asyncio.shield(self._mark_failed(session, gid))
             await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
-            if turn.consumed and ws.pending_handoff is resume:
+            ws.running_turn = None
+            if turn is not None and turn.consumed and ws.pending_handoff is resume:
                 ws.pending_handoff = None
-        if reply is None:
+        if reply is None or turn is None:
             return outcome
         self._schedule_background(turn, reply.text)
         return outcome
+
+    async def _mark_failed(self, session: str, gid: int) -> None:
+        """A prompt with no answer at all is marked (shown `!`, not replayed, /retry)."""
+        with contextlib.suppress(LedgerError, sqlite3.Error):
+            await self.ws.ledger.mark_failed_prompt(session, gid)
 
     async def _ledger_failed(self, exc: LedgerError, send, outcome: TurnOutcome) -> TurnOutcome:
         """The ledger refused a write: the turn ends with one error; stored rows stay whole."""

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
-from slop_tui.tools.sqlguard import MAX_VALUE_BYTES, Guard, StopFlag, open_readonly
+from slop_tui.tools.sqlguard import (
+    HIDDEN_TABLE_PREFIX,
+    MAX_VALUE_BYTES,
+    Guard,
+    StopFlag,
+    open_readonly,
+)
 
 HEX_BLOB_BYTES = 64  # smaller blobs are shown as hex, bigger ones as "<blob N bytes>"
 _SHADOW_SUFFIXES = ("data", "idx", "content", "docsize", "config", "segments", "segdir", "stat")
@@ -194,7 +200,7 @@ def _schema_text(rows: list[tuple[str, str, str, str]], ctx: ToolContext) -> str
     shadow = {f"{v}_{s}" for v in virtual for s in _SHADOW_SUFFIXES}
 
     def internal(name: str) -> bool:
-        return name.startswith("sqlite_") or name in shadow
+        return name.startswith(("sqlite_", HIDDEN_TABLE_PREFIX)) or name in shadow
 
     keep = [
         (kind, sql) for kind, name, tbl, sql in rows if not internal(name) and not internal(tbl)

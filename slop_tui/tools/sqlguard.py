@@ -45,6 +45,9 @@ DENIED_FUNCTIONS = frozenset(
     {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "lsdir", "zipfile",
      "printf", "format"}
 )  # fmt: skip
+# The trash (ledger/edits.py): rows the user took out of the history, kept only so
+# they can be restored. The model never reads them.
+HIDDEN_TABLE_PREFIX = "trash_"
 INTERNAL_PRAGMAS = frozenset(
     {"data_version", "table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list"}
 )
@@ -108,6 +111,11 @@ class Guard:
         if self.top is None:
             self.top = action
         if self.top == sqlite3.SQLITE_SELECT:
+            if action == sqlite3.SQLITE_READ and (arg1 or "").startswith(HIDDEN_TABLE_PREFIX):
+                self.refused = self.refused or (
+                    f"reading {arg1} (the trash: rows the user removed from the history)"
+                )
+                return sqlite3.SQLITE_DENY
             if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
                 return sqlite3.SQLITE_OK
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in DENIED_FUNCTIONS:
