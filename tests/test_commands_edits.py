@@ -71,8 +71,10 @@ async def test_undo_and_remove_go_to_the_trash_and_redo_brings_them_back(ws):
 
     listed = await dispatch(ws, "/trash list")
     assert listed.ok and [e.group_id for e in listed.data] == [g1, g3]
-    assert "removed group" in listed.text and "undone group" in listed.text and "| one |" in (
-        listed.text
+    assert (
+        "removed group" in listed.text
+        and "undone group" in listed.text
+        and "| one |" in (listed.text)
     )
 
     again = await dispatch(ws, "/redo")  # the newest takeaway first: the removal
@@ -183,9 +185,7 @@ async def test_a_running_turn_refuses_edits_of_its_group_and_session_switches(ws
     assert (await dispatch(ws, f"/context drop {g1}")).ok
 
 
-async def test_a_failed_prompt_is_marked_not_replayed_and_retry_sends_it_again(
-    tmp_path, fake_llm
-):
+async def test_a_failed_prompt_is_marked_not_replayed_and_retry_sends_it_again(tmp_path, fake_llm):
     env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": fake_llm.openai_base_url}
     ws = await open_workspace(tmp_path, env=env)
     orch = Orchestrator(ws, retry_policy=RetryPolicy(max_retries=0))

@@ -170,7 +170,9 @@ async def test_clear_and_restore_give_back_the_whole_history(ledger):
     g1 = await _group(ledger, "s", "q1", state="Goal: g")
     await ledger.record_usage("s", g1, "openai", "m", 10, 2)
     await ledger.add_summary("s", "main", "lane", g1, g1 + 2, "a summary")
-    await ledger.log_compaction("s", case_kind="elide", trigger="t", tokens_before=9, tokens_after=3)
+    await ledger.log_compaction(
+        "s", case_kind="elide", trigger="t", tokens_before=9, tokens_after=3
+    )
     await ledger.set_scratchpad("s", "pad")
     await _group(ledger, "other", "elsewhere")
     before = await _snapshot(ledger, "s")

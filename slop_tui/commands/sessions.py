@@ -97,8 +97,7 @@ async def session_remove(ws, args: str) -> CommandResult:
     "session",
     "clear",
     "/session clear",
-    "Move this session's history, usage and STATE to the trash; keep its scratchpad and "
-    "window.",
+    "Move this session's history, usage and STATE to the trash; keep its scratchpad and window.",
     CAT,
 )
 async def session_clear(ws, args: str) -> CommandResult:

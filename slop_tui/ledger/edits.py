@@ -273,9 +273,7 @@ class EditsMixin(InflightMixin, ContinuityMixin):
 
     # -- turns -----------------------------------------------------------------------
 
-    async def open_turn(
-        self, session: str, text: str, *, strategy: str | None = None
-    ) -> Message:
+    async def open_turn(self, session: str, text: str, *, strategy: str | None = None) -> Message:
         """Write the prompt that starts a turn, in one transaction with the turn's
         in-flight record (so no edit can take its group away while it runs) and
         the clearing of the redo stack (a new turn ends what /redo can bring back)."""
@@ -347,7 +345,9 @@ class EditsMixin(InflightMixin, ContinuityMixin):
             await self._move(
                 db, edit, "state_versions", "session_id=? AND group_id=?", (session, group_id)
             )
-            await self._move(db, edit, "messages", "session_id=? AND group_id=?", (session, group_id))
+            await self._move(
+                db, edit, "messages", "session_id=? AND group_id=?", (session, group_id)
+            )
         found = await self.get_edit(edit)
         assert found is not None
         return found
@@ -562,9 +562,7 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                 f"UPDATE edits SET state='{EDIT_EMPTIED}', redoable=0 "
                 f"WHERE trashed=1 AND state='{EDIT_DONE}'"
             )
-            edit = await self._journal(
-                db, "", EDIT_EMPTY, messages=messages, groups=entries
-            )
+            edit = await self._journal(db, "", EDIT_EMPTY, messages=messages, groups=entries)
         return await self.get_edit(edit)
 
 
