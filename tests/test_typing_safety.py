@@ -24,7 +24,6 @@ from tests.test_app import started
 from tests.test_app_actions import (
     SIZE,
     click_offset,
-    eventually,
     make_app,
     openai_env,
     seed,
@@ -122,7 +121,7 @@ async def test_dialogs_open_on_their_text_field(project):
             assert isinstance(app.screen, screen_type)
             assert app.screen.query_one(field).value == value + "ready yes"
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, screen_type))
+            await wait_for(pilot, lambda t=screen_type: not isinstance(app.screen, t))
         assert await ledger_state(app) == before
 
 
@@ -161,7 +160,9 @@ async def test_a_running_turn_keeps_its_group_and_nothing_is_orphaned(
         check_openai_request(fake_llm.last_chat.messages)
         at = sent.index(("user", "a slow question"))
         assert sent[at + 1] == ("assistant", "the answer")
-        assert all(a[0] != "assistant" or b[0] != "assistant" for a, b in zip(sent, sent[1:]))
+        assert all(
+            a[0] != "assistant" or b[0] != "assistant" for a, b in zip(sent, sent[1:], strict=False)
+        )
 
 
 async def test_a_failed_prompt_shows_the_error_mark_and_ctrl_r_sends_it_again(
