@@ -156,7 +156,7 @@ async def test_trash_restore_and_empty(ws):
     twice = await dispatch(ws, f"/trash restore {first.id}")
     assert not twice.ok and "restored already" in twice.text
     emptied = await dispatch(ws, "/trash empty --yes")
-    assert emptied.ok and "1 entries (2 messages) deleted for good" in emptied.text
+    assert emptied.ok and "1 entry (2 messages) deleted for good" in emptied.text
     assert (await dispatch(ws, "/trash list")).text == "The trash is empty."
     assert (await dispatch(ws, "/trash empty --yes")).text.startswith("The trash is empty")
 

@@ -24,7 +24,9 @@ WORD = "ZARQON-PLANET-42"
 def _summary_reply(request) -> Reply:
     """A summary that repeats the code word when the request holds it."""
     seen = WORD in json.dumps(request.body)
-    return Reply(text=f"<summary>The user asked things{' about ' + WORD if seen else ''}.</summary>")
+    return Reply(
+        text=f"<summary>The user asked things{' about ' + WORD if seen else ''}.</summary>"
+    )
 
 
 async def _readable(ctx: ToolContext) -> str:

@@ -132,6 +132,11 @@ def ok(
     return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data, revert=revert)
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 entry`, `2 entries`, `0 messages`."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def refuse_while_running(ws: Workspace) -> None:
     """CommandError while this workspace runs a turn (for commands that cannot wait)."""
     if ws.running_turn is not None:

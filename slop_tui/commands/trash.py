@@ -18,6 +18,7 @@ from slop_tui.commands.base import (
     command,
     ok,
     parse_int,
+    plural,
     refuse_while_running,
 )
 from slop_tui.ledger import snippet
@@ -172,14 +173,15 @@ async def trash_empty(ws, args: str) -> CommandResult:
         entries = await ws.ledger.trash()
         count = sum(e.messages for e in entries)
         raise UsageError(
-            f"/trash empty deletes {len(entries)} entries ({count} messages) for good; "
-            "add --yes to confirm: /trash empty --yes"
+            f"/trash empty deletes {plural(len(entries), 'entry', 'entries')} "
+            f"({plural(count, 'message')}) for good; add --yes to confirm: /trash empty --yes"
         )
     edit = await ws.ledger.empty_trash()
     if edit is None:
         return ok("The trash is empty; nothing was deleted.")
     return ok(
-        f"Emptied the trash: {edit.groups} entries ({edit.messages} messages) deleted for good.",
+        f"Emptied the trash: {plural(edit.groups, 'entry', 'entries')} "
+        f"({plural(edit.messages, 'message')}) deleted for good.",
         changed=("history",),
         data=edit,
     )

@@ -510,6 +510,7 @@ class SlopApp(App):
 
     @work(group="dialogs")
     async def _confirm_empty_trash(self) -> None:
+        from slop_tui.commands.base import plural
         from slop_tui.ui.screens.dialogs import ConfirmScreen
 
         entries = await self.workspace.ledger.trash()
@@ -519,7 +520,8 @@ class SlopApp(App):
         count = sum(e.messages for e in entries)
         if await self.push_screen_wait(
             ConfirmScreen(
-                f"Delete the {len(entries)} trash entries ({count} messages) for good?",
+                f"Delete everything in the trash ({plural(len(entries), 'entry', 'entries')}, "
+                f"{plural(count, 'message')}) for good?",
                 "This is the one edit that cannot be taken back.",
                 yes="Delete",
                 no="Keep",

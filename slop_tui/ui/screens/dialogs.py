@@ -27,14 +27,14 @@ from slop_tui.ui.screens.base import Dialog, PickList, neutralise, option_row, p
 ProviderRow = tuple[str, str, str, str]
 SessionAction = tuple[str, str]  # ("switch" | "new" | "clone" | "remove", session name)
 
+
 def list_keys(list_id: str) -> list[Binding]:
     """A dialog's text field has the focus; these keys move the highlight of its
     list meanwhile (the field does not use them)."""
     moves = (("up", "cursor_up"), ("down", "cursor_down"), ("pageup", "page_up"))
     moves += (("pagedown", "page_down"),)
     return [
-        Binding(key, f"list_move('{list_id}', '{action}')", show=False)
-        for key, action in moves
+        Binding(key, f"list_move('{list_id}', '{action}')", show=False) for key, action in moves
     ]
 
 
@@ -246,7 +246,9 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
 
     def _show(self, index: int) -> None:
         name, _kind, model, _endpoint = self.choices[index]
-        self.query_one("#model", Input).value = model
+        field = self.query_one("#model", Input)
+        field.value = model
+        field.cursor_position = len(model)  # typing goes on at the end
         count = self.hidden_counts.get(name, 0)
         self.query_one("#notice", Static).update(plain(hidden_notice(name, count)))
 
