@@ -24,9 +24,12 @@ After every step the invariants are checked; each broken one is a violation:
   `STEP_TIMEOUT`, a callback queued on the app runs, and every `PROBE_EVERY`
   steps a key (F7, twice) visibly toggles the left pane.
 
-Left out on purpose: ctrl+q (it ends the run) and `/trash empty --yes` typed
-as a command (a deliberate hard delete); `$EDITOR`/`$VISUAL` are `true`, so
-a command that opens an editor returns at once.
+When the monkey quits the app (ctrl+q, `/exit`, the palette's Quit), it is
+started again on the same ledger and the run goes on: a quit mid-turn and the
+reopening are part of the test. Left out on purpose: `/trash empty --yes`
+typed as a command (a deliberate hard delete; the confirmation dialog behind
+a plain `/trash empty` is in); `$EDITOR`/`$VISUAL` are `true`, so a command
+that opens an editor returns at once.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ KEYS = (
     + ["space", "enter", "escape", "tab", "shift+tab", "backspace", "delete"]
     + ["up", "down", "left", "right", "home", "end", "pageup", "pagedown"]
     + ["ctrl+z", "ctrl+y", "ctrl+r", "ctrl+p", "ctrl+u", "ctrl+d", "ctrl+j", "ctrl+s"]
-    + ["ctrl+n", "ctrl+l", "ctrl+t", "ctrl+c", "ctrl+v", "ctrl+k"]
+    + ["ctrl+n", "ctrl+l", "ctrl+t", "ctrl+c", "ctrl+v", "ctrl+k", "ctrl+q"]
     + [f"f{n}" for n in range(1, 10)]
 )
 # Keys a user presses most: weighted in on top of the uniform draw.
@@ -272,6 +275,7 @@ class MonkeyResult:
     messages_trashed: int = 0
     emptied: int = 0  # message ids a confirmed /trash empty deleted
     turns: int = 0
+    restarts: int = 0  # the monkey quit the app (/exit, the palette) and started it again
 
     @property
     def steps_per_second(self) -> float:
@@ -319,31 +323,38 @@ class Monkey:
         config.write_text("[context]\nwindow = 4\n")
         env = self.env() | {"SLOP_CONFIG": str(config)}
         self.server.default_reply = self.model
-        app = SlopApp(
-            db=str(self.project / ".slop" / "slop.db"),
-            user_themes=False,
-            blink=False,
-            cwd=self.project,
-            env=env,
-        )
         result = MonkeyResult()
         start = time.monotonic()
-        async with app.run_test(size=self.size) as pilot:
-            await self._started(pilot)
-            for n in range(steps):
-                kind = await self._step(pilot, app, result)
-                result.actions[kind] += 1
-                result.steps = n + 1
-                await self._check(pilot, app, result, n)
-                if not app.is_running:
-                    break
-                if progress is not None:
-                    result.seconds = time.monotonic() - start
-                    progress(result)
-                if len(self.server.requests) > 200:
-                    self._forget_requests()
-            result.seconds = time.monotonic() - start
-            await self._wind_down(pilot, app, result)
+        while result.steps < steps:
+            app = SlopApp(
+                db=str(self.project / ".slop" / "slop.db"),
+                user_themes=False,
+                blink=False,
+                cwd=self.project,
+                env=env,
+            )
+            try:
+                async with app.run_test(size=self.size) as pilot:
+                    await self._started(pilot)
+                    while result.steps < steps and app.is_running:
+                        kind = await self._step(pilot, app, result)
+                        result.actions[kind] += 1
+                        result.steps += 1
+                        await self._check(pilot, app, result, result.steps - 1)
+                        if progress is not None:
+                            result.seconds = time.monotonic() - start
+                            progress(result)
+                        if len(self.server.requests) > 200:
+                            self._forget_requests()
+                    await self._wind_down(pilot, app, result)
+            except Exception as exc:  # the app crashed: run_test raises what it raised
+                result.violations.append(f"step {result.steps}: the app raised {exc!r}")
+                break
+            if result.steps < steps:
+                # It quit (/exit, the palette's Quit): start it again on the same ledger,
+                # as a user would; the reopened ledger is checked like any step.
+                result.restarts += 1
+        result.seconds = time.monotonic() - start
         result.requests = self.model.requests
         result.violations += self.model.violations
         result.messages_seen = len(self.seen)
@@ -433,9 +444,7 @@ class Monkey:
     async def _check(self, pilot, app, result: MonkeyResult, n: int) -> None:
         step = n + 1
         if not app.is_running:
-            error = getattr(app, "_exception", None)
-            result.violations.append(f"step {step}: the app stopped ({error!r})")
-            return
+            return  # it quit (or crashed: run_test raises that, see `run`)
         ws = app.workspace
         if ws is None:
             return
