@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 
+from textual import events
+
 from slop_tui.ui.screens.dialogs import ProviderScreen, SessionScreen
 from slop_tui.ui.screens.search import SearchScreen
 from slop_tui.ui.widgets.groups import FLAG_ERROR, MARK_DROPPED, GroupList
@@ -66,6 +68,20 @@ async def test_a_sentence_typed_on_a_clicked_group_row_goes_to_the_prompt(projec
         assert isinstance(app.focused, PromptArea)
         assert await ledger_state(app) == before
         assert await app.workspace.ledger.edits() == []
+
+
+async def test_a_paste_into_a_list_lands_in_the_prompt(project):
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        app.query_one(GroupList).focus()
+        await pilot.pause()
+        paste = events.Paste("pasted\nlines")  # as the terminal's bracketed paste arrives
+        paste.set_sender(app)
+        app._driver.send_message(paste)
+        await wait_for(pilot, lambda: app.query_one("#prompt").text == "pasted\nlines")
+        assert isinstance(app.focused, PromptArea)
 
 
 async def test_typing_in_every_pane_loses_nothing_or_is_announced_and_one_key_reverts_it(

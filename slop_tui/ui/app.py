@@ -59,6 +59,15 @@ from slop_tui.ui.widgets.prompt import PromptInput
 __all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
 
 
+def _type_into(target: TextArea | Input, text: str) -> None:
+    """Focus a text field and insert `text` at its cursor, as if typed there."""
+    target.focus()
+    if isinstance(target, Input):
+        target.insert_text_at_cursor(text)
+    elif result := target._replace_via_keyboard(text, *target.selection):
+        target.move_cursor(result.end_location)
+
+
 def _any_error(rows) -> bool:
     return any(row[5] == "error" for row in rows)  # GroupRow status
 
@@ -322,12 +331,17 @@ class SlopApp(App):
             return
         event.prevent_default()
         event.stop()
-        target.focus()
-        if isinstance(target, Input):
-            target.insert_text_at_cursor(event.character)
-        else:
-            start, end = target.selection
-            target._replace_via_keyboard(event.character, start, end)
+        _type_into(target, event.character)
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste into a list or pane lands in the screen's text field, as typing does."""
+        if isinstance(self.focused, (TextArea, Input)) or not event.text:
+            return
+        target = self._typing_target()
+        if target is None:
+            return
+        event.stop()
+        _type_into(target, event.text)
 
     def _typing_target(self) -> TextArea | Input | None:
         """Where stray typing goes: the prompt, or the first text field of a dialog."""
