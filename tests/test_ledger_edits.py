@@ -218,6 +218,7 @@ async def test_a_removed_session_comes_back_whole_or_joins_a_new_one_of_its_name
     await ledger.restore_edit(edit.id)
     assert [m.group_id for m in await ledger.session_messages("doomed")] == [g1] * 3 + [g2] * 3
     await _totals_match(ledger, "doomed")
+    assert _raw(ledger, "SELECT * FROM trash_sessions") == []  # nothing left behind
 
 
 async def test_a_group_waits_for_its_session_to_be_restored_first(ledger):

@@ -55,15 +55,12 @@ from slop_tui.records import (
     EDIT_REVERTED,
     EDIT_SESSION_REMOVE,
     EDIT_TRASH_RESTORE,
-    EDIT_UNDO,
     Edit,
     Message,
     NewMessage,
 )
 
 TRASH_PREFIX = "trash_"
-# Edits that take something away: on the redo stack while in effect.
-TAKEAWAY = (EDIT_UNDO, EDIT_REMOVE, EDIT_DROP, EDIT_CLEAR, EDIT_SESSION_REMOVE)
 # The session's own settings row: its totals are rebuilt by the message triggers.
 _SESSION_TOTALS = ("message_count", "token_total")
 # A session's history as `/session clear` takes it (its scratchpad, window and files stay).
@@ -493,7 +490,12 @@ class EditsMixin(InflightMixin, ContinuityMixin):
             cur = await db.execute("SELECT 1 FROM sessions WHERE name=?", (session,))
             session_exists = await cur.fetchone() is not None
             if kind == EDIT_SESSION_REMOVE:
-                if not session_exists:
+                if session_exists:  # a new session of that name: the history joins it
+                    await db.execute(
+                        f"DELETE FROM {_q(TRASH_PREFIX + 'sessions')} WHERE trash_edit=?",
+                        (edit_id,),
+                    )
+                else:
                     await self._bring_back(db, edit_id, "sessions", skip=_SESSION_TOTALS)
             elif not session_exists:
                 cur = await db.execute(
@@ -566,4 +568,4 @@ class EditsMixin(InflightMixin, ContinuityMixin):
         return await self.get_edit(edit)
 
 
-__all__ = ["CLEARED_TABLES", "EditsMixin", "TAKEAWAY", "TRASH_PREFIX"]
+__all__ = ["CLEARED_TABLES", "EditsMixin", "TRASH_PREFIX"]

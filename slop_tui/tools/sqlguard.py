@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from slop_tui.ledger.edits import TRASH_PREFIX
+
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 PROGRESS_OPS = 1000  # VM instructions between deadline checks
 
@@ -47,7 +49,7 @@ DENIED_FUNCTIONS = frozenset(
 )  # fmt: skip
 # The trash (ledger/edits.py): rows the user took out of the history, kept only so
 # they can be restored. The model never reads them.
-HIDDEN_TABLE_PREFIX = "trash_"
+HIDDEN_TABLE_PREFIX = TRASH_PREFIX
 INTERNAL_PRAGMAS = frozenset(
     {"data_version", "table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list"}
 )
