@@ -4,7 +4,7 @@
 headless) over a real ledger, with the wire-format fake server as the model
 (`tests/fakeserver.py`, OpenAI or Gemini). Each step is one action: a key, a
 click anywhere on the screen, a typed sentence, a prompt sent to the model,
-or a slash command with random (often wrong) arguments. The model's replies
+a paste, or a slash command with random (often wrong) arguments. The model's replies
 are random too: text with STATE blocks, tool calls (some need approval),
 errors, cut streams, slow streams that keys land in.
 
@@ -383,17 +383,23 @@ class Monkey:
         roll = rng.random()
         try:
             async with asyncio.timeout(STEP_TIMEOUT):
-                if roll < 0.45:
+                if roll < 0.43:
                     key = rng.choice(HOT_KEYS) if rng.random() < 0.3 else rng.choice(KEYS)
                     await pilot.press(key)
                     kind = "key"
-                elif roll < 0.60:
+                elif roll < 0.58:
                     width, height = self.size
                     await pilot.click(offset=(rng.randrange(width), rng.randrange(height)))
                     kind = "click"
-                elif roll < 0.72:
+                elif roll < 0.69:
                     await self._type(pilot, rng.choice(SENTENCES))
                     kind = "sentence"
+                elif roll < 0.72:
+                    lines = [rng.choice(SENTENCES) for _ in range(rng.choice([1, 3, 30]))]
+                    paste = events.Paste("\n".join(lines))  # a terminal's bracketed paste
+                    paste.set_sender(app)
+                    app._driver.send_message(paste)
+                    kind = "paste"
                 elif roll < 0.82:
                     await self._send(pilot, app, rng.choice(PROMPTS))
                     result.turns += 1

@@ -175,6 +175,8 @@ async def test_a_running_turn_refuses_edits_of_its_group_and_session_switches(ws
         "/session activate elsewhere",
         "/session clone elsewhere",
         "/retry",
+        "/lane new side",
+        f"/reply {g1} and then?",
     ):
         result = await dispatch(ws, line)
         assert not result.ok and result.exit_code == 1, line

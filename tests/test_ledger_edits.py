@@ -308,6 +308,7 @@ async def test_a_running_turn_keeps_its_group_in_this_process(ledger):
         lambda: ledger.drop_group("s", turn.id, True),
         lambda: ledger.clear_session("s"),
         lambda: ledger.trash_session("s"),
+        lambda: ledger.set_lane("s", "topic:elsewhere"),  # its next request reads the lane
     )
     for attempt in attempts:
         with pytest.raises(LedgerError, match=f"group {turn.id}'s turn is still running"):

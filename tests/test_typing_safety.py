@@ -84,6 +84,22 @@ async def test_a_paste_into_a_list_lands_in_the_prompt(project):
         assert isinstance(app.focused, PromptArea)
 
 
+async def test_ctrl_z_after_a_long_paste_into_the_prompt_undoes_it(project):
+    # Found by the monkey: undoing a paste that made the prompt scroll crashed Textual's
+    # TextArea (ui/textual_fixes.py).
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        prompt = app.query_one("#prompt")
+        paste = events.Paste("a line\n" * 30)
+        paste.set_sender(app)
+        app._driver.send_message(paste)
+        await wait_for(pilot, lambda: prompt.text.count("\n") == 30)
+        await pilot.press("ctrl+z")
+        await wait_for(pilot, lambda: prompt.text == "")
+        assert app.is_running
+
+
 async def test_typing_in_every_pane_loses_nothing_or_is_announced_and_one_key_reverts_it(
     project,
 ):

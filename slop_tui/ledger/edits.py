@@ -310,6 +310,16 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                 )
             raise LedgerError(f"group {gid}'s turn is still running in '{session}'; {where}")
 
+    async def set_lane(self, name: str, lane: str):  # type: ignore[override]
+        """Switch the session's lane, but not while one of its turns runs: the turn's
+        next request (a tool loop's) is assembled from the session's lane, and its
+        own group would be missing from it."""
+
+        async def no_turn_running(db) -> None:
+            await self._refuse_running(db, name, None)
+
+        return await self._update_session(name, "lane", lane, no_turn_running)
+
     # -- groups ------------------------------------------------------------------------
 
     async def trash_group(

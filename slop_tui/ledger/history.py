@@ -190,8 +190,11 @@ class HistoryMixin(LedgerBase):
             )
         return await self.session_or_default(target)
 
-    async def _update_session(self, name: str, column: str, value: object) -> Session:
+    async def _update_session(self, name: str, column: str, value: object, guard=None) -> Session:
+        """Set one column of a session; `guard(db)` may refuse inside the same write."""
         async with self.transaction() as db:
+            if guard is not None:
+                await guard(db)
             await self._ensure_session(db, name)
             await db.execute(
                 f"UPDATE sessions SET {column}=?, updated_at=? WHERE name=?", (value, now(), name)
