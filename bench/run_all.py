@@ -31,6 +31,7 @@ SCRIPTS = [
     "ledger.py",
     "assembly.py",
     "turn.py",
+    "edits.py",
     "background.py",
     "tui.py",
     "context_sim.py",
