@@ -64,8 +64,9 @@ def _type_into(target: TextArea | Input, text: str) -> None:
     target.focus()
     if isinstance(target, Input):
         target.insert_text_at_cursor(text)
-    elif result := target._replace_via_keyboard(text, *target.selection):
-        target.move_cursor(result.end_location)
+    else:
+        start, end = target.selection
+        target.move_cursor(target.replace(text, start, end).end_location)
 
 
 def _any_error(rows) -> bool:
@@ -854,9 +855,6 @@ class SlopApp(App):
         await self.run_command(command)
 
     async def action_retry(self) -> None:
-        if self.failed_prompt is None:
-            self.notify("No prompt failed; nothing to send again.", severity="warning")
-            return
         await self.run_command("/retry")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
