@@ -36,6 +36,7 @@ SCRIPTS = [
     "assembly.py",
     "plan.py",
     "turn.py",
+    "edits.py",
     "background.py",
     "tui.py",
     "screen.py",

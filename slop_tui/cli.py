@@ -122,7 +122,7 @@ async def _run_exec(args: argparse.Namespace) -> int:
         await ws.close()
     if result.ok:
         if result.text:
-            print(result.text)
+            print(result.announcement())
         return EXIT_OK
     return _fail(result.text, result.exit_code)
 

@@ -216,24 +216,35 @@ class Orchestrator:
         ws.turn_ran = True
         choice = await ws.provider_choice()
         reply_to, ws.pending_reply = ws.pending_reply, None
+        session = ws.session
         try:
-            user = await ws.ledger.append_user(
-                ws.session, text, strategy=choice.strategy, reply_to=reply_to
+            # The prompt and the turn's in-flight record in one write: from here on no
+            # edit (here or in another process) can take the group away mid-turn.
+            user = await ws.ledger.open_turn(
+                session, text, strategy=choice.strategy, reply_to=reply_to
             )
         except LedgerError as exc:
             return await self._ledger_failed(exc, send, outcome)
         gid = user.group_id
         outcome.group_id = gid
-        await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
-        session, token = ws.session, uuid.uuid4().hex
+        token = uuid.uuid4().hex
+        ws.running_turn = gid
+        journal = TurnJournal(ws.ledger, session, gid, opened=True)
+        answered = False
         try:
+            await send(TurnStarted(group_id=gid, provider=choice.name, model=choice.model))
             await self._claim_turn(session, gid, token, send)
-            return await self._claimed_turn(gid, send, outcome)
+            answered = await self._claimed_turn(gid, journal, send, outcome)
         except LedgerError as exc:
-            return await self._ledger_failed(exc, send, outcome)
+            await self._ledger_failed(exc, send, outcome)
         finally:
+            if not answered:  # failed or cancelled before any answer: the error mark
+                await asyncio.shield(self._mark_failed(session, gid))
+            await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
+            ws.running_turn = None
             with contextlib.suppress(LedgerError, sqlite3.Error):
                 await asyncio.shield(ws.ledger.release_turn(session, token))
+        return outcome
 
     async def _claim_turn(self, session: str, gid: int, token: str, send) -> None:
         """Wait until this turn holds its session: one turn per session at a time, in
@@ -256,7 +267,8 @@ class Orchestrator:
                 )
             await asyncio.sleep(TURN_WAIT_POLL)
 
-    async def _claimed_turn(self, gid: int, send, outcome: TurnOutcome) -> TurnOutcome:
+    async def _claimed_turn(self, gid: int, journal: TurnJournal, send, outcome) -> bool:
+        """The turn once it holds its session; whether it produced an answer."""
         ws = self.ws
         await self.wait_background()  # a compaction still running takes effect first
         for warning in ws.pop_warnings():
@@ -264,7 +276,6 @@ class Orchestrator:
         resume = ws.pending_handoff
         if resume is not None and resume.session != ws.session:
             resume = None
-        journal = TurnJournal(ws.ledger, ws.session, gid)
         turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
         until = _TURN_UNTIL.set(asyncio.get_running_loop().time() + ws.config.turn_timeout)
         try:
@@ -276,13 +287,13 @@ class Orchestrator:
             reply = None
         finally:
             _TURN_UNTIL.reset(until)
-            await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
             if turn.consumed and ws.pending_handoff is resume:
                 ws.pending_handoff = None
         if reply is None:
-            return outcome
+            return False
+        await asyncio.shield(journal.close())  # the turn's rows are stored
         self._schedule_background(turn, reply.text)
-        return outcome
+        return True
 
     async def _turn_ended(self, send, outcome: TurnOutcome) -> None:
         """The turn's deadline passed: one line; what it produced is already stored."""
@@ -292,6 +303,11 @@ class Orchestrator:
         )
         await send(ErrorEvent(error_kind="turn_timeout", message=msg))
         outcome.error = msg
+
+    async def _mark_failed(self, session: str, gid: int) -> None:
+        """A prompt with no answer at all is marked (shown `!`, not replayed, /retry)."""
+        with contextlib.suppress(LedgerError, sqlite3.Error):
+            await self.ws.ledger.mark_failed_prompt(session, gid)
 
     async def _ledger_failed(self, exc: LedgerError, send, outcome: TurnOutcome) -> TurnOutcome:
         """The ledger refused a write: the turn ends with one error; stored rows stay whole."""

@@ -315,3 +315,54 @@ class LaneInfo:
     summarized: int  # rows covered by a summary
     last_used: float  # newest row of the lane, any status
     last_summary_at: float | None = None  # newest active summary of the lane
+
+
+# The edit journal and the trash -------------------------------------------------
+
+EDIT_UNDO = "undo"  # /undo: the last interaction left the context (to the trash)
+EDIT_REMOVE = "remove"  # /message remove: a group to the trash
+EDIT_RETRY = "retry"  # /retry: a failed prompt to the trash, sent again as a new turn
+EDIT_DROP = "drop"  # /context drop: soft drop (the rows stay, status 'dropped')
+EDIT_RESTORE = "restore"  # /context restore: a soft drop reverted
+EDIT_CLEAR = "clear"  # /session clear: a session's history to the trash
+EDIT_SESSION_REMOVE = "session_remove"  # /session remove: a whole session to the trash
+EDIT_TRASH_RESTORE = "trash_restore"  # /trash restore, /redo: rows back from the trash
+EDIT_EMPTY = "empty"  # /trash empty: the only hard delete
+EDIT_KINDS = (
+    EDIT_UNDO,
+    EDIT_REMOVE,
+    EDIT_RETRY,
+    EDIT_DROP,
+    EDIT_RESTORE,
+    EDIT_CLEAR,
+    EDIT_SESSION_REMOVE,
+    EDIT_TRASH_RESTORE,
+    EDIT_EMPTY,
+)
+# What an edit is now: in effect, reverted (by /redo, /trash restore, /context restore),
+# or its trashed rows were deleted by /trash empty.
+EDIT_DONE = "done"
+EDIT_REVERTED = "reverted"
+EDIT_EMPTIED = "emptied"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One entry of the edit journal (`edits`): what changed, when, and how to invert it.
+
+    An edit that `trashed` rows holds them in the trash tables until it is
+    reverted or the trash is emptied; a `redoable` one is on the redo stack
+    (`/redo` reverts the newest; a new turn clears the stack).
+    """
+
+    id: int
+    session: str
+    kind: str  # one of EDIT_KINDS
+    group_id: int | None
+    messages: int  # messages the edit moved or changed
+    state: str  # EDIT_DONE | EDIT_REVERTED | EDIT_EMPTIED
+    trashed: bool
+    redoable: bool
+    created_at: float
+    label: str = ""  # the group's prompt or the session's first prompt (for /trash list)
+    groups: int = 0  # groups the edit moved or changed

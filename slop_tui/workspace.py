@@ -127,6 +127,9 @@ class Workspace:
     # `/reply GID` from a topic lane: the next prompt replies to GID without leaving
     # the topic (taken by the orchestrator when it writes the prompt).
     pending_reply: int | None = None
+    # The group of the turn this workspace runs now (None: none). While it runs the
+    # workspace stays in its session: the turn writes to `session`.
+    running_turn: int | None = None
     # One-line problems with config values that fell back to defaults (shown once).
     warnings: list[str] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set, repr=False)
@@ -237,12 +240,28 @@ class Workspace:
         """Make `name` current: a handoff for the session left, the new one's pending resume."""
         name = check_session_name(name)
         old = self.session
+        if name != old and self.running_turn is not None:
+            raise LedgerError(
+                f"group {self.running_turn}'s turn is still running in '{old}'; wait for it "
+                "or cancel it (Esc) before switching sessions."
+            )
         if name != old:
             await self.write_handoff("session_switch", old)
         self.session = name
         await self.ledger.set_setting(KEY_SESSION, self.session)
         if name != old:
             self.pending_handoff = await pending_resume(self.ledger, name)
+
+    async def reload_pending_handoff(self) -> None:
+        """After an edit took rows away. The resume layer is rebuilt from the current
+        ledger each time it is used (`_resume_text`), so an undone group's goal never
+        comes back through it, and it stays while the session has a history; once
+        the stored handoff went to the trash with a cleared history, nothing is resumed."""
+        pending = self.pending_handoff
+        if pending is None or await self.ledger.get_handoff(pending.id) is not None:
+            return
+        if await self.ledger.last_group_id(self.session) is None:
+            self.pending_handoff = None
 
     async def set_active_skills(self, names: list[str]) -> None:
         self.active_skills = list(dict.fromkeys(names))

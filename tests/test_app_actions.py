@@ -219,7 +219,7 @@ async def test_click_shows_a_group_d_drops_and_restores_it_and_the_palette_drops
         assert await sent_groups(app) == {gids[0], gids[2]}
 
 
-async def test_x_asks_before_removing_a_group(project):
+async def test_delete_moves_a_group_to_the_trash_and_ctrl_y_brings_it_back(project):
     first, second = await seed(project, TWO)
     app = make_app(project)
     async with app.run_test(size=SIZE) as pilot:
@@ -229,22 +229,20 @@ async def test_x_asks_before_removing_a_group(project):
         await pilot.press("f3", "home")
         assert groups.highlighted_group.group_id == first
 
-        await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
-        await pilot.pause()
-        assert len(await ws.ledger.group_messages(ws.session, first)) == 2
-
-        await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await pilot.press("delete")
         await eventually(pilot, lambda: _is(_count(ws.ledger.group_messages(ws.session, first)), 0))
         await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == [second])
         assert await sent_groups(app) == {second}
+        assert len(await ws.ledger.trashed_message_ids()) == 2  # in the trash, not deleted
+        # The announcement names the one key that brings it back.
+        said = [n.message for n in app._notifications]
+        assert any("ctrl+y brings it back" in m and f"group {first}" in m for m in said), said
+        await pilot.press("ctrl+y")
+        await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == [first, second])
+        assert await sent_groups(app) == {first, second}
 
 
-async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(project):
+async def test_brackets_change_the_window_size_and_ctrl_z_undoes_the_last_group(project):
     gids = await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 4)], window=0)
     app = make_app(project)
     async with app.run_test(size=SIZE) as pilot:
@@ -282,13 +280,17 @@ async def test_brackets_change_the_window_size_and_u_undoes_the_last_group(proje
         assert await window_size(ws) == 1
         assert await window_groups(app) == {gids[2]}
 
-        await pilot.press("u")
+        await pilot.press("ctrl+z")
         await eventually(
             pilot, lambda: _is(_count(ws.ledger.group_messages(ws.session, gids[2])), 0)
         )
         assert len(await ws.ledger.session_messages(ws.session)) == 4
         await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == gids[:2])
         assert await window_groups(app) == {gids[1]}
+        # ctrl+y (redo) brings it back, from the empty prompt too.
+        await pilot.press("f2", "ctrl+y")
+        await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == gids)
+        assert await window_groups(app) == {gids[2]}
 
 
 # -- turns: cancel, errors, provider switch, approvals, /reply ------------------------
@@ -512,9 +514,9 @@ async def test_f5_session_dialog_new_clone_switch_and_remove(project):
         async def names() -> list[str]:
             return sorted(s.name for s in await ws.ledger.list_sessions())
 
-        # New: n moves to the empty name field, Enter creates and switches.
+        # New: the name field has the focus; a new name and Enter create and switch.
         await dialog()
-        await pilot.press("n", *"fresh", "enter")
+        await pilot.press(*"fresh", "enter")
         await wait_for(pilot, lambda: ws.session == "fresh")
         assert await ws.ledger.get_setting(KEY_SESSION) == "fresh"
         await wait_for(pilot, lambda: len(groups.groups) == 0)
@@ -528,22 +530,22 @@ async def test_f5_session_dialog_new_clone_switch_and_remove(project):
 
         # Clone the current session.
         await dialog()
-        await pilot.press("c", *"copy", "enter")
+        await pilot.press(*"copy", "ctrl+l")
         await wait_for(pilot, lambda: ws.session == "copy")
         assert await names() == ["copy", "default_session"]
         clone = await ws.ledger.session_messages("copy")
         assert [m.content for m in clone] == [text for pair in TWO for text in pair]
 
-        # Remove: r asks first (the confirm dialog's n is covered by the x test). Unsaved
-        # scratchpad edits of the removed session must not bring it back.
+        # Remove: ctrl+t asks first (the confirm dialog's keys are in test_ui_dialogs).
+        # Unsaved scratchpad edits of the removed session must not bring it back.
         pad = app.query_one(ScratchpadEditor)
         pad.debounce = 30
         await pilot.press("f9", *"gone")
         screen = await dialog()
         screen.query_one("#sessions").highlighted = screen.names.index("copy")
-        await pilot.press("r")
+        await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await click_when_shown(pilot, "#yes")
         await wait_for(pilot, lambda: not isinstance(app.screen, SessionScreen | ConfirmScreen))
         await eventually(pilot, lambda: _is(names(), ["default_session"]))
         await pilot.pause(0.2)
@@ -551,6 +553,9 @@ async def test_f5_session_dialog_new_clone_switch_and_remove(project):
         assert await ws.ledger.get_session("copy") is None
         assert ws.session == "default_session"
         assert await ws.ledger.session_messages("copy") == []
+        # In the trash, not gone: ctrl+y brings the session back.
+        await pilot.press("f3", "ctrl+y")
+        await eventually(pilot, lambda: _is(names(), ["copy", "default_session"]))
 
 
 async def _scratchpad_of(ws, session: str) -> str:
@@ -657,7 +662,7 @@ async def test_copy_a_message_a_group_the_scratchpad_the_context_and_export(proj
         # ... and "Overwrite" (y) replaces it.
         await palette(pilot, "Export session as Markdown")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await click_when_shown(pilot, "#yes")  # `y` answers only once the question is readable
         await wait_for(pilot, lambda: md.read_text() != "old")
         assert "alpha question" in md.read_text()
 

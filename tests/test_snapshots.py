@@ -535,12 +535,19 @@ def test_dialog_approval(project, snap_compare):
     assert snap_compare(project.app(), terminal_size=WIDE, run_before=run(_approval))
 
 
-def test_dialog_confirm_remove(project, snap_compare):
+def test_dialog_confirm_empty_trash(project, snap_compare):
+    """The one hard delete asks first: a group moved to the trash (Delete), then
+    `/trash empty` typed in the prompt."""
     prepare(project)
     assert snap_compare(
         project.app(),
         terminal_size=WIDE,
-        run_before=run(focus_group(4), press("x"), screen_is("ConfirmScreen")),
+        run_before=run(
+            focus_group(4),
+            press("delete"),
+            press("f2", *"/trash empty", "enter"),
+            screen_is("ConfirmScreen"),
+        ),
     )
 
 

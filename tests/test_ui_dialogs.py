@@ -145,8 +145,10 @@ def test_neutralise_keeps_printable_text():
 # -- confirm ----------------------------------------------------------------------
 
 
-def confirm() -> ConfirmScreen:
-    return ConfirmScreen("Remove group 12 permanently?", "It cannot be restored.")
+def confirm(arm_delay: float = 0.0) -> ConfirmScreen:
+    return ConfirmScreen(
+        "Delete the trash for good?", "It cannot be restored.", arm_delay=arm_delay
+    )
 
 
 @pytest.mark.parametrize(
@@ -155,6 +157,19 @@ def confirm() -> ConfirmScreen:
 async def test_confirm_keys(key, expected):
     # Enter presses the focused button, which is No: the safe default.
     assert await answer(confirm, key) == [expected]
+
+
+async def test_a_y_typed_as_the_question_opens_does_not_answer_it():
+    app = Host(lambda: confirm(arm_delay=30))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(*"ready")  # a word typed while the dialog appeared
+        await pilot.pause()
+        assert app.results == []
+        assert "ignored" in text_of(app.screen.query_one("#confirm-hint", Static))
+        await pilot.click("#yes")  # a deliberate click works at once
+        await pilot.pause()
+    assert app.results == [True]
 
 
 @pytest.mark.parametrize("button,expected", [("#yes", True), ("#no", False)])
@@ -291,10 +306,21 @@ async def test_session_switch_by_enter_and_button():
     assert await answer(sessions, click="#switch") == [("switch", "alpha")]
 
 
-@pytest.mark.parametrize("key,mode", [("n", "new"), ("c", "clone")])
+@pytest.mark.parametrize("key,mode", [("ctrl+n", "new"), ("ctrl+l", "clone"), ("enter", "new")])
 async def test_session_new_and_clone_by_key(key, mode):
-    # The key moves to the empty name field; Enter there creates.
-    assert await answer(sessions, key, *"gamma", "enter") == [(mode, "gamma")]
+    # The name field has the focus: the name is typed there, the key creates.
+    assert await answer(sessions, *"gamma", key) == [(mode, "gamma")]
+
+
+async def test_typing_in_the_session_dialog_only_types_the_name():
+    app = Host(sessions)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("down", *"ready", "r", "y", "c", "n", "d")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionScreen) and app.results == []
+        assert app.screen.query_one("#name", Input).value == "readyrycnd"
+        assert app.screen.highlighted_name == "beta"  # the arrows still move the list
 
 
 @pytest.mark.parametrize("button,mode", [("#new", "new"), ("#clone", "clone")])
@@ -312,20 +338,20 @@ async def test_session_name_that_exists_is_refused():
     app = Host(sessions)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await pilot.press("n", *"beta", "enter")
+        await pilot.press(*"beta", "ctrl+l")
         await pilot.pause()
         assert app.results == []
         assert "already exists" in text_of(app.screen.query_one("#error", Static))
-        await pilot.press("escape")
+        await pilot.press("enter")  # Enter on a name that exists switches to it
         await pilot.pause()
-    assert app.results == [None]
+    assert app.results == [("switch", "beta")]
 
 
 async def test_session_remove_asks_first():
     app = Host(sessions)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await pilot.press("down", "r")
+        await pilot.press("down", "ctrl+t")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert "beta" in text_of(app.screen.query(Static).first())
@@ -334,7 +360,7 @@ async def test_session_remove_asks_first():
         assert isinstance(app.screen, SessionScreen) and app.results == []
         await pilot.click("#remove")
         await pilot.pause()
-        await pilot.press("y")
+        await pilot.click("#yes")
         await pilot.pause()
     assert app.results == [("remove", "beta")]
 

@@ -204,7 +204,8 @@ async def test_keys_post_intents():
         await pilot.press("home")  # group 1
         await pilot.press("d")
         await pilot.press("down", "down", "d")  # group 3 is dropped: restore it
-        await pilot.press("x")
+        await pilot.press("x")  # not bound: nothing (in the app it goes to the prompt)
+        await pilot.press("delete")
         await pilot.press("enter")
         await pilot.pause()
         drops = app.of(GroupList.DropToggled)
@@ -227,6 +228,24 @@ async def test_click_shows_a_group():
         )
         await pilot.pause()
         assert [m.group_id for m in app.of(GroupList.ShowRequested)] == [2]
+
+
+async def test_a_click_on_the_mark_drops_or_restores_the_group():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = app.query_one(GroupList)
+        rows = [group(1), group(2, "dropped"), group(3)]
+        groups.load(rows, plan_for(rows, 3))
+        await pilot.pause()
+        region = groups.content_region
+        for row in (0, 1):  # the first cell of the line is the mark
+            await pilot.click(
+                GroupList, offset=(region.x - groups.region.x, region.y - groups.region.y + row)
+            )
+        await pilot.pause()
+        drops = [(m.group_id, m.dropped) for m in app.of(GroupList.DropToggled)]
+        assert drops == [(1, True), (2, False)]
+        assert app.of(GroupList.ShowRequested) == []  # the mark does not show the group
 
 
 async def test_selected_says_what_d_would_do():

@@ -8,7 +8,15 @@ same table `/help` uses.
 
 from __future__ import annotations
 
-from slop_tui.commands import continuity, export_cmds, history, knowledge, models, sessions  # noqa: F401  (registration)
+from slop_tui.commands import (  # noqa: F401  (registration)
+    continuity,
+    export_cmds,
+    history,
+    knowledge,
+    models,
+    sessions,
+    trash,
+)
 from slop_tui.commands.base import (
     CATEGORIES,
     TABLE,
@@ -33,6 +41,7 @@ TABLE.default_sub.update(
         "memo": "list",
         "context": "show",
         "state": "show",
+        "trash": "list",
     }
 )
 

@@ -38,12 +38,22 @@ class CommandResult:
     send: str | None = None  # text to send to the model as the user's message
     changed: frozenset[str] = frozenset()  # what the UI should refresh
     quit: bool = False
+    # The command that reverts this edit (e.g. "/redo"): every surface announces it,
+    # the TUI with its key (`announcement`).
+    revert: str | None = None
 
     @property
     def exit_code(self) -> int:
         if self.ok:
             return 0
         return 2 if self.error_kind in ("unknown", "usage") else 1
+
+    def announcement(self, how: str | None = None) -> str:
+        """The text, with the way back when the command took something away: `how` names
+        it (a key), else the reverting command."""
+        if not self.revert:
+            return self.text
+        return f"{self.text} {how or self.revert} brings it back."
 
 
 class UsageError(Exception):
@@ -121,8 +131,28 @@ def command(
     return wrap
 
 
-def ok(text: str = "", *, changed: tuple[str, ...] = (), data: object = None) -> CommandResult:
-    return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data)
+def ok(
+    text: str = "",
+    *,
+    changed: tuple[str, ...] = (),
+    data: object = None,
+    revert: str | None = None,
+) -> CommandResult:
+    return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data, revert=revert)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 entry`, `2 entries`, `0 messages`."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def refuse_while_running(ws: Workspace) -> None:
+    """CommandError while this workspace runs a turn (for commands that cannot wait)."""
+    if ws.running_turn is not None:
+        raise CommandError(
+            f"group {ws.running_turn}'s turn is still running; wait for it or cancel it "
+            "(Esc) first."
+        )
 
 
 def split_first(text: str) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from slop_tui.commands.base import (
 )
 from slop_tui.context import extract_state, render_prompt
 from slop_tui.ledger import snippet
+from slop_tui.records import EDIT_REMOVE, EDIT_UNDO
 
 CAT = "Context & history"
 
@@ -127,27 +128,51 @@ async def context_budget(ws, args: str) -> CommandResult:
 async def _drop(ws, args: str, dropped: bool) -> CommandResult:
     usage = "/context drop GID" if dropped else "/context restore GID"
     gid = await _group(ws, args, usage)
-    changed = await ws.ledger.set_group_dropped(ws.session, gid, dropped)
+    changed = await ws.ledger.drop_group(ws.session, gid, dropped)
     verb = "Dropped" if dropped else "Restored"
     if changed == 0:
         return ok(f"Group {gid} was already {'dropped' if dropped else 'active'}.")
+    note = await _state_note(ws)
+    return ok(
+        f"{verb} group {gid} ({changed} messages).{note}",
+        changed=("history", "state"),
+        revert="/redo" if dropped else None,
+    )
+
+
+async def _state_note(ws) -> str:
     state = await ws.ledger.current_state(ws.session)
-    note = f" STATE now from group {state.group_id}." if state else " No STATE remains."
-    return ok(f"{verb} group {gid} ({changed} messages).{note}", changed=("history", "state"))
+    return f" STATE now from group {state.group_id}." if state else " No STATE remains."
+
+
+async def trash_group(ws, gid: int, kind: str, what: str) -> CommandResult:
+    """Move a group to the trash for /undo and /message remove (one wording, one refresh)."""
+    edit = await ws.ledger.trash_group(ws.session, gid, kind)
+    if edit is None:
+        raise CommandError(f"session '{ws.session}' has no group {gid}.")
+    await ws.reload_pending_handoff()
+    note = await _state_note(ws)
+    return ok(
+        f"{what} group {gid} ({edit.messages} messages; trash entry {edit.id}).{note}",
+        changed=("history", "state"),
+        data=edit,
+        revert="/redo",
+    )
 
 
 @command(
     "context",
     "drop",
     "/context drop GID",
-    "Soft-drop a group: hidden from the model, kept in the ledger, reversible.",
+    "Soft-drop a group: hidden from the model, kept in the ledger, journalled; "
+    "/redo or /context restore reverts it.",
     CAT,
 )
 async def context_drop(ws, args: str) -> CommandResult:
     return await _drop(ws, args, True)
 
 
-@command("context", "restore", "/context restore GID", "Undo a soft drop.", CAT)
+@command("context", "restore", "/context restore GID", "Undo a soft drop (journalled).", CAT)
 async def context_restore(ws, args: str) -> CommandResult:
     return await _drop(ws, args, False)
 
@@ -227,17 +252,21 @@ async def state_set(ws, args: str) -> CommandResult:
     )
 
 
-@command("undo", None, "/undo", "Remove the last group and restore the STATE before it.", CAT)
+@command(
+    "undo",
+    None,
+    "/undo",
+    "The last interaction leaves the context: its group goes to the trash and the STATE "
+    "before it returns (/redo brings it back).",
+    CAT,
+)
 async def undo(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/undo takes no arguments.")
     gid = await ws.ledger.last_group_id(ws.session)
     if gid is None:
         return ok("Nothing to undo.")
-    n = await ws.ledger.remove_group(ws.session, gid)
-    return ok(
-        f"Undid the last interaction (group {gid}, {n} messages).", changed=("history", "state")
-    )
+    return await trash_group(ws, gid, EDIT_UNDO, "Undid the last interaction:")
 
 
 @command(
@@ -280,12 +309,15 @@ async def message_show(ws, args: str) -> CommandResult:
 
 
 @command(
-    "message", "remove", "/message remove GID", "Permanently delete one group of this session.", CAT
+    "message",
+    "remove",
+    "/message remove GID",
+    "Move one group of this session (and the STATE it wrote) to the trash.",
+    CAT,
 )
 async def message_remove(ws, args: str) -> CommandResult:
     gid = await _group(ws, args, "/message remove GID")
-    n = await ws.ledger.remove_group(ws.session, gid)
-    return ok(f"Deleted group {gid} ({n} messages).", changed=("history", "state"))
+    return await trash_group(ws, gid, EDIT_REMOVE, "Moved to the trash:")
 
 
 @command(

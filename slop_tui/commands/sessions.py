@@ -12,6 +12,7 @@ from slop_tui.commands.base import (
     command,
     edit_in_editor,
     ok,
+    refuse_while_running,
     split_first,
 )
 from slop_tui.records import DEFAULT_SESSION
@@ -76,35 +77,42 @@ async def session_list(ws, args: str) -> CommandResult:
     "session",
     "remove",
     "/session remove NAME",
-    "Delete session NAME and everything in it; the current one moves to default_session.",
+    "Move session NAME and everything in it to the trash; the current one moves to "
+    "default_session.",
     CAT,
 )
 async def session_remove(ws, args: str) -> CommandResult:
     name = _name(args, "/session remove NAME")
-    removed = await ws.ledger.remove_session(name)
-    if not removed:
+    edit = await ws.ledger.trash_session(name)
+    if edit is None:
         raise CommandError(f"there is no session named '{name}'.")
-    text = f"Removed session '{name}'."
+    text = f"Moved session '{name}' ({edit.groups} groups) to the trash (entry {edit.id})."
     if name == ws.session:
         await ws.switch_session(DEFAULT_SESSION)
         text += f" Now in '{DEFAULT_SESSION}'."
-    return ok(text, changed=("session", "history"))
+    return ok(text, changed=("session", "history", "state"), data=edit, revert="/redo")
 
 
 @command(
     "session",
     "clear",
     "/session clear",
-    "Delete this session's history, usage and STATE; keep its scratchpad and window.",
+    "Move this session's history, usage and STATE to the trash; keep its scratchpad and window.",
     CAT,
 )
 async def session_clear(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/session clear takes no arguments (it clears the current session).")
-    await ws.ledger.clear_session(ws.session)
+    edit = await ws.ledger.clear_session(ws.session)
+    if edit is None:
+        return ok(f"Session '{ws.session}' has no history to clear.")
+    await ws.reload_pending_handoff()
     return ok(
-        f"Cleared session '{ws.session}' (scratchpad and window size kept).",
+        f"Cleared session '{ws.session}': {edit.groups} groups ({edit.messages} messages) "
+        f"moved to the trash (entry {edit.id}); scratchpad and window size kept.",
         changed=("history", "state"),
+        data=edit,
+        revert="/redo",
     )
 
 
@@ -117,6 +125,7 @@ async def session_clear(ws, args: str) -> CommandResult:
 )
 async def session_clone(ws, args: str) -> CommandResult:
     name = _name(args, "/session clone NAME")
+    refuse_while_running(ws)  # it switches to the clone
     await ws.ledger.clone_session(ws.session, name)
     source = ws.session
     await ws.switch_session(name)

@@ -8,8 +8,12 @@ Rules (seed 000 §2, issue 3):
   them (`gemini` and `gemini_gca` are one family): providers' tool schemas and
   sequencing differ too much to translate safely.
 - A call to a tool that is not enabled becomes the assistant text
-  `[tool call to disabled tool <name> omitted]` and its result
-  `[result of disabled tool <name> omitted]`, so no orphan remains.
+  `[tool call to disabled tool <name> omitted]` and its result the note
+  `[result of disabled tool <name> omitted]`, so no orphan remains. The note
+  (and the pointer that replaces a result whose call is gone) is the
+  workspace's, not the model's: it is sent as a user message, so roles still
+  alternate and a tool loop's next request ends with a user turn, as Gemini
+  requires (two assistant messages in a row were sent before).
 - Whatever was filtered, the output is structurally valid: every tool message
   answers a call of the assistant message right before its run of tool
   messages; every call gets a result (a missing one, e.g. after a cancel, gets
@@ -193,7 +197,7 @@ class _Walker:
             self.emit(None, "tool", SYNTHETIC_RESULT, None, gid, (), call.id, call.name)
         self.pending.clear()
         for text, gid in self.deferred:
-            self.emit(None, "assistant", text, None, gid)
+            self.emit(None, "user", text, None, gid)
         self.deferred.clear()
 
     def text(

@@ -15,20 +15,23 @@ from slop_tui.ledger.continuity import (
     reply_lane,
 )
 from slop_tui.ledger.core import LedgerError, database_problem
+from slop_tui.ledger.edits import EditsMixin
 from slop_tui.ledger.history import HistoryMixin, check_session_name, snippet
 from slop_tui.ledger.inflight import InflightMixin, Recovered, TurnJournal
 from slop_tui.ledger.knowledge import KnowledgeMixin, normalise_tags
 from slop_tui.ledger.schema import SCHEMA_VERSION
 
 
-class Ledger(InflightMixin, HistoryMixin, KnowledgeMixin, ContinuityMixin):
-    """Sessions, messages, STATE, usage, memos, skills, tools, summaries, continuity and
-    the in-flight record of running turns (recovered on open after a kill)."""
+class Ledger(EditsMixin, InflightMixin, HistoryMixin, KnowledgeMixin, ContinuityMixin):
+    """Sessions, messages, STATE, usage, memos, skills, tools, summaries, continuity,
+    the in-flight record of running turns (recovered on open after a kill), and the
+    journal of edits with the trash they move rows to (nothing is hard-deleted)."""
 
 
 __all__ = [
     "LANE_FORMS",
     "ContinuityMixin",
+    "EditsMixin",
     "Ledger",
     "LedgerError",
     "Recovered",

@@ -147,25 +147,6 @@ class HistoryMixin(LedgerBase):
             for r in rows
         ]
 
-    async def remove_session(self, name: str) -> bool:
-        async with self.transaction() as db:
-            cur = await db.execute("DELETE FROM sessions WHERE name=?", (name,))
-            return cur.rowcount > 0
-
-    async def clear_session(self, name: str) -> None:
-        """History, usage, STATE, summaries, the compaction log and handoffs go; scratchpad,
-        window size and files in context stay."""
-        async with self.transaction() as db:
-            for table in (
-                "messages",
-                "usage",
-                "state_versions",
-                "summaries",
-                "compaction_log",
-                "handoffs",
-            ):
-                await db.execute(f"DELETE FROM {table} WHERE session_id=?", (name,))
-
     async def clone_session(self, source: str, target: str) -> Session:
         """Copy messages, STATE, scratchpad, usage and summaries in one transaction."""
         check_session_name(target)
@@ -234,8 +215,11 @@ class HistoryMixin(LedgerBase):
             )
         return await self.session_or_default(target)
 
-    async def _update_session(self, name: str, column: str, value: object) -> Session:
+    async def _update_session(self, name: str, column: str, value: object, guard=None) -> Session:
+        """Set one column of a session; `guard(db)` may refuse inside the same write."""
         async with self.transaction() as db:
+            if guard is not None:
+                await guard(db)
             await self._ensure_session(db, name)
             await db.execute(
                 f"UPDATE sessions SET {column}=?, updated_at=? WHERE name=?", (value, now(), name)
@@ -325,27 +309,44 @@ class HistoryMixin(LedgerBase):
         new = NewMessage(role="user", content=text, strategy=strategy, payload=payload)
         (prompt,) = await self._counted([new])
         async with self.transaction() as db:
-            await self._ensure_session(db, session)
-            lane = lane or await self._session_lane(db, session)
-            msg_id = await self._insert(db, session, None, prompt, lane)
-            await db.execute("UPDATE messages SET group_id=id WHERE id=?", (msg_id,))
+            msg_id = await self._write_prompt(db, session, prompt, lane)
         msg = await self.get_message(msg_id)
         assert msg is not None
         return msg
 
+    async def _write_prompt(self, db, session: str, prompt: NewMessage, lane: str | None) -> int:
+        """Insert a (counted) user prompt as a new group, inside a transaction; its id."""
+        await self._ensure_session(db, session)
+        lane = lane or await self._session_lane(db, session)
+        msg_id = await self._insert(db, session, None, prompt, lane)
+        await db.execute("UPDATE messages SET group_id=id WHERE id=?", (msg_id,))
+        return msg_id
+
     async def append(
         self, session: str, group_id: int | None, messages: Sequence[NewMessage]
     ) -> list[Message]:
-        """Append messages to a group in one transaction (one user-visible event)."""
+        """Append messages to a group in one transaction (one user-visible event).
+
+        The group's prompt must be in the session: rows never land in a group that
+        was moved to the trash (or belongs to another session), so no orphan answer
+        can appear without its prompt; that is a `LedgerError` and nothing is written.
+        """
         messages = await self._counted(messages)
         ids: list[int] = []
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             lane = DEFAULT_LANE
             if group_id is not None:
-                cur = await db.execute("SELECT lane FROM messages WHERE id=?", (group_id,))
+                cur = await db.execute(
+                    "SELECT lane FROM messages WHERE id=? AND session_id=?", (group_id, session)
+                )
                 row = await cur.fetchone()
-                lane = row["lane"] if row else await self._session_lane(db, session)
+                if row is None:
+                    raise LedgerError(
+                        f"group {group_id} is no longer in session '{session}' (it was moved "
+                        "to the trash); nothing was written to it."
+                    )
+                lane = row["lane"]
             for m in messages:
                 ids.append(await self._insert(db, session, group_id, m, lane))
         return await self.messages_by_ids(ids)
@@ -514,34 +515,57 @@ class HistoryMixin(LedgerBase):
         )
 
     async def set_group_dropped(self, session: str, group_id: int, dropped: bool) -> int:
-        """Soft drop (or restore) a group; returns how many rows changed."""
+        """Soft drop (or restore) a group without a journal entry; returns how many rows
+        changed. User edits go through `Ledger.drop_group`, which journals them."""
         async with self.transaction() as db:
-            await self._history_changed(db, session, [group_id])  # type: ignore[attr-defined]
-            if dropped:
-                cur = await db.execute(
-                    "UPDATE messages SET status_before=status, status='dropped' "
-                    "WHERE session_id=? AND group_id=? AND status!='dropped'",
-                    (session, group_id),
-                )
-            else:
-                cur = await db.execute(
-                    "UPDATE messages SET status=COALESCE(status_before,'completed'), "
-                    "status_before=NULL WHERE session_id=? AND group_id=? AND status='dropped'",
-                    (session, group_id),
-                )
-            return cur.rowcount
+            return await self._set_dropped(db, session, group_id, dropped)
 
-    async def remove_group(self, session: str, group_id: int) -> int:
-        """Hard delete a group and the STATE versions it produced."""
-        async with self.transaction() as db:
-            await self._history_changed(db, session, [group_id])  # type: ignore[attr-defined]
+    async def _set_dropped(self, db, session: str, group_id: int, dropped: bool) -> int:
+        await self._history_changed(db, session, [group_id])  # type: ignore[attr-defined]
+        if dropped:
             cur = await db.execute(
-                "DELETE FROM messages WHERE session_id=? AND group_id=?", (session, group_id)
+                "UPDATE messages SET status_before=status, status='dropped' "
+                "WHERE session_id=? AND group_id=? AND status!='dropped'",
+                (session, group_id),
             )
-            await db.execute(
-                "DELETE FROM state_versions WHERE session_id=? AND group_id=?", (session, group_id)
+        else:
+            cur = await db.execute(
+                "UPDATE messages SET status=COALESCE(status_before,'completed'), "
+                "status_before=NULL WHERE session_id=? AND group_id=? AND status='dropped'",
+                (session, group_id),
             )
-            return cur.rowcount
+        return cur.rowcount
+
+    async def mark_failed_prompt(self, session: str, group_id: int) -> bool:
+        """Give a group's prompt the error mark when its turn ended before any answer.
+
+        "Any answer": any assistant or tool row, a partial (interrupted) reply too.
+        A prompt so marked is shown with `!` and never replayed (context/isolation.py
+        replays only completed user rows), so it is not merged into the next turn;
+        `/retry` sends it again. Returns whether the prompt was marked.
+        """
+        async with self.transaction() as db:
+            return await self._mark_failed(db, session, group_id)
+
+    async def _mark_failed(self, db, session: str, group_id: int) -> bool:
+        cur = await db.execute(
+            """UPDATE messages SET status_before=status, status='error'
+               WHERE id=:g AND session_id=:s AND role='user' AND status='completed'
+                 AND NOT EXISTS (
+                   SELECT 1 FROM messages a WHERE a.session_id=:s AND a.group_id=:g
+                     AND a.id != :g AND a.role IN ('assistant','tool'))""",
+            {"g": group_id, "s": session},
+        )
+        return cur.rowcount > 0
+
+    async def failed_prompts(self, session: str) -> list[int]:
+        """Groups whose prompt carries the error mark (see `mark_failed_prompt`), newest first."""
+        rows = await self._tuples(
+            "SELECT id FROM messages WHERE session_id=? AND role='user' AND id=group_id "
+            "AND status='error' ORDER BY id DESC",
+            (session,),
+        )
+        return [r[0] for r in rows]
 
     async def set_message_status(self, message_id: int, status: str) -> None:
         async with self.transaction() as db:

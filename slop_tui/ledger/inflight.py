@@ -63,6 +63,7 @@ class Recovered:
     group_id: int
     text_chars: int  # characters of partial reply kept as `interrupted` (0: none)
     calls: tuple[str, ...]  # call ids that got an `error` result
+    failed: bool = False  # no answer at all: the prompt got the error mark
 
     def note(self) -> str:
         """One line for the user (the CLI prints it as a warning)."""
@@ -71,6 +72,8 @@ class Recovered:
             parts.append(f"its partial reply ({self.text_chars:,} characters) kept as interrupted")
         if self.calls:
             parts.append(f"{len(self.calls)} unfinished tool call(s) given an error result")
+        if self.failed:
+            parts.append("it had no answer yet, so its prompt got the error mark (/retry sends it)")
         return (
             f"group {self.group_id} of session '{self.session}' was cut off when slop-tui "
             f"was killed: {'; '.join(parts)}."
@@ -137,24 +140,36 @@ class InflightMixin(HistoryMixin):
     ) -> None:
         """Replace the turn's record: the streamed `text`, or the `calls` being run."""
         async with self.transaction() as db:
-            since = None
-            if text is not None:
-                cur = await db.execute("SELECT MAX(id) FROM messages WHERE group_id=?", (group_id,))
-                since = (await cur.fetchone())[0]
-            record = {
-                **_owner(),
-                "session": session,
-                "group": group_id,
-                "strategy": strategy,
-                "text": text,
-                "since": since,
-                "calls": [{"id": c.id, "name": c.name} for c in calls],
-            }
-            await db.execute(
-                "INSERT INTO app_state(key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (f"{KEY_PREFIX}{group_id}", json.dumps(record, ensure_ascii=False)),
-            )
+            await self._write_inflight(db, session, group_id, strategy, text=text, calls=calls)
+
+    async def _write_inflight(
+        self,
+        db,
+        session: str,
+        group_id: int,
+        strategy: str | None,
+        *,
+        text: str | None = None,
+        calls: Sequence[ToolCall] = (),
+    ) -> None:
+        since = None
+        if text is not None:
+            cur = await db.execute("SELECT MAX(id) FROM messages WHERE group_id=?", (group_id,))
+            since = (await cur.fetchone())[0]
+        record = {
+            **_owner(),
+            "session": session,
+            "group": group_id,
+            "strategy": strategy,
+            "text": text,
+            "since": since,
+            "calls": [{"id": c.id, "name": c.name} for c in calls],
+        }
+        await db.execute(
+            "INSERT INTO app_state(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (f"{KEY_PREFIX}{group_id}", json.dumps(record, ensure_ascii=False)),
+        )
 
     async def claim_turn(self, session: str, group_id: int, token: str) -> dict | None:
         """Claim the session's turn for `token`: None when claimed, else the live
@@ -271,9 +286,12 @@ class InflightMixin(HistoryMixin):
                 )
                 await self._insert(db, session, gid, msg, lane)
                 answered.append(str(cid))
-        if not kept and not answered:
+        # A turn killed before any answer leaves a bare prompt: marked, it is not
+        # replayed as ordinary history (it would merge into the next prompt).
+        failed = await self._mark_failed(db, session, gid)
+        if not kept and not answered and not failed:
             return None
-        return Recovered(session, gid, kept, tuple(answered))
+        return Recovered(session, gid, kept, tuple(answered), failed)
 
 
 class TurnJournal:
@@ -292,13 +310,15 @@ class TurnJournal:
         *,
         interval: float = DRAFT_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        opened: bool = False,
     ) -> None:
+        """`opened`: the turn's record was written with its prompt (`Ledger.open_turn`)."""
         self.ledger = ledger
         self.session = session
         self.group_id = group_id
         self.interval = interval
         self.clock = clock
-        self.written = False  # a record exists (close deletes it)
+        self.written = opened  # a record exists (close deletes it)
         self.broken = False
         self._stream_start = clock()
         self._saved_at: float | None = None

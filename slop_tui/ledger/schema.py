@@ -247,5 +247,35 @@ _MEMO_PROVENANCE = [
     "UPDATE memos SET source = 'unknown'",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _MEMO_PROVENANCE]
+
+# The edit journal: every undo, removal, drop, restore, clear and session
+# removal is a row here, with enough to invert it. Rows an edit takes away are
+# moved, byte for byte, into shadow tables `trash_<table>` (the table's own columns
+# plus `trash_edit`, created by the ledger when first needed, see ledger/edits.py),
+# so no query over the live tables can meet them; restoring moves them back with
+# their ids. `redoable` marks the redo stack (cleared when a turn starts).
+_EDIT_KINDS = (
+    "'undo','remove','retry','drop','restore','clear','session_remove','trash_restore','empty'"
+)
+
+_EDIT_JOURNAL = [
+    f"""CREATE TABLE edits(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK(kind IN ({_EDIT_KINDS})),
+        group_id INTEGER,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        group_count INTEGER NOT NULL DEFAULT 0,
+        trashed INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL DEFAULT 'done' CHECK(state IN ('done','reverted','emptied')),
+        redoable INTEGER NOT NULL DEFAULT 0,
+        reverts INTEGER,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_edits_session ON edits(session_id, id)",
+    "CREATE INDEX ix_edits_redo ON edits(id) WHERE redoable = 1",
+    "CREATE INDEX ix_edits_trash ON edits(id) WHERE trashed = 1 AND state = 'done'",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _MEMO_PROVENANCE, _EDIT_JOURNAL]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,16 +21,18 @@ import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 
 from textual import events, on, work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import WidgetError
-from textual.widgets import Header, Markdown, Static
+from textual.widgets import Header, Input, Markdown, Static, TextArea
 from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
@@ -56,6 +58,26 @@ from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
 __all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
+
+
+def _type_into(target: TextArea | Input, text: str) -> None:
+    """Focus a text field and insert `text` at its cursor, as if typed there."""
+    target.focus()
+    if isinstance(target, Input):
+        target.insert_text_at_cursor(text)
+    else:
+        start, end = target.selection
+        target.move_cursor(target.replace(text, start, end).end_location)
+
+
+def _any_error(rows) -> bool:
+    return any(row[5] == "error" for row in rows)  # GroupRow status
+
+
+def _empties_trash(line: str) -> bool:
+    """`/trash empty` typed without `--yes`: the workspace asks instead."""
+    words = line.split()
+    return words[:2] == ["/trash", "empty"] and "--yes" not in words
 
 
 def __getattr__(name: str):
@@ -102,10 +124,13 @@ class SlopApp(App):
         ),
         Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
         Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
-        Binding("u", "undo", "Undo last group", id="undo", show=False),
-        Binding("r", "reply", "Reply to group", id="reply_to_group", show=False),
-        Binding("[", "window_down", "Window −1", id="window_down", show=False),
-        Binding("]", "window_up", "Window +1", id="window_up", show=False),
+        # Undo and redo of the history work wherever the focused widget does not take
+        # ctrl+z / ctrl+y itself: an editor keeps them for its text, except an empty
+        # prompt (PromptArea passes them on). The group list shows them in the footer.
+        # No plain letter outside a list takes anything away (docs/usage.md).
+        Binding("ctrl+z", "undo", "Undo", id="undo", show=False),
+        Binding("ctrl+y", "redo", "Redo", id="redo", show=False),
+        Binding("ctrl+r", "retry", "Resend", id="retry"),
     ]
 
     def __init__(
@@ -134,6 +159,8 @@ class SlopApp(App):
         self._side_width = 1
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
+        self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
+        self._banner_text = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -309,6 +336,43 @@ class SlopApp(App):
             self.collector.note_input()
         await super().on_event(event)
 
+    def on_key(self, event: events.Key) -> None:
+        """Typing is safe: a printable key that nothing focused binds is typed into the
+        screen's text field (the prompt, or the dialog's field), which takes the focus.
+
+        Runs before the app's own binding check; a key some binding in the focus
+        chain handles (the group list's `d`, a dialog's `y`) is left to it."""
+        if not event.is_printable or not event.character or event.key in ("tab", "enter"):
+            return
+        if isinstance(self.focused, (TextArea, Input)):
+            return  # an editor types it itself
+        if event.key in self.screen.active_bindings:
+            return
+        target = self._typing_target()
+        if target is None:
+            return
+        event.prevent_default()
+        event.stop()
+        _type_into(target, event.character)
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste into a list or pane lands in the screen's text field, as typing does."""
+        if isinstance(self.focused, (TextArea, Input)) or not event.text:
+            return
+        target = self._typing_target()
+        if target is None:
+            return
+        event.stop()
+        _type_into(target, event.text)
+
+    def _typing_target(self) -> TextArea | Input | None:
+        """Where stray typing goes: the prompt, or the first text field of a dialog."""
+        screen = self.screen
+        if screen is self.screen_stack[0]:
+            return self.query_one(PromptInput).area
+        fields = screen.query(Input)
+        return fields.first() if fields else None
+
     async def _has_history(self) -> bool:
         return bool(await self.workspace.ledger.list_sessions())
 
@@ -338,6 +402,8 @@ class SlopApp(App):
             state = await ws.ledger.current_state(ws.session)
             context = await self._read_context(choice)
             plan = context[0]
+            # Only a group with an error row can hold a failed prompt: no query otherwise.
+            failed = await ws.ledger.failed_prompts(ws.session) if _any_error(rows) else []
             if reload_conversation:
                 # The group list's read gives the conversation its group ids too.
                 await self.query_one(ConversationView).load(ws, group_ids=[r[0] for r in rows])
@@ -354,6 +420,10 @@ class SlopApp(App):
             else:
                 pad.external_update(sess.scratchpad)
             self._show_context(*context)
+            newest_failed = failed[0] if failed else None
+            if newest_failed != self.failed_prompt:
+                self.failed_prompt = newest_failed
+                self.refresh_bindings()  # the footer shows ctrl+r only while there is one
 
     async def refresh_context(self, choice=None) -> None:
         ws = self.workspace
@@ -422,6 +492,7 @@ class SlopApp(App):
         )
 
     def show_banner(self, text: str) -> None:
+        self._banner_text = text
         banner = self.query_one("#banner", Static)
         banner.update(f"⚠ {neutralise(text)}  (Esc or click to dismiss)" if text else "")
         banner.set_class(bool(text), "-shown")
@@ -447,6 +518,9 @@ class SlopApp(App):
 
         if self.workspace is None:
             return
+        if _empties_trash(text):
+            self._confirm_empty_trash()  # the one hard delete asks first
+            return
         # The first submit (or command key) builds the tokenizer, in a thread: commands
         # and turns count exactly, and would otherwise build it on the event loop.
         await self._tokenizer()
@@ -459,6 +533,8 @@ class SlopApp(App):
                 self.notify("A turn is running; Esc cancels it.", severity="warning")
                 return
             self.run_turn(result.send)
+            if result.changed:
+                await self.refresh_all(reload_conversation=True)
             return
         if (
             not result.ok
@@ -469,6 +545,9 @@ class SlopApp(App):
             self._confirm_overwrite(text, str(result.data))
         elif not result.ok:
             self.notify(result.text, severity="error", timeout=10)
+        elif result.revert:
+            # A destructive edit is announced with the one key that reverts it.
+            self.notify(result.announcement(self.key_for("redo", "/redo")), timeout=10)
         elif result.text:
             await self.show_output(text, result.text)
         if result.changed:
@@ -477,6 +556,35 @@ class SlopApp(App):
             )
         if result.changed & {"history", "window"}:
             self._upkeep()
+
+    def key_for(self, binding_id: str, default: str) -> str:
+        """The (first) key of the app binding with this id, as remapped by `[keymap]`,
+        for a sentence ("ctrl+y brings it back"); `default` when it is not bound now."""
+        for key, active in self.screen_stack[0].active_bindings.items():
+            if active.binding.id == binding_id:
+                return key
+        return default
+
+    @work(group="dialogs")
+    async def _confirm_empty_trash(self) -> None:
+        from slop_tui.commands.base import plural
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+        entries = await self.workspace.ledger.trash()
+        if not entries:
+            self.notify("The trash is empty.")
+            return
+        count = sum(e.messages for e in entries)
+        if await self.push_screen_wait(
+            ConfirmScreen(
+                f"Delete everything in the trash ({plural(len(entries), 'entry', 'entries')}, "
+                f"{plural(count, 'message')}) for good?",
+                "This is the one edit that cannot be taken back.",
+                yes="Delete",
+                no="Keep",
+            )
+        ):
+            await self.run_command("/trash empty --yes")
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
@@ -512,7 +620,10 @@ class SlopApp(App):
                 "Soft drop (reversible)",
                 self.action_toggle_drop,
             ),
-            ("Undo the last group", "/undo", self.action_undo),
+            ("Undo the last group", "/undo (to the trash)", self.action_undo),
+            ("Redo", "/redo: bring back what was last taken away", self.action_redo),
+            ("Show the trash", "/trash list", partial(self.run_command, "/trash list")),
+            ("Empty the trash…", "Asks first: the one hard delete", self._confirm_empty_trash),
             ("Switch provider or model…", "Provider dialog", self.action_provider),
             ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
             ("Search history…", "Across all sessions", self.action_search),
@@ -559,8 +670,11 @@ class SlopApp(App):
         self.phase = "streaming"
         self.show_banner("")
 
+        started: list[int] = []
+
         async def on_event(ev) -> None:
             if isinstance(ev, TurnStarted):
+                started.append(ev.group_id)
                 await view.begin_turn(ev.group_id, text)
                 await self.query_one(GroupList).refresh_from(ws)
             elif isinstance(ev, ToolCallEvent):
@@ -597,6 +711,11 @@ class SlopApp(App):
                 # (30-40 ms) and a key typed then waited for all of it.
                 await frame_drawn(self, timeout=0.1)
                 await self.refresh_all()
+                if started and self.failed_prompt == started[0] and self._banner_text:
+                    key = self.key_for("retry", "/retry")
+                    self.show_banner(
+                        f"{self._banner_text} · The prompt got no answer: {key} sends it again."
+                    )
 
     async def _compaction_event(self, ev) -> None:
         if not self.is_running or self.workspace is None:
@@ -711,8 +830,9 @@ class SlopApp(App):
         await self.run_command(f"/context {verb} {event.group_id}")
 
     @on(GroupList.RemoveRequested)
-    def remove_requested(self, event: GroupList.RemoveRequested) -> None:
-        self._confirm_remove(event.group_id)
+    async def remove_requested(self, event: GroupList.RemoveRequested) -> None:
+        # To the trash at once: the announcement names the key that brings it back.
+        await self.run_command(f"/message remove {event.group_id}")
 
     @work(group="dialogs")
     async def _confirm_overwrite(self, line: str, path: str) -> None:
@@ -729,18 +849,6 @@ class SlopApp(App):
             await self.run_command(f"{line} --force")
         else:
             self.notify(f"Kept {path}; nothing was written.", timeout=6)
-
-    @work(group="dialogs")
-    async def _confirm_remove(self, gid: int) -> None:
-        from slop_tui.ui.screens.dialogs import ConfirmScreen
-
-        if await self.push_screen_wait(
-            ConfirmScreen(
-                f"Remove group {gid} permanently?",
-                "It cannot be restored (drop it with d instead).",
-            )
-        ):
-            await self.run_command(f"/message remove {gid}")
 
     @on(GroupList.ShowRequested)
     async def show_requested(self, event: GroupList.ShowRequested) -> None:
@@ -891,7 +999,24 @@ class SlopApp(App):
         self.prefill_prompt(f"/reply {group.group_id} ")
 
     async def action_undo(self) -> None:
-        await self.run_command("/undo")
+        await self._history_key("/undo")
+
+    async def action_redo(self) -> None:
+        await self._history_key("/redo")
+
+    async def _history_key(self, command: str) -> None:
+        """ctrl+z / ctrl+y on the history (/undo, /redo); not while a dialog is open."""
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()
+        await self.run_command(command)
+
+    async def action_retry(self) -> None:
+        await self.run_command("/retry")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "retry":
+            return self.failed_prompt is not None  # shown only when there is one
+        return True
 
     async def _change_window(self, step: int) -> None:
         # 0 is the full history, the largest window: ] there changed it to 1 group and

@@ -1,7 +1,18 @@
-"""Two fixes to Textual's frame work that the workspace depends on for its key latency.
+"""Fixes to Textual (8.2.8) that the workspace depends on.
 
-Both were found profiling bench/tui.py (Textual 8.2.8); each is a pure saving --
-the screen is drawn exactly as before:
+A crash, found by the monkey (tests/monkey.py):
+
+- `TextArea._undo_batch` (and `_redo_batch`) refresh the widget's size
+  before they put the cursor back. When the undone edit removed the lines
+  that needed the vertical scrollbar, hiding the scrollbar scrolls to the
+  cursor, which still points past the shortened document: `ValueError: The
+  document line index 1 is out of bounds` ended the app (ctrl+z after a
+  multi-line paste in the prompt). Scrolling to a cursor outside the document
+  is skipped; the undo puts the cursor back right after and scrolls then.
+
+Two fixes to Textual's frame work that the workspace depends on for its key
+latency, found profiling bench/tui.py; each is a pure saving -- the screen is
+drawn exactly as before:
 
 - `Compositor.reflow` rebuilds the map of every widget on the screen but left
   the "full map invalidated" flag as it found it. `Screen._refresh_layout`
@@ -23,11 +34,21 @@ the screen is drawn exactly as before:
 from __future__ import annotations
 
 from textual._compositor import Compositor
-from textual.geometry import Size
+from textual.geometry import Offset, Size
 from textual.scroll_view import ScrollView
+from textual.widgets import TextArea
 
 _reflow = Compositor.reflow
 _size_updated = ScrollView._size_updated
+_scroll_cursor_visible = TextArea.scroll_cursor_visible
+
+
+def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bool = False):  # type: ignore[no-untyped-def]
+    row, column = self.selection.end
+    document = self.document
+    if row >= document.line_count or column > len(document[row]):
+        return Offset()  # mid-undo: the cursor is put back (and scrolled to) right after
+    return _scroll_cursor_visible(self, center, animate)
 
 
 def _reflow_and_validate(self: Compositor, parent, size):  # type: ignore[no-untyped-def]
@@ -51,7 +72,9 @@ def _size_updated_if_changed(
 
 
 def install() -> None:
-    """Patch both (once; each only if Textual still has what it relies on)."""
+    """Patch all three (once; each only if Textual still has what it relies on)."""
+    if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
+        TextArea.scroll_cursor_visible = _scroll_to_a_cursor_inside  # type: ignore[method-assign]
     if Compositor.reflow is not _reflow_and_validate and hasattr(
         Compositor(), "_full_map_invalidated"
     ):

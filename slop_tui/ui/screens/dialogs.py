@@ -28,6 +28,17 @@ from slop_tui.ui.screens.base import Dialog, PickList, neutralise, option_row, p
 ProviderRow = tuple[str, str, str, str]
 SessionAction = tuple[str, str]  # ("switch" | "new" | "clone" | "remove", session name)
 
+
+def list_keys(list_id: str) -> list[Binding]:
+    """A dialog's text field has the focus; these keys move the highlight of its
+    list meanwhile (the field does not use them)."""
+    moves = (("up", "cursor_up"), ("down", "cursor_down"), ("pageup", "page_up"))
+    moves += (("pagedown", "page_down"),)
+    return [
+        Binding(key, f"list_move('{list_id}', '{action}')", show=False) for key, action in moves
+    ]
+
+
 # -- approval ---------------------------------------------------------------------
 
 NO_SESSION_OPTION = (
@@ -121,10 +132,16 @@ class ApprovalScreen(Dialog[str]):
 
 
 class ConfirmScreen(Dialog[bool]):
-    """A yes/no question; True only for Yes (y). No (n) and Escape give False."""
+    """A yes/no question; True only for Yes (y). No (n) and Escape give False.
+
+    Like the approval dialog, `y` only works `arm_delay` seconds after the dialog
+    appears: a sentence being typed when it opened cannot answer it ("ready"
+    must not confirm with its `y`). The buttons, `n` and Escape work at once.
+    """
 
     DEFAULT_CSS = """
     ConfirmScreen > #dialog { border: thick $error; width: 64; }
+    ConfirmScreen #confirm-hint { color: $text-muted; height: auto; }
     """
     AUTO_FOCUS = "#no"
     BINDINGS = [
@@ -133,27 +150,46 @@ class ConfirmScreen(Dialog[bool]):
         Binding("escape", "answer(False)", "Cancel", show=False, id="confirm_cancel"),
     ]
 
-    def __init__(self, title: str, body: str = "", *, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(
+        self,
+        title: str,
+        body: str = "",
+        *,
+        yes: str = "Yes",
+        no: str = "No",
+        arm_delay: float = 0.5,
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.body = body
         self.yes_label = yes
         self.no_label = no
+        self.arm_delay = arm_delay
+        self._armed_at = float("inf")  # set when shown
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
             if self.body:
                 yield Static(plain(self.body))
+            yield Static("", id="confirm-hint")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes_label} (y)", id="yes", variant="error")
                 yield Button(f"{self.no_label} (n)", id="no")
 
+    def on_mount(self) -> None:
+        self._armed_at = time.monotonic() + self.arm_delay
+
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        self.action_answer(event.button.id == "yes")
+        self.dismiss(event.button.id == "yes")
 
     def action_answer(self, yes: bool) -> None:
+        if yes and time.monotonic() < self._armed_at:
+            self.query_one("#confirm-hint", Static).update(
+                "That key came before the question was readable and was ignored; press it again."
+            )
+            return
         self.dismiss(bool(yes))
 
 
@@ -174,17 +210,20 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
     """Pick a configured provider and a model; dismisses with (name, model) or None.
 
     `choices` are (name, kind, default model, endpoint); `hidden_counts` maps a
-    provider to how many tool messages in the window it would not see.
-    Enter (or a double click) switches, `m` edits the model, Escape cancels.
+    provider to how many tool messages in the window it would not see. The
+    model field has the focus (a dialog opens on its text field, so typing is
+    never taken for a command); ↑/↓ choose the provider, Enter (or a double
+    click) switches, `m` in the list edits the model, Escape cancels.
     """
 
     DEFAULT_CSS = """
     ProviderScreen > #dialog { width: 104; }
     """
-    AUTO_FOCUS = "#providers"
+    AUTO_FOCUS = "#model"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", show=False, id="provider_cancel"),
         Binding("m", "focus_model", "Edit model", id="provider_model"),
+        *list_keys("providers"),
     ]
 
     def __init__(
@@ -232,7 +271,9 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
 
     def _show(self, index: int) -> None:
         name, _kind, model, _endpoint = self.choices[index]
-        self.query_one("#model", Input).value = model
+        field = self.query_one("#model", Input)
+        field.value = model
+        field.cursor_position = len(model)  # typing goes on at the end
         count = self.hidden_counts.get(name, 0)
         self.query_one("#notice", Static).update(plain(hidden_notice(name, count)))
 
@@ -264,6 +305,9 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
 
     def action_focus_model(self) -> None:
         self.query_one("#model", Input).focus()
+
+    def action_list_move(self, list_id: str, action: str) -> None:
+        getattr(self.query_one(f"#{list_id}", PickList), f"action_{action}")()
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -301,21 +345,27 @@ def _when(ts: float) -> str:
 
 
 class SessionScreen(Dialog[SessionAction | None]):
-    """Switch (enter), new (n), clone the current session (c) or remove (r, confirmed).
+    """Switch (enter), new (ctrl+n), clone the current session (ctrl+l) or move one to
+    the trash (ctrl+t, confirmed).
 
-    Dismisses with ("switch" | "new" | "clone" | "remove", name) or None. `n`
-    and `c` with an empty name field move to the field; Enter there creates.
+    The Name field has the focus when the dialog opens, so a name typed at once
+    ("ready") lands there and no letter is a command; ↑/↓ and the page keys move
+    the highlight in the list meanwhile. Enter with an empty field switches to
+    the highlighted session, with a new name creates it (a name that exists
+    switches to it). Dismisses with ("switch" | "new" | "clone" | "remove",
+    name) or None.
     """
 
     DEFAULT_CSS = """
     SessionScreen > #dialog { width: 104; }
     """
-    AUTO_FOCUS = "#sessions"
+    AUTO_FOCUS = "#name"
     BINDINGS = [
-        Binding("n", "new", "New", id="session_new"),
-        Binding("c", "clone", "Clone", id="session_clone"),
-        Binding("r", "remove", "Remove", id="session_remove"),
+        Binding("ctrl+n", "new", "New", id="session_new"),
+        Binding("ctrl+l", "clone", "Clone", id="session_clone"),
+        Binding("ctrl+t", "remove", "To trash", id="session_remove"),
         Binding("escape", "cancel", "Cancel", show=False, id="session_cancel"),
+        *list_keys("sessions"),
     ]
 
     def __init__(self, sessions: Sequence[SessionSummary], current: str) -> None:
@@ -340,9 +390,9 @@ class SessionScreen(Dialog[SessionAction | None]):
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Switch (enter)", id="switch", variant="primary")
-                yield Button("New (n)", id="new")
-                yield Button("Clone (c)", id="clone")
-                yield Button("Remove (r)", id="remove", variant="error")
+                yield Button("New (^n)", id="new")
+                yield Button("Clone (^l)", id="clone")
+                yield Button("To trash (^t)", id="remove", variant="error")
                 yield Button("Cancel (esc)", id="cancel")
 
     def _option(self, s: SessionSummary) -> Option:
@@ -373,7 +423,16 @@ class SessionScreen(Dialog[SessionAction | None]):
 
     @on(Input.Submitted, "#name")
     def _submitted(self) -> None:
-        self._create(self.mode)
+        name = self._typed_name()
+        if not name:
+            self.action_switch()
+        elif name in self.names:
+            self.dismiss(("switch", name))
+        else:
+            self._create(self.mode)
+
+    def action_list_move(self, list_id: str, action: str) -> None:
+        getattr(self.query_one(f"#{list_id}", PickList), f"action_{action}")()
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -418,9 +477,10 @@ class SessionScreen(Dialog[SessionAction | None]):
 
         self.app.push_screen(
             ConfirmScreen(
-                f"Remove session '{name}' permanently?",
-                "Its messages, STATE, usage and scratchpad are deleted; this cannot be undone.",
-                yes="Remove",
+                f"Move session '{name}' to the trash?",
+                "Its messages, STATE, usage and scratchpad go with it; ctrl+y or "
+                "/trash restore brings it back.",
+                yes="To trash",
                 no="Keep",
             ),
             answered,

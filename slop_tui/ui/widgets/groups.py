@@ -133,7 +133,8 @@ class GroupList(ScrollView, can_focus=True):
     `◉` sent until a summary covers it, `Σ` covered by a summary, `◌` waiting
     for a summary, `○` outside the window or in another lane, `×` dropped. A
     second column shows `◐` for an interrupted turn and `!` for one that ended
-    in an error. Styles come from the component classes below, so a
+    in an error. A click on the mark drops or restores the group; a click
+    elsewhere on the line shows it. Styles come from the component classes below, so a
     theme restyles them through CSS (`GroupList > .grouplist--dropped`).
     Muted parts are `dim` rather than a muted colour: a fixed colour turns
     unreadable on the highlight bar, and `auto` colours (`$text-muted` is
@@ -155,8 +156,18 @@ class GroupList(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page Down", show=False),
         Binding("pageup", "page_up", "Page Up", show=False),
         Binding("up", "cursor_up", "Up", show=False),
+        # Letters here act on the highlighted group and never lose anything: d drops or
+        # restores (d again reverts it), r starts a reply in the prompt, [ and ] change
+        # the window. Moving a group to the trash is Delete, a key typing never sends.
+        # Any other printable key goes to the prompt (SlopApp.on_key).
         Binding("d", "drop_toggle", "Drop/restore", id="groups_drop_toggle"),
-        Binding("x", "remove", "Remove", id="groups_remove"),
+        Binding("delete", "remove", "To trash", id="groups_remove"),
+        Binding("r", "app.reply", "Reply", id="reply_to_group"),
+        # The app's undo and redo (they work outside the list too), shown here.
+        Binding("ctrl+z", "app.undo", "Undo", id="undo"),
+        Binding("ctrl+y", "app.redo", "Redo", id="redo"),
+        Binding("[", "app.window_down", "Window −1", id="window_down", show=False),
+        Binding("]", "app.window_up", "Window +1", id="window_up", show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -237,7 +248,7 @@ class GroupList(ScrollView, can_focus=True):
             self.dropped = dropped
 
     class RemoveRequested(GroupIntent):
-        """Hard-delete a group (`/message remove`); the app asks for confirmation first."""
+        """Move a group to the trash (`/message remove`); the app announces the way back."""
 
     class ShowRequested(GroupIntent):
         """Show a group in the conversation pane (enter or click)."""
@@ -588,7 +599,11 @@ class GroupList(ScrollView, can_focus=True):
         index = event.style.meta.get("option")
         if index is not None and index < len(self._rows):
             self.highlighted = index
-            self.action_select()
+            offset = event.get_content_offset(self)
+            if offset is not None and offset.x == 0:  # the mark: drop or restore
+                self.action_drop_toggle()
+            else:
+                self.action_select()
 
     def _on_mouse_move(self, event: events.MouseMove) -> None:
         self._hover = event.style.meta.get("option")

@@ -13,6 +13,11 @@ Keys (each binding has an id for `[keymap]`):
   highlighted one (`prompt_complete`), Up/Down move through the list,
   Escape closes it. Enter also takes it while the line is not yet a command.
 
+ctrl+z and ctrl+y undo and redo the typing. ctrl+y with no typing to redo,
+and ctrl+z in an empty prompt with no typing to undo, are passed on to the
+app: its /redo and /undo of the history (the announcement of an edit names
+ctrl+y, and it must work right after a command was typed here).
+
 Nothing typed is lost: `Submitted` leaves the text in place until the app
 calls `clear()` (which also adds it to the history); `restore(text)` puts a
 text back, e.g. after a failed send.
@@ -87,6 +92,17 @@ class PromptArea(TextArea):
 
     def action_submit(self) -> None:
         self.owner.submit()
+
+    def action_undo(self) -> None:
+        history = self.history
+        if not self.text and not history.undo_stack and not history.redo_stack:
+            raise SkipAction()  # an untouched empty prompt: the app's /undo
+        super().action_undo()
+
+    def action_redo(self) -> None:
+        if not self.history.redo_stack:
+            raise SkipAction()  # no typing to redo: the app's /redo (it only brings back)
+        super().action_redo()
 
     def action_newline(self) -> None:
         start, end = self.selection
