@@ -269,7 +269,6 @@ class SlopApp(App):
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
-        self.ready = True
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
@@ -281,6 +280,9 @@ class SlopApp(App):
             from slop_tui.ui.screens.firstrun import FirstRunScreen
 
             self.push_screen(FirstRunScreen())
+        # Ready once the first-run panel (if any) is up: a key pressed after this lands on
+        # the screen the user will see.
+        self.ready = True
 
     async def _show_workspace(self, config) -> None:
         """Fill the screen from the workspace just opened."""
