@@ -328,6 +328,8 @@ EDIT_CLEAR = "clear"  # /session clear: a session's history to the trash
 EDIT_SESSION_REMOVE = "session_remove"  # /session remove: a whole session to the trash
 EDIT_TRASH_RESTORE = "trash_restore"  # /trash restore, /redo: rows back from the trash
 EDIT_EMPTY = "empty"  # /trash empty: the only hard delete
+EDIT_MEMO_REMOVE = "memo_remove"  # /memo remove: a memo to the trash
+EDIT_SKILL_REMOVE = "skill_remove"  # /skill delete: a skill to the trash
 EDIT_KINDS = (
     EDIT_UNDO,
     EDIT_REMOVE,
@@ -338,6 +340,8 @@ EDIT_KINDS = (
     EDIT_SESSION_REMOVE,
     EDIT_TRASH_RESTORE,
     EDIT_EMPTY,
+    EDIT_MEMO_REMOVE,
+    EDIT_SKILL_REMOVE,
 )
 # What an edit is now: in effect, reverted (by /redo, /trash restore, /context restore),
 # or its trashed rows were deleted by /trash empty.
@@ -364,5 +368,6 @@ class Edit:
     trashed: bool
     redoable: bool
     created_at: float
-    label: str = ""  # the group's prompt or the session's first prompt (for /trash list)
+    label: str = ""  # the group's prompt, the session's first prompt, the memo or skill
     groups: int = 0  # groups the edit moved or changed
+    row_id: int | None = None  # the memo or skill a knowledge edit moved

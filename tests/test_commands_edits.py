@@ -235,3 +235,42 @@ def test_exec_needs_yes_to_empty_the_trash_and_says_what_to_do(tmp_path):
     r = run(["exec", "/trash restore 3"], tmp_path)
     assert r.returncode == 1 and "no entry 3" in r.stderr
     assert run(["exec", "/trash empty --yes"], tmp_path).returncode == 0
+
+
+async def test_memos_and_skills_go_to_the_trash_and_come_back(ws, tmp_path):
+    from slop_tui.tools import ToolContext, run_tool
+
+    added = await dispatch(ws, "/memo add --tags ops the deploy window is Tuesday 14:00")
+    assert added.ok
+    (memo,) = await ws.ledger.list_memos()
+    removed = await dispatch(ws, f"/memo remove {memo.id}")
+    assert removed.ok and "trash" in removed.text and removed.revert == "/redo"
+    assert await ws.ledger.list_memos() == []
+    # Gone from retrieval and from what the model can read, kept in the trash.
+    assert (await ws.ledger.memo_candidates(["deploy"]))[0] == []
+    ctx = ToolContext(ledger=ws.ledger, session=ws.session, project_root=tmp_path)
+    seen = await run_tool("query_db", {"sql": "SELECT * FROM trash_memos"}, ctx)
+    assert "Tuesday" not in seen.text and "refused" in seen.text
+    listing = (await dispatch(ws, "/trash list")).text
+    assert "removed memo" in listing and "the deploy window" in listing
+    back = await dispatch(ws, "/redo")
+    assert back.ok and "the deploy window" in back.text
+    assert [(m.id, m.content) for m in await ws.ledger.list_memos()] == [(memo.id, memo.content)]
+    assert [m.id for m in (await ws.ledger.memo_candidates(["deploy"]))[0]] == [memo.id]
+
+    gone = await dispatch(ws, "/skill delete planner")
+    assert gone.ok and await ws.ledger.get_skill("planner") is None
+    entry = gone.data if gone.data is not None else None
+    (trashed,) = [e for e in await ws.ledger.trash() if e.kind == "skill_remove"]
+    assert entry is None or entry.id == trashed.id
+    # A new skill of the same name: restoring says so in one line and changes nothing.
+    await ws.ledger.add_skill("planner", "mine", "my patch")
+    before = await fingerprint(ws)
+    refused = await dispatch(ws, f"/trash restore {trashed.id}")
+    assert not refused.ok and "exists again" in refused.text
+    assert await fingerprint(ws) == before
+    mine = await ws.ledger.get_skill("planner")
+    assert (await dispatch(ws, f"/skill delete {mine.id}")).ok
+    assert (await dispatch(ws, f"/trash restore {trashed.id}")).ok
+    restored = await ws.ledger.get_skill("planner")
+    assert restored is not None and restored.description != "mine"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from slop_tui.ledger import Ledger, LedgerError, normalise_tags
+from slop_tui.records import EDIT_MEMO_REMOVE, EDIT_SKILL_REMOVE
 
 
 @pytest.fixture
@@ -33,9 +34,9 @@ async def test_memo_add_update_remove(ledger: Ledger) -> None:
     )
     assert updated.created_at == memo.created_at
 
-    assert await ledger.remove_memo(memo.id) is True
+    assert await ledger.trash_knowledge(EDIT_MEMO_REMOVE, memo.id) is not None
     assert await ledger.get_memo(memo.id) is None
-    assert await ledger.remove_memo(memo.id) is False
+    assert await ledger.trash_knowledge(EDIT_MEMO_REMOVE, memo.id) is None
     with pytest.raises(LedgerError):
         await ledger.update_memo(memo.id, "gone", [])
 
@@ -81,7 +82,7 @@ async def test_memo_index_follows_updates_and_removal(ledger: Ledger) -> None:
     assert (await ledger.memo_candidates(["fruit"]))[0] == []
     assert [m.id for m in (await ledger.memo_candidates(["carrots"]))[0]] == [memo.id]
     assert [m.id for m in (await ledger.memo_candidates(["vegetable"]))[0]] == [memo.id]
-    await ledger.remove_memo(memo.id)
+    await ledger.trash_knowledge(EDIT_MEMO_REMOVE, memo.id)
     assert (await ledger.memo_candidates(["carrots"]))[0] == []
     row = await ledger._one("SELECT COUNT(*) FROM memos_fts WHERE memos_fts MATCH 'carrots'")
     assert row[0] == 0
@@ -175,8 +176,8 @@ async def test_skill_add_rename_duplicate_delete(ledger: Ledger) -> None:
     await ledger.count_skill_activation(added.id)
     assert (await ledger.get_skill(added.id)).activation_count == 2  # type: ignore[union-attr]
 
-    assert await ledger.delete_skill(added.id) is True
-    assert await ledger.delete_skill(added.id) is False
+    assert await ledger.trash_knowledge(EDIT_SKILL_REMOVE, added.id) is not None
+    assert await ledger.trash_knowledge(EDIT_SKILL_REMOVE, added.id) is None
     assert await ledger.get_skill(added.id) is None
 
 
@@ -194,7 +195,7 @@ async def test_deleted_default_skill_is_not_reseeded(tmp_path: Path) -> None:
     async with await Ledger.open(path) as led:
         planner = await led.get_skill("planner")
         assert planner is not None
-        await led.delete_skill(planner.id)
+        await led.trash_knowledge(EDIT_SKILL_REMOVE, planner.id)
         reviewer = await led.get_skill("code_reviewer")
         assert reviewer is not None
         await led.update_skill(

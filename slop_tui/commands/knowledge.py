@@ -16,6 +16,7 @@ from slop_tui.commands.base import (
 )
 from slop_tui.context import extract_keywords, rank_memos, redact_secrets
 from slop_tui.ledger import snippet
+from slop_tui.records import EDIT_MEMO_REMOVE, EDIT_SKILL_REMOVE
 
 CAT = "Memory & skills"
 # Memos are sent with every request that matches them, in every session: like
@@ -128,19 +129,42 @@ async def memo_edit(ws, args: str) -> CommandResult:
         return ok("No changes made.")
     tags, content = _parse_memo_form(edited)
     if not content:
-        await ws.ledger.remove_memo(memo.id)
-        return ok(f"Memo {memo.id} deleted (the edited text was empty).", changed=("memos",))
+        edit = await _trash(ws, EDIT_MEMO_REMOVE, memo.id)
+        return ok(
+            f"Memo {memo.id} moved to the trash (the edited text was empty; trash entry "
+            f"{edit.id}).",
+            changed=("memos",),
+            revert="/redo",
+        )
     clean = redact_secrets(content)
     note = REDACTED_NOTE if clean != content else ""
     await ws.ledger.update_memo(memo.id, clean, tags)
     return ok(f"Memo {memo.id} updated.{note}", changed=("memos",))
 
 
-@command("memo", "remove", "/memo remove ID", "Delete a memo.", CAT, aliases=("delete",))
+async def _trash(ws, kind: str, row_id: int):
+    edit = await ws.ledger.trash_knowledge(kind, row_id)
+    if edit is None:  # removed meanwhile (another process)
+        raise CommandError(f"it is not there any more (id {row_id}).")
+    return edit
+
+
+@command(
+    "memo",
+    "remove",
+    "/memo remove ID",
+    "Move a memo to the trash (/redo or /trash restore brings it back).",
+    CAT,
+    aliases=("delete",),
+)
 async def memo_remove(ws, args: str) -> CommandResult:
     memo = await _memo(ws, args, "/memo remove ID")
-    await ws.ledger.remove_memo(memo.id)
-    return ok(f"Memo {memo.id} deleted.", changed=("memos",))
+    edit = await _trash(ws, EDIT_MEMO_REMOVE, memo.id)
+    return ok(
+        f"Memo {memo.id} moved to the trash (trash entry {edit.id}).",
+        changed=("memos",),
+        revert="/redo",
+    )
 
 
 @command(
@@ -254,13 +278,24 @@ async def skill_edit(ws, args: str) -> CommandResult:
     return ok(f"Skill {updated.id} saved as '{updated.name}'.", changed=("skills",))
 
 
-@command("skill", "delete", "/skill delete NAME|ID", "Delete a skill.", CAT, aliases=("remove",))
+@command(
+    "skill",
+    "delete",
+    "/skill delete NAME|ID",
+    "Move a skill to the trash (/redo or /trash restore brings it back).",
+    CAT,
+    aliases=("remove",),
+)
 async def skill_delete(ws, args: str) -> CommandResult:
     s = await _skill(ws, args, "/skill delete NAME|ID")
-    await ws.ledger.delete_skill(s.id)
+    edit = await _trash(ws, EDIT_SKILL_REMOVE, s.id)
     if s.name in ws.active_skills:
         await ws.set_active_skills([n for n in ws.active_skills if n != s.name])
-    return ok(f"Skill '{s.name}' deleted.", changed=("skills",))
+    return ok(
+        f"Skill '{s.name}' moved to the trash (trash entry {edit.id}).",
+        changed=("skills",),
+        revert="/redo",
+    )
 
 
 @command(

@@ -25,8 +25,10 @@ from slop_tui.ledger import snippet
 from slop_tui.records import (
     EDIT_CLEAR,
     EDIT_DROP,
+    EDIT_MEMO_REMOVE,
     EDIT_RETRY,
     EDIT_SESSION_REMOVE,
+    EDIT_SKILL_REMOVE,
     Edit,
 )
 
@@ -38,11 +40,17 @@ _WHAT = {
     "retry": "failed prompt (sent again)",
     "clear": "cleared history",
     "session_remove": "removed session",
+    "memo_remove": "removed memo",
+    "skill_remove": "removed skill",
 }
 
 
 def describe(edit: Edit) -> str:
     """What an edit took away, for one line: `group 12 of 's'`, `session 's'`, ..."""
+    if edit.kind == EDIT_MEMO_REMOVE:
+        return f"the memo '{snippet(edit.label, 40)}'"
+    if edit.kind == EDIT_SKILL_REMOVE:
+        return f"the skill '{edit.label}'"
     if edit.kind == EDIT_SESSION_REMOVE:
         return f"session '{edit.session}' ({edit.groups} groups)"
     if edit.kind == EDIT_CLEAR:
@@ -76,7 +84,7 @@ async def redo(ws, args: str) -> CommandResult:
     text = f"{verb} {describe(edit)}"
     if edit.group_id is not None and edit.messages:
         text += f" ({edit.messages} messages)"
-    return ok(text + ".", changed=("session", "history", "state"), data=edit)
+    return ok(text + ".", changed=("session", "history", "state", "memos", "skills"), data=edit)
 
 
 @command(
@@ -116,7 +124,8 @@ async def retry(ws, args: str) -> CommandResult:
     "trash",
     "list",
     "/trash list",
-    "What the trash holds: undone and removed groups, cleared histories, removed sessions.",
+    "What the trash holds: undone and removed groups, cleared histories, removed sessions, "
+    "memos and skills.",
     CAT,
 )
 async def trash_list(ws, args: str) -> CommandResult:
@@ -133,6 +142,8 @@ async def trash_list(ws, args: str) -> CommandResult:
         prompt = snippet(e.label, 48).replace("|", "\\|")
         session = e.session.replace("|", "\\|")
         group = e.group_id if e.group_id is not None else f"{e.groups} groups"
+        if not e.session:  # a memo or a skill: global, no group
+            session, group = "(all)", "–"
         lines.append(
             f"| {e.id} | {_when(e.created_at)} | {_WHAT.get(e.kind, e.kind)} | {session} | "
             f"{group} | {e.messages} | {prompt} |"
@@ -145,7 +156,7 @@ async def trash_list(ws, args: str) -> CommandResult:
     "trash",
     "restore",
     "/trash restore ENTRY",
-    "Bring back one trash entry (a group with its STATE, a history, a session).",
+    "Bring back one trash entry (a group with its STATE, a history, a session, a memo, a skill).",
     CAT,
 )
 async def trash_restore(ws, args: str) -> CommandResult:
@@ -154,9 +165,10 @@ async def trash_restore(ws, args: str) -> CommandResult:
     await ws.ledger.restore_edit(entry)  # a LedgerError is the one line the user sees
     assert edit is not None
     await ws.reload_pending_handoff()
+    count = f" ({edit.messages} messages)" if edit.session else ""
     return ok(
-        f"Restored trash entry {entry}: {describe(edit)} ({edit.messages} messages).",
-        changed=("session", "history", "state"),
+        f"Restored trash entry {entry}: {describe(edit)}{count}.",
+        changed=("session", "history", "state", "memos", "skills"),
         data=edit,
     )
 

@@ -50,10 +50,12 @@ from slop_tui.records import (
     EDIT_DROP,
     EDIT_EMPTIED,
     EDIT_EMPTY,
+    EDIT_MEMO_REMOVE,
     EDIT_REMOVE,
     EDIT_RESTORE,
     EDIT_REVERTED,
     EDIT_SESSION_REMOVE,
+    EDIT_SKILL_REMOVE,
     EDIT_TRASH_RESTORE,
     Edit,
     Message,
@@ -61,6 +63,9 @@ from slop_tui.records import (
 )
 
 TRASH_PREFIX = "trash_"
+# Global rows an edit can take to the trash on their own: kind -> (table, label column).
+# Their edits belong to no session (`session_id` '').
+KNOWLEDGE = {EDIT_MEMO_REMOVE: ("memos", "content"), EDIT_SKILL_REMOVE: ("skills", "name")}
 # The session's own settings row: its totals are rebuilt by the message triggers.
 _SESSION_TOTALS = ("message_count", "token_total")
 # A session's history as `/session clear` takes it (its scratchpad, window and files stay).
@@ -74,7 +79,7 @@ CLEARED_TABLES = (
 )
 _EDIT_COLS = (
     "id, session_id, kind, group_id, message_count, state, trashed, redoable, created_at, "
-    "'' AS label, group_count"
+    "'' AS label, group_count, row_id"
 )
 
 
@@ -95,6 +100,7 @@ def _edit(row) -> Edit:
         created_at=row[8],
         label=row[9] or "",
         groups=row[10],
+        row_id=row[11],
     )
 
 
@@ -233,6 +239,8 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                 label = await self._prompt_text(e.id, e.group_id)
             elif e.kind == EDIT_SESSION_REMOVE or e.kind == EDIT_CLEAR:
                 label = await self._prompt_text(e.id, None)
+            elif e.kind in KNOWLEDGE:
+                label = await self._knowledge_label(e, *KNOWLEDGE[e.kind])
             out.append(replace(e, label=label))
         return out
 
@@ -258,6 +266,31 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                     (edit_id,),
                 )
         return row[0] if row else ""
+
+    async def _knowledge_label(self, edit: Edit, table: str, column: str) -> str:
+        """The text of a memo or skill an edit took away (in the trash, or back live)."""
+        shadow = TRASH_PREFIX + table
+        if await self._one("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (shadow,)):
+            row = await self._one(
+                f"SELECT {_q(column)} FROM {_q(shadow)} WHERE trash_edit=? LIMIT 1", (edit.id,)
+            )
+            if row is not None:
+                return row[0]
+        row = await self._one(f"SELECT {_q(column)} FROM {_q(table)} WHERE id=?", (edit.row_id,))
+        return row[0] if row else ""
+
+    async def trash_knowledge(self, kind: str, row_id: int) -> Edit | None:
+        """`/memo remove`, `/skill delete`: the memo or skill to the trash, journalled
+        and on the redo stack like a group; None if there is no such row."""
+        table, _ = KNOWLEDGE[kind]
+        async with self.transaction() as db:
+            cur = await db.execute(f"SELECT 1 FROM {_q(table)} WHERE id=?", (row_id,))
+            if await cur.fetchone() is None:
+                return None
+            edit = await self._journal(db, "", kind, trashed=True, redoable=True)
+            await db.execute("UPDATE edits SET row_id=? WHERE id=?", (row_id, edit))
+            await self._move(db, edit, table, "id=?", (row_id,))
+        return await self.get_edit(edit)
 
     async def trashed_message_ids(self) -> list[int]:
         """Ids of every message in the trash (recoverable with /trash restore)."""
@@ -527,39 +560,69 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                 raise LedgerError(f"trash entry {edit_id} was restored already.")
             if state == EDIT_EMPTIED:
                 raise LedgerError(f"trash entry {edit_id} was deleted by /trash empty.")
-            cur = await db.execute("SELECT 1 FROM sessions WHERE name=?", (session,))
-            session_exists = await cur.fetchone() is not None
-            if kind == EDIT_SESSION_REMOVE:
-                if session_exists:  # a new session of that name: the history joins it
-                    await db.execute(
-                        f"DELETE FROM {_q(TRASH_PREFIX + 'sessions')} WHERE trash_edit=?",
-                        (edit_id,),
-                    )
-                else:
-                    await self._bring_back(db, edit_id, "sessions", skip=_SESSION_TOTALS)
-            elif not session_exists:
-                cur = await db.execute(
-                    f"SELECT id FROM edits WHERE session_id=? AND kind='{EDIT_SESSION_REMOVE}' "
-                    f"AND state='{EDIT_DONE}' ORDER BY id DESC LIMIT 1",
-                    (session,),
-                )
-                holder = await cur.fetchone()
-                where = f" (trash entry {holder[0]})" if holder else ""
-                raise LedgerError(
-                    f"session '{session}' is not there any more{where}; restore it first."
-                )
-            moved = await self._bring_back(db, edit_id, "messages")
-            if group_id is not None and moved:
-                # A summary made while the group was away does not hold it.
-                await self._history_changed(db, session, [group_id])
-            for shadow in await self._trash_tables(db):
-                table = shadow[len(TRASH_PREFIX) :]
-                if table not in ("sessions", "messages"):
-                    await self._bring_back(db, edit_id, table)
-            await db.execute("UPDATE sessions SET updated_at=? WHERE name=?", (now(), session))
-            by = await self._journal(db, session, EDIT_TRASH_RESTORE, messages=moved)
+            if kind in KNOWLEDGE:
+                by = await self._restore_knowledge(db, edit_id, kind)
+            else:
+                by = await self._restore_history(db, edit_id, session, kind, group_id)
             await self._reverted(db, edit_id, by)
-        found = await self.get_edit(by)
+        return await self._found(by)
+
+    async def _restore_history(
+        self, db, edit_id: int, session: str, kind: str, group_id: int | None
+    ) -> int:
+        """A group, a cleared history or a session back from the trash (inside
+        `restore_edit`'s transaction); the restoring edit's id."""
+        cur = await db.execute("SELECT 1 FROM sessions WHERE name=?", (session,))
+        session_exists = await cur.fetchone() is not None
+        if kind == EDIT_SESSION_REMOVE:
+            if session_exists:  # a new session of that name: the history joins it
+                await db.execute(
+                    f"DELETE FROM {_q(TRASH_PREFIX + 'sessions')} WHERE trash_edit=?",
+                    (edit_id,),
+                )
+            else:
+                await self._bring_back(db, edit_id, "sessions", skip=_SESSION_TOTALS)
+        elif not session_exists:
+            cur = await db.execute(
+                f"SELECT id FROM edits WHERE session_id=? AND kind='{EDIT_SESSION_REMOVE}' "
+                f"AND state='{EDIT_DONE}' ORDER BY id DESC LIMIT 1",
+                (session,),
+            )
+            holder = await cur.fetchone()
+            where = f" (trash entry {holder[0]})" if holder else ""
+            raise LedgerError(
+                f"session '{session}' is not there any more{where}; restore it first."
+            )
+        moved = await self._bring_back(db, edit_id, "messages")
+        if group_id is not None and moved:
+            # A summary made while the group was away does not hold it.
+            await self._history_changed(db, session, [group_id])
+        for shadow in await self._trash_tables(db):
+            table = shadow[len(TRASH_PREFIX) :]
+            if table not in ("sessions", "messages"):
+                await self._bring_back(db, edit_id, table)
+        await db.execute("UPDATE sessions SET updated_at=? WHERE name=?", (now(), session))
+        return await self._journal(db, session, EDIT_TRASH_RESTORE, messages=moved)
+
+    async def _restore_knowledge(self, db, edit_id: int, kind: str) -> int:
+        """A memo or skill back from the trash with its id; the restoring edit's id."""
+        table, _ = KNOWLEDGE[kind]
+        if kind == EDIT_SKILL_REMOVE:
+            cur = await db.execute(
+                f"SELECT t.name FROM {_q(TRASH_PREFIX + table)} t JOIN skills s ON s.name = t.name "
+                "WHERE t.trash_edit=?",
+                (edit_id,),
+            )
+            if (taken := await cur.fetchone()) is not None:
+                raise LedgerError(
+                    f"a skill named '{taken[0]}' exists again; rename or delete it, then "
+                    f"restore trash entry {edit_id}."
+                )
+        await self._bring_back(db, edit_id, table)
+        return await self._journal(db, "", EDIT_TRASH_RESTORE)
+
+    async def _found(self, edit_id: int) -> Edit:
+        found = await self.get_edit(edit_id)
         assert found is not None
         return found
 
@@ -611,4 +674,4 @@ class EditsMixin(InflightMixin, ContinuityMixin):
         return await self.get_edit(edit)
 
 
-__all__ = ["CLEARED_TABLES", "EditsMixin", "TRASH_PREFIX"]
+__all__ = ["CLEARED_TABLES", "KNOWLEDGE", "EditsMixin", "TRASH_PREFIX"]

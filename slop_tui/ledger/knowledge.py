@@ -140,11 +140,6 @@ class KnowledgeMixin(LedgerBase):
         assert memo is not None
         return memo
 
-    async def remove_memo(self, memo_id: int) -> bool:
-        async with self.transaction() as db:
-            cur = await db.execute("DELETE FROM memos WHERE id=?", (memo_id,))
-            return cur.rowcount > 0
-
     async def memo_candidates(self, keywords: Sequence[str]) -> tuple[list[Memo], dict[int, float]]:
         """Memos whose tags or content match any keyword, with their BM25 scores.
 
@@ -234,11 +229,6 @@ class KnowledgeMixin(LedgerBase):
         skill = await self.get_skill(skill_id)
         assert skill is not None
         return skill
-
-    async def delete_skill(self, skill_id: int) -> bool:
-        async with self.transaction() as db:
-            cur = await db.execute("DELETE FROM skills WHERE id=?", (skill_id,))
-            return cur.rowcount > 0
 
     async def count_skill_activation(self, skill_id: int) -> None:
         async with self.transaction() as db:

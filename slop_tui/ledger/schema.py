@@ -255,7 +255,8 @@ _MEMO_PROVENANCE = [
 # so no query over the live tables can meet them; restoring moves them back with
 # their ids. `redoable` marks the redo stack (cleared when a turn starts).
 _EDIT_KINDS = (
-    "'undo','remove','retry','drop','restore','clear','session_remove','trash_restore','empty'"
+    "'undo','remove','retry','drop','restore','clear','session_remove','trash_restore','empty',"
+    "'memo_remove','skill_remove'"
 )
 
 _EDIT_JOURNAL = [
@@ -264,6 +265,7 @@ _EDIT_JOURNAL = [
         session_id TEXT NOT NULL,
         kind TEXT NOT NULL CHECK(kind IN ({_EDIT_KINDS})),
         group_id INTEGER,
+        row_id INTEGER,
         message_count INTEGER NOT NULL DEFAULT 0,
         group_count INTEGER NOT NULL DEFAULT 0,
         trashed INTEGER NOT NULL DEFAULT 0,
