@@ -166,11 +166,13 @@ def _last_text(prompt: Prompt) -> str:
 
 def classify(prompt: Prompt) -> str:
     """main (the session's own request), summary (the session's prefix plus the summary
-    instruction: a guard or after-reply summary), lane-summary (a standalone summary
-    request), boundary, rebuild or other-summary."""
+    instruction), standalone-summary (a request holding only the rows summarised: the
+    engine's lane, guard and after-reply summaries; the stored summaries say which),
+    boundary, rebuild or other-summary."""
     last = _last_text(prompt)
     if SUMMARY_MARK in last:
-        return "lane-summary" if prompt.system_text.startswith(STANDALONE_SYSTEM) else "summary"
+        standalone = prompt.system_text.startswith(STANDALONE_SYSTEM)
+        return "standalone-summary" if standalone else "summary"
     if prompt.system_text.startswith(BOUNDARY_SYSTEM) or BOUNDARY_INSTRUCTION[:60] in last:
         return "boundary"
     if REBUILD_INSTRUCTION in last:
@@ -181,7 +183,7 @@ def classify(prompt: Prompt) -> str:
 
 
 # Request kinds that are summary calls (the rate target counts them).
-SUMMARY_KINDS = ("summary", "lane-summary", "peer-summary", "other-summary")
+SUMMARY_KINDS = ("summary", "standalone-summary", "peer-summary", "other-summary")
 
 
 @dataclass
@@ -857,7 +859,7 @@ PATHS = (
     ("emergency", "emergency"),
     ("shed", "shed"),
     ("oldest cut", "oldest cut"),
-    ("call:lane-summary", "lane summary"),
+    ("stored:lane", "lane summary"),
     ("call:peer-summary", "peer summary"),
 )
 

@@ -16,6 +16,7 @@ import pytest
 from slop_tui.commands import dispatch
 from slop_tui.config import load_config
 from slop_tui.context import render_prompt
+from slop_tui.context.summaries import STANDALONE_SYSTEM
 from slop_tui.orchestrator import (
     BudgetWarning,
     Compaction,
@@ -185,6 +186,12 @@ async def test_summarize_step_stores_a_summary_that_reaches_the_request(make, fa
     assert out.error is None
     summary_req, answer_req = fake_llm.chat_requests
     assert "context compaction request" in summary_req.messages[-1]["content"]
+    # The guard's summary request holds only the rows it summarises (groups 1-3), not
+    # the request under pressure: no layers, no tools, not the kept exchanges.
+    system_msg, ask = summary_req.messages
+    assert system_msg["content"] == STANDALONE_SYSTEM and "tools" not in summary_req.body
+    assert "request 2:" in ask["content"] and "request 3:" not in ask["content"]
+    assert "and now?" not in ask["content"]
     system = answer_req.messages[0]["content"]
     assert "## Summary of earlier conversation" in system and "MARKER-7" in system
     assert "thinking" not in system
@@ -284,11 +291,16 @@ async def compacted(
 async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_llm):
     ws, orch, out, _ = await compacted(make, fake_llm)
     sent, summary_req = fake_llm.chat_requests
-    # The summary request is the sent request plus the reply and the instruction:
-    # the same prefix, so the provider's cache covers it.
-    assert summary_req.messages[: len(sent.messages)] == sent.messages
-    assert summary_req.messages[-2] == {"role": "assistant", "content": "final answer"}
-    assert summary_req.body.get("tools") == sent.body.get("tools")
+    # The summary request holds only what is summarised (the rows before the verbatim
+    # part, as blocks, and the instruction), not the rest of the session's request: no
+    # tool declarations, no layers, not the kept exchanges.
+    system, ask = summary_req.messages
+    assert system == {"role": "system", "content": STANDALONE_SYSTEM}
+    assert "tools" not in summary_req.body
+    text = ask["content"]
+    assert "[user]: request 0:" in text and "[user]: request 2:" in text
+    assert "request 3:" not in text and "go on" not in text
+    assert len(json.dumps(summary_req.body)) < len(json.dumps(sent.body))
     [log] = await ws.ledger.compaction_log(ws.session)
     assert log.case_kind == "summarize" and log.tokens_after < log.tokens_before
     assert "compaction_trigger_tokens" in log.trigger
