@@ -93,6 +93,7 @@ from slop_tui.context.compaction import BOUNDARY_INSTRUCTION, BOUNDARY_SYSTEM  #
 from slop_tui.context.layout import longest_common_prefix, serialize_request  # noqa: E402
 from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
 from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
+from slop_tui.context.tiers import TIER_PASTE  # noqa: E402
 from slop_tui.orchestrator import REBUILD_INSTRUCTION, Orchestrator  # noqa: E402
 from slop_tui.providers.base import (  # noqa: E402
     Provider,
@@ -256,7 +257,8 @@ class Recorder:
         self.first_main_seen = True
 
     def _paths(self, prompt: Prompt) -> None:
-        """What the engine did to this request: tier cuts, elision, emergency, shedding."""
+        """What the engine did to this request: tier cuts (tool results, and user messages
+        of older groups under pressure), elision, emergency, shedding."""
         elided = 0
         for m in prompt.messages:
             if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
@@ -266,20 +268,19 @@ class Recorder:
                 first, last = map(int, re.findall(r"#(\d+)", m.text)[:2])
                 for mid in range(first, last + 1):
                     self.cut_ids.setdefault(mid, "dropped")
-            if m.message_id is None or m.role != "tool":
+            if m.message_id is None or m.kind is not None or not m.truncated:
+                continue
+            if m.role != "tool" and m.tier != TIER_PASTE:
                 continue
             if m.tier == "elided":
                 elided += 1
-            elif m.truncated:
+            else:
                 self.fire(f"cut:{m.tier}")
-            if m.tier == "elided" or m.truncated:
-                self.cut_ids.setdefault(
-                    m.message_id, "elided" if m.tier == "elided" else "truncated"
-                )
-                if f"WHERE id={m.message_id}" in m.text:
-                    self.hints_ok += 1
-                else:
-                    self.hints_bad.append(m.message_id)
+            self.cut_ids.setdefault(m.message_id, "elided" if m.tier == "elided" else "truncated")
+            if f"WHERE id={m.message_id}" in m.text:
+                self.hints_ok += 1
+            else:
+                self.hints_bad.append(m.message_id)
         if elided:
             self.fire("elide")
             self.fire("elided results", elided)
@@ -851,6 +852,7 @@ PATHS = (
     ("cut:full", "tier full"),
     ("cut:degraded", "tier degraded"),
     ("cut:inactive", "tier inactive"),
+    ("cut:paste", "paste cut"),
     ("elide", "elide"),
     ("stored:guard", "guard summary"),
     ("stored:compaction", "after-reply summary"),

@@ -26,10 +26,12 @@ from slop_tui.context.plan import (
     PlanInputs,
     PlanSettings,
     build_plan,
+    cut_older_pastes,
     head_summary,
 )
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.render import render_prompt
+from slop_tui.context.tiers import TruncationSettings
 from slop_tui.records import Message, Session, Summary
 from tests.test_context_factories import answer, openai_calls, result, user
 
@@ -330,3 +332,49 @@ def test_places_are_one_of_the_known_ones() -> None:
         PLACE_OUTSIDE,
         PLACE_WAITING,
     }
+
+
+# -- under pressure: pastes of older groups; rows awaiting a summary in short form ------------
+
+
+PASTE = "Here is the log:\n" + "".join(f"log line {i:05d} all quiet\n" for i in range(900))
+
+
+def paste_rows() -> list[Message]:
+    """Group 1 pastes a log (about 22,000 characters); groups 3 and 5 are short."""
+    rows = history(3)
+    rows[0] = replace(rows[0], content=PASTE + "Never restart the worker.", tokens=0)
+    return rows
+
+
+def test_an_older_groups_paste_is_cut_under_pressure_and_the_current_one_never() -> None:
+    rows = paste_rows()
+    tight = CompactionSettings(compaction_trigger_tokens=1_000)
+    pressed = plan_of(rows, 0, compaction=tight)
+    text = text_of(pressed)
+    sent = next(m for m in pressed.request.messages if m.message_id == 1)
+    assert sent.tier == "paste" and sent.truncated and len(sent.text) < 5_100
+    # Head and tail (where the user's own words after a paste are), and the pointer.
+    assert sent.text.startswith("## Begin Conversation History\nHere is the log:")
+    assert sent.text.endswith("Never restart the worker.")
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=1")' in sent.text
+    assert "log line 00450" not in text
+    assert pressed.message_label(rows[0]) == "paste 5000"
+    assert any(n.startswith("paste: 1 user message(s)") for n in pressed.notes)
+    # Without pressure, or with compaction off, the paste is sent whole.
+    assert "log line 00450" in text_of(plan_of(rows, 0))
+    off = CompactionSettings(enabled=False, compaction_trigger_tokens=1_000)
+    assert "log line 00450" in text_of(plan_of(rows, 0, compaction=off))
+    # The current turn's own message is never cut, however large.
+    own = [*history(2), replace(user(5, 5, PASTE), created_at=5.0)]
+    mine = plan_of(own, 0, compaction=tight)
+    assert "log line 00450" in text_of(mine)
+    assert mine.message_label(own[-1]) == "sent"
+
+
+def test_cut_older_pastes_can_treat_every_group_as_older() -> None:
+    rows = [replace(user(1, 1, PASTE), created_at=1.0)]
+    prompt = plan_of(rows, 0).request
+    assert cut_older_pastes(prompt, TruncationSettings(), len) is prompt  # its own turn
+    cut = cut_older_pastes(prompt, TruncationSettings(), len, every_group=True)
+    assert cut.messages[0].tier == "paste" and len(cut.messages[0].text) < len(PASTE) // 4

@@ -325,6 +325,26 @@ async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_ll
     assert (await dispatch(ws, "/context log")).text.count("**summarize**") == 1
 
 
+async def test_a_pasted_log_is_cut_in_later_requests_instead_of_compacted(make, fake_llm):
+    """A paste takes the history past the trigger. After its turn the paste belongs to
+    an older group, which the next request cuts while the history is under pressure
+    (head, query_db pointer, tail): no after-reply summary is made for it."""
+    ws, orch = await make(models=ROOMY, compaction={"compaction_trigger_tokens": 2_000})
+    await history(ws, 2, 20)
+    log = "".join(f"worker log line {i:04d} all quiet\n" for i in range(600))
+    fake_llm.enqueue(Reply(text="read it"), Reply(text="ok"))
+    out = await orch.run_turn("Here is the worker log:\n" + log + "What broke?")
+    await orch.wait_background()
+    assert out.error is None and "line 0300" in text_of(fake_llm.chat_requests[0])
+    assert await ws.ledger.summaries(ws.session, "main") == []
+    assert len(fake_llm.chat_requests) == 1  # no summary call
+    await orch.run_turn("and the next step?")
+    nxt = text_of(fake_llm.last)
+    assert "line 0300" not in nxt and "What broke?" in nxt
+    assert f"SELECT content FROM messages WHERE id={out.group_id}" in nxt
+    # A long history of ordinary turns is still compacted (`compacted` above).
+
+
 async def test_uncompact_restores_the_exact_prior_request(make, fake_llm):
     ws, orch, _out, before = await compacted(make, fake_llm)
     [summary] = await ws.ledger.summaries(ws.session, "main")

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slop_tui.context.assemble import (
+    BEGIN_MARKER,
     AssemblyInputs,
     ContextSettings,
     assemble_rows,
@@ -54,8 +55,9 @@ from slop_tui.context.guards import (
     elide_messages,
     plan_reduction,
 )
-from slop_tui.context.isolation import same_family
+from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.tiers import TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
     STATUS_COMPLETED,
@@ -326,6 +328,52 @@ def _due(
     return False, ""
 
 
+def cut_older_pastes(
+    prompt: Prompt,
+    limits: TruncationSettings,
+    count_tokens: CountTokens,
+    *,
+    every_group: bool = False,
+) -> Prompt:
+    """The request with every user message of an older group (not the group of its last
+    message) longer than the full limit cut like a tool result: head, the `query_db`
+    hint, tail (`TIER_PASTE`). The current turn's own message is never cut.
+
+    `every_group`: no group of `prompt` is the current one (measuring the request that
+    follows a finished turn, which opens a group of its own)."""
+    history = [m for m in prompt.messages if m.kind is None]
+    if not history:
+        return prompt
+    active = None if every_group else history[-1].group_id
+    limit = limits.limit_for(TIER_PASTE)
+    out: list[PromptMessage] = []
+    cut = 0
+    for m in prompt.messages:
+        if (
+            m.kind is None
+            and m.role == "user"
+            and m.message_id is not None
+            and m.group_id != active
+            and len(m.text) > limit
+        ):
+            marker = BEGIN_MARKER if m.text.startswith(BEGIN_MARKER) else ""
+            body = m.text[len(marker) :]
+            short = truncate(body, limit, m.message_id, limits.head_ratio)
+            if short != body:
+                text = marker + short
+                tokens = message_tokens(text, m.tool_calls, count_tokens)
+                m = replace(m, text=text, tokens=tokens, truncated=True, tier=TIER_PASTE)
+                cut += 1
+        out.append(m)
+    if not cut:
+        return prompt
+    note = (
+        f"paste: {cut} user message(s) of older groups cut to {limit} characters while the "
+        "history is under pressure; full text via query_db"
+    )
+    return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
+
+
 # -- labels of the rows that are sent --------------------------------------------------------
 
 
@@ -427,6 +475,10 @@ def build_plan(
                 m for m in pending if m.group_id is not None and m.group_id > deeper.last_message_id
             ]
             prompt = assemble_with(rows, head)
+    # Under pressure a pasted log or document of an older group stops riding whole in
+    # every request: it is cut like a tool result, and recoverable the same way.
+    if enabled and _under_pressure(prompt, comp, settings.model):
+        prompt = cut_older_pastes(prompt, ctx.truncation, count_tokens)
 
     pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
     pending_tokens = sum(
@@ -496,6 +548,7 @@ __all__ = [
     "PlanInputs",
     "PlanSettings",
     "build_plan",
+    "cut_older_pastes",
     "head_summary",
     "pending_cap",
 ]

@@ -7,9 +7,11 @@ summaries and stores them:
 - `summarize_for_request`: the guard ladder's summarize step, before a
   request (also inside a tool loop).
 - `after_reply`: background compaction after an answer (seed 003): when the
-  next request's history is above `compaction_trigger_tokens`, a topic
-  boundary (`[compaction] detector_model`; none configured or a failed call
-  gives `SAFE_BOUNDARY`), `decide`, then truncate (the detector's one-line summary, no model call) or summarize.
+  next request's history is above `compaction_trigger_tokens` (measured as
+  that request will send it: the finished turn's paste is an older group's
+  then, `cut_older_pastes`), a topic boundary (`[compaction] detector_model`;
+  none configured or a failed call gives `SAFE_BOUNDARY`), `decide`, then
+  truncate (the detector's one-line summary, no model call) or summarize.
 - `lane_summary`: when the plan says a lane summary is due (seed 002's
   thresholds over the rows that left the window and are sent until one covers
   them), the oldest of those rows are summarised.
@@ -68,6 +70,7 @@ from slop_tui.context.plan import (
     KIND_LANE,
     KIND_TRUNCATE,
     ContextPlan,
+    cut_older_pastes,
 )
 from slop_tui.context.prompt import Prompt
 from slop_tui.context.summaries import (
@@ -272,7 +275,12 @@ class Compactor:
             return None
         count = ws.ledger.count_tokens
         plan = await ws.plan(strategy)
-        report = budget_report(plan.assembled, ws.model_info(model), s)
+        # The next request opens a group of its own: this turn's paste is an older
+        # group's then, cut under pressure like the others (`cut_older_pastes`).
+        upcoming = cut_older_pastes(
+            plan.assembled, ws.context_settings().truncation, count, every_group=True
+        )
+        report = budget_report(upcoming, ws.model_info(model), s)
         if not report.needs_summary:
             return None
         before = plan.request_tokens
