@@ -91,6 +91,7 @@ from slop_tui.commands import dispatch  # noqa: E402
 from slop_tui.config import load_config  # noqa: E402
 from slop_tui.context.compaction import BOUNDARY_INSTRUCTION, BOUNDARY_SYSTEM  # noqa: E402
 from slop_tui.context.layout import longest_common_prefix, serialize_request  # noqa: E402
+from slop_tui.context.plan import TIER_POINTER  # noqa: E402
 from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
 from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
 from slop_tui.context.tiers import TIER_PASTE  # noqa: E402
@@ -258,7 +259,8 @@ class Recorder:
 
     def _paths(self, prompt: Prompt) -> None:
         """What the engine did to this request: tier cuts (tool results, and user messages
-        of older groups under pressure), elision, emergency, shedding."""
+        of older groups under pressure), elision, pointers in place of the results of
+        rows awaiting a summary, emergency, shedding."""
         elided = 0
         for m in prompt.messages:
             if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
@@ -276,7 +278,8 @@ class Recorder:
                 elided += 1
             else:
                 self.fire(f"cut:{m.tier}")
-            self.cut_ids.setdefault(m.message_id, "elided" if m.tier == "elided" else "truncated")
+            pointer = m.tier in ("elided", TIER_POINTER)
+            self.cut_ids.setdefault(m.message_id, "elided" if pointer else "truncated")
             if f"WHERE id={m.message_id}" in m.text:
                 self.hints_ok += 1
             else:
@@ -853,6 +856,7 @@ PATHS = (
     ("cut:degraded", "tier degraded"),
     ("cut:inactive", "tier inactive"),
     ("cut:paste", "paste cut"),
+    ("cut:pointer", "pointer"),
     ("elide", "elide"),
     ("stored:guard", "guard summary"),
     ("stored:compaction", "after-reply summary"),

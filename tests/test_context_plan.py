@@ -15,6 +15,7 @@ import pytest
 
 from slop_tui.context.assemble import AssemblyInputs, ContextSettings
 from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.guards import elided_pointer
 from slop_tui.context.plan import (
     PLACE_DROPPED,
     PLACE_OTHER_LANE,
@@ -33,7 +34,13 @@ from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.render import render_prompt
 from slop_tui.context.tiers import TruncationSettings
 from slop_tui.records import Message, Session, Summary
-from tests.test_context_factories import answer, openai_calls, result, user
+from tests.test_context_factories import (
+    answer,
+    assert_structurally_valid,
+    openai_calls,
+    result,
+    user,
+)
 
 DAY = 24 * 3600.0
 
@@ -378,3 +385,27 @@ def test_cut_older_pastes_can_treat_every_group_as_older() -> None:
     assert cut_older_pastes(prompt, TruncationSettings(), len) is prompt  # its own turn
     cut = cut_older_pastes(prompt, TruncationSettings(), len, every_group=True)
     assert cut.messages[0].tier == "paste" and len(cut.messages[0].text) < len(PASTE) // 4
+
+
+STATE_BLOCK = "\n\n### STATE\nGoal: ship the parser\nResolved: step done\n"
+
+
+def test_rows_awaiting_a_summary_send_pointers_and_answers_without_state() -> None:
+    rows = [
+        user(1, 1, "read the config"),
+        openai_calls(2, 1, [("a", "read_file", {})]),
+        result(3, 1, "a", "read_file", "key = value\n" * 200),
+        replace(answer(4, 1, "It looks fine." + STATE_BLOCK), payload='{"role": "assistant"}'),
+        *[replace(m, id=m.id + 10, group_id=(m.group_id or 0) + 10) for m in tool_rows()[:1]],
+        replace(answer(12, 11, "Done." + STATE_BLOCK), payload='{"role": "assistant"}'),
+    ]
+    plan = plan_of(rows, 1, tools=TOOLS)
+    assert plan.pending_groups == {1} and plan.window_groups == {11}
+    sent = {m.message_id: m for m in plan.request.messages}
+    assert sent[3].tier == "pointer" and sent[3].text == elided_pointer(3)
+    assert plan.message_label(rows[2]) == "pointer until a summary covers it"
+    assert sent[4].text == "It looks fine." and sent[4].native is None
+    # The window's rows are sent as they are: its answer keeps its STATE.
+    assert sent[12].text == "Done." + STATE_BLOCK and sent[12].native is not None
+    assert_structurally_valid(plan.request.messages)
+    assert sum(plan.layer_tokens().values()) == plan.request_tokens

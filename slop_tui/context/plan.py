@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from slop_tui.context.anchors import STATE_HEADER, without_state
 from slop_tui.context.assemble import (
     BEGIN_MARKER,
     AssemblyInputs,
@@ -53,6 +54,7 @@ from slop_tui.context.guards import (
     GuardPlan,
     apply_plan,
     elide_messages,
+    elided_pointer,
     plan_reduction,
 )
 from slop_tui.context.isolation import message_tokens, same_family
@@ -98,6 +100,9 @@ def pending_cap(settings: CompactionSettings) -> int:
 
 
 LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
+# A tool result of a group awaiting a summary: its `query_db` pointer is sent, not its text.
+TIER_POINTER = "pointer"
+LABEL_POINTER = "pointer until a summary covers it"
 
 MARKS = {
     PLACE_WINDOW: "●",
@@ -374,6 +379,37 @@ def cut_older_pastes(
     return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
 
 
+def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountTokens) -> Prompt:
+    """The request with the rows of `groups` (left the window, awaiting a summary) in
+    their short form: each tool result replaced by its one-line `query_db` pointer
+    (`TIER_POINTER`; a result no longer than its pointer stays), each answer without
+    its `### STATE` block (the STATE layer holds the current one).
+
+    The window sends an older group's result cut to the inactive limit; beyond the
+    window the pointer is enough: the summary that will cover the group keeps the
+    result's values as anchors, and `query_db` reads it whole."""
+    if not groups:
+        return prompt
+    out: list[PromptMessage] = []
+    for m in prompt.messages:
+        if m.kind is None and m.message_id is not None and m.group_id in groups:
+            if m.role == "tool":
+                pointer = elided_pointer(m.message_id)
+                tokens = count_tokens(pointer)
+                if tokens < m.tokens:
+                    m = replace(m, text=pointer, tokens=tokens, truncated=True, tier=TIER_POINTER)
+            elif m.role == "assistant" and STATE_HEADER in m.text:
+                text = without_state(m.text)
+                if text != m.text:
+                    # A changed text drops the stored payload, so an adapter cannot replay
+                    # the old one (as the history markers do).
+                    native = m.native if m.tool_calls else None
+                    tokens = message_tokens(text, m.tool_calls, count_tokens)
+                    m = replace(m, text=text, tokens=tokens, native=native)
+        out.append(m)
+    return replace(prompt, messages=tuple(out))
+
+
 # -- labels of the rows that are sent --------------------------------------------------------
 
 
@@ -394,6 +430,8 @@ def _labels(
         if m is not None:
             if m.tier == TIER_ELIDED:
                 out[msg.id] = "elided"
+            elif m.tier == TIER_POINTER:
+                out[msg.id] = LABEL_POINTER
             elif m.tier:
                 out[msg.id] = f"{m.tier} {limits.limit_for(m.tier)}"
             else:
@@ -481,6 +519,7 @@ def build_plan(
         prompt = cut_older_pastes(prompt, ctx.truncation, count_tokens)
 
     pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
+    prompt = pending_form(prompt, pending_groups, count_tokens)
     pending_tokens = sum(
         m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
     )
@@ -543,6 +582,7 @@ __all__ = [
     "PLACE_SUMMARY",
     "PLACE_WAITING",
     "PLACE_WINDOW",
+    "TIER_POINTER",
     "ContextPlan",
     "GroupPlace",
     "PlanInputs",
@@ -551,4 +591,5 @@ __all__ = [
     "cut_older_pastes",
     "head_summary",
     "pending_cap",
+    "pending_form",
 ]
