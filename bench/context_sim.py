@@ -198,6 +198,7 @@ class Request:
     phase: str = "work"
     lcp_chars: int = 0  # with the previous session request (main), or the last main (others)
     lcp_tokens: int = 0
+    own_prompt: int = 0  # session requests: tokens of the turn's own user message in it
 
 
 class Recorder:
@@ -237,6 +238,12 @@ class Recorder:
         self.fire("call:" + kind)
         if kind != "main":
             return
+        history = [m for m in prompt.messages if m.kind is None]
+        if history:
+            active = history[-1].group_id
+            req.own_prompt = sum(
+                m.tokens for m in history if m.group_id == active and m.role == "user"
+            )
         self.prev_main = prompt
         self.last_main = prompt
         if self.turn.text not in text:
@@ -822,10 +829,22 @@ def _targets(results: list[Result]) -> list[str]:
     win_tokens = r.policy.context_window
     for label, phases in (("ordinary phases", ORDINARY), ("stress phases included", None)):
         peak = r.peak(phases)
+        top = max(
+            (q for q in r.requests if phases is None or q.phase in phases),
+            key=lambda q: q.tokens,
+            default=None,
+        )
+        # What no policy cuts: the user's own message of the turn the request belongs to.
+        own = ""
+        if top is not None and top.own_prompt * 100 >= TARGET_PEAK_PCT * win_tokens // 2:
+            own = (
+                f" (turn {top.turn}: its own prompt alone is {_k(top.own_prompt)} = "
+                f"{_pct(top.own_prompt, win_tokens)})"
+            )
         out.append(
             _row(
                 f"peak request <= {TARGET_PEAK_PCT} % of the window, {label}",
-                f"{_k(peak)} = {_pct(peak, win_tokens)}",
+                f"{_k(peak)} = {_pct(peak, win_tokens)}{own}",
                 peak * 100 <= TARGET_PEAK_PCT * win_tokens,
             )
         )
@@ -871,18 +890,22 @@ PATHS = (
 
 
 def phase_table(r: Result) -> list[str]:
-    """Per scripted phase: turns, session requests and how often each path fired."""
+    """Per scripted phase: turns, session requests, the tokens of every call made in it
+    (background ones included), and how often each path fired."""
     phases = [p for p in sim_script.PHASES if p in r.firings]
     turns = Counter(q.phase for q in r.requests if q.kind == "main" and q.step == 0)
+    tokens = Counter()
+    for q in r.requests:
+        tokens[q.phase] += q.tokens
     used = [(k, label) for k, label in PATHS if any(r.firings[p].get(k) for p in phases)]
-    head = f"  {'phase':<11} {'turns':>5} {'requests':>8} " + " ".join(
+    head = f"  {'phase':<11} {'turns':>5} {'requests':>8} {'tokens':>7} " + " ".join(
         f"{label:>{max(6, len(label))}}" for _, label in used
     )
     lines = [head]
     for p in phases:
         f = r.firings[p]
         lines.append(
-            f"  {p:<11} {turns.get(p, 0):>5} {f.get('call:main', 0):>8} "
+            f"  {p:<11} {turns.get(p, 0):>5} {f.get('call:main', 0):>8} {_k(tokens[p]):>7} "
             + " ".join(f"{f.get(k, 0):>{max(6, len(label))}}" for k, label in used)
         )
     return lines
@@ -965,7 +988,10 @@ def report(results: list[Result], plan: Plan) -> str:
     for r in results:
         lines.append("")
         lines.append(f"## {r.policy.label}")
-        lines.append("  paths fired per phase (requests; summaries stored, for truncate):")
+        lines.append(
+            "  per phase: session requests, tokens of all calls, paths fired (requests; "
+            "summaries stored, for guard, after-reply, truncate and lane):"
+        )
         lines.extend(phase_table(r))
         where = Counter(
             w for s in r.survival.values() if s["answerable"] for w in set(s["answerable_in"])
