@@ -17,15 +17,18 @@ status of a row:
 - With compaction enabled, the rows of the lane older than the window are
   covered by the newest valid summary that lies wholly outside the window
   (`head_summary`); the rows between that summary and the window are sent
-  word for word (`PLACE_PENDING`) until a lane summary covers them: no row is
-  ever in neither. Widening the window uncovers rows at once; narrowing it
+  (`PLACE_PENDING`) until a lane summary covers them, in a short form (tool
+  results as their `query_db` pointer, answers without their STATE block,
+  `pending_form`): no row is ever in neither. Widening the window uncovers rows at once; narrowing it
   reuses a stored summary whose range still fits, or sends the rows until a
   new one is made. With compaction disabled, rows older than the window are
   simply not sent (seed 000).
 - A compaction summary (after-reply or guard) may reach into the window: it
   is used while the request is under pressure (history above
   `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),
-  which is when it was made.
+  which is when it was made. Under pressure, too, a user message of an older
+  group longer than the full limit (a pasted log) is cut like a tool result
+  (`cut_older_pastes`); the current turn's own message never is.
 - A lane summary is due (`summary_due`) when the rows awaiting one pass seed
   002's thresholds: more than `lane_max_messages` rows, more than
   `lane_max_tokens` tokens as sent, or `lane_max_age_hours` since the last
@@ -74,7 +77,7 @@ CountTokens = Callable[[str], int]
 
 # Where a group stands in the next request.
 PLACE_WINDOW = "window"  # in the rolling window: sent
-PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent word for word
+PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent (short form)
 PLACE_SUMMARY = "summary"  # covered by a summary (`GroupPlace.summary_id`): not sent itself
 PLACE_WAITING = "waiting"  # left the window, beyond what is sent, not summarized yet
 PLACE_OUTSIDE = "outside"  # outside the window (compaction off): not sent
