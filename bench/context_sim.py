@@ -94,7 +94,7 @@ from slop_tui.context.layout import longest_common_prefix, serialize_request  # 
 from slop_tui.context.plan import TIER_POINTER  # noqa: E402
 from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
 from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
-from slop_tui.context.tiers import TIER_PASTE  # noqa: E402
+from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE  # noqa: E402
 from slop_tui.orchestrator import REBUILD_INSTRUCTION, Orchestrator  # noqa: E402
 from slop_tui.providers.base import (  # noqa: E402
     Provider,
@@ -265,8 +265,8 @@ class Recorder:
         self.first_main_seen = True
 
     def _paths(self, prompt: Prompt) -> None:
-        """What the engine did to this request: tier cuts (tool results, and user messages
-        of older groups under pressure), elision, pointers in place of the results of
+        """What the engine did to this request: tier cuts (tool results, user messages
+        of older groups under pressure, the turn's own oversized message), elision, pointers in place of the results of
         rows awaiting a summary, emergency, shedding."""
         elided = 0
         for m in prompt.messages:
@@ -279,7 +279,7 @@ class Recorder:
                     self.cut_ids.setdefault(mid, "dropped")
             if m.message_id is None or m.kind is not None or not m.truncated:
                 continue
-            if m.role != "tool" and m.tier != TIER_PASTE:
+            if m.role != "tool" and m.tier not in (TIER_PASTE, TIER_OVERSIZE):
                 continue
             if m.tier == "elided":
                 elided += 1
@@ -875,6 +875,7 @@ PATHS = (
     ("cut:degraded", "tier degraded"),
     ("cut:inactive", "tier inactive"),
     ("cut:paste", "paste cut"),
+    ("cut:oversize", "own cut"),
     ("cut:pointer", "pointer"),
     ("elide", "elide"),
     ("stored:guard", "guard summary"),

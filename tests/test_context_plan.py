@@ -372,11 +372,40 @@ def test_an_older_groups_paste_is_cut_under_pressure_and_the_current_one_never()
     assert "log line 00450" in text_of(plan_of(rows, 0))
     off = CompactionSettings(enabled=False, compaction_trigger_tokens=1_000)
     assert "log line 00450" in text_of(plan_of(rows, 0, compaction=off))
-    # The current turn's own message is never cut, however large.
+    # The current turn's own message is not cut by pressure (only past its share of the
+    # input budget, below; no model is known here).
     own = [*history(2), replace(user(5, 5, PASTE), created_at=5.0)]
     mine = plan_of(own, 0, compaction=tight)
     assert "log line 00450" in text_of(mine)
     assert mine.message_label(own[-1]) == "sent"
+
+
+def test_the_turns_own_message_is_cut_only_past_its_share_of_the_input_budget() -> None:
+    own = [*history(2), replace(user(5, 5, PASTE + "Never restart the worker."), created_at=5.0)]
+    whole = plan_of(own, 0)
+    size = next(m for m in whole.request.messages if m.message_id == 5).tokens
+    # An input budget of less than twice the message: cut to half the budget.
+    model = ModelInfo("m", size + size // 2 + 1_000, 1_000)
+    cap = model.max_input_tokens // 2
+    plan = plan_of(own, 0, model=model)
+    sent = next(m for m in plan.request.messages if m.message_id == 5)
+    assert sent.tier == "oversize" and sent.truncated
+    assert cap * 0.8 <= sent.tokens <= cap  # cut to its share, not to a tool result's limit
+    assert sent.text.startswith("## End of History\n\n### CURRENT REQUEST\nHere is the log:")
+    assert sent.text.endswith("Never restart the worker.")
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=5")' in sent.text
+    assert plan.message_label(own[-1]) == f"oversize {len(sent.text)}"
+    assert any(n.startswith("oversize: the turn's own message") for n in plan.notes)
+    assert sum(plan.layer_tokens().values()) == plan.request_tokens
+    # Within its share, off (0), or with compaction off: sent whole.
+    roomy = ModelInfo("m", 2 * size + 1_000, 1_000)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=roomy))
+    off = CompactionSettings(own_message_max_pct=0)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=off))
+    disabled = CompactionSettings(enabled=False)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=disabled))
+    with pytest.raises(ValueError, match="own_message_max_pct"):
+        CompactionSettings(own_message_max_pct=101)
 
 
 def test_cut_older_pastes_can_treat_every_group_as_older() -> None:

@@ -28,7 +28,9 @@ status of a row:
   `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),
   which is when it was made. Under pressure, too, a user message of an older
   group longer than the full limit (a pasted log) is cut like a tool result
-  (`cut_older_pastes`); the current turn's own message never is.
+  (`cut_older_pastes`); the current turn's own message is cut only when it
+  alone is longer than `own_message_max_pct` of the input budget, and then to
+  that share (`cap_own_message`).
 - A lane summary is due (`summary_due`) when the rows awaiting one pass seed
   002's thresholds: more than `lane_max_messages` rows, more than
   `lane_max_tokens` tokens as sent, or `lane_max_age_hours` since the last
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from slop_tui.context.anchors import STATE_HEADER, without_state
 from slop_tui.context.assemble import (
     BEGIN_MARKER,
+    END_MARKER,
     AssemblyInputs,
     ContextSettings,
     assemble_rows,
@@ -62,7 +65,7 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
-from slop_tui.context.tiers import TIER_PASTE, TruncationSettings, truncate
+from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
     STATUS_COMPLETED,
@@ -345,7 +348,8 @@ def cut_older_pastes(
 ) -> Prompt:
     """The request with every user message of an older group (not the group of its last
     message) longer than the full limit cut like a tool result: head, the `query_db`
-    hint, tail (`TIER_PASTE`). The current turn's own message is never cut.
+    hint, tail (`TIER_PASTE`). The current turn's own message is not cut here
+    (`cap_own_message`).
 
     `every_group`: no group of `prompt` is the current one (measuring the request that
     follows a finished turn, which opens a group of its own)."""
@@ -378,6 +382,55 @@ def cut_older_pastes(
     note = (
         f"paste: {cut} user message(s) of older groups cut to {limit} characters while the "
         "history is under pressure; full text via query_db"
+    )
+    return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
+
+
+def cap_own_message(
+    prompt: Prompt,
+    max_tokens: int,
+    limits: TruncationSettings,
+    count_tokens: CountTokens,
+) -> Prompt:
+    """The request with each user message of the current turn (the group of its last
+    message) longer than `max_tokens` cut to about that size: head, the `query_db`
+    hint, tail (`TIER_OVERSIZE`). A message that alone fills most of the input budget
+    leaves no room for the tool results its turn reads, and the next request cuts it
+    anyway (`cut_older_pastes`); it is cut once, to the cap, never further."""
+    history = [m for m in prompt.messages if m.kind is None]
+    if not history or max_tokens <= 0:
+        return prompt
+    active = history[-1].group_id
+    out: list[PromptMessage] = []
+    cut = 0
+    for m in prompt.messages:
+        if (
+            m.kind is None
+            and m.role == "user"
+            and m.message_id is not None
+            and m.group_id == active
+            and m.tokens > max_tokens
+        ):
+            marker = next((k for k in (BEGIN_MARKER, END_MARKER) if m.text.startswith(k)), "")
+            body = m.text[len(marker) :]
+            limit = len(body) * max_tokens // m.tokens
+            text, tokens = m.text, m.tokens
+            # Characters per token vary along a text: shrink until the cut fits.
+            for _ in range(4):
+                text = marker + truncate(body, limit, m.message_id, limits.head_ratio)
+                tokens = message_tokens(text, m.tool_calls, count_tokens)
+                if tokens <= max_tokens:
+                    break
+                limit = limit * max_tokens // tokens * 95 // 100
+            if tokens < m.tokens:
+                m = replace(m, text=text, tokens=tokens, truncated=True, tier=TIER_OVERSIZE)
+                cut += 1
+        out.append(m)
+    if not cut:
+        return prompt
+    note = (
+        f"oversize: the turn's own message cut to {max_tokens:,} tokens (its share of the "
+        "input budget); full text via query_db"
     )
     return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
 
@@ -435,6 +488,8 @@ def _labels(
                 out[msg.id] = "elided"
             elif m.tier == TIER_POINTER:
                 out[msg.id] = LABEL_POINTER
+            elif m.tier == TIER_OVERSIZE:
+                out[msg.id] = f"{m.tier} {len(m.text)}"
             elif m.tier:
                 out[msg.id] = f"{m.tier} {limits.limit_for(m.tier)}"
             else:
@@ -520,6 +575,11 @@ def build_plan(
     # every request: it is cut like a tool result, and recoverable the same way.
     if enabled and _under_pressure(prompt, comp, settings.model):
         prompt = cut_older_pastes(prompt, ctx.truncation, count_tokens)
+    # A message that alone takes more than its share of the input budget is cut to it,
+    # even in its own turn.
+    if enabled and settings.model is not None and comp.own_message_max_pct:
+        cap = settings.model.max_input_tokens * comp.own_message_max_pct // 100
+        prompt = cap_own_message(prompt, cap, ctx.truncation, count_tokens)
 
     pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
     prompt = pending_form(prompt, pending_groups, count_tokens)
@@ -591,6 +651,7 @@ __all__ = [
     "PlanInputs",
     "PlanSettings",
     "build_plan",
+    "cap_own_message",
     "cut_older_pastes",
     "head_summary",
     "pending_cap",
