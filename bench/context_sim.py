@@ -246,7 +246,9 @@ class Recorder:
             )
         self.prev_main = prompt
         self.last_main = prompt
-        if self.turn.text not in text:
+        # The turn's own message is absent only when the engine cut it (oversize tier).
+        own_cut = any(m.tier == TIER_OVERSIZE for m in history)
+        if self.turn.text not in text and not own_cut:
             self.mismatches += 1
         self._paths(prompt)
         if self.turn.asks and not self.first_main_seen:
@@ -266,8 +268,9 @@ class Recorder:
 
     def _paths(self, prompt: Prompt) -> None:
         """What the engine did to this request: tier cuts (tool results, user messages
-        of older groups under pressure, the turn's own oversized message), elision, pointers in place of the results of
-        rows awaiting a summary, emergency, shedding."""
+        of older groups under pressure, the turn's own oversized message), elision,
+        pointers in place of the results of rows awaiting a summary, emergency,
+        shedding."""
         elided = 0
         for m in prompt.messages:
             if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
@@ -834,7 +837,8 @@ def _targets(results: list[Result]) -> list[str]:
             key=lambda q: q.tokens,
             default=None,
         )
-        # What no policy cuts: the user's own message of the turn the request belongs to.
+        # The user's own message of the turn the request belongs to, named when it alone
+        # is most of the peak.
         own = ""
         if top is not None and top.own_prompt * 100 >= TARGET_PEAK_PCT * win_tokens // 2:
             own = (
