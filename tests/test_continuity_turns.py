@@ -345,6 +345,27 @@ async def test_a_pasted_log_is_cut_in_later_requests_instead_of_compacted(make, 
     # A long history of ordinary turns is still compacted (`compacted` above).
 
 
+async def test_a_paste_over_half_the_input_budget_is_cut_in_its_own_turn(make, fake_llm):
+    """Input budget 38,000 tokens: a 26,000-token paste is sent as its head, the query_db
+    pointer and its tail, about 19,000 tokens; the ledger keeps it whole, and the plan
+    the screen shows labels it as it was sent."""
+    ws, orch = await make(models=ROOMY)
+    log = "".join(f"worker log line {i:04d} all quiet\n" for i in range(3_000))
+    fake_llm.enqueue(Reply(text="read it"))
+    out = await orch.run_turn("Here is the worker log:\n" + log + "What broke?")
+    assert out.error is None
+    sent = text_of(fake_llm.chat_requests[0])
+    assert "Here is the worker log:" in sent and "What broke?" in sent
+    assert "line 0800" not in sent  # the middle (the tail is 80 % of the cut)
+    assert f"SELECT content FROM messages WHERE id={out.group_id}" in sent
+    assert 17_000 * 4 < len(sent) < 21_000 * 4 + 20_000  # half the budget, plus the rest
+    stored = await ws.ledger.get_message(out.group_id)
+    assert stored is not None and "line 0800" in stored.content
+    plan = await ws.plan("openai")
+    cut = next(m for m in plan.request.messages if m.message_id == out.group_id)
+    assert plan.message_label(stored) == f"oversize {len(cut.text)}"
+
+
 async def test_uncompact_restores_the_exact_prior_request(make, fake_llm):
     ws, orch, _out, before = await compacted(make, fake_llm)
     [summary] = await ws.ledger.summaries(ws.session, "main")
