@@ -404,6 +404,12 @@ def test_the_turns_own_message_is_cut_only_past_its_share_of_the_input_budget() 
     assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=off))
     disabled = CompactionSettings(enabled=False)
     assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=disabled))
+    # Longer than the whole input budget: never sendable, left to the guard ladder (which
+    # sets the group aside with one error), not cut and sent.
+    tiny = ModelInfo("m", size // 2 + 1_000, 1_000)
+    too_big = plan_of(own, 0, model=tiny)
+    assert "log line 00450" in text_of(too_big)
+    assert too_big.message_label(own[-1]) == "sent"
     with pytest.raises(ValueError, match="own_message_max_pct"):
         CompactionSettings(own_message_max_pct=101)
 

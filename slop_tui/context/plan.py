@@ -391,12 +391,18 @@ def cap_own_message(
     max_tokens: int,
     limits: TruncationSettings,
     count_tokens: CountTokens,
+    *,
+    unsendable: int,
 ) -> Prompt:
     """The request with each user message of the current turn (the group of its last
     message) longer than `max_tokens` cut to about that size: head, the `query_db`
     hint, tail (`TIER_OVERSIZE`). A message that alone fills most of the input budget
     leaves no room for the tool results its turn reads, and the next request cuts it
-    anyway (`cut_older_pastes`); it is cut once, to the cap, never further."""
+    anyway (`cut_older_pastes`); it is cut once, to the cap, never further.
+
+    A message longer than `unsendable` tokens (the whole input budget) is left as it
+    is: it could never have been sent, so the guard ladder sets its group aside with
+    one clear error and nothing is sent (a mistaken paste costs nothing)."""
     history = [m for m in prompt.messages if m.kind is None]
     if not history or max_tokens <= 0:
         return prompt
@@ -409,7 +415,7 @@ def cap_own_message(
             and m.role == "user"
             and m.message_id is not None
             and m.group_id == active
-            and m.tokens > max_tokens
+            and max_tokens < m.tokens <= unsendable
         ):
             marker = next((k for k in (BEGIN_MARKER, END_MARKER) if m.text.startswith(k)), "")
             body = m.text[len(marker) :]
@@ -579,7 +585,13 @@ def build_plan(
     # even in its own turn.
     if enabled and settings.model is not None and comp.own_message_max_pct:
         cap = settings.model.max_input_tokens * comp.own_message_max_pct // 100
-        prompt = cap_own_message(prompt, cap, ctx.truncation, count_tokens)
+        prompt = cap_own_message(
+            prompt,
+            cap,
+            ctx.truncation,
+            count_tokens,
+            unsendable=settings.model.max_input_tokens,
+        )
 
     pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
     prompt = pending_form(prompt, pending_groups, count_tokens)
