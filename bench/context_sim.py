@@ -91,8 +91,10 @@ from slop_tui.commands import dispatch  # noqa: E402
 from slop_tui.config import load_config  # noqa: E402
 from slop_tui.context.compaction import BOUNDARY_INSTRUCTION, BOUNDARY_SYSTEM  # noqa: E402
 from slop_tui.context.layout import longest_common_prefix, serialize_request  # noqa: E402
+from slop_tui.context.plan import TIER_POINTER  # noqa: E402
 from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
 from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
+from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE  # noqa: E402
 from slop_tui.orchestrator import REBUILD_INSTRUCTION, Orchestrator  # noqa: E402
 from slop_tui.providers.base import (  # noqa: E402
     Provider,
@@ -166,11 +168,13 @@ def _last_text(prompt: Prompt) -> str:
 
 def classify(prompt: Prompt) -> str:
     """main (the session's own request), summary (the session's prefix plus the summary
-    instruction: a guard or after-reply summary), lane-summary (a standalone summary
-    request), boundary, rebuild or other-summary."""
+    instruction), standalone-summary (a request holding only the rows summarised: the
+    engine's lane, guard and after-reply summaries; the stored summaries say which),
+    boundary, rebuild or other-summary."""
     last = _last_text(prompt)
     if SUMMARY_MARK in last:
-        return "lane-summary" if prompt.system_text.startswith(STANDALONE_SYSTEM) else "summary"
+        standalone = prompt.system_text.startswith(STANDALONE_SYSTEM)
+        return "standalone-summary" if standalone else "summary"
     if prompt.system_text.startswith(BOUNDARY_SYSTEM) or BOUNDARY_INSTRUCTION[:60] in last:
         return "boundary"
     if REBUILD_INSTRUCTION in last:
@@ -181,7 +185,7 @@ def classify(prompt: Prompt) -> str:
 
 
 # Request kinds that are summary calls (the rate target counts them).
-SUMMARY_KINDS = ("summary", "lane-summary", "peer-summary", "other-summary")
+SUMMARY_KINDS = ("summary", "standalone-summary", "peer-summary", "other-summary")
 
 
 @dataclass
@@ -194,6 +198,7 @@ class Request:
     phase: str = "work"
     lcp_chars: int = 0  # with the previous session request (main), or the last main (others)
     lcp_tokens: int = 0
+    own_prompt: int = 0  # session requests: tokens of the turn's own user message in it
 
 
 class Recorder:
@@ -233,9 +238,17 @@ class Recorder:
         self.fire("call:" + kind)
         if kind != "main":
             return
+        history = [m for m in prompt.messages if m.kind is None]
+        if history:
+            active = history[-1].group_id
+            req.own_prompt = sum(
+                m.tokens for m in history if m.group_id == active and m.role == "user"
+            )
         self.prev_main = prompt
         self.last_main = prompt
-        if self.turn.text not in text:
+        # The turn's own message is absent only when the engine cut it (oversize tier).
+        own_cut = any(m.tier == TIER_OVERSIZE for m in history)
+        if self.turn.text not in text and not own_cut:
             self.mismatches += 1
         self._paths(prompt)
         if self.turn.asks and not self.first_main_seen:
@@ -254,7 +267,10 @@ class Recorder:
         self.first_main_seen = True
 
     def _paths(self, prompt: Prompt) -> None:
-        """What the engine did to this request: tier cuts, elision, emergency, shedding."""
+        """What the engine did to this request: tier cuts (tool results, user messages
+        of older groups under pressure, the turn's own oversized message), elision,
+        pointers in place of the results of rows awaiting a summary, emergency,
+        shedding."""
         elided = 0
         for m in prompt.messages:
             if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
@@ -264,20 +280,20 @@ class Recorder:
                 first, last = map(int, re.findall(r"#(\d+)", m.text)[:2])
                 for mid in range(first, last + 1):
                     self.cut_ids.setdefault(mid, "dropped")
-            if m.message_id is None or m.role != "tool":
+            if m.message_id is None or m.kind is not None or not m.truncated:
+                continue
+            if m.role != "tool" and m.tier not in (TIER_PASTE, TIER_OVERSIZE):
                 continue
             if m.tier == "elided":
                 elided += 1
-            elif m.truncated:
+            else:
                 self.fire(f"cut:{m.tier}")
-            if m.tier == "elided" or m.truncated:
-                self.cut_ids.setdefault(
-                    m.message_id, "elided" if m.tier == "elided" else "truncated"
-                )
-                if f"WHERE id={m.message_id}" in m.text:
-                    self.hints_ok += 1
-                else:
-                    self.hints_bad.append(m.message_id)
+            pointer = m.tier in ("elided", TIER_POINTER)
+            self.cut_ids.setdefault(m.message_id, "elided" if pointer else "truncated")
+            if f"WHERE id={m.message_id}" in m.text:
+                self.hints_ok += 1
+            else:
+                self.hints_bad.append(m.message_id)
         if elided:
             self.fire("elide")
             self.fire("elided results", elided)
@@ -816,10 +832,23 @@ def _targets(results: list[Result]) -> list[str]:
     win_tokens = r.policy.context_window
     for label, phases in (("ordinary phases", ORDINARY), ("stress phases included", None)):
         peak = r.peak(phases)
+        top = max(
+            (q for q in r.requests if phases is None or q.phase in phases),
+            key=lambda q: q.tokens,
+            default=None,
+        )
+        # The user's own message of the turn the request belongs to, named when it alone
+        # is most of the peak.
+        own = ""
+        if top is not None and top.own_prompt * 100 >= TARGET_PEAK_PCT * win_tokens // 2:
+            own = (
+                f" (turn {top.turn}: its own prompt alone is {_k(top.own_prompt)} = "
+                f"{_pct(top.own_prompt, win_tokens)})"
+            )
         out.append(
             _row(
                 f"peak request <= {TARGET_PEAK_PCT} % of the window, {label}",
-                f"{_k(peak)} = {_pct(peak, win_tokens)}",
+                f"{_k(peak)} = {_pct(peak, win_tokens)}{own}",
                 peak * 100 <= TARGET_PEAK_PCT * win_tokens,
             )
         )
@@ -849,6 +878,9 @@ PATHS = (
     ("cut:full", "tier full"),
     ("cut:degraded", "tier degraded"),
     ("cut:inactive", "tier inactive"),
+    ("cut:paste", "paste cut"),
+    ("cut:oversize", "own cut"),
+    ("cut:pointer", "pointer"),
     ("elide", "elide"),
     ("stored:guard", "guard summary"),
     ("stored:compaction", "after-reply summary"),
@@ -857,24 +889,28 @@ PATHS = (
     ("emergency", "emergency"),
     ("shed", "shed"),
     ("oldest cut", "oldest cut"),
-    ("call:lane-summary", "lane summary"),
+    ("stored:lane", "lane summary"),
     ("call:peer-summary", "peer summary"),
 )
 
 
 def phase_table(r: Result) -> list[str]:
-    """Per scripted phase: turns, session requests and how often each path fired."""
+    """Per scripted phase: turns, session requests, the tokens of every call made in it
+    (background ones included), and how often each path fired."""
     phases = [p for p in sim_script.PHASES if p in r.firings]
     turns = Counter(q.phase for q in r.requests if q.kind == "main" and q.step == 0)
+    tokens = Counter()
+    for q in r.requests:
+        tokens[q.phase] += q.tokens
     used = [(k, label) for k, label in PATHS if any(r.firings[p].get(k) for p in phases)]
-    head = f"  {'phase':<11} {'turns':>5} {'requests':>8} " + " ".join(
+    head = f"  {'phase':<11} {'turns':>5} {'requests':>8} {'tokens':>7} " + " ".join(
         f"{label:>{max(6, len(label))}}" for _, label in used
     )
     lines = [head]
     for p in phases:
         f = r.firings[p]
         lines.append(
-            f"  {p:<11} {turns.get(p, 0):>5} {f.get('call:main', 0):>8} "
+            f"  {p:<11} {turns.get(p, 0):>5} {f.get('call:main', 0):>8} {_k(tokens[p]):>7} "
             + " ".join(f"{f.get(k, 0):>{max(6, len(label))}}" for k, label in used)
         )
     return lines
@@ -957,7 +993,10 @@ def report(results: list[Result], plan: Plan) -> str:
     for r in results:
         lines.append("")
         lines.append(f"## {r.policy.label}")
-        lines.append("  paths fired per phase (requests; summaries stored, for truncate):")
+        lines.append(
+            "  per phase: session requests, tokens of all calls, paths fired (requests; "
+            "summaries stored, for guard, after-reply, truncate and lane):"
+        )
         lines.extend(phase_table(r))
         where = Counter(
             w for s in r.survival.values() if s["answerable"] for w in set(s["answerable_in"])

@@ -136,7 +136,6 @@ class _Turn:
     outcome: TurnOutcome
     resume: Handoff | None = None
     consumed: bool = False  # the resume handoff was marked consumed
-    sent: Prompt | None = None  # the last request sent
     strategy: str = "openai"
     model: str = ""
     journal: TurnJournal | None = None  # the in-flight record a killed process leaves
@@ -364,7 +363,6 @@ class Orchestrator:
                 await send(ErrorEvent(error_kind=err.kind, message=err.message))
                 outcome.error = err.message
                 return None
-            turn.sent = prompt
             if turn.resume is not None and not turn.consumed:
                 await ws.ledger.mark_handoff_consumed(turn.resume.id)
                 turn.consumed = True
@@ -627,9 +625,7 @@ class Orchestrator:
 
         try:
             if reply_text is not None:
-                await self.compactor.after_reply(
-                    turn.sent, reply_text, turn.model, turn.strategy, notify
-                )
+                await self.compactor.after_reply(turn.model, turn.strategy, notify)
             for _ in range(MAX_SUMMARIES_PER_JOB):
                 if self._past_deadline():
                     break

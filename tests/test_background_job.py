@@ -200,7 +200,6 @@ async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch
         "extract_anchor_items",
         "extractive_summary",
         "standalone_summary_request",
-        "summary_request",
     ):
         on_loop_thread(name, getattr(compactor_mod, name))
     comp = Compactor(ws, Calls(None))  # every model call fails: the extractive fallback
@@ -208,17 +207,15 @@ async def test_the_pure_work_runs_off_the_event_loop_thread(open_ws, monkeypatch
     async def notify(*_args) -> None:
         return None
 
-    sent = await ws.prompt("openai")
     rolled = await comp.lane_summary("gpt-4o", "openai")  # the 10 groups that left
     assert rolled is not None and rolled.fallback
-    done = await comp.after_reply(sent, "the answer", "gpt-4o", "openai", notify)
+    done = await comp.after_reply("gpt-4o", "openai", notify)
     assert done is not None and done.case == "summarize" and done.fallback
     assert set(where) >= {
         "decide",
         "extract_anchor_items",
         "extractive_summary",
         "standalone_summary_request",
-        "summary_request",
     }
     assert not any(any(flags) for flags in where.values()), where
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slop_tui.context.anchors import extract_scratchpad_signal, extract_state
+from slop_tui.context.anchors import extract_scratchpad_signal, extract_state, without_state
 
 STATE = "### STATE\nGoal: ship\nContext: app.py\nResolved: none\nTechnical Anchors: port 8080"
 
@@ -117,3 +117,13 @@ def test_scratchpad_in_a_fence_is_ignored_but_fences_inside_it_are_kept() -> Non
 def test_last_scratchpad_signal_wins() -> None:
     assert extract_scratchpad_signal("SCRATCHPAD: one\nSCRATCHPAD: two\n") == "two"
     assert extract_scratchpad_signal("SCRATCHPAD: one\nSCRATCHPAD:\n") == "one"
+
+
+def test_without_state_removes_the_block_and_keeps_the_rest() -> None:
+    reply = f"Done, the tests pass.\n\n{STATE}\n\n## Next\nShip it.\n"
+    assert without_state(reply) == "Done, the tests pass.\n\n## Next\nShip it."
+    assert without_state(f"Done.\n{STATE}\n---\nafter the rule") == "Done.\n---\nafter the rule"
+    # A STATE shown inside a code fence is an example, not the block.
+    fenced = "Like this:\n```\n### STATE\nGoal: x\n```\nThat is all."
+    assert without_state(fenced) == fenced
+    assert without_state("no state here") == "no state here"

@@ -11,12 +11,13 @@ from slop_tui.context.assemble import (
     ContextSettings,
     assemble,
     rough_tokens,
+    summary_as_sent,
 )
 from slop_tui.context.guidelines import BASE_PROMPT, STATE_FORMAT
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.render import render_prompt
 from slop_tui.context.tiers import TruncationSettings, truncation_hint
-from slop_tui.records import Memo, Session, Skill
+from slop_tui.records import Memo, Session, Skill, Summary
 from tests.test_context_factories import (
     answer,
     assert_structurally_valid,
@@ -211,3 +212,23 @@ def test_render_shows_layers_tokens_and_tiers() -> None:
     assert "tier inactive, truncated" in text
     assert '  -> call read_file [c1] {"path": "/a"}' in text
     assert "--- notes ---" in text
+
+
+def test_the_summary_layer_sends_anchor_items_without_their_tags() -> None:
+    content = (
+        "## User Intent\n- [value/1] a prose line that only looks tagged\n\n"
+        "## Anchors kept verbatim\n"
+        "- [constraint/0] Never deploy on Fridays.\n"
+        '- [value/2] redis_url = "redis://cache:6390/4"\n'
+        "- untagged item\n"
+    )
+    summary = Summary(1, "s", "main", "lane", 1, 2, content, 1, 0.0)
+    inputs = AssemblyInputs(Session("s"), [user(3, 3)], "openai", summaries=(summary,))
+    layer = next(la for la in assemble(inputs).layers if la.name == "summary")
+    assert "- Never deploy on Fridays.\n" in layer.text
+    assert '- redis_url = "redis://cache:6390/4"\n' in layer.text
+    assert "- untagged item" in layer.text and "[constraint/0]" not in layer.text
+    # Only the anchors section is rewritten; the stored summary keeps its tags.
+    assert "- [value/1] a prose line that only looks tagged" in layer.text
+    assert summary_as_sent(content).count("[") == 1
+    assert summary_as_sent("no anchors") == "no anchors"

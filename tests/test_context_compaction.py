@@ -315,6 +315,32 @@ def test_standalone_request_cuts_and_redacts() -> None:
     assert "Integrate this earlier summary" in text and req.tools == ()
 
 
+def test_standalone_request_cuts_tool_results_like_an_older_group() -> None:
+    log = "".join(f"line {i:04d}\n" for i in range(400)) + "ERROR: disk full at line 400"
+    msgs = [
+        user(1, 1, "check the log"),
+        openai_calls(2, 1, [("a", "execute_bash", {"command": "cat app.log"})]),
+        result(3, 1, "a", "execute_bash", log),
+    ]
+    previous = (
+        "## User Intent\n- earlier work\n\n"
+        "## Anchors kept verbatim\n- [constraint/0] Never deploy on Fridays.\n"
+    )
+    req = standalone_summary_request(msgs, "openai", previous_summary=previous, tool_limit=300)
+    text = req.messages[0].text
+    assert "[calls: execute_bash]" in text
+    # The result as an older group's is sent: head, the query_db pointer, the tail.
+    block = text[text.index("[tool]: ") :].split("\n\n[", 1)[0]
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=3")' in block
+    assert "line 0000" in block and "ERROR: disk full at line 400" in block
+    assert "line 0200" not in block and len(block) < 400
+    # The summary it rolls over is integrated, its anchors without their tags.
+    assert "- Never deploy on Fridays." in text and "[constraint/0]" not in text
+    # Without a limit a tool result is cut at 2,000 characters, as any message.
+    whole = standalone_summary_request(msgs, "openai").messages[0].text
+    assert "line 0100" in whole and "ERROR: disk full" not in whole
+
+
 def test_clean_summary() -> None:
     assert (
         clean_summary("<analysis>think</analysis>\n## User Intent\n- x\n") == "## User Intent\n- x"

@@ -316,6 +316,20 @@ def test_elision_that_frees_less_than_five_percent_is_not_taken() -> None:
     assert "summarize: compaction is disabled" in plan.notes
 
 
+def test_shedding_aims_at_the_target_not_just_under_the_threshold() -> None:
+    # About 9,800 tokens: above reduce_pct (9,000). Shedding the largest file alone would
+    # leave about 7,600: under the threshold, above the 7,200 target the other steps aim
+    # at. The next file goes too, so the turn's next results do not hit the guard again.
+    files = (("a.md", 2_000), ("b.md", 1_900), ("c.md", 2_200))
+    p = Builder().user(100).prompt(system=3_500, files=files)
+    assert 9_000 < p.request_tokens < 10_000
+    plan = plan_reduction(p, INFO, count_tokens=count)
+    [shed] = [step for step in plan.steps if step.kind == STEP_SHED]
+    assert shed.files == ("c.md", "a.md")
+    assert shed.tokens_after < 7_200 < shed.tokens_after + 2_000
+    assert [f.path for f in apply_plan(p, plan, count).files] == ["b.md"]
+
+
 def test_shedding_in_the_cache_layout_rebuilds_the_pinned_message() -> None:
     inputs = AssemblyInputs(
         session=Session("s"),

@@ -15,6 +15,7 @@ import pytest
 
 from slop_tui.context.assemble import AssemblyInputs, ContextSettings
 from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.guards import elided_pointer
 from slop_tui.context.plan import (
     PLACE_DROPPED,
     PLACE_OTHER_LANE,
@@ -26,12 +27,20 @@ from slop_tui.context.plan import (
     PlanInputs,
     PlanSettings,
     build_plan,
+    cut_older_pastes,
     head_summary,
 )
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.render import render_prompt
+from slop_tui.context.tiers import TruncationSettings
 from slop_tui.records import Message, Session, Summary
-from tests.test_context_factories import answer, openai_calls, result, user
+from tests.test_context_factories import (
+    answer,
+    assert_structurally_valid,
+    openai_calls,
+    result,
+    user,
+)
 
 DAY = 24 * 3600.0
 
@@ -330,3 +339,108 @@ def test_places_are_one_of_the_known_ones() -> None:
         PLACE_OUTSIDE,
         PLACE_WAITING,
     }
+
+
+# -- under pressure: pastes of older groups; rows awaiting a summary in short form ------------
+
+
+PASTE = "Here is the log:\n" + "".join(f"log line {i:05d} all quiet\n" for i in range(900))
+
+
+def paste_rows() -> list[Message]:
+    """Group 1 pastes a log (about 22,000 characters); groups 3 and 5 are short."""
+    rows = history(3)
+    rows[0] = replace(rows[0], content=PASTE + "Never restart the worker.", tokens=0)
+    return rows
+
+
+def test_an_older_groups_paste_is_cut_under_pressure_and_the_current_one_never() -> None:
+    rows = paste_rows()
+    tight = CompactionSettings(compaction_trigger_tokens=1_000)
+    pressed = plan_of(rows, 0, compaction=tight)
+    text = text_of(pressed)
+    sent = next(m for m in pressed.request.messages if m.message_id == 1)
+    assert sent.tier == "paste" and sent.truncated and len(sent.text) < 5_100
+    # Head and tail (where the user's own words after a paste are), and the pointer.
+    assert sent.text.startswith("## Begin Conversation History\nHere is the log:")
+    assert sent.text.endswith("Never restart the worker.")
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=1")' in sent.text
+    assert "log line 00450" not in text
+    assert pressed.message_label(rows[0]) == "paste 5000"
+    assert any(n.startswith("paste: 1 user message(s)") for n in pressed.notes)
+    # Without pressure, or with compaction off, the paste is sent whole.
+    assert "log line 00450" in text_of(plan_of(rows, 0))
+    off = CompactionSettings(enabled=False, compaction_trigger_tokens=1_000)
+    assert "log line 00450" in text_of(plan_of(rows, 0, compaction=off))
+    # The current turn's own message is not cut by pressure (only past its share of the
+    # input budget, below; no model is known here).
+    own = [*history(2), replace(user(5, 5, PASTE), created_at=5.0)]
+    mine = plan_of(own, 0, compaction=tight)
+    assert "log line 00450" in text_of(mine)
+    assert mine.message_label(own[-1]) == "sent"
+
+
+def test_the_turns_own_message_is_cut_only_past_its_share_of_the_input_budget() -> None:
+    own = [*history(2), replace(user(5, 5, PASTE + "Never restart the worker."), created_at=5.0)]
+    whole = plan_of(own, 0)
+    size = next(m for m in whole.request.messages if m.message_id == 5).tokens
+    # An input budget of less than twice the message: cut to half the budget.
+    model = ModelInfo("m", size + size // 2 + 1_000, 1_000)
+    cap = model.max_input_tokens // 2
+    plan = plan_of(own, 0, model=model)
+    sent = next(m for m in plan.request.messages if m.message_id == 5)
+    assert sent.tier == "oversize" and sent.truncated
+    assert cap * 0.8 <= sent.tokens <= cap  # cut to its share, not to a tool result's limit
+    assert sent.text.startswith("## End of History\n\n### CURRENT REQUEST\nHere is the log:")
+    assert sent.text.endswith("Never restart the worker.")
+    assert 'query_db(sql="SELECT content FROM messages WHERE id=5")' in sent.text
+    assert plan.message_label(own[-1]) == f"oversize {len(sent.text)}"
+    assert any(n.startswith("oversize: the turn's own message") for n in plan.notes)
+    assert sum(plan.layer_tokens().values()) == plan.request_tokens
+    # Within its share, off (0), or with compaction off: sent whole.
+    roomy = ModelInfo("m", 2 * size + 1_000, 1_000)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=roomy))
+    off = CompactionSettings(own_message_max_pct=0)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=off))
+    disabled = CompactionSettings(enabled=False)
+    assert "log line 00450" in text_of(plan_of(own, 0, model=model, compaction=disabled))
+    # Longer than the whole input budget: never sendable, left to the guard ladder (which
+    # sets the group aside with one error), not cut and sent.
+    tiny = ModelInfo("m", size // 2 + 1_000, 1_000)
+    too_big = plan_of(own, 0, model=tiny)
+    assert "log line 00450" in text_of(too_big)
+    assert too_big.message_label(own[-1]) == "sent"
+    with pytest.raises(ValueError, match="own_message_max_pct"):
+        CompactionSettings(own_message_max_pct=101)
+
+
+def test_cut_older_pastes_can_treat_every_group_as_older() -> None:
+    rows = [replace(user(1, 1, PASTE), created_at=1.0)]
+    prompt = plan_of(rows, 0).request
+    assert cut_older_pastes(prompt, TruncationSettings(), len) is prompt  # its own turn
+    cut = cut_older_pastes(prompt, TruncationSettings(), len, every_group=True)
+    assert cut.messages[0].tier == "paste" and len(cut.messages[0].text) < len(PASTE) // 4
+
+
+STATE_BLOCK = "\n\n### STATE\nGoal: ship the parser\nResolved: step done\n"
+
+
+def test_rows_awaiting_a_summary_send_pointers_and_answers_without_state() -> None:
+    rows = [
+        user(1, 1, "read the config"),
+        openai_calls(2, 1, [("a", "read_file", {})]),
+        result(3, 1, "a", "read_file", "key = value\n" * 200),
+        replace(answer(4, 1, "It looks fine." + STATE_BLOCK), payload='{"role": "assistant"}'),
+        *[replace(m, id=m.id + 10, group_id=(m.group_id or 0) + 10) for m in tool_rows()[:1]],
+        replace(answer(12, 11, "Done." + STATE_BLOCK), payload='{"role": "assistant"}'),
+    ]
+    plan = plan_of(rows, 1, tools=TOOLS)
+    assert plan.pending_groups == {1} and plan.window_groups == {11}
+    sent = {m.message_id: m for m in plan.request.messages}
+    assert sent[3].tier == "pointer" and sent[3].text == elided_pointer(3)
+    assert plan.message_label(rows[2]) == "pointer until a summary covers it"
+    assert sent[4].text == "It looks fine." and sent[4].native is None
+    # The window's rows are sent as they are: its answer keeps its STATE.
+    assert sent[12].text == "Done." + STATE_BLOCK and sent[12].native is not None
+    assert_structurally_valid(plan.request.messages)
+    assert sum(plan.layer_tokens().values()) == plan.request_tokens

@@ -10,6 +10,7 @@ from slop_tui.context.tiers import (
     TIER_DEGRADED,
     TIER_FULL,
     TIER_INACTIVE,
+    TIER_PASTE,
     TruncationSettings,
     apply_tiers,
     tool_result_tiers,
@@ -210,3 +211,8 @@ def test_truncate_at_the_limit_and_hint_boundaries(size: int) -> None:
             assert out is text
         else:
             assert hint in out and len(out) == max(limit, len(hint))
+
+
+def test_a_paste_keeps_the_full_limit() -> None:
+    s = TruncationSettings(active_full_limit=4_000)
+    assert s.limit_for(TIER_PASTE) == 4_000

@@ -16,6 +16,7 @@ import pytest
 from slop_tui.commands import dispatch
 from slop_tui.config import load_config
 from slop_tui.context import render_prompt
+from slop_tui.context.summaries import STANDALONE_SYSTEM
 from slop_tui.orchestrator import (
     BudgetWarning,
     Compaction,
@@ -185,6 +186,12 @@ async def test_summarize_step_stores_a_summary_that_reaches_the_request(make, fa
     assert out.error is None
     summary_req, answer_req = fake_llm.chat_requests
     assert "context compaction request" in summary_req.messages[-1]["content"]
+    # The guard's summary request holds only the rows it summarises (groups 1-3), not
+    # the request under pressure: no layers, no tools, not the kept exchanges.
+    system_msg, ask = summary_req.messages
+    assert system_msg["content"] == STANDALONE_SYSTEM and "tools" not in summary_req.body
+    assert "request 2:" in ask["content"] and "request 3:" not in ask["content"]
+    assert "and now?" not in ask["content"]
     system = answer_req.messages[0]["content"]
     assert "## Summary of earlier conversation" in system and "MARKER-7" in system
     assert "thinking" not in system
@@ -284,11 +291,16 @@ async def compacted(
 async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_llm):
     ws, orch, out, _ = await compacted(make, fake_llm)
     sent, summary_req = fake_llm.chat_requests
-    # The summary request is the sent request plus the reply and the instruction:
-    # the same prefix, so the provider's cache covers it.
-    assert summary_req.messages[: len(sent.messages)] == sent.messages
-    assert summary_req.messages[-2] == {"role": "assistant", "content": "final answer"}
-    assert summary_req.body.get("tools") == sent.body.get("tools")
+    # The summary request holds only what is summarised (the rows before the verbatim
+    # part, as blocks, and the instruction), not the rest of the session's request: no
+    # tool declarations, no layers, not the kept exchanges.
+    system, ask = summary_req.messages
+    assert system == {"role": "system", "content": STANDALONE_SYSTEM}
+    assert "tools" not in summary_req.body
+    text = ask["content"]
+    assert "[user]: request 0:" in text and "[user]: request 2:" in text
+    assert "request 3:" not in text and "go on" not in text
+    assert len(json.dumps(summary_req.body)) < len(json.dumps(sent.body))
     [log] = await ws.ledger.compaction_log(ws.session)
     assert log.case_kind == "summarize" and log.tokens_after < log.tokens_before
     assert "compaction_trigger_tokens" in log.trigger
@@ -311,6 +323,47 @@ async def test_background_compaction_logs_summarizes_and_hands_off(make, fake_ll
     assert "COMPACTED" in fake_llm.last.messages[0]["content"]
     assert "word0x1" not in text_of(fake_llm.last)
     assert (await dispatch(ws, "/context log")).text.count("**summarize**") == 1
+
+
+async def test_a_pasted_log_is_cut_in_later_requests_instead_of_compacted(make, fake_llm):
+    """A paste takes the history past the trigger. After its turn the paste belongs to
+    an older group, which the next request cuts while the history is under pressure
+    (head, query_db pointer, tail): no after-reply summary is made for it."""
+    ws, orch = await make(models=ROOMY, compaction={"compaction_trigger_tokens": 2_000})
+    await history(ws, 2, 20)
+    log = "".join(f"worker log line {i:04d} all quiet\n" for i in range(600))
+    fake_llm.enqueue(Reply(text="read it"), Reply(text="ok"))
+    out = await orch.run_turn("Here is the worker log:\n" + log + "What broke?")
+    await orch.wait_background()
+    assert out.error is None and "line 0300" in text_of(fake_llm.chat_requests[0])
+    assert await ws.ledger.summaries(ws.session, "main") == []
+    assert len(fake_llm.chat_requests) == 1  # no summary call
+    await orch.run_turn("and the next step?")
+    nxt = text_of(fake_llm.last)
+    assert "line 0300" not in nxt and "What broke?" in nxt
+    assert f"SELECT content FROM messages WHERE id={out.group_id}" in nxt
+    # A long history of ordinary turns is still compacted (`compacted` above).
+
+
+async def test_a_paste_over_half_the_input_budget_is_cut_in_its_own_turn(make, fake_llm):
+    """Input budget 38,000 tokens: a 26,000-token paste is sent as its head, the query_db
+    pointer and its tail, about 19,000 tokens; the ledger keeps it whole, and the plan
+    the screen shows labels it as it was sent."""
+    ws, orch = await make(models=ROOMY)
+    log = "".join(f"worker log line {i:04d} all quiet\n" for i in range(3_000))
+    fake_llm.enqueue(Reply(text="read it"))
+    out = await orch.run_turn("Here is the worker log:\n" + log + "What broke?")
+    assert out.error is None
+    sent = text_of(fake_llm.chat_requests[0])
+    assert "Here is the worker log:" in sent and "What broke?" in sent
+    assert "line 0800" not in sent  # the middle (the tail is 80 % of the cut)
+    assert f"SELECT content FROM messages WHERE id={out.group_id}" in sent
+    assert 17_000 * 4 < len(sent) < 21_000 * 4 + 20_000  # half the budget, plus the rest
+    stored = await ws.ledger.get_message(out.group_id)
+    assert stored is not None and "line 0800" in stored.content
+    plan = await ws.plan("openai")
+    cut = next(m for m in plan.request.messages if m.message_id == out.group_id)
+    assert plan.message_label(stored) == f"oversize {len(cut.text)}"
 
 
 async def test_uncompact_restores_the_exact_prior_request(make, fake_llm):

@@ -820,18 +820,16 @@ async def test_a_key_never_reaches_a_stored_summary_a_summary_model_or_a_handoff
         await ws.close()
 
 
-async def test_the_same_model_summary_reuses_the_prefix_but_stores_no_key(
-    turns, fake_llm, tmp_path
-):
-    """A decision (docs/reliability.md): without `summary_model` the summary request is
-    the session's own request prefix, which that same model already received in every
-    turn, so the provider's cache is kept and the key is not withheld there. What the
-    summary call produces is redacted before it is stored, even when the model echoes
-    the key."""
+async def test_the_same_model_summary_request_is_redacted_too(turns, fake_llm, tmp_path):
+    """Without `summary_model` the summary goes to the session's own model, and its
+    request is still a standalone one over the rows it summarises, redacted like a
+    request to another model (the key never goes out in a summary request); what the
+    call produces is redacted before it is stored, even when the model echoes the key."""
     ws, orch = await _secret_turns(turns, fake_llm, tmp_path)
     try:
         sent = _summary_requests(fake_llm)
-        assert sent and any(SECRET in s for s in sent)
+        assert sent and all(SECRET not in s for s in sent)
+        assert any("[REDACTED]" in s for s in sent)
         stored = await table_text(ws.ledger, "summaries", "compaction_log")
         assert "creds" in stored and SECRET not in stored
     finally:

@@ -75,6 +75,23 @@ def _state_blocks(text: str) -> list[str]:
     return blocks
 
 
+def without_state(text: str) -> str:
+    """`text` without its `### STATE` blocks (each from its header to the next heading
+    or `---` line, as `extract_state` reads them), trailing blank lines dropped."""
+    lines = _lines_with_fence_flag(text)
+    out: list[str] = []
+    inside = False
+    for line, fenced in lines:
+        if not fenced and _STATE_LINE.match(line):
+            inside = True
+            continue
+        if inside and not fenced and (_HEADING.match(line) or _RULE.match(line)):
+            inside = False
+        if not inside:
+            out.append(line)
+    return "".join(out).rstrip()
+
+
 def extract_state(text: str) -> str | None:
     """The model's `### STATE` block, header included, or None.
 

@@ -20,6 +20,7 @@ Pure and deterministic: the same inputs give a byte-identical `Prompt`, so
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -74,6 +75,11 @@ SUMMARY_SOURCE = (
     '[messages #{first}..#{last}; originals: query_db(sql="SELECT id, role, content '
     'FROM messages WHERE id BETWEEN {first} AND {last}")]\n'
 )
+# Heads the anchors a stored summary keeps verbatim (`summaries.complete_summary`).
+ANCHORS_HEADER = "## Anchors kept verbatim"
+# The `[kind/priority] ` tag of a stored anchor item: how a rolled summary reads the
+# anchor back; it tells the model nothing, so the request leaves it out.
+_ANCHOR_TAG = re.compile(r"^- \[[a-z]+(?:/\d)?\] ", re.M)
 FILES_HEADER = "## Files in context\n"
 RESUME_HEADER = "## Resuming\n"
 QUOTED_HEADER = "## Replying to group {gid}\n"
@@ -167,9 +173,18 @@ def file_block(path: str, content: str) -> str:
     return f"### {path}\n{fence}\n{body}{fence}\n"
 
 
+def summary_as_sent(content: str) -> str:
+    """A stored summary as a request carries it: its anchor items without their
+    `[kind/priority]` tags (about 5 tokens each, 60 anchors: 300 tokens a request)."""
+    prose, header, anchors = content.partition(ANCHORS_HEADER)
+    if not header:
+        return content
+    return prose + header + _ANCHOR_TAG.sub("- ", anchors)
+
+
 def _summary_block(summary: Summary) -> str:
     source = SUMMARY_SOURCE.format(first=summary.first_message_id, last=summary.last_message_id)
-    return source + summary.content.strip() + "\n"
+    return source + summary_as_sent(summary.content.strip()) + "\n"
 
 
 def _layers(

@@ -168,7 +168,9 @@ class CompactionSettings:
     (as sent) or `lane_max_age_hours` since the last (`context.plan`).
     `lane_max_anchors` caps the rolled summary's anchors (the user's
     constraints and decisions beyond it). `lane_keep_recent` and
-    `lane_min_messages` are accepted for old configs and not used. Handoff checkpoints every
+    `lane_min_messages` are accepted for old configs and not used. The current
+    turn's own message is cut to `own_message_max_pct` of the input budget when
+    it alone is longer (0 = never). Handoff checkpoints every
     `checkpoint_interval` tool-loop iterations (0 = off).
     """
 
@@ -190,6 +192,7 @@ class CompactionSettings:
     lane_keep_recent: int = 0
     lane_min_messages: int = 6
     lane_max_anchors: int = 60
+    own_message_max_pct: int = 50
     checkpoint_interval: int = 5
 
     def __post_init__(self) -> None:
@@ -214,6 +217,10 @@ class CompactionSettings:
             raise ValueError(
                 "compaction: need 0 < warn_pct <= reduce_pct <= 100, "
                 f"got warn_pct={self.warn_pct}, reduce_pct={self.reduce_pct}"
+            )
+        if self.own_message_max_pct > 100:
+            raise ValueError(
+                f"compaction.own_message_max_pct must be <= 100, got {self.own_message_max_pct}"
             )
         if self.min_shrink_pct > 100:
             raise ValueError(f"compaction.min_shrink_pct must be <= 100, got {self.min_shrink_pct}")

@@ -21,7 +21,8 @@ describes, in order, what to do:
     oldest call runs of the current turn), never the current request, and
     leave a `query_db` notice where they were.
 (e) shed: the whole request still above `reduce_pct` of max input: drop
-    files from the files layer, largest first, with a note.
+    files from the files layer, largest first, until it is at the target of
+    (b) (72 %), with a note.
 
 Never loop: every step is taken at most once per plan and the summary at most
 once per request (the re-plan passes `summarized=True`). A step is taken
@@ -658,14 +659,14 @@ def plan_reduction(
                 stopped.append(STEP_EMERGENCY)
                 notes.append(f"emergency: would free only {_pct(t - after, t):.1f} %: not worth it")
 
-    # (e) shed files, largest first, when the request is above reduce_pct of max input.
+    # (e) shed files, largest first, when the request is above reduce_pct of max input,
+    # down to the same target as the other steps (room for the turn's next results).
     t = current.request_tokens
     if t * 100 > reduce_at and current.files:
-        limit = reduce_at // 100
-        paths = _shed_paths(current, limit, count_tokens)
+        paths = _shed_paths(current, target, count_tokens)
         candidate = remove_files(current, paths, count_tokens)
         after = candidate.request_tokens
-        if paths and _worth(t, after, limit + 1, max_in, s):
+        if paths and _worth(t, after, target + 1, max_in, s):
             steps.append(
                 GuardStep(
                     STEP_SHED,

@@ -17,15 +17,20 @@ status of a row:
 - With compaction enabled, the rows of the lane older than the window are
   covered by the newest valid summary that lies wholly outside the window
   (`head_summary`); the rows between that summary and the window are sent
-  word for word (`PLACE_PENDING`) until a lane summary covers them: no row is
-  ever in neither. Widening the window uncovers rows at once; narrowing it
+  (`PLACE_PENDING`) until a lane summary covers them, in a short form (tool
+  results as their `query_db` pointer, answers without their STATE block,
+  `pending_form`): no row is ever in neither. Widening the window uncovers rows at once; narrowing it
   reuses a stored summary whose range still fits, or sends the rows until a
   new one is made. With compaction disabled, rows older than the window are
   simply not sent (seed 000).
 - A compaction summary (after-reply or guard) may reach into the window: it
   is used while the request is under pressure (history above
   `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),
-  which is when it was made.
+  which is when it was made. Under pressure, too, a user message of an older
+  group longer than the full limit (a pasted log) is cut like a tool result
+  (`cut_older_pastes`); the current turn's own message is cut only when it
+  alone is longer than `own_message_max_pct` of the input budget, and then to
+  that share (`cap_own_message`).
 - A lane summary is due (`summary_due`) when the rows awaiting one pass seed
   002's thresholds: more than `lane_max_messages` rows, more than
   `lane_max_tokens` tokens as sent, or `lane_max_age_hours` since the last
@@ -39,7 +44,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from slop_tui.context.anchors import STATE_HEADER, without_state
 from slop_tui.context.assemble import (
+    BEGIN_MARKER,
+    END_MARKER,
     AssemblyInputs,
     ContextSettings,
     assemble_rows,
@@ -52,10 +60,12 @@ from slop_tui.context.guards import (
     GuardPlan,
     apply_plan,
     elide_messages,
+    elided_pointer,
     plan_reduction,
 )
-from slop_tui.context.isolation import same_family
+from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
     STATUS_COMPLETED,
@@ -70,7 +80,7 @@ CountTokens = Callable[[str], int]
 
 # Where a group stands in the next request.
 PLACE_WINDOW = "window"  # in the rolling window: sent
-PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent word for word
+PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent (short form)
 PLACE_SUMMARY = "summary"  # covered by a summary (`GroupPlace.summary_id`): not sent itself
 PLACE_WAITING = "waiting"  # left the window, beyond what is sent, not summarized yet
 PLACE_OUTSIDE = "outside"  # outside the window (compaction off): not sent
@@ -96,6 +106,9 @@ def pending_cap(settings: CompactionSettings) -> int:
 
 
 LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
+# A tool result of a group awaiting a summary: its `query_db` pointer is sent, not its text.
+TIER_POINTER = "pointer"
+LABEL_POINTER = "pointer until a summary covers it"
 
 MARKS = {
     PLACE_WINDOW: "●",
@@ -326,6 +339,139 @@ def _due(
     return False, ""
 
 
+def cut_older_pastes(
+    prompt: Prompt,
+    limits: TruncationSettings,
+    count_tokens: CountTokens,
+    *,
+    every_group: bool = False,
+) -> Prompt:
+    """The request with every user message of an older group (not the group of its last
+    message) longer than the full limit cut like a tool result: head, the `query_db`
+    hint, tail (`TIER_PASTE`). The current turn's own message is not cut here
+    (`cap_own_message`).
+
+    `every_group`: no group of `prompt` is the current one (measuring the request that
+    follows a finished turn, which opens a group of its own)."""
+    history = [m for m in prompt.messages if m.kind is None]
+    if not history:
+        return prompt
+    active = None if every_group else history[-1].group_id
+    limit = limits.limit_for(TIER_PASTE)
+    out: list[PromptMessage] = []
+    cut = 0
+    for m in prompt.messages:
+        if (
+            m.kind is None
+            and m.role == "user"
+            and m.message_id is not None
+            and m.group_id != active
+            and len(m.text) > limit
+        ):
+            marker = BEGIN_MARKER if m.text.startswith(BEGIN_MARKER) else ""
+            body = m.text[len(marker) :]
+            short = truncate(body, limit, m.message_id, limits.head_ratio)
+            if short != body:
+                text = marker + short
+                tokens = message_tokens(text, m.tool_calls, count_tokens)
+                m = replace(m, text=text, tokens=tokens, truncated=True, tier=TIER_PASTE)
+                cut += 1
+        out.append(m)
+    if not cut:
+        return prompt
+    note = (
+        f"paste: {cut} user message(s) of older groups cut to {limit} characters while the "
+        "history is under pressure; full text via query_db"
+    )
+    return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
+
+
+def cap_own_message(
+    prompt: Prompt,
+    max_tokens: int,
+    limits: TruncationSettings,
+    count_tokens: CountTokens,
+    *,
+    unsendable: int,
+) -> Prompt:
+    """The request with each user message of the current turn (the group of its last
+    message) longer than `max_tokens` cut to about that size: head, the `query_db`
+    hint, tail (`TIER_OVERSIZE`). A message that alone fills most of the input budget
+    leaves no room for the tool results its turn reads, and the next request cuts it
+    anyway (`cut_older_pastes`); it is cut once, to the cap, never further.
+
+    A message longer than `unsendable` tokens (the whole input budget) is left as it
+    is: it could never have been sent, so the guard ladder sets its group aside with
+    one clear error and nothing is sent (a mistaken paste costs nothing)."""
+    history = [m for m in prompt.messages if m.kind is None]
+    if not history or max_tokens <= 0:
+        return prompt
+    active = history[-1].group_id
+    out: list[PromptMessage] = []
+    cut = 0
+    for m in prompt.messages:
+        if (
+            m.kind is None
+            and m.role == "user"
+            and m.message_id is not None
+            and m.group_id == active
+            and max_tokens < m.tokens <= unsendable
+        ):
+            marker = next((k for k in (BEGIN_MARKER, END_MARKER) if m.text.startswith(k)), "")
+            body = m.text[len(marker) :]
+            limit = len(body) * max_tokens // m.tokens
+            text, tokens = m.text, m.tokens
+            # Characters per token vary along a text: shrink until the cut fits.
+            for _ in range(4):
+                text = marker + truncate(body, limit, m.message_id, limits.head_ratio)
+                tokens = message_tokens(text, m.tool_calls, count_tokens)
+                if tokens <= max_tokens:
+                    break
+                limit = limit * max_tokens // tokens * 95 // 100
+            if tokens < m.tokens:
+                m = replace(m, text=text, tokens=tokens, truncated=True, tier=TIER_OVERSIZE)
+                cut += 1
+        out.append(m)
+    if not cut:
+        return prompt
+    note = (
+        f"oversize: the turn's own message cut to {max_tokens:,} tokens (its share of the "
+        "input budget); full text via query_db"
+    )
+    return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
+
+
+def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountTokens) -> Prompt:
+    """The request with the rows of `groups` (left the window, awaiting a summary) in
+    their short form: each tool result replaced by its one-line `query_db` pointer
+    (`TIER_POINTER`; a result no longer than its pointer stays), each answer without
+    its `### STATE` block (the STATE layer holds the current one).
+
+    The window sends an older group's result cut to the inactive limit; beyond the
+    window the pointer is enough: the summary that will cover the group keeps the
+    result's values as anchors, and `query_db` reads it whole."""
+    if not groups:
+        return prompt
+    out: list[PromptMessage] = []
+    for m in prompt.messages:
+        if m.kind is None and m.message_id is not None and m.group_id in groups:
+            if m.role == "tool":
+                pointer = elided_pointer(m.message_id)
+                tokens = count_tokens(pointer)
+                if tokens < m.tokens:
+                    m = replace(m, text=pointer, tokens=tokens, truncated=True, tier=TIER_POINTER)
+            elif m.role == "assistant" and STATE_HEADER in m.text:
+                text = without_state(m.text)
+                if text != m.text:
+                    # A changed text drops the stored payload, so an adapter cannot replay
+                    # the old one (as the history markers do).
+                    native = m.native if m.tool_calls else None
+                    tokens = message_tokens(text, m.tool_calls, count_tokens)
+                    m = replace(m, text=text, tokens=tokens, native=native)
+        out.append(m)
+    return replace(prompt, messages=tuple(out))
+
+
 # -- labels of the rows that are sent --------------------------------------------------------
 
 
@@ -346,6 +492,10 @@ def _labels(
         if m is not None:
             if m.tier == TIER_ELIDED:
                 out[msg.id] = "elided"
+            elif m.tier == TIER_POINTER:
+                out[msg.id] = LABEL_POINTER
+            elif m.tier == TIER_OVERSIZE:
+                out[msg.id] = f"{m.tier} {len(m.text)}"
             elif m.tier:
                 out[msg.id] = f"{m.tier} {limits.limit_for(m.tier)}"
             else:
@@ -427,8 +577,24 @@ def build_plan(
                 m for m in pending if m.group_id is not None and m.group_id > deeper.last_message_id
             ]
             prompt = assemble_with(rows, head)
+    # Under pressure a pasted log or document of an older group stops riding whole in
+    # every request: it is cut like a tool result, and recoverable the same way.
+    if enabled and _under_pressure(prompt, comp, settings.model):
+        prompt = cut_older_pastes(prompt, ctx.truncation, count_tokens)
+    # A message that alone takes more than its share of the input budget is cut to it,
+    # even in its own turn.
+    if enabled and settings.model is not None and comp.own_message_max_pct:
+        cap = settings.model.max_input_tokens * comp.own_message_max_pct // 100
+        prompt = cap_own_message(
+            prompt,
+            cap,
+            ctx.truncation,
+            count_tokens,
+            unsendable=settings.model.max_input_tokens,
+        )
 
     pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
+    prompt = pending_form(prompt, pending_groups, count_tokens)
     pending_tokens = sum(
         m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
     )
@@ -491,11 +657,15 @@ __all__ = [
     "PLACE_SUMMARY",
     "PLACE_WAITING",
     "PLACE_WINDOW",
+    "TIER_POINTER",
     "ContextPlan",
     "GroupPlace",
     "PlanInputs",
     "PlanSettings",
     "build_plan",
+    "cap_own_message",
+    "cut_older_pastes",
     "head_summary",
     "pending_cap",
+    "pending_form",
 ]

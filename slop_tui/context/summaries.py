@@ -1,13 +1,14 @@
 """Summaries that keep what matters (seed 004's seven sections, anchor checks, redaction).
 
-- `summary_request(prompt, …)`: the session's own request plus one last user
-  message asking for the summary. The prefix is the one the provider just
-  cached, so a compaction request is billed mostly as cache reads (the
-  opencode and Codex complaints were about compaction requests with their
-  own prefix, hence no cache hit).
 - `standalone_summary_request(messages, …)`: a self-contained request
-  (`[role]: content` blocks, each cut to 2,000 characters), for a span that
-  is not in the current request or for a separate summary model.
+  (`[role]: content` blocks, each cut to 2,000 characters, tool results cut
+  as an older group's), holding only what is summarised and the summary it
+  rolls over: every summary the engine makes (`continuity/compactor.py`).
+- `summary_request(prompt, …)`: the session's own request plus one last user
+  message asking for the summary (the prefix the provider just cached), the
+  way goose and Codex compact; bench/context_sim.py's peer policy uses it.
+  The engine does not: under pressure that request is nearly the whole
+  window again.
 - `clean_summary(reply)`: the summary text out of the model's reply
   (`<analysis>` dropped, `<summary>` unwrapped).
 - `extractive_summary(messages)`: the fallback without a model, in the same
@@ -32,10 +33,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from slop_tui import message_parser
-from slop_tui.context.assemble import rough_tokens
+from slop_tui.context.assemble import ANCHORS_HEADER, rough_tokens, summary_as_sent
 from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
+from slop_tui.context.tiers import truncate
 from slop_tui.records import STATUS_TOOL_CALL, Message, ToolCall
 
 CountTokens = Callable[[str], int]
@@ -50,7 +52,6 @@ SECTIONS = (
     "Pending Tasks",
     "Current State",
 )
-ANCHORS_HEADER = "## Anchors kept verbatim"
 # The system text of a standalone summary request.
 STANDALONE_SYSTEM = "You write faithful, structured summaries of coding sessions."
 MAX_SUMMARY_INPUT_CHARS = 2000
@@ -208,8 +209,11 @@ def _strip_markers(text: str) -> str:
     return text
 
 
-def _summary_block(m: AnyMessage) -> str:
+def _summary_block(m: AnyMessage, tool_limit: int | None = None) -> str:
     text = _strip_markers(_text(m)).strip()
+    mid = _id(m)
+    if m.role == "tool" and tool_limit is not None and mid is not None:
+        text = truncate(text, tool_limit, mid)
     calls = _calls(m)
     if calls:
         text = (text + "\n" if text else "") + "[calls: " + ", ".join(c.name for c in calls) + "]"
@@ -225,8 +229,17 @@ def standalone_summary_request(
     budget_tokens: int = 500,
     previous_summary: str = "",
     count_tokens: CountTokens = rough_tokens,
+    tool_limit: int | None = None,
 ) -> Prompt:
-    """A self-contained summary request over `messages` (seed 004's compaction prompt).
+    """A self-contained summary request over `messages` (seed 004's compaction prompt):
+    only what is summarised, never the rest of the session's request.
+
+    Every message is sent cut to `MAX_SUMMARY_INPUT_CHARS`; with `tool_limit`, a tool
+    result is first cut like a result of an older group (`tiers.truncate`: head, the
+    `query_db` hint, tail), as the session's requests sent it once its turn was over.
+    The engine extracts the anchors (values, constraints, error lines) from the whole
+    rows itself, so the model's prose does not have to carry them.
+    `previous_summary` is the summary the new one rolls over (the model integrates it).
 
     Each message's block is redacted on its own: a secret never spans two
     messages, and one regex pass over a few hundred kilobytes holds the GIL
@@ -234,7 +247,10 @@ def standalone_summary_request(
     second; per block it is a fraction of a millisecond. A truncated PEM block
     is then redacted to the end of its own message, not of the whole history.
     """
-    history = "".join(redact_secrets(_summary_block(m)) for m in messages if not _engine(m))
+    history = "".join(
+        redact_secrets(_summary_block(m, tool_limit)) for m in messages if not _engine(m)
+    )
+    previous_summary = redact_secrets(summary_as_sent(previous_summary.strip()))
     instruction = summary_instruction(budget_tokens, previous_summary)
     text = "**Conversation History:**\n" + history + "\n" + instruction
     system = STANDALONE_SYSTEM

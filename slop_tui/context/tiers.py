@@ -8,6 +8,13 @@ reference tool's code (5000 / 400 / 120).
 
 A cut result is a sandwich: head + hint + tail. The hint names the message id
 so the model can always fetch the full text with `query_db`.
+
+User messages are not tiered here. While the history is under pressure the
+context plan cuts a user message of an older group longer than
+`active_full_limit` the same way (`TIER_PASTE`: a pasted log or document that
+would otherwise ride in every request of the window). The current turn's own
+message is cut only when it alone is longer than `own_message_max_pct` of the
+input budget (`TIER_OVERSIZE`), and then to that share.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ from slop_tui.records import Message
 TIER_FULL = "full"
 TIER_DEGRADED = "degraded"
 TIER_INACTIVE = "inactive"
+# A user message of an older group, cut while the history is under pressure (the
+# context plan decides when): a pasted log or document, kept to the full limit.
+TIER_PASTE = "paste"
+# The current turn's own user message, longer than its share of the input budget
+# (`[compaction] own_message_max_pct`): cut to that share, never further.
+TIER_OVERSIZE = "oversize"
 
 HINT_TEMPLATE = (
     '\n\n... [TRUNCATED. Use query_db(sql="SELECT content FROM messages WHERE id={id}")'
@@ -78,6 +91,7 @@ class TruncationSettings:
             TIER_FULL: self.active_full_limit,
             TIER_DEGRADED: self.active_degraded_limit,
             TIER_INACTIVE: self.inactive_limit,
+            TIER_PASTE: self.active_full_limit,
         }[tier]
 
 

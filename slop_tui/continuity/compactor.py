@@ -5,19 +5,23 @@ The pure engine decides what a request holds and when a summary is needed
 summaries and stores them:
 
 - `summarize_for_request`: the guard ladder's summarize step, before a
-  request (also inside a tool loop). The summary request is the request
-  itself plus the instruction (`summary_request`), so the provider's prefix
-  cache covers it.
+  request (also inside a tool loop).
 - `after_reply`: background compaction after an answer (seed 003): when the
-  next request's history is above `compaction_trigger_tokens`, a topic
-  boundary (`[compaction] detector_model`; none configured or a failed call
-  gives `SAFE_BOUNDARY`), `decide`, then truncate (the detector's one-line
-  summary, no model call) or summarize (the last sent request plus the reply,
-  same prefix again).
+  next request's history is above `compaction_trigger_tokens` (measured as
+  that request will send it: the finished turn's paste is an older group's
+  then, `cut_older_pastes`), a topic boundary (`[compaction] detector_model`;
+  none configured or a failed call gives `SAFE_BOUNDARY`), `decide`, then
+  truncate (the detector's one-line summary, no model call) or summarize.
 - `lane_summary`: when the plan says a lane summary is due (seed 002's
-  thresholds over the rows that left the window and are sent word for word
-  until one covers them), the oldest of those rows are summarised with a
-  standalone request.
+  thresholds over the rows that left the window and are sent until one covers
+  them), the oldest of those rows are summarised.
+
+Every summary request is standalone (`standalone_summary_request`): the rows
+it summarises, tool results cut as an older group's are, and the summary it
+rolls over; never the session's whole request, which under pressure is near
+the window itself (a request of 90 % plus the instruction was the largest one
+a session sent). It goes to `[compaction] summary_model`, else the session's
+model.
 
 Every summary rolls over the one the request holds (`ContextPlan.head`): it
 covers the lane from that summary's first message to its own last, its prose
@@ -66,8 +70,9 @@ from slop_tui.context.plan import (
     KIND_LANE,
     KIND_TRUNCATE,
     ContextPlan,
+    cut_older_pastes,
 )
-from slop_tui.context.prompt import Prompt, PromptMessage
+from slop_tui.context.prompt import Prompt
 from slop_tui.context.summaries import (
     bound_prose,
     carried_anchor_items,
@@ -78,7 +83,6 @@ from slop_tui.context.summaries import (
     merge_anchors,
     standalone_summary_request,
     strip_anchor_section,
-    summary_request,
 )
 from slop_tui.ledger.core import LedgerError
 from slop_tui.records import STATUS_DROPPED, Handoff, Message, Summary
@@ -145,29 +149,22 @@ class Compactor:
         return await asyncio.to_thread(extractive_summary, rows), True
 
     async def _request(
-        self,
-        own: Prompt | None,
-        keep_ids: Sequence[int],
-        rows: Sequence[Message],
-        model: str,
-        strategy: str,
-        extra: Sequence[PromptMessage] = (),
+        self, rows: Sequence[Message], model: str, strategy: str, previous: Summary | None
     ) -> tuple[Prompt, str]:
-        """The summary request and the model it goes to (built in a worker thread)."""
+        """The summary request and the model it goes to (built in a worker thread): only
+        the rows being summarised, tool results cut as an older group's are, and the
+        summary it rolls over; never the rest of the session's request."""
         s = self.ws.compaction_settings()
-        count = self.ws.ledger.count_tokens
-        budget = s.summary_budget_tokens
-        if own is not None and (not s.summary_model or s.summary_model == model):
-            request = await asyncio.to_thread(
-                summary_request, own, keep_ids, budget, "", extra, count
-            )
-            if request.request_tokens <= self.ws.model_info(model).max_input_tokens:
-                return request, model
-        target = s.summary_model or model
         request = await asyncio.to_thread(
-            standalone_summary_request, rows, strategy, budget, count_tokens=count
+            standalone_summary_request,
+            rows,
+            strategy,
+            s.summary_budget_tokens,
+            previous.content if previous is not None else "",
+            count_tokens=self.ws.ledger.count_tokens,
+            tool_limit=self.ws.context_settings().truncation.inactive_limit,
         )
-        return request, target
+        return request, s.summary_model or model
 
     async def _rolled_text(
         self, text: str, rows: Sequence[Message], previous: Summary | None
@@ -238,7 +235,7 @@ class Compactor:
         ws = self.ws
         prompt = plan.request
         rows = await ws.ledger.messages_by_ids(step.message_ids)
-        request, target = await self._request(prompt, step.keep_ids, rows, model, prompt.strategy)
+        request, target = await self._request(rows, model, prompt.strategy, plan.head)
         text, fallback = await self._summary_text(request, target, rows, PURPOSE_COMPACTION)
         content = await self._rolled_text(text, rows, plan.head)
         how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
@@ -269,12 +266,7 @@ class Compactor:
     # -- after the reply ---------------------------------------------------------------
 
     async def after_reply(
-        self,
-        sent: Prompt | None,
-        reply_text: str,
-        model: str,
-        strategy: str,
-        notify: Notify,
+        self, model: str, strategy: str, notify: Notify
     ) -> CompactionResult | None:
         """Compact the lane when the next request's history is above the trigger (else None)."""
         ws = self.ws
@@ -283,7 +275,12 @@ class Compactor:
             return None
         count = ws.ledger.count_tokens
         plan = await ws.plan(strategy)
-        report = budget_report(plan.assembled, ws.model_info(model), s)
+        # The next request opens a group of its own: this turn's paste is an older
+        # group's then, cut under pressure like the others (`cut_older_pastes`).
+        upcoming = cut_older_pastes(
+            plan.assembled, ws.context_settings().truncation, count, every_group=True
+        )
+        report = budget_report(upcoming, ws.model_info(model), s)
         if not report.needs_summary:
             return None
         before = plan.request_tokens
@@ -309,10 +306,7 @@ class Compactor:
         if decision.case == CASE_TRUNCATE:
             text, kind, how = truncate_summary(decision), KIND_TRUNCATE, "no model call"
         else:
-            reply = PromptMessage(role="assistant", text=reply_text, tokens=count(reply_text))
-            request, target = await self._request(
-                sent, decision.verbatim_ids, covered, model, strategy, extra=(reply,)
-            )
+            request, target = await self._request(covered, model, strategy, plan.head)
             text, fallback = await self._summary_text(request, target, covered, PURPOSE_COMPACTION)
             kind = KIND_COMPACTION
             how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
@@ -350,7 +344,6 @@ class Compactor:
         from that summary's first message to the newest row folded now.
         """
         ws = self.ws
-        s = ws.compaction_settings()
         plan = await ws.plan(strategy)
         if not plan.summary_due:
             return None
@@ -375,15 +368,7 @@ class Compactor:
         if notify is not None:
             await notify("started", "", before, before, f"summarizing: {trigger}", job)
         try:
-            target = s.summary_model or model
-            request = await asyncio.to_thread(
-                standalone_summary_request,
-                covered,
-                strategy,
-                s.summary_budget_tokens,
-                head.content if head is not None else "",
-                count_tokens=ws.ledger.count_tokens,
-            )
+            request, target = await self._request(covered, model, strategy, head)
             text, fallback = await self._summary_text(request, target, covered, PURPOSE_SUMMARY)
             content = await self._rolled_text(text, covered, head)
             how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
