@@ -209,7 +209,7 @@ async def test_memos_and_editor(ws):
     assert (await dispatch(ws, "/memo edit 1")).ok
     assert (await ws.ledger.get_memo(1)).content.endswith("always")
     ws.editor = lambda text, suffix: ""
-    assert "deleted" in (await dispatch(ws, "/memo edit 1")).text
+    assert "moved to the trash" in (await dispatch(ws, "/memo edit 1")).text
     assert await ws.ledger.get_memo(1) is None
 
 
