@@ -17,10 +17,9 @@ submit (or when an estimate shows up later), never before the screen is up.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -36,7 +35,6 @@ from textual.widgets import Header, Input, Markdown, Static, TextArea
 from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
-from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
@@ -49,6 +47,7 @@ from slop_tui.ui.themes import (
     saved_theme,
     user_themes_dir,
 )
+from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
@@ -72,12 +71,6 @@ def _type_into(target: TextArea | Input, text: str) -> None:
 
 def _any_error(rows) -> bool:
     return any(row[5] == "error" for row in rows)  # GroupRow status
-
-
-def _empties_trash(line: str) -> bool:
-    """`/trash empty` typed without `--yes`: the workspace asks instead."""
-    words = line.split()
-    return words[:2] == ["/trash", "empty"] and "--yes" not in words
 
 
 def __getattr__(name: str):
@@ -150,16 +143,13 @@ class SlopApp(App):
         self._env = env
         self._blink = blink
         self.workspace = None
-        self.orchestrator = None
         self.startup_error: str | None = None
-        self.busy = False
+        self.turns = TurnController(self)  # commands, turns, approvals (ui/turns.py)
         self.ready = False  # the ledger is open and the panes show it
-        self.phase = ""  # "", "streaming", "tools", "compacting"
         self.collector = CollectorPacing()  # full collections between keys, not during
         self._side_width = 1
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
-        self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
         self._banner_text = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
@@ -421,8 +411,8 @@ class SlopApp(App):
                 pad.external_update(sess.scratchpad)
             self._show_context(*context)
             newest_failed = failed[0] if failed else None
-            if newest_failed != self.failed_prompt:
-                self.failed_prompt = newest_failed
+            if newest_failed != self.turns.failed_prompt:
+                self.turns.failed_prompt = newest_failed
                 self.refresh_bindings()  # the footer shows ctrl+r only while there is one
 
     async def refresh_context(self, choice=None) -> None:
@@ -513,49 +503,8 @@ class SlopApp(App):
     # -- commands and prompts ------------------------------------------
 
     async def run_command(self, text: str) -> None:
-        """Run a line exactly as if it was typed in the prompt."""
-        from slop_tui.commands import dispatch
-
-        if self.workspace is None:
-            return
-        if _empties_trash(text):
-            self._confirm_empty_trash()  # the one hard delete asks first
-            return
-        # The first submit (or command key) builds the tokenizer, in a thread: commands
-        # and turns count exactly, and would otherwise build it on the event loop.
-        await self._tokenizer()
-        result = await dispatch(self.workspace, text)
-        if result.quit:
-            await self.action_quit()
-            return
-        if result.send is not None:
-            if self.busy:
-                self.notify("A turn is running; Esc cancels it.", severity="warning")
-                return
-            self.run_turn(result.send)
-            if result.changed:
-                await self.refresh_all(reload_conversation=True)
-            return
-        if (
-            not result.ok
-            and result.error_kind == "exists"
-            and not text.rstrip().endswith("--force")
-        ):
-            # A file the command would overwrite (an export): ask, never overwrite silently.
-            self._confirm_overwrite(text, str(result.data))
-        elif not result.ok:
-            self.notify(result.text, severity="error", timeout=10)
-        elif result.revert:
-            # A destructive edit is announced with the one key that reverts it.
-            self.notify(result.announcement(self.key_for("redo", "/redo")), timeout=10)
-        elif result.text:
-            await self.show_output(text, result.text)
-        if result.changed:
-            await self.refresh_all(
-                reload_conversation=bool(result.changed & {"history", "session", "window"})
-            )
-        if result.changed & {"history", "window"}:
-            self._upkeep()
+        """Run a line exactly as if it was typed in the prompt (ui/turns.py)."""
+        await self.turns.run_command(text)
 
     def key_for(self, binding_id: str, default: str) -> str:
         """The (first) key of the app binding with this id, as remapped by `[keymap]`,
@@ -564,27 +513,6 @@ class SlopApp(App):
             if active.binding.id == binding_id:
                 return key
         return default
-
-    @work(group="dialogs")
-    async def _confirm_empty_trash(self) -> None:
-        from slop_tui.commands.base import plural
-        from slop_tui.ui.screens.dialogs import ConfirmScreen
-
-        entries = await self.workspace.ledger.trash()
-        if not entries:
-            self.notify("The trash is empty.")
-            return
-        count = sum(e.messages for e in entries)
-        if await self.push_screen_wait(
-            ConfirmScreen(
-                f"Delete everything in the trash ({plural(len(entries), 'entry', 'entries')}, "
-                f"{plural(count, 'message')}) for good?",
-                "This is the one edit that cannot be taken back.",
-                yes="Delete",
-                no="Keep",
-            )
-        ):
-            await self.run_command("/trash empty --yes")
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
@@ -623,7 +551,7 @@ class SlopApp(App):
             ("Undo the last group", "/undo (to the trash)", self.action_undo),
             ("Redo", "/redo: bring back what was last taken away", self.action_redo),
             ("Show the trash", "/trash list", partial(self.run_command, "/trash list")),
-            ("Empty the trash…", "Asks first: the one hard delete", self._confirm_empty_trash),
+            ("Empty the trash…", "Asks first: the one hard delete", self.turns.confirm_empty_trash),
             ("Switch provider or model…", "Provider dialog", self.action_provider),
             ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
             ("Search history…", "Across all sessions", self.action_search),
@@ -645,100 +573,33 @@ class SlopApp(App):
             ("Help", "Every key and command", self.action_help),
         ]
 
-    # -- turns -----------------------------------------------------------
+    # -- turns (ui/turns.py) ------------------------------------------------
 
-    @work(exclusive=True, group="turn")
-    async def run_turn(self, text: str) -> None:
-        from slop_tui.orchestrator import (
-            BudgetWarning,
-            Compaction,
-            ErrorEvent,
-            Notice,
-            Orchestrator,
-            ToolCallEvent,
-            TurnStarted,
-        )
+    def run_turn(self, text: str):
+        return self.turns.run_turn(text)
 
-        ws = self.workspace
-        await self._tokenizer()  # the turn counts what it writes: not on the event loop
-        if self.orchestrator is None:
-            self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.ask_approval
-            )
-        view = self.query_one(ConversationView)
-        self.busy = True
-        self.phase = "streaming"
-        self.show_banner("")
+    async def ask_approval(self, call) -> str:
+        return await self.turns.ask_approval(call)
 
-        started: list[int] = []
+    @property
+    def busy(self) -> bool:
+        return self.turns.busy
 
-        async def on_event(ev) -> None:
-            if isinstance(ev, TurnStarted):
-                started.append(ev.group_id)
-                await view.begin_turn(ev.group_id, text)
-                await self.query_one(GroupList).refresh_from(ws)
-            elif isinstance(ev, ToolCallEvent):
-                self.phase = "running tools"
-            elif isinstance(ev, Notice):
-                self.notify(ev.text, severity="warning", timeout=10)
-            elif isinstance(ev, ErrorEvent):
-                self.show_banner(ev.message)
-            elif isinstance(ev, BudgetWarning):
-                self.notify(ev.text, severity="warning", timeout=10)
-            elif isinstance(ev, Compaction):
-                # Compaction runs in the background after the answer; the input stays usable.
-                await self._compaction_event(ev)
-                return
-            if ev.kind == "text":
-                self.phase = "streaming"
-            await view.on_event(ev)
-            if ev.kind in ("tool_result", "usage"):
-                self.show_status(self._status(await ws.provider_choice(), await ws.current()))
+    @property
+    def phase(self) -> str:
+        return self.turns.phase
 
-        try:
-            await self.orchestrator.run_turn(text, on_event)
-        finally:
-            # ctrl+q mid-turn cancels this worker while the panes are taken down: the
-            # orchestrator keeps the partial answer; settling the view would fail.
-            if self.is_running:
-                with self._unless_closing():
-                    await view.end_turn()
-            self.busy = False
-            self.phase = ""
-            if self.is_running:
-                # The settled answer gets a frame of its own: drawn together with every
-                # side pane, the frame after a reply was the longest of a session
-                # (30-40 ms) and a key typed then waited for all of it.
-                await frame_drawn(self, timeout=0.1)
-                await self.refresh_all()
-                if started and self.failed_prompt == started[0] and self._banner_text:
-                    key = self.key_for("retry", "/retry")
-                    self.show_banner(
-                        f"{self._banner_text} · The prompt got no answer: {key} sends it again."
-                    )
+    @property
+    def failed_prompt(self) -> int | None:
+        return self.turns.failed_prompt
 
-    async def _compaction_event(self, ev) -> None:
-        if not self.is_running or self.workspace is None:
-            return
-        if ev.phase == "started":
-            self.phase = "summarizing" if ev.job == "summary" else "compacting"
-        else:
-            self.phase = "streaming" if self.busy else ""
-            if ev.phase == "failed":
-                what = "Summary" if ev.job == "summary" else "Compaction"
-                self.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
-            elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
-                # Routine lane-summary rolls stay quiet (the header shows "compacting").
-                self.notify(
-                    f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
-                    "(/context log; /context uncompact restores).",
-                    timeout=6,
-                )
-            with self._unless_closing():
-                await self.refresh_all(reload_conversation=False)
-        with self._unless_closing():
-            choice = await self.workspace.provider_choice()
-            self.show_status(self._status(choice, await self.workspace.current()))
+    @property
+    def orchestrator(self):
+        return self.turns.orchestrator
+
+    @orchestrator.setter
+    def orchestrator(self, orchestrator) -> None:
+        self.turns.orchestrator = orchestrator
 
     def action_trust_project(self) -> None:
         self._trust_project()
@@ -777,45 +638,13 @@ class SlopApp(App):
         config = load_config(db=self._db, cwd=self._cwd, env=self._env)
         ws.config = config
         ws._sandbox = None  # [tools] sandbox / shell_network may have changed
-        if self.orchestrator is not None:
-            self.orchestrator.approve = config.approve
+        if self.turns.orchestrator is not None:
+            self.turns.orchestrator.approve = config.approve
         self.show_banner("")
         await self.refresh_all()
 
-    @work(group="upkeep")
-    async def _upkeep(self) -> None:
-        """After an edit of the history: the summaries it took out of date are made again
-        in the background (the header shows it), as after a turn."""
-        from slop_tui.orchestrator import Orchestrator
-
-        ws = self.workspace
-        if ws is None or self.busy:
-            return
-        if self.orchestrator is None:
-            self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.ask_approval
-            )
-        await self.orchestrator.upkeep(self._compaction_event)
-
-    async def ask_approval(self, call) -> str:
-        from slop_tui.tools.approval import session_allow_applies
-        from slop_tui.ui.screens.dialogs import ApprovalScreen
-
-        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        sandboxed = self.workspace.sandbox.available
-        session = session_allow_applies(call.name, sandboxed=sandboxed)
-        dialog = ApprovalScreen(call.name, args, session_option=session)
-        try:
-            return await self.push_screen_wait(dialog)
-        except asyncio.CancelledError:
-            # The turn ended (its deadline passed) while the question was open: close it.
-            if self.screen is dialog:
-                dialog.dismiss("deny")
-            raise
-
     def action_cancel_turn(self) -> None:
-        if self.busy:
-            self.workers.cancel_group(self, "turn")
+        if self.turns.cancel():
             self.notify("Turn cancelled; the partial answer is kept as interrupted.")
         elif self.query_one("#output").has_class("-shown"):
             self.query_one("#output").remove_class("-shown")
@@ -833,22 +662,6 @@ class SlopApp(App):
     async def remove_requested(self, event: GroupList.RemoveRequested) -> None:
         # To the trash at once: the announcement names the key that brings it back.
         await self.run_command(f"/message remove {event.group_id}")
-
-    @work(group="dialogs")
-    async def _confirm_overwrite(self, line: str, path: str) -> None:
-        from slop_tui.ui.screens.dialogs import ConfirmScreen
-
-        if await self.push_screen_wait(
-            ConfirmScreen(
-                f"{path} already exists. Overwrite it?",
-                "Its current content is replaced and cannot be restored.",
-                yes="Overwrite",
-                no="Keep it",
-            )
-        ):
-            await self.run_command(f"{line} --force")
-        else:
-            self.notify(f"Kept {path}; nothing was written.", timeout=6)
 
     @on(GroupList.ShowRequested)
     async def show_requested(self, event: GroupList.ShowRequested) -> None:
@@ -1116,16 +929,8 @@ class SlopApp(App):
         ws = self.workspace
         if ws is None:
             return
-        # A turn still running (ctrl+q mid-reply) is cancelled and stores its partial
-        # answer as interrupted; the ledger must stay open until it has.
-        turns = [w for w in self.workers if w.group == "turn" and not w.is_finished]
-        if turns:
-            self.workers.cancel_group(self, "turn")
-            for worker in turns:
-                with suppress(Exception):
-                    await worker.wait()
-        if self.orchestrator is not None:
-            await self.orchestrator.aclose()
+        # The ledger stays open until a running turn has stored its partial answer.
+        await self.turns.close()
         await ws.close()
 
 
