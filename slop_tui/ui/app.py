@@ -36,7 +36,7 @@ from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.palette import SlopCommands
-from slop_tui.ui.text import neutralise
+from slop_tui.ui.text import keep_lines, neutralise
 from slop_tui.ui.themes import (
     DEFAULT_THEME,
     app_variable_defaults,
@@ -83,7 +83,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-SIDE_WIDTHS = (32, 40, 52, 64)
+# The layout at any size (docs/usage.md, "The screen at every size"): the side panes
+# take a share of the terminal (never less than their minimum), the conversation keeps
+# MIN_CONVERSATION columns, and a pane that would squeeze it below gives way.
+NARROW = 110  # below this many columns both side panes start hidden
+MIN_CONVERSATION = 44
+SHORT = 32  # below this many rows the gauge leaves out its chart (app.tcss)
+LEFT_SHARE, LEFT_MIN = 0.25, 30
+RIGHT_SHARES, RIGHT_MIN = (0.22, 0.28, 0.36, 0.44), 32  # alt+→ / alt+← step through them
+# The app's keys in the footer, in this order (after the focused widget's own); a
+# hidden pane's key comes right after help, a shown one's at the end.
+FOOTER_ORDER = (
+    "help",
+    "focus_prompt",
+    "focus_groups",
+    "provider_dialog",
+    "session_dialog",
+    "search_history",
+    "retry",
+    "quit",
+)
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see group_selected).
 PROJECTION_REST = 0.25
@@ -108,8 +127,8 @@ class SlopApp(App):
         # TextArea binds f6 (select line) and f7 (select all): without priority these
         # keys did nothing while the prompt, the scratchpad or the STATE editor had focus.
         Binding("f6", "search", "Search", id="search_history", priority=True),
-        Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False, priority=True),
-        Binding("f8", "toggle_right", "Right pane", id="toggle_right", show=False),
+        Binding("f7", "toggle_left", "Left pane", id="toggle_left", priority=True),
+        Binding("f8", "toggle_right", "Right pane", id="toggle_right"),
         # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
         Binding("ctrl+right,alt+right", "side_wider", "Wider side", id="side_wider", show=False),
         Binding(
@@ -147,10 +166,15 @@ class SlopApp(App):
         self.turns = TurnController(self)  # commands, turns, approvals (ui/turns.py)
         self.ready = False  # the ledger is open and the panes show it
         self.collector = CollectorPacing()  # full collections between keys, not during
-        self._side_width = 1
+        self._side_width = 1  # the index in RIGHT_SHARES
+        self._panes = {"left": True, "right": True}  # which side panes the user wants
+        self._narrow: bool | None = None
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
         self._banner_text = ""
+        self._banner_cause = ""
+        self._status_of = None  # the (provider choice, session) the header last showed
+        self._drawn_title = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -185,13 +209,49 @@ class SlopApp(App):
         yield KeyBar(id="keys")
 
     def on_resize(self, event) -> None:
-        # Below 110 columns the side panes would squeeze the conversation to
-        # nothing: start them hidden (f7/f8 still show them).
-        narrow = event.size.width < 110
-        if narrow != getattr(self, "_narrow", None):
+        # Below NARROW columns both side panes start hidden (f7/f8, named in the footer,
+        # open them); crossing back shows them again.
+        narrow = event.size.width < NARROW
+        if narrow != self._narrow:
             self._narrow = narrow
-            for pane in ("#left", "#right"):
-                self.query_one(pane).set_class(narrow, "-hidden")
+            self._panes = {"left": not narrow, "right": not narrow}
+        self.fit_panes(event.size.width)
+        self.query_one("#right").set_class(event.size.height < SHORT, "-short")
+        self.redraw_status()
+
+    def fit_panes(self, width: int, opened: str | None = None) -> None:
+        """Size and show the side panes for a terminal `width`: each a share of it, the
+        conversation at least MIN_CONVERSATION columns. When both do not fit, the one
+        not just `opened` gives way (the right one on a resize); a lone pane narrows."""
+        widths = {
+            "left": max(LEFT_MIN, round(width * LEFT_SHARE)),
+            "right": max(RIGHT_MIN, round(width * RIGHT_SHARES[self._side_width])),
+        }
+        room = width - MIN_CONVERSATION
+        if self._panes["left"] and self._panes["right"] and sum(widths.values()) > room:
+            gives_way = "left" if opened == "right" else "right"
+            self._panes[gives_way] = False
+            if opened is not None:
+                key = self.key_for(f"toggle_{gives_way}", "")
+                self.notify(
+                    f"The {gives_way} pane gave way: the conversation keeps at least "
+                    f"{MIN_CONVERSATION} columns ({key} brings it back).",
+                    timeout=6,
+                )
+        for name, pane in (("left", "#left"), ("right", "#right")):
+            widget = self.query_one(pane)
+            widget.set_class(not self._panes[name], "-hidden")
+            widget.styles.width = max(16, min(widths[name], room))
+        self.refresh_bindings()  # the footer names the key of a hidden pane first
+
+    def footer_rank(self, binding) -> float:
+        """Where an app key stands in the footer (ui/widgets/keybar.py)."""
+        pane = {"toggle_left": "left", "toggle_right": "right"}.get(binding.id or "")
+        if pane is not None:  # a hidden pane's key right after help, a shown one's last
+            return len(FOOTER_ORDER) + 1 if self._panes[pane] else 0.5
+        if binding.id in FOOTER_ORDER:
+            return FOOTER_ORDER.index(binding.id)
+        return len(FOOTER_ORDER)
 
     def notify(
         self,
@@ -211,6 +271,12 @@ class SlopApp(App):
             timeout=timeout,
             markup=markup,
         )
+
+    def action_help_quit(self) -> None:
+        """ctrl+c outside an editor: say how to quit (Textual's own notice is markup,
+        and notices here are plain text)."""
+        key = self.key_for("quit", "ctrl+q")
+        self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return app_variable_defaults(self.current_theme)
@@ -303,8 +369,9 @@ class SlopApp(App):
         Not through `App.sub_title`'s own refresh: that repaints the whole screen,
         45-80 ms at 120x40, at every turn's end and status change (bench/tui.py).
         Only the header's title is redrawn."""
-        if text == self.sub_title:
+        if text == self.sub_title and self._drawn_title == self.title:
             return
+        self._drawn_title = self.title
         self.set_reactive(SlopApp.sub_title, text)
         for header in self.query(Header):
             header.query_one(HeaderTitle).update(header.format_title())
@@ -467,31 +534,63 @@ class SlopApp(App):
         await self._tokenizer()
 
     def _status(self, choice, sess) -> str:
-        label = (
-            "DEMO (offline, scripted)"
-            if choice.name == "demo"
-            else f"{choice.name} · {choice.model}"
-        )
-        window = sess.window_size or "all"
+        """The header's line: what the app is doing first (idle, streaming, running
+        tools, retrying in N s, summarizing, compacting), then the session, the
+        provider and model, the window. Shortened to fit the header's width: the
+        words go first, then the app's name, then the end of the line."""
+        self._status_of = (choice, sess)
+        phase = self.phase or "idle"
+        session = self.workspace.session
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
-        phase = f" · {self.phase}" if self.phase else ""
         # Without an OS sandbox every shell command asks first: say so where it is always seen.
         shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
-        return neutralise(
-            f"{self.workspace.session} · {label} · window {window}{lane}{shell}{phase}"
-        )
+        window = sess.window_size or "all"
+        room = max(20, self.size.width - 12)  # the header's icon and margins
+        demo = choice.name == "demo"
+        long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
+        short = "demo" if demo else choice.model
+        for label, win in ((long, "window"), (short, "win")):
+            text = f"{phase} · {session} · {label} · {win} {window}{lane}{shell}"
+            if len(text) + len(self.TITLE) + 3 <= room:
+                self._title_shown(True)
+                return neutralise(text)
+        self._title_shown(False)
+        return neutralise(text)
 
-    def show_banner(self, text: str) -> None:
+    def _title_shown(self, shown: bool) -> None:
+        title = self.TITLE if shown else ""
+        if self.title != title:
+            self.set_reactive(SlopApp.title, title)
+
+    def redraw_status(self) -> None:
+        """The header again, with the phase now (ui/turns.py calls it as it changes)."""
+        if self._status_of is not None and self.workspace is not None and self.is_running:
+            with self._unless_closing():
+                self.show_status(self._status(*self._status_of))
+
+    def show_banner(self, text: str, *, cause: str = "") -> None:
+        """The banner above the conversation ("" hides it). `cause` says what it is
+        about ("turn": a provider's error, "config", "startup"), so it can be cleared
+        when that is gone (`clear_banner`)."""
         self._banner_text = text
+        self._banner_cause = cause if text else ""
         banner = self.query_one("#banner", Static)
         banner.update(f"⚠ {neutralise(text)}  (Esc or click to dismiss)" if text else "")
         banner.set_class(bool(text), "-shown")
 
+    def clear_banner(self, cause: str) -> None:
+        """Hide the banner if it is about `cause` (a new provider or session: "turn")."""
+        if self._banner_text and self._banner_cause == cause:
+            self.show_banner("")
+
     async def show_output(self, command: str, text: str) -> None:
         """A command's result, above the prompt (Esc closes it)."""
         out = self.query_one("#output", VerticalScroll)
+        if not text and not out.has_class("-shown"):
+            return
+        # Line-by-line output (/context show, a STATE) keeps its line breaks.
         await self.query_one("#output-text", Markdown).update(
-            neutralise(f"`{command.strip()}`\n\n{text}") if text else ""
+            keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
         out.scroll_home(animate=False)
@@ -782,14 +881,18 @@ class SlopApp(App):
         self.query_one(ScratchpadEditor).area.focus()
 
     def action_toggle_left(self) -> None:
-        self.query_one("#left").toggle_class("-hidden")
+        self._toggle_pane("left")
 
     def action_toggle_right(self) -> None:
-        self.query_one("#right").toggle_class("-hidden")
+        self._toggle_pane("right")
+
+    def _toggle_pane(self, name: str) -> None:
+        self._panes[name] = not self._panes[name]
+        self.fit_panes(self.size.width, opened=name if self._panes[name] else None)
 
     def _set_side_width(self, step: int) -> None:
-        self._side_width = max(0, min(len(SIDE_WIDTHS) - 1, self._side_width + step))
-        self.query_one("#right").styles.width = SIDE_WIDTHS[self._side_width]
+        self._side_width = max(0, min(len(RIGHT_SHARES) - 1, self._side_width + step))
+        self.fit_panes(self.size.width, opened="right" if self._panes["right"] else None)
 
     def action_side_wider(self) -> None:
         self._set_side_width(+1)

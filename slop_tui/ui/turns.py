@@ -34,7 +34,11 @@ class TurnController:
         self.app = app
         self.orchestrator = None
         self.busy = False
-        self.phase = ""  # "", "streaming", "running tools", "summarizing", "compacting"
+        # What the header says the app is doing: "" (idle), "streaming", "running
+        # tools", "retrying in N s", "summarizing", "compacting" (set_phase).
+        self.phase = ""
+        self._retry_at = 0.0  # loop time of the next attempt while retrying
+        self._retry_timer = None
         self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
 
     # -- commands ----------------------------------------------------------
@@ -52,6 +56,8 @@ class TurnController:
         # The first submit (or command key) builds the tokenizer, in a thread: commands
         # and turns count exactly, and would otherwise build it on the event loop.
         await app._tokenizer()
+        # The panel shows the last command's output: the next line closes it.
+        await app.show_output(text, "")
         result = await dispatch(app.workspace, text)
         if result.quit:
             await app.action_quit()
@@ -76,8 +82,14 @@ class TurnController:
         elif result.revert:
             # A destructive edit is announced with the one key that reverts it.
             app.notify(result.announcement(app.key_for("redo", "/redo")), timeout=10)
+        elif result.changed and result.text and "\n" not in result.text.strip():
+            # An edit's one-line report is a notice that goes away by itself; the panel
+            # above the prompt is for what a command shows (lists, the context, help).
+            app.notify(result.text, timeout=8)
         elif result.text:
             await app.show_output(text, result.text)
+        if result.changed & {"provider", "session"}:
+            app.clear_banner("turn")  # a provider's error does not apply any more
         if result.changed:
             await app.refresh_all(
                 reload_conversation=bool(result.changed & {"history", "session", "window"})
@@ -130,6 +142,30 @@ class TurnController:
 
     # -- turns -------------------------------------------------------------
 
+    def set_phase(self, phase: str) -> None:
+        """Say in the header what the app is doing now (at once, not at the next turn's
+        event); any phase but a retry ends the retry's countdown."""
+        if not phase.startswith("retrying") and self._retry_timer is not None:
+            self._retry_timer.stop()
+            self._retry_timer = None
+        if phase != self.phase:
+            self.phase = phase
+            self.app.redraw_status()
+
+    def _retrying(self, delay: float) -> None:
+        """The provider failed and is tried again in `delay` s: count down in the header."""
+        loop = asyncio.get_running_loop()
+        self._retry_at = loop.time() + delay
+        self.set_phase(f"retrying in {max(0, round(delay))} s")
+        if self._retry_timer is None:
+            self._retry_timer = self.app.set_interval(1.0, self._retry_tick, name="retry")
+
+    def _retry_tick(self) -> None:
+        if not self.phase.startswith("retrying"):
+            return
+        left = max(0, round(self._retry_at - asyncio.get_running_loop().time()))
+        self.set_phase(f"retrying in {left} s")
+
     def _orchestrator(self):
         from slop_tui.orchestrator import Orchestrator
 
@@ -163,7 +199,7 @@ class TurnController:
         orchestrator = self._orchestrator()
         view = app.query_one(ConversationView)
         self.busy = True
-        self.phase = "streaming"
+        self.set_phase("streaming")
         app.show_banner("")
 
         started: list[int] = []
@@ -174,19 +210,21 @@ class TurnController:
                 await view.begin_turn(ev.group_id, text)
                 await app.query_one(GroupList).refresh_from(ws)
             elif isinstance(ev, ToolCallEvent):
-                self.phase = "running tools"
+                self.set_phase("running tools")
             elif isinstance(ev, Notice):
                 app.notify(ev.text, severity="warning", timeout=10)
+                if ev.retry_in is not None:
+                    self._retrying(ev.retry_in)
             elif isinstance(ev, ErrorEvent):
-                app.show_banner(ev.message)
+                app.show_banner(ev.message, cause="turn")
             elif isinstance(ev, BudgetWarning):
                 app.notify(ev.text, severity="warning", timeout=10)
             elif isinstance(ev, Compaction):
                 # Compaction runs in the background after the answer; the input stays usable.
                 await self.compaction_event(ev)
                 return
-            if ev.kind == "text":
-                self.phase = "streaming"
+            if ev.kind in ("text", "thinking"):
+                self.set_phase("streaming")
             await view.on_event(ev)
             if ev.kind in ("tool_result", "usage"):
                 app.show_status(app._status(await ws.provider_choice(), await ws.current()))
@@ -200,7 +238,7 @@ class TurnController:
                 with app._unless_closing():
                     await view.end_turn()
             self.busy = False
-            self.phase = ""
+            self.set_phase("")
             if app.is_running:
                 # The settled answer gets a frame of its own: drawn together with every
                 # side pane, the frame after a reply was the longest of a session
@@ -210,7 +248,8 @@ class TurnController:
                 if started and self.failed_prompt == started[0] and app._banner_text:
                     key = app.key_for("retry", "/retry")
                     app.show_banner(
-                        f"{app._banner_text} · The prompt got no answer: {key} sends it again."
+                        f"{app._banner_text} · The prompt got no answer: {key} sends it again.",
+                        cause="turn",
                     )
 
     async def compaction_event(self, ev) -> None:
@@ -218,9 +257,9 @@ class TurnController:
         if not app.is_running or app.workspace is None:
             return
         if ev.phase == "started":
-            self.phase = "summarizing" if ev.job == "summary" else "compacting"
+            self.set_phase("summarizing" if ev.job == "summary" else "compacting")
         else:
-            self.phase = "streaming" if self.busy else ""
+            self.set_phase("streaming" if self.busy else "")
             if ev.phase == "failed":
                 what = "Summary" if ev.job == "summary" else "Compaction"
                 app.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
