@@ -143,6 +143,7 @@ async def test_side_panes_take_a_share_of_the_width(project):
             strip = groups.render_line(0)
             shown[size[0]] = "".join(segment.text for segment in strip)
     assert widths[200][0] > widths[120][0] and widths[200][1] > widths[120][1]
+
     # Group titles use the width they have: more of the prompt at 200 columns.
     def prefix(line: str) -> int:
         return max(n for n in range(len(LONG_PROMPT) + 1) if LONG_PROMPT[:n] in line)
@@ -305,8 +306,10 @@ async def test_palette_filter_does_not_restyle_until_the_highlight_rests(project
         commands = app.screen.query_one(CommandList)
         await wait_for(
             pilot,
-            lambda: commands.option_count > 0
-            and "solarized" in str(commands.get_option_at_index(0).prompt),
+            lambda: (
+                commands.option_count > 0
+                and "solarized" in str(commands.get_option_at_index(0).prompt)
+            ),
         )
         assert app.theme == theme  # not yet
         await wait_for(pilot, lambda: app.theme != theme, timeout=PREVIEW_REST + 2)
