@@ -1,6 +1,7 @@
 """The workspace app: start-up to a fully shown conversation, key -> frame latency, RSS, widgets.
 
     python bench/tui.py [--quick] [--runs N] [--presses N] [--profile] [--profile-keys] [--keep DIR]
+    python bench/tui.py --palette [--runs N]   # the command palette at 200 commands
 
 Sessions (built once per run in a temporary folder, one ledger, reused by every
 size): an empty session, 2,000 messages (500 groups) and 20,000 messages
@@ -248,7 +249,14 @@ def main() -> None:
         help="also profile the key cases of a 2,000-message session (slow)",
     )
     ap.add_argument("--keep", default="", help="build the ledger in this folder and keep it")
+    ap.add_argument(
+        "--palette", action="store_true", help="only the palette's key -> list (tui_palette.py)"
+    )
     args = ap.parse_args()
+    if args.palette:
+        import tui_palette
+
+        sys.exit(tui_palette.main(args.runs or 5))
     runs = args.runs or (1 if args.quick else 3)
     presses = args.presses or (10 if args.quick else 30)
     pages = 4 if args.quick else 8

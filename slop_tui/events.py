@@ -86,6 +86,7 @@ class UsageEvent(Event):
 @dataclass(frozen=True)
 class Notice(Event):
     text: str = ""
+    retry_in: float | None = None  # seconds until the provider is tried again
     kind: str = "notice"
 
 

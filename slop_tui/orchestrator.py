@@ -710,7 +710,8 @@ class Orchestrator:
             await send(
                 Notice(
                     text=f"{err.message} Retrying in {delay:.0f} s "
-                    f"(attempt {attempt} of {self.retry_policy.max_retries})."
+                    f"(attempt {attempt} of {self.retry_policy.max_retries}).",
+                    retry_in=delay,
                 )
             )
 

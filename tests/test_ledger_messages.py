@@ -450,6 +450,18 @@ async def test_search_history_snippet_shows_the_hit(ledger: Ledger) -> None:
     assert "needle" in hit.snippet and len(hit.snippet) <= 80
 
 
+async def test_search_history_snippet_starts_at_a_word(ledger: Ledger) -> None:
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima"
+    await ledger.append_user("s", f"{words} the needle is here")
+    (hit,) = await ledger.search_history("needle")
+    # 30 characters before the hit fall inside "hotel": the snippet starts at "hotel".
+    assert hit.snippet.startswith("…hotel india") and "needle" in hit.snippet
+    # One unbroken run longer than the reach: the snippet starts after it.
+    await ledger.append_user("t", "z" * 80 + " pin here")
+    (hit,) = await ledger.search_history("pin")
+    assert hit.snippet == "…pin here"
+
+
 async def test_search_history_skips_dropped_rows(ledger: Ledger) -> None:
     gid = await _group(ledger, "s", "secret plan")
     await ledger.set_group_dropped("s", gid, True)

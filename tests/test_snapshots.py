@@ -37,6 +37,9 @@ from tests.fakeserver import wait_for
 
 WIDE = (120, 40)
 NARROW = (80, 24)
+# The main screen, the first-run panel and every dialog are shot at each of these.
+SIZES = {"80x24": NARROW, "120x40": WIDE, "200x50": (200, 50)}
+at_every_size = pytest.mark.parametrize("size", list(SIZES))
 SESSION = "parser-refactor"
 # 2026-01-15 09:00:00 UTC; the fake clock steps a minute per write while preparing.
 EPOCH = 1_768_467_600.0
@@ -418,22 +421,29 @@ def screen_is(name: str) -> Step:
 # -- the main layout ------------------------------------------------------------------
 
 
-def test_main_layout_wide(project, snap_compare):
+@at_every_size
+def test_main_layout(project, snap_compare, size):
+    """Below 110 columns the side panes start hidden and the footer names f7/f8 first."""
     prepare(project)
-    assert snap_compare(project.app(), terminal_size=WIDE, run_before=run())
+    assert snap_compare(project.app(), terminal_size=SIZES[size], run_before=run())
 
 
-def test_main_layout_narrow(project, snap_compare):
+def test_main_layout_narrow_right_pane(project, snap_compare):
+    """f8 at 80x24: the right pane opens (a share of the width, the conversation keeps
+    its minimum), its STATE, scratchpad and preview each scrollable."""
     prepare(project)
-    assert snap_compare(project.app(), terminal_size=NARROW, run_before=run())
+    assert snap_compare(project.app(), terminal_size=NARROW, run_before=run(press("f8")))
 
 
 def test_empty_session_after_first_run(project, snap_compare):
     assert snap_compare(project.app(), terminal_size=WIDE, run_before=run())
 
 
-def test_first_run_screen(project, snap_compare):
-    assert snap_compare(project.app(), terminal_size=WIDE, run_before=run(keep_first_run=True))
+@at_every_size
+def test_first_run_screen(project, snap_compare, size):
+    assert snap_compare(
+        project.app(), terminal_size=SIZES[size], run_before=run(keep_first_run=True)
+    )
 
 
 # -- group marks ----------------------------------------------------------------------
@@ -530,18 +540,20 @@ async def _approval(pilot: Pilot) -> None:
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen))
 
 
-def test_dialog_approval(project, snap_compare):
+@at_every_size
+def test_dialog_approval(project, snap_compare, size):
     prepare(project)
-    assert snap_compare(project.app(), terminal_size=WIDE, run_before=run(_approval))
+    assert snap_compare(project.app(), terminal_size=SIZES[size], run_before=run(_approval))
 
 
-def test_dialog_confirm_empty_trash(project, snap_compare):
+@at_every_size
+def test_dialog_confirm_empty_trash(project, snap_compare, size):
     """The one hard delete asks first: a group moved to the trash (Delete), then
     `/trash empty` typed in the prompt."""
     prepare(project)
     assert snap_compare(
         project.app(),
-        terminal_size=WIDE,
+        terminal_size=SIZES[size],
         run_before=run(
             focus_group(4),
             press("delete"),
@@ -551,20 +563,24 @@ def test_dialog_confirm_empty_trash(project, snap_compare):
     )
 
 
-def test_dialog_provider(project, snap_compare):
+@at_every_size
+def test_dialog_provider(project, snap_compare, size):
     prepare(project)
     assert snap_compare(
         project.app(),
-        terminal_size=WIDE,
+        terminal_size=SIZES[size],
         # gemini highlighted: the notice counts the tool messages it would not see
         run_before=run(press("f4"), screen_is("ProviderScreen"), press("up")),
     )
 
 
-def test_dialog_sessions(project, snap_compare):
+@at_every_size
+def test_dialog_sessions(project, snap_compare, size):
     prepare(project)
     assert snap_compare(
-        project.app(), terminal_size=WIDE, run_before=run(press("f5"), screen_is("SessionScreen"))
+        project.app(),
+        terminal_size=SIZES[size],
+        run_before=run(press("f5"), screen_is("SessionScreen")),
     )
 
 
@@ -572,21 +588,25 @@ async def _search_finished(pilot: Pilot) -> None:
     await wait_for(pilot, lambda: getattr(pilot.app.screen, "searched", None) == "parser")
 
 
-def test_dialog_search(project, snap_compare):
+@at_every_size
+def test_dialog_search(project, snap_compare, size):
     prepare(project)
     assert snap_compare(
         project.app(),
-        terminal_size=WIDE,
+        terminal_size=SIZES[size],
         run_before=run(
             press("f6"), screen_is("SearchScreen"), press(*"parser", "enter"), _search_finished
         ),
     )
 
 
-def test_dialog_help(project, snap_compare):
+@at_every_size
+def test_dialog_help(project, snap_compare, size):
     prepare(project)
     assert snap_compare(
-        project.app(), terminal_size=WIDE, run_before=run(press("f1"), screen_is("HelpScreen"))
+        project.app(),
+        terminal_size=SIZES[size],
+        run_before=run(press("f1"), screen_is("HelpScreen")),
     )
 
 

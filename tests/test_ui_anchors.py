@@ -165,7 +165,8 @@ async def test_state_edit_posts_state_edited():
         assert not pane.editing and pane.state_text == edited[0]
         view = app.query_one("#state-view", Markdown)
         await pilot.pause()
-        assert view.display and view.source.replace("  \n", "\n").rstrip() == edited[0]
+        # The pane's title says STATE: the text's own heading is not drawn a second time.
+        assert view.display and view.source.replace("  \n", "\n").rstrip() == ("- goal: ship\n- be")
 
 
 async def test_state_escape_cancels_only_while_editing():
@@ -185,3 +186,26 @@ async def test_state_escape_cancels_only_while_editing():
 def test_binding_ids():
     assert {b.id for b in StatePane.BINDINGS} == {"state_edit", "state_save", "state_cancel"}
     assert {b.id for b in ScratchpadEditor.BINDINGS} == {"scratchpad_load_model", "scratchpad_save"}
+
+
+async def test_state_pane_scrolls_and_keeps_every_line():
+    """A long STATE scrolls in the pane (keys and wheel), each line on its own row."""
+    lines = [f"Goal line {i}: keep this" for i in range(40)]
+    app = AnchorsApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        pane = app.query_one(StatePane)
+        pane.set_state("### STATE\n" + "\n".join(lines))
+        await pilot.pause()
+        view = app.query_one("#state-view", Markdown)
+        assert view.source.splitlines() == [line + "  " for line in lines]
+        assert pane.max_scroll_y > 0  # taller than the pane
+        pane.focus()
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert pane.scroll_y > 0
+        await pilot.press("home")
+        await pilot.pause()
+        assert pane.scroll_y == 0
+        await pilot.press("down")
+        await pilot.pause()
+        assert pane.scroll_y == 1

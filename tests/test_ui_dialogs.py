@@ -389,8 +389,8 @@ async def test_help_lists_binding_ids_and_commands():
         app.set_keymap({"help": "f2"})
         rows = binding_rows(app)
         assert rows["Everywhere"] == [("help", "f2", "Help"), ("quit", "^q", "Quit")]
-        assert ("approval_allow", "a", "Allow once") in rows["ApprovalScreen"]
-        assert [r[0] for r in rows["SessionScreen"]][:3] == [
+        assert ("approval_allow", "a", "Allow once") in rows["Tool approval dialog"]
+        assert [r[0] for r in rows["Sessions dialog (F5)"]][:3] == [
             "session_new",
             "session_clone",
             "session_remove",

@@ -273,7 +273,7 @@ async def undo(ws, args: str) -> CommandResult:
     "message",
     "list",
     "/message list [N]",
-    "The last N groups (default 10): id, prompt, messages, tokens, status.",
+    "The last N groups (default 10): id, messages, tokens, status, prompt.",
     CAT,
 )
 async def message_list(ws, args: str) -> CommandResult:
@@ -281,10 +281,12 @@ async def message_list(ws, args: str) -> CommandResult:
     groups = await ws.ledger.list_groups(ws.session, n)
     if not groups:
         return ok(f"Session '{ws.session}' has no messages yet.", data=[])
-    lines = ["| group | prompt | messages | tokens | status |", "|---|---|---|---|---|"]
+    # The short columns first and the prompt last: in a narrow pane the prompt wraps
+    # and the numbers keep their headers.
+    lines = ["| group | msgs | tokens | status | prompt |", "|---|---|---|---|---|"]
     for g in groups:
         prompt = snippet(g.prompt, 48).replace("|", "\\|")
-        lines.append(f"| {g.group_id} | {prompt} | {g.messages} | {g.tokens} | {g.status} |")
+        lines.append(f"| {g.group_id} | {g.messages} | {g.tokens} | {g.status} | {prompt} |")
     return ok("\n".join(lines), data=groups)
 
 

@@ -97,6 +97,25 @@ def snippet(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def word_start(text: str, start: int, reach: int = 20) -> int:
+    """`start` moved back to the beginning of the word it falls in (at most `reach`
+    characters back; forward past the word when it is longer): a snippet starts at
+    a word, never inside one."""
+    if start <= 0 or text[start - 1].isspace():
+        return max(0, start)
+    back = start
+    while back > 0 and start - back < reach and not text[back - 1].isspace():
+        back -= 1
+    if back == 0 or text[back - 1].isspace():
+        return back
+    ahead = start
+    while ahead < len(text) and not text[ahead].isspace():
+        ahead += 1
+    while ahead < len(text) and text[ahead].isspace():
+        ahead += 1
+    return ahead if ahead < len(text) else start
+
+
 class HistoryMixin(LedgerBase):
     # -- sessions ----------------------------------------------------------
 
@@ -601,14 +620,14 @@ class HistoryMixin(LedgerBase):
         for r in rows:
             content = r["content"]
             at = content.casefold().find(text.casefold())
-            start = max(0, at - 30) if at >= 0 else 0
+            start = word_start(content, max(0, at - 30)) if at >= 0 else 0
             hits.append(
                 HistoryHit(
                     message_id=r["id"],
                     session=r["session_id"],
                     group_id=r["group_id"],
                     role=r["role"],
-                    snippet=snippet(content[start : start + 200], 80),
+                    snippet=("…" if start else "") + snippet(content[start : start + 200], 79),
                     created_at=r["created_at"],
                 )
             )

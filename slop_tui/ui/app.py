@@ -17,10 +17,9 @@ submit (or when an estimate shows up later), never before the screen is up.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -36,9 +35,8 @@ from textual.widgets import Header, Input, Markdown, Static, TextArea
 from textual.widgets._header import HeaderTitle
 
 from slop_tui.ui.collector import CollectorPacing
-from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.palette import SlopCommands
-from slop_tui.ui.text import neutralise
+from slop_tui.ui.text import keep_lines, neutralise
 from slop_tui.ui.themes import (
     DEFAULT_THEME,
     app_variable_defaults,
@@ -49,6 +47,7 @@ from slop_tui.ui.themes import (
     saved_theme,
     user_themes_dir,
 )
+from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
@@ -74,12 +73,6 @@ def _any_error(rows) -> bool:
     return any(row[5] == "error" for row in rows)  # GroupRow status
 
 
-def _empties_trash(line: str) -> bool:
-    """`/trash empty` typed without `--yes`: the workspace asks instead."""
-    words = line.split()
-    return words[:2] == ["/trash", "empty"] and "--yes" not in words
-
-
 def __getattr__(name: str):
     # The dialogs are imported when first shown, not at start-up; `ApprovalScreen`
     # stays importable from here.
@@ -90,7 +83,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-SIDE_WIDTHS = (32, 40, 52, 64)
+# The layout at any size (docs/usage.md, "The screen at every size"): the side panes
+# take a share of the terminal (never less than their minimum), the conversation keeps
+# MIN_CONVERSATION columns, and a pane that would squeeze it below gives way.
+NARROW = 110  # below this many columns both side panes start hidden
+MIN_CONVERSATION = 44
+SHORT = 32  # below this many rows the gauge leaves out its chart (app.tcss)
+LEFT_SHARE, LEFT_MIN = 0.25, 30
+RIGHT_SHARES, RIGHT_MIN = (0.22, 0.28, 0.36, 0.44), 32  # alt+→ / alt+← step through them
+# The app's keys in the footer, in this order (after the focused widget's own); a
+# hidden pane's key comes right after help, a shown one's at the end.
+FOOTER_ORDER = (
+    "help",
+    "focus_prompt",
+    "focus_groups",
+    "provider_dialog",
+    "session_dialog",
+    "search_history",
+    "retry",
+    "quit",
+)
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see group_selected).
 PROJECTION_REST = 0.25
@@ -115,8 +127,8 @@ class SlopApp(App):
         # TextArea binds f6 (select line) and f7 (select all): without priority these
         # keys did nothing while the prompt, the scratchpad or the STATE editor had focus.
         Binding("f6", "search", "Search", id="search_history", priority=True),
-        Binding("f7", "toggle_left", "Left pane", id="toggle_left", show=False, priority=True),
-        Binding("f8", "toggle_right", "Right pane", id="toggle_right", show=False),
+        Binding("f7", "toggle_left", "Left pane", id="toggle_left", priority=True),
+        Binding("f8", "toggle_right", "Right pane", id="toggle_right"),
         # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
         Binding("ctrl+right,alt+right", "side_wider", "Wider side", id="side_wider", show=False),
         Binding(
@@ -150,17 +162,19 @@ class SlopApp(App):
         self._env = env
         self._blink = blink
         self.workspace = None
-        self.orchestrator = None
         self.startup_error: str | None = None
-        self.busy = False
+        self.turns = TurnController(self)  # commands, turns, approvals (ui/turns.py)
         self.ready = False  # the ledger is open and the panes show it
-        self.phase = ""  # "", "streaming", "tools", "compacting"
         self.collector = CollectorPacing()  # full collections between keys, not during
-        self._side_width = 1
+        self._side_width = 1  # the index in RIGHT_SHARES
+        self._panes = {"left": True, "right": True}  # which side panes the user wants
+        self._narrow: bool | None = None
         self._projection: int | None = None  # the group list's latest Selected.saving
         self._projection_timer: Timer | None = None
-        self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
         self._banner_text = ""
+        self._banner_cause = ""
+        self._status_of = None  # the (provider choice, session) the header last showed
+        self._drawn_title = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -195,13 +209,49 @@ class SlopApp(App):
         yield KeyBar(id="keys")
 
     def on_resize(self, event) -> None:
-        # Below 110 columns the side panes would squeeze the conversation to
-        # nothing: start them hidden (f7/f8 still show them).
-        narrow = event.size.width < 110
-        if narrow != getattr(self, "_narrow", None):
+        # Below NARROW columns both side panes start hidden (f7/f8, named in the footer,
+        # open them); crossing back shows them again.
+        narrow = event.size.width < NARROW
+        if narrow != self._narrow:
             self._narrow = narrow
-            for pane in ("#left", "#right"):
-                self.query_one(pane).set_class(narrow, "-hidden")
+            self._panes = {"left": not narrow, "right": not narrow}
+        self.fit_panes(event.size.width)
+        self.query_one("#right").set_class(event.size.height < SHORT, "-short")
+        self.redraw_status()
+
+    def fit_panes(self, width: int, opened: str | None = None) -> None:
+        """Size and show the side panes for a terminal `width`: each a share of it, the
+        conversation at least MIN_CONVERSATION columns. When both do not fit, the one
+        not just `opened` gives way (the right one on a resize); a lone pane narrows."""
+        widths = {
+            "left": max(LEFT_MIN, round(width * LEFT_SHARE)),
+            "right": max(RIGHT_MIN, round(width * RIGHT_SHARES[self._side_width])),
+        }
+        room = width - MIN_CONVERSATION
+        if self._panes["left"] and self._panes["right"] and sum(widths.values()) > room:
+            gives_way = "left" if opened == "right" else "right"
+            self._panes[gives_way] = False
+            if opened is not None:
+                key = self.key_for(f"toggle_{gives_way}", "")
+                self.notify(
+                    f"The {gives_way} pane gave way: the conversation keeps at least "
+                    f"{MIN_CONVERSATION} columns ({key} brings it back).",
+                    timeout=6,
+                )
+        for name, pane in (("left", "#left"), ("right", "#right")):
+            widget = self.query_one(pane)
+            widget.set_class(not self._panes[name], "-hidden")
+            widget.styles.width = max(16, min(widths[name], room))
+        self.refresh_bindings()  # the footer names the key of a hidden pane first
+
+    def footer_rank(self, binding) -> float:
+        """Where an app key stands in the footer (ui/widgets/keybar.py)."""
+        pane = {"toggle_left": "left", "toggle_right": "right"}.get(binding.id or "")
+        if pane is not None:  # a hidden pane's key right after help, a shown one's last
+            return len(FOOTER_ORDER) + 1 if self._panes[pane] else 0.5
+        if binding.id in FOOTER_ORDER:
+            return FOOTER_ORDER.index(binding.id)
+        return len(FOOTER_ORDER)
 
     def notify(
         self,
@@ -221,6 +271,12 @@ class SlopApp(App):
             timeout=timeout,
             markup=markup,
         )
+
+    def action_help_quit(self) -> None:
+        """ctrl+c outside an editor: say how to quit (Textual's own notice is markup,
+        and notices here are plain text)."""
+        key = self.key_for("quit", "ctrl+q")
+        self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return app_variable_defaults(self.current_theme)
@@ -315,8 +371,9 @@ class SlopApp(App):
         Not through `App.sub_title`'s own refresh: that repaints the whole screen,
         45-80 ms at 120x40, at every turn's end and status change (bench/tui.py).
         Only the header's title is redrawn."""
-        if text == self.sub_title:
+        if text == self.sub_title and self._drawn_title == self.title:
             return
+        self._drawn_title = self.title
         self.set_reactive(SlopApp.sub_title, text)
         for header in self.query(Header):
             header.query_one(HeaderTitle).update(header.format_title())
@@ -423,8 +480,8 @@ class SlopApp(App):
                 pad.external_update(sess.scratchpad)
             self._show_context(*context)
             newest_failed = failed[0] if failed else None
-            if newest_failed != self.failed_prompt:
-                self.failed_prompt = newest_failed
+            if newest_failed != self.turns.failed_prompt:
+                self.turns.failed_prompt = newest_failed
                 self.refresh_bindings()  # the footer shows ctrl+r only while there is one
 
     async def refresh_context(self, choice=None) -> None:
@@ -479,31 +536,63 @@ class SlopApp(App):
         await self._tokenizer()
 
     def _status(self, choice, sess) -> str:
-        label = (
-            "DEMO (offline, scripted)"
-            if choice.name == "demo"
-            else f"{choice.name} · {choice.model}"
-        )
-        window = sess.window_size or "all"
+        """The header's line: what the app is doing first (idle, streaming, running
+        tools, retrying in N s, summarizing, compacting), then the session, the
+        provider and model, the window. Shortened to fit the header's width: the
+        words go first, then the app's name, then the end of the line."""
+        self._status_of = (choice, sess)
+        phase = self.phase or "idle"
+        session = self.workspace.session
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
-        phase = f" · {self.phase}" if self.phase else ""
         # Without an OS sandbox every shell command asks first: say so where it is always seen.
         shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
-        return neutralise(
-            f"{self.workspace.session} · {label} · window {window}{lane}{shell}{phase}"
-        )
+        window = sess.window_size or "all"
+        room = max(20, self.size.width - 12)  # the header's icon and margins
+        demo = choice.name == "demo"
+        long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
+        short = "demo" if demo else choice.model
+        for label, win in ((long, "window"), (short, "win")):
+            text = f"{phase} · {session} · {label} · {win} {window}{lane}{shell}"
+            if len(text) + len(self.TITLE) + 3 <= room:
+                self._title_shown(True)
+                return neutralise(text)
+        self._title_shown(False)
+        return neutralise(text)
 
-    def show_banner(self, text: str) -> None:
+    def _title_shown(self, shown: bool) -> None:
+        title = self.TITLE if shown else ""
+        if self.title != title:
+            self.set_reactive(SlopApp.title, title)
+
+    def redraw_status(self) -> None:
+        """The header again, with the phase now (ui/turns.py calls it as it changes)."""
+        if self._status_of is not None and self.workspace is not None and self.is_running:
+            with self._unless_closing():
+                self.show_status(self._status(*self._status_of))
+
+    def show_banner(self, text: str, *, cause: str = "") -> None:
+        """The banner above the conversation ("" hides it). `cause` says what it is
+        about ("turn": a provider's error, "config", "startup"), so it can be cleared
+        when that is gone (`clear_banner`)."""
         self._banner_text = text
+        self._banner_cause = cause if text else ""
         banner = self.query_one("#banner", Static)
         banner.update(f"⚠ {neutralise(text)}  (Esc or click to dismiss)" if text else "")
         banner.set_class(bool(text), "-shown")
 
+    def clear_banner(self, cause: str) -> None:
+        """Hide the banner if it is about `cause` (a new provider or session: "turn")."""
+        if self._banner_text and self._banner_cause == cause:
+            self.show_banner("")
+
     async def show_output(self, command: str, text: str) -> None:
         """A command's result, above the prompt (Esc closes it)."""
         out = self.query_one("#output", VerticalScroll)
+        if not text and not out.has_class("-shown"):
+            return
+        # Line-by-line output (/context show, a STATE) keeps its line breaks.
         await self.query_one("#output-text", Markdown).update(
-            neutralise(f"`{command.strip()}`\n\n{text}") if text else ""
+            keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
         out.scroll_home(animate=False)
@@ -515,49 +604,8 @@ class SlopApp(App):
     # -- commands and prompts ------------------------------------------
 
     async def run_command(self, text: str) -> None:
-        """Run a line exactly as if it was typed in the prompt."""
-        from slop_tui.commands import dispatch
-
-        if self.workspace is None:
-            return
-        if _empties_trash(text):
-            self._confirm_empty_trash()  # the one hard delete asks first
-            return
-        # The first submit (or command key) builds the tokenizer, in a thread: commands
-        # and turns count exactly, and would otherwise build it on the event loop.
-        await self._tokenizer()
-        result = await dispatch(self.workspace, text)
-        if result.quit:
-            await self.action_quit()
-            return
-        if result.send is not None:
-            if self.busy:
-                self.notify("A turn is running; Esc cancels it.", severity="warning")
-                return
-            self.run_turn(result.send)
-            if result.changed:
-                await self.refresh_all(reload_conversation=True)
-            return
-        if (
-            not result.ok
-            and result.error_kind == "exists"
-            and not text.rstrip().endswith("--force")
-        ):
-            # A file the command would overwrite (an export): ask, never overwrite silently.
-            self._confirm_overwrite(text, str(result.data))
-        elif not result.ok:
-            self.notify(result.text, severity="error", timeout=10)
-        elif result.revert:
-            # A destructive edit is announced with the one key that reverts it.
-            self.notify(result.announcement(self.key_for("redo", "/redo")), timeout=10)
-        elif result.text:
-            await self.show_output(text, result.text)
-        if result.changed:
-            await self.refresh_all(
-                reload_conversation=bool(result.changed & {"history", "session", "window"})
-            )
-        if result.changed & {"history", "window"}:
-            self._upkeep()
+        """Run a line exactly as if it was typed in the prompt (ui/turns.py)."""
+        await self.turns.run_command(text)
 
     def key_for(self, binding_id: str, default: str) -> str:
         """The (first) key of the app binding with this id, as remapped by `[keymap]`,
@@ -566,27 +614,6 @@ class SlopApp(App):
             if active.binding.id == binding_id:
                 return key
         return default
-
-    @work(group="dialogs")
-    async def _confirm_empty_trash(self) -> None:
-        from slop_tui.commands.base import plural
-        from slop_tui.ui.screens.dialogs import ConfirmScreen
-
-        entries = await self.workspace.ledger.trash()
-        if not entries:
-            self.notify("The trash is empty.")
-            return
-        count = sum(e.messages for e in entries)
-        if await self.push_screen_wait(
-            ConfirmScreen(
-                f"Delete everything in the trash ({plural(len(entries), 'entry', 'entries')}, "
-                f"{plural(count, 'message')}) for good?",
-                "This is the one edit that cannot be taken back.",
-                yes="Delete",
-                no="Keep",
-            )
-        ):
-            await self.run_command("/trash empty --yes")
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
@@ -625,7 +652,7 @@ class SlopApp(App):
             ("Undo the last group", "/undo (to the trash)", self.action_undo),
             ("Redo", "/redo: bring back what was last taken away", self.action_redo),
             ("Show the trash", "/trash list", partial(self.run_command, "/trash list")),
-            ("Empty the trash…", "Asks first: the one hard delete", self._confirm_empty_trash),
+            ("Empty the trash…", "Asks first: the one hard delete", self.turns.confirm_empty_trash),
             ("Switch provider or model…", "Provider dialog", self.action_provider),
             ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
             ("Search history…", "Across all sessions", self.action_search),
@@ -647,100 +674,33 @@ class SlopApp(App):
             ("Help", "Every key and command", self.action_help),
         ]
 
-    # -- turns -----------------------------------------------------------
+    # -- turns (ui/turns.py) ------------------------------------------------
 
-    @work(exclusive=True, group="turn")
-    async def run_turn(self, text: str) -> None:
-        from slop_tui.orchestrator import (
-            BudgetWarning,
-            Compaction,
-            ErrorEvent,
-            Notice,
-            Orchestrator,
-            ToolCallEvent,
-            TurnStarted,
-        )
+    def run_turn(self, text: str):
+        return self.turns.run_turn(text)
 
-        ws = self.workspace
-        await self._tokenizer()  # the turn counts what it writes: not on the event loop
-        if self.orchestrator is None:
-            self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.ask_approval
-            )
-        view = self.query_one(ConversationView)
-        self.busy = True
-        self.phase = "streaming"
-        self.show_banner("")
+    async def ask_approval(self, call) -> str:
+        return await self.turns.ask_approval(call)
 
-        started: list[int] = []
+    @property
+    def busy(self) -> bool:
+        return self.turns.busy
 
-        async def on_event(ev) -> None:
-            if isinstance(ev, TurnStarted):
-                started.append(ev.group_id)
-                await view.begin_turn(ev.group_id, text)
-                await self.query_one(GroupList).refresh_from(ws)
-            elif isinstance(ev, ToolCallEvent):
-                self.phase = "running tools"
-            elif isinstance(ev, Notice):
-                self.notify(ev.text, severity="warning", timeout=10)
-            elif isinstance(ev, ErrorEvent):
-                self.show_banner(ev.message)
-            elif isinstance(ev, BudgetWarning):
-                self.notify(ev.text, severity="warning", timeout=10)
-            elif isinstance(ev, Compaction):
-                # Compaction runs in the background after the answer; the input stays usable.
-                await self._compaction_event(ev)
-                return
-            if ev.kind == "text":
-                self.phase = "streaming"
-            await view.on_event(ev)
-            if ev.kind in ("tool_result", "usage"):
-                self.show_status(self._status(await ws.provider_choice(), await ws.current()))
+    @property
+    def phase(self) -> str:
+        return self.turns.phase
 
-        try:
-            await self.orchestrator.run_turn(text, on_event)
-        finally:
-            # ctrl+q mid-turn cancels this worker while the panes are taken down: the
-            # orchestrator keeps the partial answer; settling the view would fail.
-            if self.is_running:
-                with self._unless_closing():
-                    await view.end_turn()
-            self.busy = False
-            self.phase = ""
-            if self.is_running:
-                # The settled answer gets a frame of its own: drawn together with every
-                # side pane, the frame after a reply was the longest of a session
-                # (30-40 ms) and a key typed then waited for all of it.
-                await frame_drawn(self, timeout=0.1)
-                await self.refresh_all()
-                if started and self.failed_prompt == started[0] and self._banner_text:
-                    key = self.key_for("retry", "/retry")
-                    self.show_banner(
-                        f"{self._banner_text} · The prompt got no answer: {key} sends it again."
-                    )
+    @property
+    def failed_prompt(self) -> int | None:
+        return self.turns.failed_prompt
 
-    async def _compaction_event(self, ev) -> None:
-        if not self.is_running or self.workspace is None:
-            return
-        if ev.phase == "started":
-            self.phase = "summarizing" if ev.job == "summary" else "compacting"
-        else:
-            self.phase = "streaming" if self.busy else ""
-            if ev.phase == "failed":
-                what = "Summary" if ev.job == "summary" else "Compaction"
-                self.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
-            elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
-                # Routine lane-summary rolls stay quiet (the header shows "compacting").
-                self.notify(
-                    f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
-                    "(/context log; /context uncompact restores).",
-                    timeout=6,
-                )
-            with self._unless_closing():
-                await self.refresh_all(reload_conversation=False)
-        with self._unless_closing():
-            choice = await self.workspace.provider_choice()
-            self.show_status(self._status(choice, await self.workspace.current()))
+    @property
+    def orchestrator(self):
+        return self.turns.orchestrator
+
+    @orchestrator.setter
+    def orchestrator(self, orchestrator) -> None:
+        self.turns.orchestrator = orchestrator
 
     def action_trust_project(self) -> None:
         self._trust_project()
@@ -779,45 +739,13 @@ class SlopApp(App):
         config = load_config(db=self._db, cwd=self._cwd, env=self._env)
         ws.config = config
         ws._sandbox = None  # [tools] sandbox / shell_network may have changed
-        if self.orchestrator is not None:
-            self.orchestrator.approve = config.approve
+        if self.turns.orchestrator is not None:
+            self.turns.orchestrator.approve = config.approve
         self.show_banner("")
         await self.refresh_all()
 
-    @work(group="upkeep")
-    async def _upkeep(self) -> None:
-        """After an edit of the history: the summaries it took out of date are made again
-        in the background (the header shows it), as after a turn."""
-        from slop_tui.orchestrator import Orchestrator
-
-        ws = self.workspace
-        if ws is None or self.busy:
-            return
-        if self.orchestrator is None:
-            self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.ask_approval
-            )
-        await self.orchestrator.upkeep(self._compaction_event)
-
-    async def ask_approval(self, call) -> str:
-        from slop_tui.tools.approval import session_allow_applies
-        from slop_tui.ui.screens.dialogs import ApprovalScreen
-
-        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        sandboxed = self.workspace.sandbox.available
-        session = session_allow_applies(call.name, sandboxed=sandboxed)
-        dialog = ApprovalScreen(call.name, args, session_option=session)
-        try:
-            return await self.push_screen_wait(dialog)
-        except asyncio.CancelledError:
-            # The turn ended (its deadline passed) while the question was open: close it.
-            if self.screen is dialog:
-                dialog.dismiss("deny")
-            raise
-
     def action_cancel_turn(self) -> None:
-        if self.busy:
-            self.workers.cancel_group(self, "turn")
+        if self.turns.cancel():
             self.notify("Turn cancelled; the partial answer is kept as interrupted.")
         elif self.query_one("#output").has_class("-shown"):
             self.query_one("#output").remove_class("-shown")
@@ -835,22 +763,6 @@ class SlopApp(App):
     async def remove_requested(self, event: GroupList.RemoveRequested) -> None:
         # To the trash at once: the announcement names the key that brings it back.
         await self.run_command(f"/message remove {event.group_id}")
-
-    @work(group="dialogs")
-    async def _confirm_overwrite(self, line: str, path: str) -> None:
-        from slop_tui.ui.screens.dialogs import ConfirmScreen
-
-        if await self.push_screen_wait(
-            ConfirmScreen(
-                f"{path} already exists. Overwrite it?",
-                "Its current content is replaced and cannot be restored.",
-                yes="Overwrite",
-                no="Keep it",
-            )
-        ):
-            await self.run_command(f"{line} --force")
-        else:
-            self.notify(f"Kept {path}; nothing was written.", timeout=6)
 
     @on(GroupList.ShowRequested)
     async def show_requested(self, event: GroupList.ShowRequested) -> None:
@@ -971,14 +883,18 @@ class SlopApp(App):
         self.query_one(ScratchpadEditor).area.focus()
 
     def action_toggle_left(self) -> None:
-        self.query_one("#left").toggle_class("-hidden")
+        self._toggle_pane("left")
 
     def action_toggle_right(self) -> None:
-        self.query_one("#right").toggle_class("-hidden")
+        self._toggle_pane("right")
+
+    def _toggle_pane(self, name: str) -> None:
+        self._panes[name] = not self._panes[name]
+        self.fit_panes(self.size.width, opened=name if self._panes[name] else None)
 
     def _set_side_width(self, step: int) -> None:
-        self._side_width = max(0, min(len(SIDE_WIDTHS) - 1, self._side_width + step))
-        self.query_one("#right").styles.width = SIDE_WIDTHS[self._side_width]
+        self._side_width = max(0, min(len(RIGHT_SHARES) - 1, self._side_width + step))
+        self.fit_panes(self.size.width, opened="right" if self._panes["right"] else None)
 
     def action_side_wider(self) -> None:
         self._set_side_width(+1)
@@ -1118,16 +1034,8 @@ class SlopApp(App):
         ws = self.workspace
         if ws is None:
             return
-        # A turn still running (ctrl+q mid-reply) is cancelled and stores its partial
-        # answer as interrupted; the ledger must stay open until it has.
-        turns = [w for w in self.workers if w.group == "turn" and not w.is_finished]
-        if turns:
-            self.workers.cancel_group(self, "turn")
-            for worker in turns:
-                with suppress(Exception):
-                    await worker.wait()
-        if self.orchestrator is not None:
-            await self.orchestrator.aclose()
+        # The ledger stays open until a running turn has stored its partial answer.
+        await self.turns.close()
         await ws.close()
 
 

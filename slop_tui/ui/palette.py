@@ -19,8 +19,9 @@ contract; any of them may be `async`):
 Importing this module does not import the command table (that costs
 ~0.4 s); the first palette opening does.
 
-Highlighting a "Theme: <name>" entry previews it at once; closing the
-palette without choosing a theme restores the theme it opened with.
+Highlighting a "Theme: <name>" entry previews it once the highlight rests
+(PREVIEW_REST); closing the palette without choosing a theme restores the
+theme it opened with.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ from typing import TYPE_CHECKING, Any
 from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
 from textual.widgets.option_list import OptionDoesNotExist
 
+from slop_tui.ui.text import literal
+
 if TYPE_CHECKING:
     from slop_tui.commands import Command
 
 THEME_PREFIX = "Theme: "
+PREVIEW_REST = 0.3  # seconds the highlight rests on a theme before it is shown
 
 
 def needs_arguments(cmd: Command) -> bool:
@@ -123,8 +127,19 @@ class SlopCommands(Provider):
             )
         return entries
 
+    _preview_timer = None
+
     def _preview(self, index: int | None) -> None:
+        """Show the highlighted theme once the highlight rests (PREVIEW_REST): a theme
+        switch restyles the whole app (~200 ms), and the filter moves the highlight
+        under every key ("z" puts "Theme: solarized-dark" first)."""
+        if self._preview_timer is not None:
+            self._preview_timer.stop()
+        self._preview_timer = self.app.set_timer(PREVIEW_REST, partial(self._show_preview, index))
+
+    def _show_preview(self, index: int | None) -> None:
         """Show the highlighted theme; leaving the theme entries restores the original."""
+        self._preview_timer = None
         if index is None or self.theme_chosen:
             return
         palette = self.app.screen
@@ -143,22 +158,50 @@ class SlopCommands(Provider):
             self.app.theme = self.original_theme
 
     async def shutdown(self) -> None:
+        if self._preview_timer is not None:
+            self._preview_timer.stop()
         if self._previewing and not self.theme_chosen:
             self.app.theme = self.original_theme
 
     async def discover(self) -> Hits:
         for entry in self.entries:
-            yield DiscoveryHit(entry.title, entry.callback, text=entry.title, help=entry.help)
+            # Titles and help are command text (`/export markdown|json [PATH]`): shown as
+            # typed, never parsed as markup (ui/text.py).
+            yield DiscoveryHit(
+                literal(entry.title), entry.callback, text=entry.title, help=literal(entry.help)
+            )
 
     async def search(self, query: str) -> Hits:
+        """Titles by Textual's fuzzy match; the help text by its words ("quit" finds
+        /exit). The fuzzy match tries every placement of the query's letters: on a
+        long help text that took seconds per key, so help is matched word by word."""
         matcher = self.matcher(query)
+        fuzzy = matcher.fuzzy_search
+        lowered = query.lower()
+        words = lowered.split()
         for entry in self.entries:
-            score = matcher.match(entry.title)
+            score, offsets = (0.0, ())
+            if _in_order(lowered, entry.title.lower()):
+                score, offsets = fuzzy.match(query, entry.title)
+            display = literal(entry.title)
             if score > 0:
-                display = matcher.highlight(entry.title)
-            else:
-                # Aliases and plain words live in the help text ("quit" finds /exit).
-                score = matcher.match(entry.help) * 0.5
-                display = entry.title
+                for offset in offsets:
+                    display = display.stylize(matcher.match_style, offset, offset + 1)
+            elif words and all(word in entry.help.lower() for word in words):
+                score = 0.5 * len(lowered)
             if score > 0:
-                yield Hit(score, display, entry.callback, text=entry.title, help=entry.help)
+                yield Hit(
+                    score, display, entry.callback, text=entry.title, help=literal(entry.help)
+                )
+
+
+def _in_order(query: str, text: str) -> bool:
+    """Every letter of `query` appears in `text`, in order (what a fuzzy match needs)."""
+    index = 0
+    for letter in query:
+        if letter == " ":
+            continue
+        index = text.find(letter, index) + 1
+        if not index:
+            return False
+    return True

@@ -1,6 +1,74 @@
-"""The TUI's view of the one neutraliser (`slop_tui/safe_text.py`, headless: the
-command line uses it too)."""
+"""How the TUI shows text it did not write: the one place that makes user, model and
+command text inert.
+
+`neutralise` (the headless `slop_tui/safe_text.py`; the command line uses it too)
+turns control characters into visible symbols. `literal` makes the result a
+`Content` that Textual never parses as markup, so `[PATH]`, `[N]` or `[/x]` in a
+command's usage, a notice or a pane show as typed. `escape_markup` is for the
+few Textual APIs that take only a markup string. `keep_lines` makes a Markdown
+renderer keep the line breaks of line-by-line text (STATE, `/context show`).
+"""
+
+from textual.content import Content
 
 from slop_tui.safe_text import UNSAFE_CODEPOINTS, has_unsafe, neutralise, neutralise_cells
 
-__all__ = ["UNSAFE_CODEPOINTS", "has_unsafe", "neutralise", "neutralise_cells"]
+
+def literal(text: str, style: str = "") -> Content:
+    """Untrusted text as Content: controls neutralised, never read as markup."""
+    return Content.styled(neutralise(text), style) if style else Content(neutralise(text))
+
+
+def escape_markup(text: str) -> str:
+    """Untrusted text for an API that parses markup: controls neutralised, `[` escaped."""
+    # Every `[`: Textual's own `escape` leaves `[N]` and `[PATH]` alone, and its
+    # parser then drops them as tags. A backslash escapes only the `[` right after it.
+    return neutralise(text).replace("[", "\\[")
+
+
+def keep_lines(text: str) -> str:
+    """Markdown joins consecutive lines into one paragraph; a hard break (two trailing
+    spaces) keeps each line of line-by-line text on its own row. Fenced code and
+    table rows are left as they are."""
+    out: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        plain = line.strip() and not fenced and not line.lstrip().startswith("|")
+        out.append(line + "  " if plain else line)
+    return "\n".join(out)
+
+
+def keep_state_lines(text: str) -> str:
+    """`keep_lines` for the `### STATE` section of an answer only (from its heading to
+    the next heading): the model writes STATE line by line; the rest is prose."""
+    out: list[str] = []
+    section: list[str] = []
+    in_state = False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if in_state:
+                out.append(keep_lines("\n".join(section)))
+                section = []
+            in_state = line.lstrip("#").strip().upper() == "STATE"
+            out.append(line)
+        elif in_state:
+            section.append(line)
+        else:
+            out.append(line)
+    if in_state:
+        out.append(keep_lines("\n".join(section)))
+    return "\n".join(out)
+
+
+__all__ = [
+    "UNSAFE_CODEPOINTS",
+    "escape_markup",
+    "has_unsafe",
+    "keep_lines",
+    "keep_state_lines",
+    "literal",
+    "neutralise",
+    "neutralise_cells",
+]

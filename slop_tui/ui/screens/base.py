@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from rich.text import Text
 from textual import events
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import OptionList
 
@@ -53,13 +54,18 @@ class PickList(OptionList):
             self.action_select()
 
 
+class DialogBox(VerticalScroll, can_focus=False):
+    """A dialog's box: as tall as its content up to the screen's limit, then it
+    scrolls (at 80x24 no dialog is cut off); not a focus stop of its own."""
+
+
 class Dialog(ModalScreen[T]):
-    """A centred box with a title line and a row of buttons."""
+    """A centred box (`DialogBox`, id "dialog") with a title line and a row of buttons."""
 
     DEFAULT_CSS = """
     Dialog { align: center middle; }
     Dialog > #dialog {
-        width: 84; max-width: 95%; height: auto; max-height: 90%;
+        width: 84; max-width: 95%; height: auto; max-height: 95%;
         border: thick $primary; background: $surface; padding: 1 2;
     }
     Dialog .dialog-title { text-style: bold; margin-bottom: 1; }
@@ -74,4 +80,4 @@ class Dialog(ModalScreen[T]):
     """
 
 
-__all__ = ["Dialog", "PickList", "neutralise", "option_row", "plain"]
+__all__ = ["Dialog", "DialogBox", "PickList", "neutralise", "option_row", "plain"]

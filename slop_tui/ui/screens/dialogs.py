@@ -16,13 +16,13 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from slop_tui.context.plan import LABEL_OTHER_PROVIDER
 from slop_tui.records import SessionSummary
-from slop_tui.ui.screens.base import Dialog, PickList, neutralise, option_row, plain
+from slop_tui.ui.screens.base import Dialog, DialogBox, PickList, neutralise, option_row, plain
 
 # name, kind, model, endpoint
 ProviderRow = tuple[str, str, str, str]
@@ -88,7 +88,7 @@ class ApprovalScreen(Dialog[str]):
         self._armed_at = float("inf")  # set when shown
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with DialogBox(id="dialog"):
             title = Text("The model wants to run ")
             title.append_text(plain(self.tool_name, "bold"))
             yield Static(title, classes="dialog-title", id="approval-title")
@@ -168,7 +168,7 @@ class ConfirmScreen(Dialog[bool]):
         self._armed_at = float("inf")  # set when shown
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with DialogBox(id="dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
             if self.body:
                 yield Static(plain(self.body))
@@ -238,7 +238,7 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         self.hidden_counts = dict(hidden_counts or {})
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with DialogBox(id="dialog"):
             yield Static("Provider and model", classes="dialog-title")
             yield PickList(*[self._option(row) for row in self.choices], id="providers")
             with Horizontal(classes="dialog-field"):
@@ -381,7 +381,7 @@ class SessionScreen(Dialog[SessionAction | None]):
         return [s.name for s in self.sessions]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with DialogBox(id="dialog"):
             yield Static("Sessions", classes="dialog-title")
             yield PickList(*[self._option(s) for s in self.sessions], id="sessions")
             with Horizontal(classes="dialog-field"):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown
+
+from slop_tui.ui.screens.base import DialogBox
 
 FIRST_RUN = """\
 # Welcome to slop-tui
@@ -36,16 +38,21 @@ class FirstRunScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,enter", "dismiss_screen", "Try the demo", id="firstrun_close")]
     DEFAULT_CSS = """
     FirstRunScreen { align: center middle; }
-    FirstRunScreen > Vertical { width: 84; height: auto; max-height: 90%;
+    FirstRunScreen > DialogBox { width: 84; max-width: 95%; height: auto; max-height: 95%;
         border: thick $primary; background: $surface; padding: 1 2; }
     FirstRunScreen Horizontal { height: auto; align-horizontal: right; }
     """
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with DialogBox():  # scrolls when the screen is shorter than the text
             yield Markdown(FIRST_RUN)
             with Horizontal():
                 yield Button("Try the demo", id="demo", variant="primary")
+
+    def on_mount(self) -> None:
+        # Focusing the button scrolled a short screen's box to its end: start at the top.
+        box = self.query_one(DialogBox)
+        self.call_after_refresh(box.scroll_home, animate=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)

@@ -7,6 +7,7 @@ cannot drift from what the keys do. A binding shows up when it has an `id`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from rich.markdown import Markdown as RichMarkdown
@@ -35,8 +36,34 @@ def _class_bindings(cls: type) -> list[list[Binding]]:
     return list(found.values())
 
 
+# What each part of the screen is called in the help; a class may set HELP_TITLE.
+HELP_TITLES = {
+    "GroupList": "Groups pane",
+    "SessionList": "Sessions pane",
+    "ConversationView": "Conversation",
+    "GroupBlock": "A group in the conversation",
+    "AnswerBlock": "An answer in the conversation",
+    "LiveAnswer": "The answer being written",
+    "ToolBlock": "A tool call in the conversation",
+    "PromptArea": "Prompt",
+    "StatePane": "STATE pane",
+    "ScratchpadEditor": "Scratchpad",
+    "ContextPreview": "Context preview",
+    "ApprovalScreen": "Tool approval dialog",
+    "ConfirmScreen": "Confirmation dialog",
+    "ProviderScreen": "Provider dialog (F4)",
+    "SessionScreen": "Sessions dialog (F5)",
+    "SearchScreen": "Search dialog (F6)",
+}
+
+
 def _group_title(cls: type) -> str:
-    return getattr(cls, "HELP_TITLE", None) or cls.__name__
+    """A human name: HELP_TITLE, the table above, else the class name as words."""
+    title = getattr(cls, "HELP_TITLE", None) or HELP_TITLES.get(cls.__name__)
+    if title:
+        return title
+    words = re.findall(r"[A-Z][a-z0-9]*|[a-z0-9]+", cls.__name__)
+    return " ".join([words[0], *(w.lower() for w in words[1:])]) if words else cls.__name__
 
 
 def binding_rows(

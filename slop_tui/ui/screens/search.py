@@ -12,13 +12,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from slop_tui.records import HistoryHit
-from slop_tui.ui.screens.base import Dialog, PickList, neutralise, plain
+from slop_tui.ui.screens.base import Dialog, DialogBox, PickList, neutralise, plain
 
 SearchResult = tuple[str, int | None]
 
@@ -62,7 +62,7 @@ class SearchScreen(Dialog[SearchResult | None]):
         self._debounce_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with DialogBox(id="dialog"):
             yield Static("Search the history of every session", classes="dialog-title")
             yield Input(self.initial_query, id="query", placeholder="text to find")
             yield Static(

@@ -13,12 +13,13 @@ from typing import ClassVar
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import ScrollableContainer
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Markdown, Static, TextArea
 
-from slop_tui.ui.text import neutralise
+from slop_tui.ui.text import keep_lines, neutralise
 from slop_tui.ui.widgets.editor import SafeTextArea
 
 SCRATCHPAD_DEBOUNCE = 0.8  # seconds of quiet before the scratchpad is saved
@@ -43,16 +44,19 @@ def _replace_all(area: TextArea, text: str) -> None:
     area.cursor_location = (row, min(column, len(area.document[row])))
 
 
-def _keep_lines(text: str) -> str:
-    """STATE is written line by line (Goal:, Context:, ...); Markdown would join them.
-    The model wrote it: controls are neutralised before Markdown draws it."""
-    return "\n".join(
-        line + "  " if line.strip() else line for line in neutralise(text).splitlines()
-    )
+def _state_view(text: str) -> str:
+    """The STATE as the pane draws it: the model wrote it, so controls are neutralised;
+    each line kept on its own row (Goal:, Context:, ...); its own `### STATE` heading
+    left out (the pane's title says it)."""
+    lines = neutralise(text).splitlines()
+    if lines and lines[0].lstrip("#").strip().upper() == "STATE" and lines[0].startswith("#"):
+        lines = lines[1:]
+    return keep_lines("\n".join(lines).strip("\n")) or EMPTY_STATE
 
 
-class StatePane(Widget, can_focus=True):
-    """The `### STATE` anchor as Markdown; `e` edits it, ctrl+s saves, escape cancels.
+class StatePane(ScrollableContainer, can_focus=True):
+    """The `### STATE` anchor as Markdown, scrolled by the wheel and the arrow and page
+    keys; `e` edits it, ctrl+s saves, escape cancels.
 
     Saving posts `StateEdited(text)`; the app stores it as a new STATE version.
     """
@@ -64,8 +68,9 @@ class StatePane(Widget, can_focus=True):
     ]
 
     DEFAULT_CSS = """
-    StatePane { height: auto; max-height: 50%; }
+    StatePane { height: 1fr; min-height: 3; overflow-y: auto; }
     StatePane #state-view { height: auto; margin: 0; padding: 0 1; }
+    StatePane #state-view > MarkdownHeader { margin: 0; }
     StatePane #state-editor { height: auto; min-height: 6; max-height: 20; display: none; }
     StatePane #state-hint { color: $text-muted; padding: 0 1; display: none; }
     StatePane.-editing #state-view { display: none; }
@@ -97,7 +102,7 @@ class StatePane(Widget, can_focus=True):
         self.changed_while_editing = False
 
     def compose(self) -> ComposeResult:
-        yield Markdown(_keep_lines(self.state_text) or EMPTY_STATE, id="state-view")
+        yield Markdown(_state_view(self.state_text), id="state-view")
         yield SafeTextArea("", id="state-editor", language="markdown", soft_wrap=True)
         yield Static("ctrl+s saves a new STATE version · escape cancels", id="state-hint")
 
@@ -118,7 +123,7 @@ class StatePane(Widget, can_focus=True):
                 "· escape shows the new one"
             )
         else:
-            self.query_one(Markdown).update(_keep_lines(text) or EMPTY_STATE)
+            self.query_one(Markdown).update(_state_view(text))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Outside the editor, escape and ctrl+s belong to the app (cancel the turn, ...).
@@ -151,7 +156,7 @@ class StatePane(Widget, can_focus=True):
     def _leave_editor(self) -> None:
         self.remove_class("-editing")
         self.refresh_bindings()
-        self.query_one(Markdown).update(_keep_lines(self.state_text) or EMPTY_STATE)
+        self.query_one(Markdown).update(_state_view(self.state_text))
         self.focus()
 
 

@@ -63,7 +63,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.ui.numbers import compact_tokens
-from slop_tui.ui.text import neutralise
+from slop_tui.ui.text import keep_state_lines, neutralise
 
 if TYPE_CHECKING:
     pass
@@ -207,7 +207,8 @@ class AnswerBlock(RenderedLines, can_focus=True):
         self.source = source
         self.status = status
         self.message_id = message_id
-        self.shown = clip(neutralise(source), ANSWER_CHARS)
+        # The STATE section keeps its line breaks (Goal:, Context:, … one per row).
+        self.shown = keep_state_lines(clip(neutralise(source), ANSWER_CHARS))
         self._lines: tuple[int, str, list[Strip]] | None = None  # width, look, lines
 
     def _note(self) -> str:
@@ -643,6 +644,8 @@ class GroupBlock(Vertical, can_focus=True):
     GroupBlock.-live > .group-header { color: $text-accent; }
     """
 
+    ordinal = 0  # the group's place in its session, from 1; 0 while not known
+
     def __init__(self, group_id: int | None, prompt: str, *, live: bool = False) -> None:
         super().__init__(classes="-live" if live else "")
         self.group_id = group_id
@@ -726,8 +729,10 @@ class GroupBlock(Vertical, can_focus=True):
     # -- header -------------------------------------------------------------
 
     def render_header(self) -> None:
-        gid = f"#{self.group_id}" if self.group_id is not None else "#…"
-        parts = [gid]
+        # The group's place in the session (1, 2, 3 …) and its id, which commands
+        # take (/context drop ID): ids are message ids and jump.
+        number = f"#{self.ordinal}" if self.ordinal else "#…"
+        parts = [f"{number} · id {self.group_id}" if self.group_id is not None else number]
         if self.live:
             parts.append("streaming…")
         else:

@@ -362,6 +362,9 @@ class ConversationView(VerticalScroll):
 
     def _label(self, block: GroupBlock) -> None:
         """The block's mark and its tool results' tier labels, as the plan has them."""
+        if block.group_id in self._index:
+            block.ordinal = self._index[block.group_id] + 1
+            block.render_header()
         plan = self.plan
         if plan is None:
             return
@@ -668,6 +671,7 @@ class ConversationView(VerticalScroll):
             self.run_worker(self._shed_history, group="conversation-shed", exclusive=True)
         await self._settle_previous_live()
         block = GroupBlock(group_id, prompt_text, live=True)
+        block.ordinal = len(self._gids) + 1  # the newest group of the session
         self._live = block
         await self.mount(block, after=self._newer)
         self.anchor()

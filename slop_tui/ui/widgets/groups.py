@@ -104,7 +104,7 @@ SNIPPET_SOURCE = 240  # characters of a prompt looked at for its one-line snippe
 _CONTROLS = dict.fromkeys([*UNSAFE_CODEPOINTS, 0x09, 0x0A], " ")
 
 
-def snippet(text: str, width: int = 60) -> str:
+def snippet(text: str, width: int = SNIPPET_SOURCE) -> str:
     """The head of a prompt on one line; the list's `text-overflow` adds the ellipsis."""
     # Only the head is flattened: prompts can be whole pasted files.
     return " ".join(text[:SNIPPET_SOURCE].translate(_CONTROLS).split())[:width]
@@ -326,7 +326,7 @@ class GroupList(ScrollView, can_focus=True):
         self._rows = list(rows)
         self._index = {row[_GID]: i for i, row in enumerate(self._rows)}
         self.plan = plan
-        self._id_width = len(str(self._rows[-1][_GID])) if self._rows else 1
+        self._id_width = len(str(len(self._rows)))
         # The line cache stays: its keys hold everything a line shows, so after a turn
         # only the new row and the rows whose mark changed are drawn again.
         self._update_virtual_size()
@@ -390,7 +390,7 @@ class GroupList(ScrollView, can_focus=True):
         key = (index, row, place, self._id_width, style, width)
         strip = self._lines.get(key)
         if strip is None:
-            content = self._row(row, place, highlighted=index == self.highlighted)
+            content = self._row(row, place, index + 1, highlighted=index == self.highlighted)
             strips = Content.to_strips(self, content, width, None, style)
             strip = (
                 strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
@@ -403,13 +403,15 @@ class GroupList(ScrollView, can_focus=True):
         plan = self.plan
         return plan.group_place(row[_GID], row[_LANE], row[_STATUS]) if plan else _NO_PLAN
 
-    def _row(self, row: GroupRow, place: GroupPlace, *, highlighted: bool = False) -> Content:
+    def _row(
+        self, row: GroupRow, place: GroupPlace, ordinal: int, *, highlighted: bool = False
+    ) -> Content:
         # Spans name component classes (".grouplist--dropped"): Textual resolves them
         # when a line is drawn, so a theme switch restyles the list without a rebuild.
         # On the highlight bar the dim row styles lost their contrast: there the
         # marks keep their colour, the text takes the bar's, and a dropped row stays
         # struck through.
-        gid, status = row[_GID], row[_STATUS]
+        status = row[_STATUS]
         mark = place.mark
         mark_style, row_style = _PLACE_STYLES[place.place]
         if status == STATUS_INTERRUPTED:
@@ -418,7 +420,9 @@ class GroupList(ScrollView, can_focus=True):
             flag, flag_style = FLAG_ERROR, ".grouplist--error"
         else:
             flag, flag_style = " ", ""
-        meta = f" {gid:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
+        # The group's place in the session (1, 2, 3 …), not its id (a message id, so
+        # 1, 11, 21): the conversation's header shows both.
+        meta = f" {ordinal:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
         text = f"{mark}{flag}{meta}{snippet(row[_PROMPT] or '')}"
         spans = [Span(0, 1, mark_style)]
         if flag_style:
@@ -472,8 +476,9 @@ class GroupList(ScrollView, can_focus=True):
 
     def row_content(self, group_id: int) -> Content:
         """A group's line, styled spans included (for tests)."""
-        row = self._rows[self._index[group_id]]
-        return self._row(row, self.place(row))
+        index = self._index[group_id]
+        row = self._rows[index]
+        return self._row(row, self.place(row), index + 1)
 
     def row_text(self, group_id: int) -> str:
         """The plain text of a group's line (for tests and the help screen)."""

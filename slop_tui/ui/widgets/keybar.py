@@ -114,9 +114,14 @@ class KeyBar(Widget, can_focus=False):
         app = self.app
         active = self.screen.active_bindings
         by_action: defaultdict[str, list] = defaultdict(list)
-        for _key, binding, enabled, tooltip in active.values():
-            if binding.show:
-                by_action[binding.action].append((binding, enabled, tooltip))
+        shown = [entry for entry in active.values() if entry[1].show]
+        # The focused widget's keys first (what can be done here), then the app's in the
+        # order `app.footer_rank(binding)` gives; keys that do not fit fall off the end.
+        rank = getattr(app, "footer_rank", None)
+        if rank is not None:
+            shown.sort(key=lambda e: (e[0] is app, rank(e[1]) if e[0] is app else 0))
+        for _node, binding, enabled, tooltip in shown:
+            by_action[binding.action].append((binding, enabled, tooltip))
         single: list[_Key] = []
         groups: list[tuple[str, tuple[_Key, ...]]] = []
         for group, members in groupby(by_action.values(), lambda m: m[0][0].group):
