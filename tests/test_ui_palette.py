@@ -7,7 +7,7 @@ from textual.command import CommandInput, CommandList, CommandPalette
 from textual.widgets import Static
 
 from slop_tui.commands import TABLE
-from slop_tui.ui.palette import THEME_PREFIX, SlopCommands, needs_arguments
+from slop_tui.ui.palette import MAX_HITS, THEME_PREFIX, SlopCommands, needs_arguments
 from slop_tui.ui.themes import DEFAULT_THEME, load_themes, register_themes
 from tests.fakeserver import wait_for
 
@@ -83,6 +83,17 @@ async def test_search_finds_session_commands_and_context_show():
     assert {c.usage for c in TABLE.commands if c.name == "session"} <= set(titles)
     best = max(context, key=lambda hit: hit.score)
     assert best.text == "/context show [--json]"
+
+
+async def test_a_search_lists_only_the_best_hits_best_first():
+    app = _PaletteApp()
+    async with app.run_test():
+        broad = await _search(app, "e")  # a letter nearly every title has
+        everything = await _search(app, "")
+    assert len(everything) > MAX_HITS
+    assert len(broad) == MAX_HITS
+    scores = [hit.score for hit in broad]
+    assert scores == sorted(scores, reverse=True)
 
 
 async def test_discover_lists_every_command_action_and_theme():

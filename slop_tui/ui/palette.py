@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 THEME_PREFIX = "Theme: "
 PREVIEW_REST = 0.3  # seconds the highlight rests on a theme before it is shown
+MAX_HITS = 30  # entries a search lists, best first
 
 
 def needs_arguments(cmd: Command) -> bool:
@@ -174,25 +175,28 @@ class SlopCommands(Provider):
     async def search(self, query: str) -> Hits:
         """Titles by Textual's fuzzy match; the help text by its words ("quit" finds
         /exit). The fuzzy match tries every placement of the query's letters: on a
-        long help text that took seconds per key, so help is matched word by word."""
+        long help text that took seconds per key, so help is matched word by word.
+        Only the best MAX_HITS are listed: rebuilding and drawing the list is what a
+        key waits for, and a longer list is one more letter away."""
         matcher = self.matcher(query)
         fuzzy = matcher.fuzzy_search
         lowered = query.lower()
         words = lowered.split()
-        for entry in self.entries:
+        found: list[tuple[float, int, PaletteEntry, tuple[int, ...]]] = []
+        for order, entry in enumerate(self.entries):
             score, offsets = (0.0, ())
             if _in_order(lowered, entry.title.lower()):
                 score, offsets = fuzzy.match(query, entry.title)
+            if score <= 0 and words and all(word in entry.help.lower() for word in words):
+                score, offsets = 0.5 * len(lowered), ()
+            if score > 0:
+                found.append((score, order, entry, tuple(offsets)))
+        found.sort(key=lambda hit: (-hit[0], hit[1]))
+        for score, _, entry, offsets in found[:MAX_HITS]:
             display = literal(entry.title)
-            if score > 0:
-                for offset in offsets:
-                    display = display.stylize(matcher.match_style, offset, offset + 1)
-            elif words and all(word in entry.help.lower() for word in words):
-                score = 0.5 * len(lowered)
-            if score > 0:
-                yield Hit(
-                    score, display, entry.callback, text=entry.title, help=literal(entry.help)
-                )
+            for offset in offsets:
+                display = display.stylize(matcher.match_style, offset, offset + 1)
+            yield Hit(score, display, entry.callback, text=entry.title, help=literal(entry.help))
 
 
 def _in_order(query: str, text: str) -> bool:
