@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 THEME_PREFIX = "Theme: "
 PREVIEW_REST = 0.3  # seconds the highlight rests on a theme before it is shown
-MAX_HITS = 30  # entries a search lists, best first
+MAX_HITS = 15  # entries a search lists, best first
 
 
 def needs_arguments(cmd: Command) -> bool:
@@ -176,7 +176,7 @@ class SlopCommands(Provider):
         """Titles by Textual's fuzzy match; the help text by its words ("quit" finds
         /exit). The fuzzy match tries every placement of the query's letters: on a
         long help text that took seconds per key, so help is matched word by word.
-        Only the best MAX_HITS are listed: rebuilding and drawing the list is what a
+        Only the best MAX_HITS are listed: measuring and drawing the list is what a
         key waits for, and a longer list is one more letter away."""
         matcher = self.matcher(query)
         fuzzy = matcher.fuzzy_search
