@@ -242,6 +242,26 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
         assert visible(view, view.block(gids[-1]))
 
 
+async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> None:
+    gids = await bulk_groups(ws, 200)
+    app = ConvApp(max_blocks=30, page_size=5, initial_blocks=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        view.focus()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        first = view.mounted_group_ids[0]
+        # Three presses before the first page is mounted (a page takes a frame per group).
+        await pilot.press("ctrl+u", "ctrl+u", "ctrl+u")
+        want = gids[gids.index(first) - 15]
+        await wait_for(pilot, lambda: view.mounted_group_ids[0] == want, timeout=20)
+        await wait_for(pilot, lambda: not view._paging)
+        assert view.mounted_group_ids[0] == want  # three pages, no more
+        ids = view.mounted_group_ids
+        assert ids == gids[gids.index(ids[0]) : gids.index(ids[0]) + len(ids)]
+
+
 async def test_show_group_mounts_an_old_group_and_scrolls_to_it(ws) -> None:
     gids = await bulk_groups(ws, 200)
     app = ConvApp(max_blocks=30)
