@@ -468,11 +468,11 @@ async def test_a_streamed_turn_renders_through_one_markdown(ws) -> None:
         await view.on_event(TurnFinished(group_id=gid, text=full))
         await view.end_turn()
         await pilot.pause()
-        markdowns = live.query(Markdown)
-        assert len(markdowns) == 1 and isinstance(markdowns.first(), LiveAnswer)
-        assert markdowns.first().source == full
-        assert "word499" in str(markdowns.first().children[-1].render())
-        assert len(app.query(Markdown)) == 1  # history answers are not Markdown widgets
+        answers = live.query(LiveAnswer)
+        assert len(answers) == 1 and answers.first().source == full
+        answer = answers.first()
+        assert "word499" in answer.rendered(answer.content_size.width)[-1].text
+        assert len(app.query(Markdown)) == 0  # no answer is a Markdown widget
         assert view.live_block is None and view.block(gid) is live
         assert view.mounted_group_ids[-1] == gid
         assert view.mounted_blocks <= max(before + 1, view.max_blocks)

@@ -353,6 +353,18 @@ class ConversationView(VerticalScroll):
                 await answer.render_ahead(width)
             self._prepared[gid] = block
 
+    async def render_again(self) -> None:
+        """Render the answers again in the current look (the theme, code highlighting),
+        off the event loop: the mounted ones, then those built ahead for paging."""
+        for block in list(self._blocks.values()):
+            for answer in block.answers():
+                if answer.is_mounted:
+                    await answer.render_again()
+        width = self._answer_width()
+        for block in list(self._prepared.values()):
+            for answer in block.answers():
+                await answer.render_ahead(width)
+
     def _answer_width(self) -> int:
         """The content width of a settled answer block here (0 if none is laid out)."""
         for block in self._blocks.values():
