@@ -228,14 +228,17 @@ def _colours(lines) -> set:
 async def test_code_is_drawn_plain_on_the_first_screen_then_highlighted(project, monkeypatch):
     from slop_tui.ui import startup
     from slop_tui.ui.widgets import blocks
-    from slop_tui.ui.widgets.blocks import AnswerBlock
+    from slop_tui.ui.widgets.conversation import ConversationView
 
     ws = await open_workspace(project)
     try:
-        user = await ws.ledger.append_user(ws.session, "code please", strategy="openai")
-        await ws.ledger.append(
-            ws.session, user.group_id, [NewMessage("assistant", CODE_ANSWER, strategy="openai")]
-        )
+        for _ in range(12):  # more than the first screen: pages are built ahead too
+            user = await ws.ledger.append_user(ws.session, "code please", strategy="openai")
+            await ws.ledger.append(
+                ws.session,
+                user.group_id,
+                [NewMessage("assistant", CODE_ANSWER, strategy="openai")],
+            )
     finally:
         await ws.close()
     monkeypatch.setattr(startup, "HIGHLIGHT_AFTER", 600.0)  # the test says when (below)
@@ -252,8 +255,20 @@ async def test_code_is_drawn_plain_on_the_first_screen_then_highlighted(project,
         app.set_timer = recording  # type: ignore[method-assign]
         async with app.run_test(size=(140, 44)) as pilot:
             await started(pilot)
-            answer = app.query_one(AnswerBlock)
+            view = app.query_one(ConversationView)
+            answer = view.block(view.mounted_group_ids[-1]).answers()[0]
             await wait_for(pilot, lambda: answer._lines is not None)
+
+            def prepared_looks() -> set[str]:
+                return {
+                    a._lines[1] if a._lines else ""
+                    for block in view._prepared.values()
+                    for a in block.answers()
+                }
+
+            # The next pages are built ahead in the plain look too.
+            await wait_for(pilot, lambda: len(view._prepared) >= 5, timeout=10)
+            assert all(look.endswith("(code plain)") for look in prepared_looks())
             plain = answer._lines[2]
             text = [line.text for line in plain]
             assert any("def add(a, b):" in t for t in text)  # the code is on screen
@@ -266,6 +281,12 @@ async def test_code_is_drawn_plain_on_the_first_screen_then_highlighted(project,
             # The same lines, in more colours: the lexer's tokens.
             assert [line.text for line in coloured] == text
             assert len(_colours(coloured)) > len(_colours(plain))
+            # The pages built ahead are rendered again, so paging does not render them.
+            await wait_for(
+                pilot,
+                lambda: all("(code plain)" not in look for look in prepared_looks()),
+                timeout=10,
+            )
     finally:
         blocks.release_code_highlighting()
 

@@ -343,6 +343,8 @@ class ConversationView(VerticalScroll):
         width = self._answer_width()
         for gid in gids:
             if gid in self._prepared:
+                for answer in self._prepared[gid].answers():
+                    await answer.render_ahead(width)  # nothing to do unless the look changed
                 continue
             rows = await self.ws.ledger.group_messages(self.session, gid)
             if not rows or self.session != self._prepared_session:
@@ -355,15 +357,13 @@ class ConversationView(VerticalScroll):
 
     async def render_again(self) -> None:
         """Render the answers again in the current look (the theme, code highlighting),
-        off the event loop: the mounted ones, then those built ahead for paging."""
+        off the event loop: the mounted ones, then those built ahead for paging (the
+        preparation starts again, so a page being built in the old look is not kept)."""
         for block in list(self._blocks.values()):
             for answer in block.answers():
                 if answer.is_mounted:
                     await answer.render_again()
-        width = self._answer_width()
-        for block in list(self._prepared.values()):
-            for answer in block.answers():
-                await answer.render_ahead(width)
+        self._prepare_older()
 
     def _answer_width(self) -> int:
         """The content width of a settled answer block here (0 if none is laid out)."""
