@@ -106,6 +106,9 @@ from textual.app import App  # noqa: E402
 from slop_tui.ui.collector import hold_full_collections  # noqa: E402
 
 hold_full_collections()  # as `slop-tui` does before the workspace's imports (cli._run_tui)
+from slop_tui.ui.startup import defer_for_first_screen  # noqa: E402
+
+defer_for_first_screen()  # as `slop-tui` does too: code coloured a second after the screen
 from slop_tui.ui import echo  # noqa: E402
 from slop_tui.ui.app import SlopApp  # noqa: E402
 

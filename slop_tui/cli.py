@@ -184,6 +184,9 @@ def _run_tui(args: argparse.Namespace) -> int:
     from slop_tui.ui.collector import hold_full_collections
 
     hold_full_collections()  # until the first full screen; the app paces them after
+    from slop_tui.ui.startup import defer_for_first_screen
+
+    defer_for_first_screen()  # code highlighting, until the first screen is up
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))

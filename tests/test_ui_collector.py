@@ -174,13 +174,23 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
 ) -> None:
     from slop_tui import cli
     from slop_tui.ui import app as ui_app
+    from slop_tui.ui.widgets import blocks
 
     seen: list[int] = []
-    monkeypatch.setattr(ui_app, "run_app", lambda **kw: seen.append(gc.get_threshold()[2]) or 0)
+    held: list[bool] = []
+
+    def run_app(**kw) -> int:
+        seen.append(gc.get_threshold()[2])
+        held.append(blocks.code_highlighting_held())  # ui/startup.py's deferral too
+        return 0
+
+    monkeypatch.setattr(ui_app, "run_app", run_app)
     original = gc.get_threshold()
     try:
         assert cli.main(["--db", "unused.db"]) == 0
         assert seen == [collector.NO_AUTOMATIC_FULL]
+        assert held == [True]
     finally:
         collector._held = None
         gc.set_threshold(*original)
+        blocks.release_code_highlighting()  # process-wide: the next tests highlight

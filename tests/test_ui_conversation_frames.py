@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from textual.scroll_view import ScrollView
-from textual.widgets.markdown import MarkdownBlock
+from textual.widgets import Markdown
 
 from slop_tui.events import TextChunk, TurnStarted
 from slop_tui.records import NewMessage
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets.blocks import LiveAnswer, SettledMarkdown
+from slop_tui.ui.widgets.blocks import LiveAnswer, block_starts
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups
@@ -49,16 +49,19 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
         answer = view.live_block.live_answer
         await wait_for(pilot, lambda: "word399" in answer.source)
         await pilot.pause(0.3)  # the paced stream's last append
-        # 20 paragraphs, a heading and a list streamed in a few appends; the finished
-        # blocks are one widget, added to at each append.
-        blocks = [c for c in answer.children if isinstance(c, MarkdownBlock)]
-        assert len(blocks) <= 2 and len(answer.settled.parts) >= 3
+        # 20 paragraphs, a heading and a list streamed in a few appends: one widget, no
+        # children; the finished blocks rendered once, only the open one again.
+        assert not answer.children and not app.query(Markdown)
+        assert len(answer.settled.parts) >= 3
         assert answer.source == "".join(chunks)
-        width = answer.settled.content_size.width
+        width = answer.content_size.width
         text = "\n".join(strip.text for strip in answer.settled.rendered(width))
         assert "word0" in text and "A heading" in text and "item two" in text
-        assert "word399" not in text  # still open: the last paragraph is a Markdown block
-        assert answer.styles.min_height is not None  # blank room below the text
+        assert "word399" not in text and "word399" in answer.open_text  # still open
+        shown = "\n".join(strip.text for strip in answer.rendered(width))
+        assert "word0" in shown and "word399" in shown  # the widget draws both
+        assert answer.room > len(answer.rendered(width))  # blank room below the text
+        assert answer.outer_size.height >= answer.room
         # Following the bottom, a line per update: the view moves a room at a time.
         scrolls = set()
         for i in range(12):
@@ -73,7 +76,9 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
         )
         await view.end_turn()
         await pilot.pause()
-        assert answer.styles.min_height is None  # the room goes with the stream
+        assert answer.room == 0  # the room goes with the stream
+        await pilot.pause()
+        assert answer.outer_size.height == len(answer.rendered(answer.content_size.width))
         assert "the end" in answer.source and view.scroll_y == view.max_scroll_y
 
 
@@ -86,12 +91,14 @@ async def test_a_settled_part_renders_like_a_history_answer(ws) -> None:
         await view.on_event(TextChunk(text="first **bold** paragraph\n\nsecond"))
         answer = view.live_block.live_answer
         await wait_for(pilot, lambda: bool(answer.settled.parts))
-        settled = answer.query_one(SettledMarkdown)
+        settled = answer.settled
         assert settled.parts == ["first **bold** paragraph"]
         lines = settled.rendered(30)
         assert [s.text.rstrip() for s in lines] == ["first bold paragraph"]
         assert any(seg.style and seg.style.bold for seg in lines[0])  # Markdown, not raw text
-        assert str(answer.children[-1].render()).startswith("second")
+        assert answer.open_text == "second"
+        shown = [s.text.rstrip() for s in answer.rendered(30)]
+        assert shown == ["first bold paragraph", "", "second"]
         await view.end_turn()
 
 
@@ -148,3 +155,43 @@ async def test_textual_fixes_skip_only_repeated_work(ws) -> None:
         probe._size_updated(*args)
         assert calls, "a changed content size must still update the scrollbars"
         assert isinstance(LiveAnswer().BLANK, bool)
+
+
+def test_block_starts_marks_every_top_level_block_an_open_fence_is_one():
+    text = "para one\nstill one\n\n- a\n- b\n\n## head\n\n```py\nx = 1\n\ny = 2\n"
+    assert block_starts(text) == [0, 3, 6, 8]  # the unclosed fence runs to the end
+    assert block_starts("") == []
+
+
+async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        await view.begin_turn(None, "q")
+        await view.on_event(TextChunk(text="first words"))
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: answer.source == "first words")
+        await pilot.pause(0.3)
+        arranged: list[int] = []
+        arrange = view.arrange
+
+        def counting(*args, **kw):
+            arranged.append(1)
+            return arrange(*args, **kw)
+
+        view.arrange = counting  # type: ignore[method-assign]
+        height = answer.outer_size.height
+        await view.on_event(TextChunk(text=" and more words"))
+        await wait_for(pilot, lambda: answer.source.endswith("more words"))
+        await pilot.pause(0.1)
+        # The same height (the text grew inside the room): no layout, only a repaint.
+        assert answer.outer_size.height == height and not arranged
+        drawn = "".join(answer.render_line(y).text for y in range(height))
+        assert "first words and more words" in drawn
+        # Past the room, the answer grows: the screen is laid out again.
+        await view.on_event(TextChunk(text="\n\nline\n\n" * 12))
+        await wait_for(pilot, lambda: answer.source.count("line") == 12)
+        await pilot.pause(0.1)
+        assert arranged and answer.outer_size.height > height
+        await view.end_turn()

@@ -120,3 +120,38 @@ async def test_a_hidden_preview_loads_the_prompt_when_shown():
         await pilot.pause()
         await pilot.pause()
         assert area.text == render_prompt(PROMPT)
+
+
+class WrapApp(App):
+    def compose(self) -> ComposeResult:
+        yield TextArea(("word " * 400 + "\n") * 50, soft_wrap=True, read_only=True)
+
+
+async def test_a_height_change_keeps_the_wrap_a_width_change_rewraps():
+    from slop_tui.ui import textual_fixes
+
+    textual_fixes.install()
+    app = WrapApp()
+    async with app.run_test(size=(80, 30)) as pilot:
+        area = app.query_one(TextArea)
+        area.styles.width = 60
+        area.styles.height = 20
+        await pilot.pause()
+        wrapped = area.wrapped_document
+        calls: list[int] = []
+        original = wrapped.wrap
+
+        def counting(width, tab_width=None):
+            calls.append(width)
+            original(width, tab_width)
+
+        wrapped.wrap = counting
+        tall = wrapped.height
+        area.styles.height = 10  # the viewport only: the wrap stays
+        await pilot.pause()
+        assert calls == [] and wrapped.height == tall
+        assert area.virtual_size.height == tall
+        area.styles.width = 40  # narrower: wrapped again, into more lines
+        await pilot.pause()
+        assert calls and calls[-1] == area.wrap_width
+        assert wrapped.height > tall and area.virtual_size.height == wrapped.height

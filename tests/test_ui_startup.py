@@ -216,3 +216,87 @@ async def test_the_projection_is_drawn_once_the_highlight_rests(project):
         before = gauge.reading.total
         await pilot.press("d")
         await wait_for(pilot, lambda: gauge.reading.total == before - expected)
+
+
+CODE_ANSWER = "Here:\n\n```python\ndef add(a, b):\n    return a + b  # the sum\n```\n\nDone."
+
+
+def _colours(lines) -> set:
+    return {seg.style.color for line in lines for seg in line if seg.style and seg.style.color}
+
+
+async def test_code_is_drawn_plain_on_the_first_screen_then_highlighted(project, monkeypatch):
+    from slop_tui.ui import startup
+    from slop_tui.ui.widgets import blocks
+    from slop_tui.ui.widgets.conversation import ConversationView
+
+    ws = await open_workspace(project)
+    try:
+        for _ in range(12):  # more than the first screen: pages are built ahead too
+            user = await ws.ledger.append_user(ws.session, "code please", strategy="openai")
+            await ws.ledger.append(
+                ws.session,
+                user.group_id,
+                [NewMessage("assistant", CODE_ANSWER, strategy="openai")],
+            )
+    finally:
+        await ws.close()
+    monkeypatch.setattr(startup, "HIGHLIGHT_AFTER", 600.0)  # the test says when (below)
+    startup.defer_for_first_screen()  # as the slop-tui command does
+    try:
+        app = app_for(project)
+        delays: list[float] = []
+        set_timer = app.set_timer
+
+        def recording(delay, *args, **kw):
+            delays.append(delay)
+            return set_timer(delay, *args, **kw)
+
+        app.set_timer = recording  # type: ignore[method-assign]
+        async with app.run_test(size=(140, 44)) as pilot:
+            await started(pilot)
+            view = app.query_one(ConversationView)
+            answer = view.block(view.mounted_group_ids[-1]).answers()[0]
+            await wait_for(pilot, lambda: answer._lines is not None)
+
+            def prepared_looks() -> set[str]:
+                return {
+                    a._lines[1] if a._lines else ""
+                    for block in view._prepared.values()
+                    for a in block.answers()
+                }
+
+            # The next pages are built ahead in the plain look too.
+            await wait_for(pilot, lambda: len(view._prepared) >= 5, timeout=10)
+            assert all(look.endswith("(code plain)") for look in prepared_looks())
+            plain = answer._lines[2]
+            text = [line.text for line in plain]
+            assert any("def add(a, b):" in t for t in text)  # the code is on screen
+            assert blocks.code_highlighting_held() and answer._lines[1].endswith("(code plain)")
+            assert delays.count(600.0) == 1  # scheduled once the first screen was shown
+            startup._start_highlighting(app)  # what that timer runs
+            await wait_for(pilot, lambda: not blocks.code_highlighting_held(), timeout=10)
+            await wait_for(pilot, lambda: "(code plain)" not in answer._lines[1], timeout=10)
+            coloured = answer._lines[2]
+            # The same lines, in more colours: the lexer's tokens.
+            assert [line.text for line in coloured] == text
+            assert len(_colours(coloured)) > len(_colours(plain))
+            # The pages built ahead are rendered again, so paging does not render them.
+            await wait_for(
+                pilot,
+                lambda: all("(code plain)" not in look for look in prepared_looks()),
+                timeout=10,
+            )
+    finally:
+        blocks.release_code_highlighting()
+
+
+async def test_an_app_made_outside_the_command_highlights_at_once(project):
+    from slop_tui.ui.widgets import blocks
+
+    assert not blocks.code_highlighting_held()  # tests and embedders: nothing deferred
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        look = blocks.markdown_look(app)
+        assert look.highlight and "(code plain)" not in look.key

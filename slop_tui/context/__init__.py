@@ -13,11 +13,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# `assemble` is both a submodule and its main function. Importing the submodule
-# (anyone's `from slop_tui.context.assemble import ...`) binds the package
-# attribute `assemble` to the module, so the function is bound eagerly here,
-# after that import, where the lazy lookup cannot be overtaken.
-from slop_tui.context.assemble import assemble
+# `assemble` is both a submodule and its main function; importing the submodule
+# binds the package attribute `assemble` to the module, so the package does not
+# re-export the function (that would import the whole engine here): it is
+# `slop_tui.context.assemble.assemble`.
 
 # public name -> the submodule that defines it
 _SOURCES: dict[str, str] = {
@@ -83,7 +82,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from slop_tui.context.anchors import extract_scratchpad_signal, extract_state
-    from slop_tui.context.assemble import AssemblyInputs, ContextSettings, assemble, focus_note
+    from slop_tui.context.assemble import AssemblyInputs, ContextSettings, focus_note
     from slop_tui.context.budget import (
         BudgetReport,
         CompactionSettings,
@@ -134,7 +133,6 @@ __all__ = [
     "TruncationSettings",
     "apply_plan",
     "apply_tiers",
-    "assemble",
     "boundary_request",
     "budget_report",
     "clean_summary",

@@ -330,6 +330,9 @@ class SlopApp(App):
         # full collections run between the user's keys (ui/collector.py).
         self.collector.start()
         self.set_interval(0.5, self._pace_collector, name="collector")
+        from slop_tui.ui.startup import first_screen_shown
+
+        first_screen_shown(self)  # what the first screen left for later (ui/startup.py)
         if (
             await self.workspace.provider_choice()
         ).name == "demo" and not await self._has_history():

@@ -29,6 +29,17 @@ drawn exactly as before:
   group list, the prompt, the preview) and repainted their scrollbars. While a
   reply streams that is every update. The call is skipped when nothing it
   reads has changed since the last one.
+
+One fix to Textual's start-up work, found profiling bench/screen.py:
+
+- `TextArea._on_resize` re-wraps the whole document on every resize, a
+  height change included, though wrapping depends only on the width. The
+  context preview holds the whole next request (tens of thousands of
+  characters, soft-wrapped: about 1.8 ms per 1,000) and its height changes
+  while the first screen is filled (the STATE pane above it gets its
+  text): a third of the preview's start-up cost. The wrap is kept when the
+  wrap width and tab width are those it was made for (`WrappedDocument`'s
+  `_width` and `_tab_width`); the virtual size is refreshed as before.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from textual.widgets import TextArea
 _reflow = Compositor.reflow
 _size_updated = ScrollView._size_updated
 _scroll_cursor_visible = TextArea.scroll_cursor_visible
+_text_area_resized = TextArea._on_resize
 
 
 def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bool = False):  # type: ignore[no-untyped-def]
@@ -49,6 +61,15 @@ def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bo
     if row >= document.line_count or column > len(document[row]):
         return Offset()  # mid-undo: the cursor is put back (and scrolled to) right after
     return _scroll_cursor_visible(self, center, animate)
+
+
+def _rewrap_on_a_new_width(self: TextArea) -> None:
+    wrapped = self.wrapped_document
+    made_for = (getattr(wrapped, "_width", None), getattr(wrapped, "_tab_width", None))
+    if made_for == (self.wrap_width, self.indent_width):
+        self._refresh_size()  # the wrap is still right: only the viewport changed
+        return
+    _text_area_resized(self)
 
 
 def _reflow_and_validate(self: Compositor, parent, size):  # type: ignore[no-untyped-def]
@@ -72,9 +93,11 @@ def _size_updated_if_changed(
 
 
 def install() -> None:
-    """Patch all three (once; each only if Textual still has what it relies on)."""
+    """Patch all four (once; each only if Textual still has what it relies on)."""
     if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
         TextArea.scroll_cursor_visible = _scroll_to_a_cursor_inside  # type: ignore[method-assign]
+    if TextArea._on_resize is not _rewrap_on_a_new_width:
+        TextArea._on_resize = _rewrap_on_a_new_width  # type: ignore[method-assign]
     if Compositor.reflow is not _reflow_and_validate and hasattr(
         Compositor(), "_full_map_invalidated"
     ):

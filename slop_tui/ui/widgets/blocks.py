@@ -3,15 +3,15 @@
 Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
 
 - Textual's `Markdown` widget mounts a widget per block and costs 30-100 ms
-  each on a 2-core machine, so history answers are one light `AnswerBlock`
-  rendering a Rich `Markdown` renderable. Only the live answer is a
-  `Markdown` widget, fed through `MarkdownStream`; it is replaced by the
-  light form when the next turn starts.
-- The live answer stays cheap however long it grows: its stream is
-  paced (`LIVE_INTERVAL`); `Markdown.append` re-parses only from the last
-  top-level block, and the blocks before it move into one light
-  `SettledMarkdown`, so only the open block is a Markdown widget; blank room
-  below the text (`LIVE_ROOM`) keeps the view from scrolling on every update.
+  each on a 2-core machine, so answers are one light widget drawn from lines
+  that Rich renders: `AnswerBlock` in the history, `LiveAnswer` for the
+  streamed one (replaced by an `AnswerBlock` when the next turn starts).
+- The live answer stays cheap however long it grows: its stream is paced
+  (`LIVE_INTERVAL`); at each append only the open (last) top-level block is
+  rendered again, the blocks before it are final and rendered once
+  (`SettledMarkdown`); blank room below the text (`LIVE_ROOM`) keeps its
+  height, so an append is a repaint of one widget, not a layout of the
+  screen, and the view does not scroll on every update.
 - Answers are rendered by Rich in a thread before their block is mounted
   when the pane's width is known (`AnswerBlock.render_ahead`).
 - Tool calls are one light, focusable block each (a title line; the output
@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
+from rich.markdown import CodeBlock
 from rich.markdown import Markdown as RichMarkdown
 from textual import events
-from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
@@ -41,8 +41,8 @@ from textual.geometry import Size
 from textual.message import Message as TextualMessage
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Markdown, Static, TextArea
-from textual.widgets.markdown import MarkdownBlock, MarkdownStream
+from textual.widgets import Static, TextArea
+from textual.widgets.markdown import MarkdownStream
 
 from slop_tui import message_parser
 from slop_tui.context.tiers import (
@@ -114,18 +114,40 @@ class MarkdownLook:
     pane), and the Pygments style for fenced code. Rich's defaults (cyan on black,
     `monokai`) were black blocks in a light theme."""
 
-    key: str  # the Textual theme's name: rendered lines are cached per look
+    key: str  # the Textual theme's name (and plain code): rendered lines are cached per look
     console: Console
     code_theme: str
+    highlight: bool = True  # fenced code coloured by its Pygments lexer
 
 
 _LOOKS: dict[str, MarkdownLook] = {}
+_code_highlighting = True
+
+
+def hold_code_highlighting() -> None:
+    """Fenced code is drawn without its lexer until `release_code_highlighting`.
+
+    Pygments builds a lexer's regexes the first time it is used: 60-90 ms of CPU
+    each for Python and SQL on the project's machine, most of what the first
+    screen's answers cost. The lines are the same, only not coloured."""
+    global _code_highlighting
+    _code_highlighting = False
+
+
+def release_code_highlighting() -> None:
+    global _code_highlighting
+    _code_highlighting = True
+
+
+def code_highlighting_held() -> bool:
+    return not _code_highlighting
 
 
 def markdown_look(app: Any) -> MarkdownLook:
-    """The look for `app`'s current theme (built once per theme)."""
+    """The look for `app`'s current theme (built once per theme and highlighting)."""
     name = app.theme
-    look = _LOOKS.get(name)
+    key = name if _code_highlighting else f"{name} (code plain)"
+    look = _LOOKS.get(key)
     if look is not None:
         return look
     from rich.color import Color as RichColor
@@ -152,14 +174,31 @@ def markdown_look(app: Any) -> MarkdownLook:
         emoji=False,
         width=80,
     )
-    look = MarkdownLook(name, console, "monokai" if dark else "default")
-    _LOOKS[name] = look
+    look = MarkdownLook(key, console, "monokai" if dark else "default", _code_highlighting)
+    _LOOKS[key] = look
     return look
+
+
+class _PlainCodeBlock(CodeBlock):
+    """A fenced code block in its theme's box, its text not coloured (no lexer)."""
+
+    @classmethod
+    def create(cls, markdown: Any, token: Any) -> CodeBlock:
+        return cls("text", markdown.code_theme)
+
+
+class _PlainCodeMarkdown(RichMarkdown):
+    elements: ClassVar[dict[str, Any]] = {
+        **RichMarkdown.elements,
+        "fence": _PlainCodeBlock,
+        "code_block": _PlainCodeBlock,
+    }
 
 
 def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     """`source` rendered as Markdown by Rich in `look`, as lines of `width` cells."""
-    body = RichMarkdown(source, hyperlinks=False, code_theme=look.code_theme)
+    kind = RichMarkdown if look.highlight else _PlainCodeMarkdown
+    body = kind(source, hyperlinks=False, code_theme=look.code_theme)
     console = look.console
     lines = console.render_lines(body, console.options.update_width(max(1, width)), pad=True)
     return [Strip(line, width) for line in lines]
@@ -245,6 +284,19 @@ class AnswerBlock(RenderedLines, can_focus=True):
         lines = await asyncio.to_thread(markdown_lines, look, source, width)
         self._lines = (width, look.key, lines)
 
+    async def render_again(self) -> None:
+        """Render the lines in the current look in a thread (mounted: at its width),
+        then repaint; a look change otherwise renders them in the next layout pass."""
+        width = self.content_size.width
+        look = markdown_look(self.app)
+        if width <= 0 or (self._lines is not None and self._lines[:2] == (width, look.key)):
+            return
+        height = len(self._lines[2]) if self._lines is not None else -1
+        source = self.shown + self._note()
+        lines = await asyncio.to_thread(markdown_lines, look, source, width)
+        self._lines = (width, look.key, lines)
+        self.refresh(layout=len(lines) != height)
+
     def action_copy(self) -> None:
         self.post_message(CopyRequested(self.source, "message"))
 
@@ -271,7 +323,7 @@ class LiveStream(MarkdownStream):
     class cancels the task, which can land in the middle of an append.
     """
 
-    def __init__(self, markdown_widget: Markdown, interval: float = LIVE_INTERVAL) -> None:
+    def __init__(self, markdown_widget: Any, interval: float = LIVE_INTERVAL) -> None:
         super().__init__(markdown_widget)
         self.interval = interval
         self._closing = asyncio.Event()
@@ -310,20 +362,15 @@ class LiveStream(MarkdownStream):
                 return
 
 
-class SettledMarkdown(RenderedLines):
-    """The live answer's finished blocks as one light widget, rendered like a history answer.
+class SettledMarkdown:
+    """The live answer's finished blocks, rendered like a history answer.
 
     Parts are added as the stream closes them and each is rendered once per
-    width, so the live answer stays a few widgets however long it grows:
-    every widget costs time in every layout pass.
+    width and theme: an update of a long answer renders only its open block.
     """
 
-    DEFAULT_CSS = """
-    SettledMarkdown { height: auto; margin: 0 0 1 0; display: none; }
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, owner: Widget) -> None:
+        self.owner = owner  # the widget whose app gives the look
         self.parts: list[str] = []
         self._width = 0
         self._look = ""  # the theme the lines were drawn in
@@ -332,56 +379,70 @@ class SettledMarkdown(RenderedLines):
 
     def add(self, text: str) -> None:
         self.parts.append(text)
-        self.display = True
-        self.refresh(layout=True)
 
     def rendered(self, width: int) -> list[Strip]:
         """The parts' lines at `width` cells; only new parts are rendered."""
-        look = markdown_look(self.app)
+        look = markdown_look(self.owner.app)
         if (width, look.key) != (self._width, self._look):
             self._width, self._look, self._lines, self._rendered = width, look.key, [], 0
         for part in self.parts[self._rendered :]:
-            lines = markdown_lines(look, part, width)
-            # One blank line between parts, unless the part brings its own (lists, code).
-            if self._lines and lines and lines[0].text.strip():
-                self._lines.append(Strip.blank(width))
-            self._lines.extend(lines)
+            _join(self._lines, markdown_lines(look, part, width), width)
         self._rendered = len(self.parts)
         return self._lines
 
 
-class LiveAnswer(Markdown):
-    """The streamed answer: the one `Markdown` widget of the view, fed through a `LiveStream`.
+def _join(lines: list[Strip], more: list[Strip], width: int) -> None:
+    """`more` after `lines`: one blank line between two blocks, unless the second
+    brings its own (lists, code)."""
+    if lines and more and more[0].text.strip():
+        lines.append(Strip.blank(width))
+    lines.extend(more)
 
-    After each append the blocks the stream has closed (all but the last)
-    move into `settled`; only the open block stays a Markdown block widget.
-    `source` is the whole answer.
+
+_block_parser: Any = None
+
+
+def block_starts(text: str) -> list[int]:
+    """The first line of each top-level Markdown block of `text`, parsed as Rich
+    parses it: every block but the last is final, whatever text follows."""
+    global _block_parser
+    if _block_parser is None:
+        from markdown_it import MarkdownIt
+
+        _block_parser = MarkdownIt().enable("strikethrough").enable("table")
+    return [t.map[0] for t in _block_parser.parse(text) if t.level == 0 and t.map]
+
+
+class LiveAnswer(RenderedLines):
+    """The streamed answer: one widget drawn from lines, fed through a `LiveStream`.
+
+    The blocks the stream has closed (all but the last) move into `settled`,
+    rendered once; the open block (`open_text`) is rendered by Rich at each
+    append, so an update costs a block's rendering and a repaint of the
+    widget, and a layout only when its height changes: while the text grows
+    into the blank room kept below it (`room`), it does not. `source` is the
+    text drawn so far; `text` is everything written.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "copy", "Copy message", id="conversation_copy_live"),
     ]
     DEFAULT_CSS = """
-    LiveAnswer { padding: 0 1; margin: 0; }
+    LiveAnswer { height: auto; padding: 0 1; margin: 0; }
     LiveAnswer.-interrupted { border-left: outer $warning; }
     """
 
     def __init__(self, interval: float = LIVE_INTERVAL) -> None:
-        super().__init__("")
+        super().__init__()
         self.interval = interval
         self.text_parts: list[str] = []
         self.stream: LiveStream | None = None
-        self.settled = SettledMarkdown()
-        self._settled_to = 0  # source lines moved into `settled`
-
-    def compose(self):
-        yield self.settled
-
-    @property
-    def BLANK(self) -> bool:  # noqa: N802 -- Textual's name
-        # Its own lines are padding (the blocks are children); rendered through the
-        # styles cache they cost O(height) on every update of a growing answer.
-        return not self.has_class("-interrupted")
+        self.source = ""
+        self.settled = SettledMarkdown(self)
+        self._settled_at = 0  # characters of `source` moved into `settled`
+        self.open_text = ""
+        self.room = 0  # the height kept while streaming (0: none)
+        self._cache: tuple[tuple, list[Strip]] | None = None
 
     @property
     def text(self) -> str:
@@ -390,7 +451,7 @@ class LiveAnswer(Markdown):
     async def write(self, chunk: str) -> None:
         self.text_parts.append(chunk)
         if self.stream is None:
-            self.stream = LiveStream(self, self.interval)
+            self.stream = LiveStream(self, self.interval)  # type: ignore[arg-type]
             self.stream.start()
         await self.stream.write(neutralise(chunk))
 
@@ -398,46 +459,54 @@ class LiveAnswer(Markdown):
         if self.stream is not None:
             stream, self.stream = self.stream, None
             await stream.stop()
-        self.styles.min_height = None  # the room below goes with the stream
+        if self.room:
+            self.room = 0  # the room below goes with the stream
+            self.refresh(layout=True)
 
-    def append(self, markdown: str) -> AwaitComplete:
-        appended = super().append(markdown)
+    async def append(self, markdown: str) -> None:
+        """Called by the stream, at most every `interval`: the new text drawn."""
+        width = self.content_size.width
+        before = self._height(width) if width else -1
+        self.source += markdown
+        self._settle_closed()
+        # Not laid out yet (the first append): room for a first line and what follows.
+        self._keep_room(len(self.rendered(width)) if width else 1)
+        self.refresh(layout=not width or self._height(width) != before)
 
-        async def append_and_settle() -> None:
-            await appended
-            async with self.lock:
-                await self._settle_closed()
-            self._keep_room()
+    def _settle_closed(self) -> None:
+        tail = self.source[self._settled_at :]
+        starts = block_starts(tail)
+        if len(starts) >= 2:
+            lines = tail.splitlines(keepends=True)
+            closed = "".join(lines[: starts[-1]])
+            self._settled_at += len(closed)
+            if closed.strip():
+                self.settled.add(closed.strip("\n"))
+            tail = tail[len(closed) :]
+        self.open_text = tail
 
-        return AwaitComplete(append_and_settle())
-
-    def _keep_room(self) -> None:
+    def _keep_room(self, used: int) -> None:
         """Grow the blank room below the text (LIVE_ROOM) when the text nears its end."""
-        used = sum(  # the blocks' extent as last laid out (margins counted, not collapsed)
-            child.outer_size.height + child.styles.margin.top + child.styles.margin.bottom
-            for child in self.children
-            if child.display
-        )
-        room = self.styles.min_height
-        if room is None or used + 2 >= room.value:
-            self.styles.min_height = used + LIVE_ROOM
+        if not self.room or used + 2 >= self.room:
+            self.room = used + LIVE_ROOM
 
-    async def _settle_closed(self) -> None:
-        blocks = [child for child in self.children if isinstance(child, MarkdownBlock)]
-        if len(blocks) < 2:
-            return
-        # Markdown.append re-parses from the last top-level block: the ones before it are final.
-        open_from = min(blocks[-1].source_range[0], self._last_parsed_line)
-        closed = [b for b in blocks[:-1] if b.source_range[1] <= open_from]
-        if not closed or open_from <= self._settled_to:
-            return
-        lines = self.source.splitlines(keepends=True)[self._settled_to : open_from]
-        self._settled_to = open_from
-        text = "".join(lines).strip("\n")
-        with self.app.batch_update():
-            if text.strip():
-                self.settled.add(text)
-            await self.remove_children(closed)
+    def _height(self, width: int) -> int:
+        return max(len(self.rendered(width)), self.room)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self._height(width)
+
+    def rendered(self, width: int) -> list[Strip]:
+        """The settled parts' lines, then the open block's (rendered once per text,
+        width and theme)."""
+        look = markdown_look(self.app)
+        key = (width, look.key, len(self.settled.parts), self.open_text)
+        if self._cache is None or self._cache[0] != key:
+            lines = list(self.settled.rendered(width))
+            if self.open_text.strip():
+                _join(lines, markdown_lines(look, self.open_text.strip("\n"), width), width)
+            self._cache = (key, lines)
+        return self._cache[1]
 
     def on_unmount(self) -> None:
         if self.stream is not None:

@@ -65,6 +65,7 @@ textual_fixes.install()  # every frame that follows a reply lays the screen out 
 # Seconds after a slice is mounted before the next page is built ahead (`_prepare_older`).
 PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
+PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 
 
 # -- the view ---------------------------------------------------------------------
@@ -146,6 +147,7 @@ class ConversationView(VerticalScroll):
         self._blocks: dict[int, GroupBlock] = {}
         self._live: GroupBlock | None = None
         self._paging = False
+        self._queued = {True: 0, False: 0}  # page keys not yet served: older, newer
         self._check_pending = False
         self._scroll_up = False
         self._older = PageMarker("older")
@@ -341,6 +343,8 @@ class ConversationView(VerticalScroll):
         width = self._answer_width()
         for gid in gids:
             if gid in self._prepared:
+                for answer in self._prepared[gid].answers():
+                    await answer.render_ahead(width)  # nothing to do unless the look changed
                 continue
             rows = await self.ws.ledger.group_messages(self.session, gid)
             if not rows or self.session != self._prepared_session:
@@ -350,6 +354,16 @@ class ConversationView(VerticalScroll):
             for answer in block.answers():
                 await answer.render_ahead(width)
             self._prepared[gid] = block
+
+    async def render_again(self) -> None:
+        """Render the answers again in the current look (the theme, code highlighting),
+        off the event loop: the mounted ones, then those built ahead for paging (the
+        preparation starts again, so a page being built in the old look is not kept)."""
+        for block in list(self._blocks.values()):
+            for answer in block.answers():
+                if answer.is_mounted:
+                    await answer.render_again()
+        self._prepare_older()
 
     def _answer_width(self) -> int:
         """The content width of a settled answer block here (0 if none is laid out)."""
@@ -487,11 +501,34 @@ class ConversationView(VerticalScroll):
         await frame_drawn(self)
 
     def action_load_older(self) -> None:
-        # A worker: the page takes a few frames and the app's key queue must not wait.
-        self.run_worker(self.load_older, group="conversation-page")
+        self._queue_page(older=True)
 
     def action_load_newer(self) -> None:
-        self.run_worker(self.load_newer, group="conversation-page")
+        self._queue_page(older=False)
+
+    def _queue_page(self, *, older: bool) -> None:
+        """A page key: counted, and its page loaded once the one under way is mounted.
+
+        A worker: the page takes a few frames and the app's key queue must not wait.
+        A key pressed while a page is still loading is not dropped (`load_older`
+        alone returns at once while paging): each press is one more page."""
+        self._queued[older] += 1
+        if self._queued[older] == 1:  # no worker is draining this direction's queue
+            self.run_worker(partial(self._load_queued, older), group="conversation-page")
+
+    async def _load_queued(self, older: bool) -> None:
+        load = self.load_older if older else self.load_newer
+        try:
+            for _ in range(PAGE_WAITS):
+                if not self._queued[older] or not self.is_mounted:
+                    return
+                if self._paging:
+                    await self._next_frame()  # a page (or the shedding) is under way
+                    continue
+                self._queued[older] -= 1
+                await load()
+        finally:
+            self._queued[older] = 0
 
     async def action_newest(self) -> None:
         await self.show_newest()
