@@ -18,7 +18,7 @@ written; here the engine counts layer text (and any message text it changed,
 e.g. a truncated tool result) with `rough_tokens` (characters / 4), the cheap
 counter, so o200k tokenisation is not part of the measured path.
 
-Targets (issue 3): <= 5 ms median for window 5 at 100k messages; <= 50 ms for
+Targets: <= 5 ms median for window 5 at 100k messages; <= 50 ms for
 the full history of a 2,000-message session.
 """
 

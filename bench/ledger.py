@@ -13,7 +13,7 @@ public `Ledger` API:
 - one group: `ledger.group_messages(session, gid)`, 200 reads of random groups;
 - open: `Ledger.open(path)` (connect, pragmas, schema-version check), 10 times.
 
-Targets (issue 2): last-5-groups read <= 2 ms median at 100k messages; open <= 100 ms.
+Targets: last-5-groups read <= 2 ms median at 100k messages; open <= 100 ms.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ Memory is the child's own peak resident set (VmHWM in /proc/self/status), not
 measures the same app from outside (a pty and a terminal emulator); `make
 bench` prints the two side by side.
 
-Targets (issue 5): 2,000 messages fully shown <= 1.0 s, 20,000 <= 1.5 s; no
+Targets: 2,000 messages fully shown <= 1.0 s, 20,000 <= 1.5 s; no
 key -> frame above 50 ms at any history length, streaming or not; <= 200 MB
 RSS at 20,000 messages; mounted widgets bounded by what is visible.
 """

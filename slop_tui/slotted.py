@@ -5,7 +5,7 @@ A frozen dataclass's `__init__` stores every field through
 for a 12-field record that is a dozen slow calls, several microseconds per
 object, i.e. several milliseconds for the 2,000 rows of a long session, paid
 once when the ledger maps the rows to `Message`s and once more when the
-context engine builds the `PromptMessage`s (issue 3).
+context engine builds the `PromptMessage`s.
 
 `positional_builder` fills a *draft*: a plain class with the very same slots,
 where each store is CPython's fast attribute path, then makes the object an

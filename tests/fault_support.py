@@ -1,4 +1,4 @@
-"""Shared pieces of the fault tests (issue 7): child processes, markers, ledger checks.
+"""Shared pieces of the fault tests: child processes, markers, ledger checks.
 
 Child processes are real programs (`python -m slop_tui.cli ...` or
 tests/fault_child.py) talking to the fake server of the parent test process.

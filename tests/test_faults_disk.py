@@ -1,4 +1,4 @@
-"""A full disk and a read-only database (issue 7): one clear error, nothing half-written,
+"""A full disk and a read-only database: one clear error, nothing half-written,
 and the session works again once the disk has room or the file is writable.
 
 A full disk is SQLite's SQLITE_FULL; `PRAGMA max_page_count` on the ledger's own

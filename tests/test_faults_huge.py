@@ -1,4 +1,4 @@
-"""Huge inputs, headless half (issue 7): a 10 MB paste, a 5 MB tool output, a
+"""Huge inputs, headless half: a 10 MB paste, a 5 MB tool output, a
 100,000-line file read. Each request stays within the model's input budget, and
 what was cut from a request stays recoverable -- through the orchestrator's own
 tools (`query_db` pages through the ledger, `read_file` pages through the file).

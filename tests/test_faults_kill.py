@@ -1,4 +1,4 @@
-"""SIGKILL mid-turn (issue 7): while a reply streams, while a tool runs, while the
+"""SIGKILL mid-turn: while a reply streams, while a tool runs, while the
 ledger writes. On restart the database passes `PRAGMA integrity_check`, the user
 message is there, what was shown of the reply is there as `interrupted`, a running
 call has an `error` result, and the next turn works.

@@ -1,5 +1,5 @@
 """The provider failing every way the providers' tests list, in sequence, in ONE
-session (issue 7): after each failure the session stays usable, the ledger stays
+session: after each failure the session stays usable, the ledger stays
 consistent (no orphan tool calls, the right statuses, a failed turn keeps only what
 was shown, as `interrupted`) and every request sent is structurally valid.
 

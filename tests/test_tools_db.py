@@ -148,7 +148,7 @@ HOSTILE = {
     "cte_delete": "WITH x AS (SELECT 1) DELETE FROM messages",
     "fts_delete_all": "INSERT INTO memos_fts(memos_fts) VALUES ('delete-all')",
     "explain_delete": "EXPLAIN DELETE FROM messages",
-    # issue 7: more of every category
+    # more of every category
     "insert_returning": "INSERT INTO memos(content, tags, created_at) VALUES ('x', '[]', 0) RETURNING id",
     "upsert": "INSERT INTO app_state(key, value) VALUES ('k', 'v') ON CONFLICT(key) DO UPDATE SET value = 'x'",
     "cte_update": "WITH RECURSIVE x AS (SELECT 1) UPDATE sessions SET scratchpad = 'pwned'",

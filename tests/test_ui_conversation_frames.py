@@ -1,4 +1,4 @@
-"""What keeps the conversation pane's frames short (issue 5): a live answer that stays a
+"""What keeps the conversation pane's frames short: a live answer that stays a
 few widgets, room below it, pages mounted a group per frame from blocks built ahead,
 and the two fixes to Textual's layout pass (`slop_tui/ui/textual_fixes.py`).
 

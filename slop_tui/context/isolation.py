@@ -1,6 +1,6 @@
 """Tool-call isolation: ledger rows to provider-neutral messages for one strategy.
 
-Rules (seed 000 §2, issue 3):
+Rules (seed 000 §2):
 
 - User and assistant text always crosses a provider switch; the text that came
   with tool calls crosses too, as plain assistant text, when the calls cannot.
