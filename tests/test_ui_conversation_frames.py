@@ -195,3 +195,23 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
         await pilot.pause(0.1)
         assert arranged and answer.outer_size.height > height
         await view.end_turn()
+
+
+async def test_a_streamed_state_keeps_its_lines_as_a_history_answer_does(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        gid = (await ws.ledger.append_user(ws.session, "state please")).group_id
+        await view.on_event(TurnStarted(group_id=gid))
+        text = "Done it.\n\n### STATE\nGoal: ship it\nContext: the demo\nNext: tests\n"
+        for piece in (text[:20], text[20:45], text[45:]):  # cut mid-section and mid-line
+            await view.on_event(TextChunk(text=piece))
+            await pilot.pause(0.3)  # past the stream's pace: one append per piece
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: answer.source == text)
+        rows = [s.text.strip() for s in answer.rendered(60)]
+        for line in ("Goal: ship it", "Context: the demo", "Next: tests"):
+            assert line in rows, rows  # each on its own row, not one run-on paragraph
+        assert "Done it." in rows
+        await view.end_turn()

@@ -43,9 +43,15 @@ def keep_lines(text: str) -> str:
 def keep_state_lines(text: str) -> str:
     """`keep_lines` for the `### STATE` section of an answer only (from its heading to
     the next heading): the model writes STATE line by line; the rest is prose."""
+    return state_lines(text)[0]
+
+
+def state_lines(text: str, in_state: bool = False) -> tuple[str, bool]:
+    """`keep_state_lines` for a piece of an answer that may begin inside its STATE
+    section (`in_state`, as the previous piece ended); the text and whether it
+    ends inside the section. A streamed answer is shown piece by piece."""
     out: list[str] = []
     section: list[str] = []
-    in_state = False
     for line in text.splitlines():
         if line.startswith("#"):
             if in_state:
@@ -59,7 +65,7 @@ def keep_state_lines(text: str) -> str:
             out.append(line)
     if in_state:
         out.append(keep_lines("\n".join(section)))
-    return "\n".join(out)
+    return "\n".join(out), in_state
 
 
 __all__ = [
@@ -71,4 +77,5 @@ __all__ = [
     "literal",
     "neutralise",
     "neutralise_cells",
+    "state_lines",
 ]

@@ -63,7 +63,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.ui.numbers import compact_tokens
-from slop_tui.ui.text import keep_state_lines, neutralise
+from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
 
 if TYPE_CHECKING:
     pass
@@ -442,6 +442,7 @@ class LiveAnswer(RenderedLines):
         self._settled_at = 0  # characters of `source` moved into `settled`
         self.open_text = ""
         self.room = 0  # the height kept while streaming (0: none)
+        self._in_state = False  # the settled text ends inside the `### STATE` section
         self._cache: tuple[tuple, list[Strip]] | None = None
 
     @property
@@ -481,7 +482,9 @@ class LiveAnswer(RenderedLines):
             closed = "".join(lines[: starts[-1]])
             self._settled_at += len(closed)
             if closed.strip():
-                self.settled.add(closed.strip("\n"))
+                # The STATE section keeps its line breaks, as in a history answer.
+                shown, self._in_state = state_lines(closed.strip("\n"), self._in_state)
+                self.settled.add(shown)
             tail = tail[len(closed) :]
         self.open_text = tail
 
@@ -504,7 +507,8 @@ class LiveAnswer(RenderedLines):
         if self._cache is None or self._cache[0] != key:
             lines = list(self.settled.rendered(width))
             if self.open_text.strip():
-                _join(lines, markdown_lines(look, self.open_text.strip("\n"), width), width)
+                shown, _ = state_lines(self.open_text.strip("\n"), self._in_state)
+                _join(lines, markdown_lines(look, shown, width), width)
             self._cache = (key, lines)
         return self._cache[1]
 
