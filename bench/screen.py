@@ -283,7 +283,7 @@ class Starter:
         if app == "hello":
             return HELLO_MARKER
         if app == "empty":
-            return "— empty ·"
+            return "· empty ·"  # the header: "slop-tui — idle · empty · …"
         return MARK[app]
 
 
