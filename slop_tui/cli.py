@@ -247,6 +247,8 @@ def run_stoppable(main: Callable[[], Awaitable[int]]) -> int:
 
         installed = []
         for sig in STOP_SIGNALS:
+            # Where the loop cannot take a signal handler (no Unix signals, a thread other
+            # than the main one, a signal this system lacks) that signal keeps its default.
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop, sig)
                 installed.append(sig)

@@ -91,7 +91,16 @@ def escape_json(document: str) -> str:
     surrogates raw. Those can only occur inside JSON strings, where the escape
     means the same character, so the document parses to exactly the same value.
     """
-    return _UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+    return _UNSAFE_RE.sub(lambda m: _json_escape(m.group()), document)
+
+
+def _json_escape(char: str) -> str:
+    """`\\uXXXX` for one code point; a surrogate pair above U+FFFF (JSON's only form)."""
+    point = ord(char)
+    if point <= 0xFFFF:
+        return f"\\u{point:04x}"
+    point -= 0x10000
+    return f"\\u{0xD800 + (point >> 10):04x}\\u{0xDC00 + (point & 0x3FF):04x}"
 
 
 class TerminalWriter:

@@ -66,8 +66,9 @@ def _when(ts: float) -> str:
     "redo",
     None,
     "/redo",
-    "Bring back the newest thing /undo, /message remove, /context drop, /session clear or "
-    "/session remove took away (again for the one before); a new turn ends the chain.",
+    "Bring back the newest thing an edit took away (/undo, /message remove, /context drop, "
+    "/session clear or remove, /memo remove, /skill delete); again for the one before; a new "
+    "turn ends the chain.",
     CAT,
 )
 async def redo(ws, args: str) -> CommandResult:

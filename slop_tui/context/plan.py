@@ -368,8 +368,7 @@ def cut_older_pastes(
             and m.group_id != active
             and len(m.text) > limit
         ):
-            marker = BEGIN_MARKER if m.text.startswith(BEGIN_MARKER) else ""
-            body = m.text[len(marker) :]
+            marker, body = _split_marker(m.text)
             short = truncate(body, limit, m.message_id, limits.head_ratio)
             if short != body:
                 text = marker + short
@@ -384,6 +383,12 @@ def cut_older_pastes(
         "history is under pressure; full text via query_db"
     )
     return replace(prompt, messages=tuple(out), notes=(*prompt.notes, note))
+
+
+def _split_marker(text: str) -> tuple[str, str]:
+    """A user message's topic marker (kept whole when the rest is cut) and the rest."""
+    marker = next((k for k in (BEGIN_MARKER, END_MARKER) if text.startswith(k)), "")
+    return marker, text[len(marker) :]
 
 
 def cap_own_message(
@@ -417,8 +422,7 @@ def cap_own_message(
             and m.group_id == active
             and max_tokens < m.tokens <= unsendable
         ):
-            marker = next((k for k in (BEGIN_MARKER, END_MARKER) if m.text.startswith(k)), "")
-            body = m.text[len(marker) :]
+            marker, body = _split_marker(m.text)
             limit = len(body) * max_tokens // m.tokens
             text, tokens = m.text, m.tokens
             # Characters per token vary along a text: shrink until the cut fits.

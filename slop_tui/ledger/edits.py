@@ -43,6 +43,7 @@ from dataclasses import replace
 
 from slop_tui.ledger.continuity import ContinuityMixin
 from slop_tui.ledger.core import LedgerError, now
+from slop_tui.ledger.history import new_prompt
 from slop_tui.ledger.inflight import KEY_PREFIX, InflightMixin, owner_alive
 from slop_tui.records import (
     EDIT_CLEAR,
@@ -59,7 +60,6 @@ from slop_tui.records import (
     EDIT_TRASH_RESTORE,
     Edit,
     Message,
-    NewMessage,
 )
 
 TRASH_PREFIX = "trash_"
@@ -315,9 +315,7 @@ class EditsMixin(InflightMixin, ContinuityMixin):
         in-flight record (so no edit can take its group away while it runs) and
         the clearing of the redo stack (a new turn ends what /redo can bring back).
         `reply_to` as for `append_user`."""
-        payload = json.dumps({"reply_to": reply_to}) if reply_to is not None else None
-        new = NewMessage(role="user", content=text, strategy=strategy, payload=payload)
-        (prompt,) = await self._counted([new])
+        (prompt,) = await self._counted([new_prompt(text, strategy, reply_to)])
         async with self.transaction() as db:
             gid = await self._write_prompt(db, session, prompt, None)
             await self._write_inflight(db, session, gid, strategy)
@@ -398,9 +396,7 @@ class EditsMixin(InflightMixin, ContinuityMixin):
             await self._move(
                 db, edit, "messages", "session_id=? AND group_id=?", (session, group_id)
             )
-        found = await self.get_edit(edit)
-        assert found is not None
-        return found
+        return await self._found(edit)
 
     async def _withdraw_summaries(self, db, session: str, edit: int, group_id: int) -> None:
         """Summaries made from the group's rows go to the trash with it.
@@ -649,9 +645,7 @@ class EditsMixin(InflightMixin, ContinuityMixin):
                 await self._reverted(db, edit_id, by)
         else:
             await self.restore_edit(edit_id)
-        found = await self.get_edit(edit_id)
-        assert found is not None
-        return found
+        return await self._found(edit_id)
 
     async def empty_trash(self) -> Edit | None:
         """`/trash empty`: delete every trashed row for good (the only hard delete);

@@ -116,6 +116,12 @@ def word_start(text: str, start: int, reach: int = 20) -> int:
     return ahead if ahead < len(text) else start
 
 
+def new_prompt(text: str, strategy: str | None, reply_to: int | None) -> NewMessage:
+    """A user prompt to write; `reply_to` is kept in its payload (`{"reply_to": GID}`)."""
+    payload = json.dumps({"reply_to": reply_to}) if reply_to is not None else None
+    return NewMessage(role="user", content=text, strategy=strategy, payload=payload)
+
+
 class HistoryMixin(LedgerBase):
     # -- sessions ----------------------------------------------------------
 
@@ -324,9 +330,7 @@ class HistoryMixin(LedgerBase):
         `reply_to`: the group the prompt replies to, kept with the prompt
         (`payload` `{"reply_to": GID}`) when it stays in its lane (a reply from a
         topic lane: seed 002's topic > reply)."""
-        payload = json.dumps({"reply_to": reply_to}) if reply_to is not None else None
-        new = NewMessage(role="user", content=text, strategy=strategy, payload=payload)
-        (prompt,) = await self._counted([new])
+        (prompt,) = await self._counted([new_prompt(text, strategy, reply_to)])
         async with self.transaction() as db:
             msg_id = await self._write_prompt(db, session, prompt, lane)
         msg = await self.get_message(msg_id)
