@@ -5,9 +5,10 @@ messages, and whether it is still in effect), so it can be inverted:
 
 - `/undo`, `/message remove`, `/retry` move a group to the trash: its messages,
   the STATE versions it wrote, and what was derived from it (the summaries
-  that cover its rows, withdrawn first so the rows they hid come back, and the
-  handoffs written since it began). `/session clear` moves a session's history
-  there, `/session remove` the whole session.
+  whose span holds its rows, marked out of date first, and the handoffs
+  written since it began). `/session clear` moves a session's history there,
+  `/session remove` the whole session; `/memo remove` and `/skill delete` a
+  memo or a skill.
 - `/context drop` and `/context restore` change statuses in place (soft drop);
   they are journalled all the same.
 
