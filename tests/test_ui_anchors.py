@@ -5,13 +5,14 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import Input, Markdown, Static, TextArea
+from textual.widgets import Input, Static, TextArea
 
 from slop_tui.ui.widgets.anchors import (
     CONFLICT_NOTICE,
     SCRATCHPAD_DEBOUNCE,
     ScratchpadEditor,
     StatePane,
+    StateView,
 )
 
 
@@ -154,6 +155,7 @@ async def test_state_edit_posts_state_edited():
         await pilot.press("e")
         editor = app.query_one("#state-editor", TextArea)
         assert pane.editing and editor.has_focus and editor.text == "### STATE\n- goal: ship"
+        assert editor.language == "markdown"  # highlighting loaded when it first opens
         editor.move_cursor(editor.document.end)
         await pilot.press("enter", *"- be")
         pane.set_state("### STATE\n- from a turn")  # arrives while editing: text kept
@@ -163,7 +165,7 @@ async def test_state_edit_posts_state_edited():
         edited = [m.text for m in app.seen if isinstance(m, StatePane.StateEdited)]
         assert edited == ["### STATE\n- goal: ship\n- be"]  # "e" typed, not the binding
         assert not pane.editing and pane.state_text == edited[0]
-        view = app.query_one("#state-view", Markdown)
+        view = app.query_one("#state-view", StateView)
         await pilot.pause()
         # The pane's title says STATE: the text's own heading is not drawn a second time.
         assert view.display and view.source.replace("  \n", "\n").rstrip() == ("- goal: ship\n- be")
@@ -196,8 +198,11 @@ async def test_state_pane_scrolls_and_keeps_every_line():
         pane = app.query_one(StatePane)
         pane.set_state("### STATE\n" + "\n".join(lines))
         await pilot.pause()
-        view = app.query_one("#state-view", Markdown)
+        view = app.query_one("#state-view", StateView)
         assert view.source.splitlines() == [line + "  " for line in lines]
+        # Drawn as lines, one row per STATE line: no Markdown widget, no children.
+        drawn = [strip.text.strip() for strip in view.rendered(view.content_size.width)]
+        assert drawn[:3] == lines[:3] and not view.children
         assert pane.max_scroll_y > 0  # taller than the pane
         pane.focus()
         await pilot.press("pagedown")

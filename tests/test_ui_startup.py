@@ -242,6 +242,7 @@ async def test_code_is_drawn_plain_on_the_first_screen_then_highlighted(project,
     finally:
         await ws.close()
     monkeypatch.setattr(startup, "HIGHLIGHT_AFTER", 600.0)  # the test says when (below)
+    monkeypatch.setattr(startup, "_hold_first_frame", False)  # put back after the test
     startup.defer_for_first_screen()  # as the slop-tui command does
     try:
         app = app_for(project)
@@ -300,3 +301,91 @@ async def test_an_app_made_outside_the_command_highlights_at_once(project):
         await started(pilot)
         look = blocks.markdown_look(app)
         assert look.highlight and "(code plain)" not in look.key
+
+
+class _Frames:
+    """Records each frame the app hands to its driver (`App._display`; a headless
+    app drops it there), and what the group list held when it was drawn."""
+
+    def __init__(self, app: SlopApp) -> None:
+        self.rows: list[int] = []
+        display = app._display
+
+        def recording(screen, renderable):
+            self.rows.append(len(app.query_one(GroupList)._rows))
+            return display(screen, renderable)
+
+        app._display = recording  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch):
+    """The command's start: the first frame waits for the workspace."""
+    from slop_tui.ui import startup
+
+    monkeypatch.setattr(startup, "_hold_first_frame", True)
+    monkeypatch.setattr(startup, "FIRST_FRAME_WAIT", 60.0)  # only the tests' own waits
+    return startup
+
+
+async def test_the_first_frame_shows_the_filled_panes(project, held, monkeypatch):
+    import asyncio
+
+    await seed(project, n=3)
+    gate = asyncio.Event()
+    real_open = Workspace.open.__func__
+
+    async def slow_open(cls, *args, **kw):
+        await gate.wait()
+        return await real_open(cls, *args, **kw)
+
+    monkeypatch.setattr(Workspace, "open", classmethod(slow_open))
+    app = app_for(project)
+    frames = _Frames(app)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await pilot.pause(0.3)  # the workspace is still opening: no frame yet
+        assert frames.rows == [] and app.workspace is None
+        gate.set()
+        await started(pilot)
+        await wait_for(pilot, lambda: frames.rows)
+        assert frames.rows[0] == 3  # the first frame drawn already lists the groups
+        assert app._batch_count == 0
+
+
+async def test_a_slow_workspace_shows_the_screen_after_the_wait(project, held, monkeypatch):
+    import asyncio
+
+    monkeypatch.setattr(held, "FIRST_FRAME_WAIT", 0.2)
+    gate = asyncio.Event()
+    real_open = Workspace.open.__func__
+
+    async def stuck_open(cls, *args, **kw):
+        await gate.wait()
+        return await real_open(cls, *args, **kw)
+
+    monkeypatch.setattr(Workspace, "open", classmethod(stuck_open))
+    app = app_for(project)
+    frames = _Frames(app)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: frames.rows, timeout=5)
+        assert app.workspace is None and app._batch_count == 0  # drawn while still opening
+        gate.set()
+        await started(pilot)
+
+
+async def test_a_workspace_that_fails_to_open_shows_its_error(project, held, monkeypatch):
+    from textual.widgets import Static
+
+    from slop_tui.ledger import LedgerError
+
+    async def broken_open(cls, *args, **kw):
+        raise LedgerError("database disk image is malformed")
+
+    monkeypatch.setattr(Workspace, "open", classmethod(broken_open))
+    app = app_for(project)
+    frames = _Frames(app)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: app.startup_error is not None)
+        await wait_for(pilot, lambda: frames.rows)  # not held by the failure
+        banner = app.query_one("#banner", Static)
+        assert "malformed" in str(banner.render()) and app._batch_count == 0

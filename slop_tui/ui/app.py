@@ -282,6 +282,9 @@ class SlopApp(App):
         return app_variable_defaults(self.current_theme)
 
     def on_mount(self) -> None:
+        from slop_tui.ui.startup import hold_first_frame
+
+        hold_first_frame(self)  # the command's first frame shows the filled panes
         self.query_one(PromptInput).focus()
         self.open_workspace()
 
@@ -315,6 +318,8 @@ class SlopApp(App):
             )
         if note := self.theme_load.notification():
             self.notify(note, severity="warning", timeout=15)
+        from slop_tui.ui.startup import first_screen_shown, release_first_frame
+
         try:
             self.workspace = await Workspace.open(config, self._session_arg, env=self._env)
             await self._show_workspace(config)
@@ -325,13 +330,13 @@ class SlopApp(App):
             self.startup_error = str(exc)
             self.show_banner(str(exc))
             return
+        finally:
+            release_first_frame(self)
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
         self.collector.start()
         self.set_interval(0.5, self._pace_collector, name="collector")
-        from slop_tui.ui.startup import first_screen_shown
-
         first_screen_shown(self)  # what the first screen left for later (ui/startup.py)
         if (
             await self.workspace.provider_choice()

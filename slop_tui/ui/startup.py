@@ -11,6 +11,13 @@ at once, so its screens do not depend on timing.
   screen's answers hold both. Then the answers on screen and those built
   ahead for paging are rendered again in a thread (the lexers are built
   there) and repainted: the same lines, coloured.
+- **The empty screen.** The app's widgets are composed before the workspace
+  is opened; drawn then, they would be laid out and painted empty (about
+  50 ms of CPU at 120x40), only to be laid out again with the ledger's
+  contents a moment later, while the ledger is read on the same event loop.
+  The first frame waits until the panes are filled (`hold_first_frame`), or
+  `FIRST_FRAME_WAIT` seconds at most: a slow open (a large migration) shows
+  the screen it has by then.
 """
 
 from __future__ import annotations
@@ -20,10 +27,37 @@ from typing import Any
 from slop_tui.ui.widgets import blocks
 
 HIGHLIGHT_AFTER = 1.0  # seconds after the first full screen
+FIRST_FRAME_WAIT = 1.0  # seconds the first frame waits for the workspace at most
+
+_hold_first_frame = False
 
 
 def defer_for_first_screen() -> None:
+    global _hold_first_frame
     blocks.hold_code_highlighting()
+    _hold_first_frame = True
+
+
+def hold_first_frame(app: Any) -> None:
+    """Called as the app mounts: on the command's start, no frame until the panes are
+    filled (`release_first_frame`) or FIRST_FRAME_WAIT has passed."""
+    if not _hold_first_frame or getattr(app, "_first_frame_held", False):
+        return
+    from slop_tui.ui.textual_fixes import hold_frames
+
+    app._first_frame_held = True
+    hold_frames(app)
+    app.set_timer(FIRST_FRAME_WAIT, lambda: release_first_frame(app))
+
+
+def release_first_frame(app: Any) -> None:
+    """The panes are filled (or opening failed, or took too long): draw."""
+    if not getattr(app, "_first_frame_held", False):
+        return
+    from slop_tui.ui.textual_fixes import release_frames
+
+    app._first_frame_held = False
+    release_frames(app)
 
 
 def first_screen_shown(app: Any) -> None:

@@ -40,12 +40,26 @@ One fix to Textual's start-up work, found profiling bench/screen.py:
   text): a third of the preview's start-up cost. The wrap is kept when the
   wrap width and tab width are those it was made for (`WrappedDocument`'s
   `_width` and `_tab_width`); the virtual size is refreshed as before.
+
+One use of Textual's repaint batching, for the command's first screen:
+
+- `hold_frames(app)` / `release_frames(app)` enter and leave the batch that
+  `App.batch_update()` wraps (`App._begin_batch`, `App._end_batch`: while
+  `App._batch_count` is above zero the screen neither lays out nor writes a
+  frame). The context manager cannot span the workspace's opening, which is a
+  worker that awaits the ledger; the two halves are called directly.
+  A layout made meanwhile (the screen's resume and resize events lay out
+  regardless of the batch) still queued `Screen._compositor_refresh`, which
+  renders every widget for a frame `App._display` then drops: while held,
+  that render is skipped and `Screen._repaint_required` set instead, so the
+  screen's idle handler draws once the hold ends.
 """
 
 from __future__ import annotations
 
 from textual._compositor import Compositor
 from textual.geometry import Offset, Size
+from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.widgets import TextArea
 
@@ -53,6 +67,7 @@ _reflow = Compositor.reflow
 _size_updated = ScrollView._size_updated
 _scroll_cursor_visible = TextArea.scroll_cursor_visible
 _text_area_resized = TextArea._on_resize
+_compositor_refresh = Screen._compositor_refresh
 
 
 def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bool = False):  # type: ignore[no-untyped-def]
@@ -90,6 +105,27 @@ def _size_updated_if_changed(
         return False  # what _scroll_update would compute is what it computed last time
     self.__dict__["_slop_size_seen"] = seen
     return _size_updated(self, size, virtual_size, container_size, layout)
+
+
+def hold_frames(app) -> None:  # type: ignore[no-untyped-def]
+    """No layout and no frame until `release_frames` (see the module docstring)."""
+    if Screen._compositor_refresh is not _refresh_unless_held:
+        Screen._compositor_refresh = _refresh_unless_held  # type: ignore[method-assign]
+    app.__dict__["_slop_frames_held"] = True
+    app._begin_batch()
+
+
+def release_frames(app) -> None:  # type: ignore[no-untyped-def]
+    """Leave a `hold_frames`; the screen is laid out and drawn once, as it is now."""
+    if app.__dict__.pop("_slop_frames_held", False):
+        app._end_batch()
+
+
+def _refresh_unless_held(self: Screen) -> None:
+    if self.app.__dict__.get("_slop_frames_held"):
+        self._repaint_required = True  # drawn by the idle handler after the hold
+        return
+    _compositor_refresh(self)
 
 
 def install() -> None:

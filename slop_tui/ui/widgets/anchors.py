@@ -15,11 +15,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.message import Message
+from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Markdown, Static, TextArea
+from textual.widgets import Static, TextArea
 
 from slop_tui.ui.text import keep_lines, neutralise
+from slop_tui.ui.widgets.blocks import RenderedLines, markdown_lines, markdown_look
 from slop_tui.ui.widgets.editor import SafeTextArea
 
 SCRATCHPAD_DEBOUNCE = 0.8  # seconds of quiet before the scratchpad is saved
@@ -54,6 +56,31 @@ def _state_view(text: str) -> str:
     return keep_lines("\n".join(lines).strip("\n")) or EMPTY_STATE
 
 
+class StateView(RenderedLines):
+    """The STATE drawn as the conversation draws answers (Rich's Markdown, as lines):
+    one widget with no children, laid out in the same pass as the pane, where
+    Textual's `Markdown` mounted a widget per block a frame later."""
+
+    DEFAULT_CSS = "StateView { height: auto; padding: 0 1; }"
+
+    def __init__(self, source: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.source = source  # the Markdown drawn (`_state_view` of the STATE)
+        self._lines: tuple[int, str, list[Strip]] | None = None  # width, look, lines
+
+    def update(self, source: str) -> None:
+        if source != self.source:
+            self.source = source
+            self._lines = None
+            self.refresh(layout=True)
+
+    def rendered(self, width: int) -> list[Strip]:
+        look = markdown_look(self.app)
+        if self._lines is None or self._lines[:2] != (width, look.key):
+            self._lines = (width, look.key, markdown_lines(look, self.source, width))
+        return self._lines[2]
+
+
 class StatePane(ScrollableContainer, can_focus=True):
     """The `### STATE` anchor as Markdown, scrolled by the wheel and the arrow and page
     keys; `e` edits it, ctrl+s saves, escape cancels.
@@ -70,7 +97,6 @@ class StatePane(ScrollableContainer, can_focus=True):
     DEFAULT_CSS = """
     StatePane { height: 1fr; min-height: 3; overflow-y: auto; }
     StatePane #state-view { height: auto; margin: 0; padding: 0 1; }
-    StatePane #state-view > MarkdownHeader { margin: 0; }
     StatePane #state-editor { height: auto; min-height: 6; max-height: 20; display: none; }
     StatePane #state-hint { color: $text-muted; padding: 0 1; display: none; }
     StatePane.-editing #state-view { display: none; }
@@ -102,8 +128,9 @@ class StatePane(ScrollableContainer, can_focus=True):
         self.changed_while_editing = False
 
     def compose(self) -> ComposeResult:
-        yield Markdown(_state_view(self.state_text), id="state-view")
-        yield SafeTextArea("", id="state-editor", language="markdown", soft_wrap=True)
+        yield StateView(_state_view(self.state_text), id="state-view")
+        # The editor's Markdown highlighting is loaded when it first opens (`e`).
+        yield SafeTextArea("", id="state-editor", soft_wrap=True)
         yield Static("ctrl+s saves a new STATE version · escape cancels", id="state-hint")
 
     @property
@@ -123,7 +150,7 @@ class StatePane(ScrollableContainer, can_focus=True):
                 "· escape shows the new one"
             )
         else:
-            self.query_one(Markdown).update(_state_view(text))
+            self.query_one(StateView).update(_state_view(text))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Outside the editor, escape and ctrl+s belong to the app (cancel the turn, ...).
@@ -135,6 +162,8 @@ class StatePane(ScrollableContainer, can_focus=True):
 
     def action_edit(self) -> None:
         editor = self.query_one("#state-editor", TextArea)
+        if editor.language is None:
+            editor.language = "markdown"
         editor.load_text(self.state_text)
         self.changed_while_editing = False
         self.query_one("#state-hint", Static).update(
@@ -156,7 +185,7 @@ class StatePane(ScrollableContainer, can_focus=True):
     def _leave_editor(self) -> None:
         self.remove_class("-editing")
         self.refresh_bindings()
-        self.query_one(Markdown).update(_state_view(self.state_text))
+        self.query_one(StateView).update(_state_view(self.state_text))
         self.focus()
 
 

@@ -164,8 +164,17 @@ def markdown_look(app: Any) -> MarkdownLook:
     code_bg = background.blend(Color.parse(variables[tint]), 0.10 if dark else 0.05)
     code_fg = background.blend(Color.parse(variables[text]), 0.95)
     inline = Style(color=RichColor.from_rgb(*code_fg.rgb), bgcolor=RichColor.from_rgb(*code_bg.rgb))
+    styles = {"markdown.code": inline, "markdown.code_block": inline}
+    # Headings in the theme's Markdown colours and text styles, as Textual's Markdown
+    # widget draws them (Rich's own are magenta whatever the theme).
+    for n in range(1, 7):
+        color = Color.parse(variables.get(f"markdown-h{n}-color", variables["primary"]))
+        look_of = variables.get(f"markdown-h{n}-text-style", "bold").replace("none", "")
+        styles[f"markdown.h{n}"] = Style.parse(look_of or "none") + Style(
+            color=RichColor.from_rgb(*background.blend(color, color.a).rgb)
+        )
     console = Console(
-        theme=RichTheme({"markdown.code": inline, "markdown.code_block": inline}),
+        theme=RichTheme(styles),
         color_system=app.console.color_system or "truecolor",
         force_terminal=True,
         legacy_windows=False,
