@@ -96,12 +96,16 @@ async def test_external_update_without_edits_replaces_silently():
 
 
 async def test_external_update_with_unsaved_edits_keeps_the_users_text():
-    app = AnchorsApp("plan", debounce=0.2)
+    # Typed with a debounce no stall of a loaded machine reaches (an autosave between
+    # two keys would be a save the test did not make), the last key with a short one.
+    app = AnchorsApp("plan", debounce=60)
     async with app.run_test(size=(60, 30)) as pilot:
         pad = app.query_one(ScratchpadEditor)
         pad.area.focus()
         pad.area.move_cursor(pad.area.document.end)
-        await pilot.press(*" + mine")
+        await pilot.press(*" + min")
+        pad.debounce = 0.2
+        await pilot.press("e")  # an autosave is now 0.2 s away
         pad.external_update("plan by the model")
         await pilot.pause()
         assert pad.text == "plan + mine" and pad.dirty and pad.in_conflict
