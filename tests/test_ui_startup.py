@@ -150,11 +150,19 @@ async def test_the_app_starts_without_the_tokenizer_and_counts_exactly_at_the_fi
 
 
 async def test_the_group_list_and_the_conversation_share_one_read(project, cold, monkeypatch):
+    """One group read and one plan for every pane that shows them at start."""
     gids = await seed(project, n=4)
     from slop_tui.ledger import Ledger
 
     reads: list[str] = []
     real_list, real_rows = Ledger.list_groups, Ledger.group_rows
+    real_plan = Workspace.display_plan
+
+    async def display_plan(self, *a, **k):
+        reads.append("plan")
+        return await real_plan(self, *a, **k)
+
+    monkeypatch.setattr(Workspace, "display_plan", display_plan)
 
     async def list_groups(self, *a, **k):
         reads.append("list_groups")
@@ -169,7 +177,7 @@ async def test_the_group_list_and_the_conversation_share_one_read(project, cold,
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
-        assert reads == ["group_rows"]
+        assert reads == ["group_rows", "plan"]
         assert [g.group_id for g in app.query_one(GroupList).groups] == gids
         assert app.query_one("#conversation").group_ids == gids
 

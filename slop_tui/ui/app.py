@@ -473,7 +473,9 @@ class SlopApp(App):
             failed = await ws.ledger.failed_prompts(ws.session) if _any_error(rows) else []
             if reload_conversation:
                 # The group list's read gives the conversation its group ids too.
-                await self.query_one(ConversationView).load(ws, group_ids=[r[0] for r in rows])
+                await self.query_one(ConversationView).load(
+                    ws, group_ids=[r[0] for r in rows], plan=plan
+                )
             # From here on nothing awaits: the panes change in the same frame as the
             # conversation (only the first is laid out once more, when Markdown mounts).
             self.show_status(self._status(choice, sess))

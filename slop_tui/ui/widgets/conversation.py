@@ -247,12 +247,15 @@ class ConversationView(VerticalScroll):
         *,
         groups: Sequence[GroupSummary] | None = None,
         group_ids: Sequence[int] | None = None,
+        plan: ContextPlan | None = None,
     ) -> None:
         """Show `session` (default: the workspace's), its newest groups mounted.
 
         Pass `group_ids` (oldest first, e.g. from the group list's `Ledger.group_rows`)
         or `groups` (from `Ledger.list_groups`, newest first) when the caller
-        already has them, so a 5,000-group session is listed once.
+        already has them, so a 5,000-group session is listed once; and `plan`, the
+        plan of the next request the caller read for the other panes, so the blocks
+        are labelled from the same one.
         """
         self.ws = ws
         self.session = session or ws.session
@@ -266,7 +269,10 @@ class ConversationView(VerticalScroll):
             else:
                 group_ids = [g.group_id for g in reversed(groups)]
         self._set_gids(list(group_ids))
-        await self.refresh_tiers(relabel=False)
+        if plan is None:
+            await self.refresh_tiers(relabel=False)
+        else:
+            self.set_plan(plan, relabel=False)
         n = len(self._gids)
         await self._mount_slice(max(0, n - self.initial_blocks), n)
         self.anchor()
