@@ -1,0 +1,139 @@
+"""Two builds of slop-tui on the user's clock, side by side in one run.
+
+    python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] NAME=BIN_DIR NAME=BIN_DIR
+
+Each NAME=BIN_DIR is a virtualenv's `bin` folder holding a `slop-tui` console
+script: this checkout's (`.venv/bin`) and, say, the commit before a change,
+installed in a worktree of its own:
+
+    git worktree add --detach ../base COMMIT
+    (cd ../base && python3 -m venv .venv && .venv/bin/pip install -e .)
+    python bench/screen_ab.py base=../base/.venv/bin new=.venv/bin
+
+bench/screen.py's measure (a 120x40 pty read by pyte, the same ledger and
+fake provider), started for every build and size in turn, in every run, with
+the hello-world app once per run: the machine's noise falls on every build
+alike. Prints, per build and size, the median (min-max) of shown and of the
+CPU time until shown, the ratio to the hello-world app, and with `--keys N`
+each key case's p99 and median over the runs (N keys per case and run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import _common as c
+import screen
+import tui
+
+from tests.fakeserver import FakeLLMServer, Reply
+
+
+def _spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
+    values = [v * scale for v in values]
+    return f"{statistics.median(values):.3f} {unit} ({min(values):.3f}–{max(values):.3f})"
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("builds", nargs="+", metavar="NAME=BIN_DIR")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="2k,20k", help="of empty, 2k, 20k")
+    ap.add_argument("--keys", type=int, default=0, help="keys per case and run (0: none)")
+    args = ap.parse_args()
+    builds = [(n, str(Path(d).resolve())) for n, d in (b.split("=", 1) for b in args.builds)]
+    for name, bindir in builds:
+        if not (Path(bindir) / "slop-tui").exists():
+            sys.exit(f"{name}: no slop-tui in {bindir}")
+    sizes = args.sizes.split(",")
+    load = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="slop-tui-screen-ab-"))
+    template = work / "template.db"
+    asyncio.run(tui.build(template, False))
+    screen.mark_ledger(template)
+    fake = FakeLLMServer().start()
+    fake.default_reply = Reply(
+        text=screen.stream_deltas(int(screen.STREAM_RATE * 120)),
+        delay=1 / screen.STREAM_RATE,
+        prompt_tokens=5000,
+    )
+    config = work / "config.toml"
+    screen.write_config(config, fake.openai_base_url)
+    starter = screen.Starter(work, template, config)
+    results: dict[tuple[str, str], list[screen.Run]] = {}
+    hello: list[screen.Run] = []
+    try:
+        for name, bindir in builds:  # bytecode and page cache; not counted
+            screen.SLOP = Path(bindir) / "slop-tui"
+            screen.measure_start(starter, sizes[0], f"warmup-{name}", keys=0, timeout=60)
+        for i in range(args.runs):
+            for size in sizes:
+                order = builds[i % len(builds) :] + builds[: i % len(builds)]
+                for name, bindir in order:
+                    screen.SLOP = Path(bindir) / "slop-tui"
+                    run = screen.measure_start(
+                        starter, size, f"{name}-{size}-{i}", keys=args.keys, timeout=60
+                    )
+                    results.setdefault((name, size), []).append(run)
+            hello.append(screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60))
+    finally:
+        fake.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"# bench/screen_ab.py: {c.machine()}")
+    print(
+        f"load average at start {' '.join(f'{x:.2f}' for x in load)}, at end "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} run(s), "
+        "builds interleaved; median (min–max)\n"
+    )
+    hello_shown = statistics.median(r.shown for r in hello if r.shown is not None)
+    rows = [["hello-world app", "", _spread([r.shown for r in hello if r.shown]), "", "1.00×"]]
+    for (name, size), runs in results.items():
+        shown = [r.shown for r in runs if r.shown is not None]
+        cpu = [r.cpu_shown for r in runs if r.cpu_shown is not None]
+        rows.append(
+            [
+                name,
+                size,
+                _spread(shown) if shown else "not shown",
+                _spread(cpu) if cpu else "",
+                f"{statistics.median(shown) / hello_shown:.2f}×" if shown else "",
+            ]
+        )
+    print(c.table(["build", "session", "shown", "CPU until shown", "÷ hello-world"], rows))
+    if args.keys:
+        cases = sorted({k for runs in results.values() for r in runs for k in r.keys})
+        rows = []
+        for case in cases:
+            for (name, size), runs in results.items():
+                keys = [ms for r in runs for ms in r.keys.get(case, [])]
+                if keys:
+                    rows.append(
+                        [
+                            case,
+                            name,
+                            size,
+                            f"{_p99(keys):.1f} ms",
+                            f"{statistics.median(keys):.1f} ms",
+                            f"{max(keys):.1f} ms",
+                            str(len(keys)),
+                        ]
+                    )
+        print()
+        print(c.table(["key case", "build", "session", "p99", "median", "max", "n"], rows))
+
+
+if __name__ == "__main__":
+    main()
