@@ -67,3 +67,44 @@ def test_a_wrapped_document_is_the_same_with_the_fast_path(monkeypatch):
         assert new._offset_to_line_info == old._offset_to_line_info
         assert new._tab_width_cache == old._tab_width_cache
         assert new.lines == old.lines
+
+
+async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount():
+    """Skipping the first resume's restyle leaves every node styled as a full restyle
+    styles it: the workspace's main screen and a dialog over it."""
+    from textual.css.stylesheet import Stylesheet
+
+    from slop_tui.ui.app import SlopApp
+    from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+    fixes.install()
+    updates: list[int] = []
+    real_update_nodes = Stylesheet.update_nodes
+
+    def counted(self, nodes, animate=False):
+        nodes = list(nodes)
+        updates.append(len(nodes))
+        return real_update_nodes(self, nodes, animate=animate)
+
+    def styles(screen) -> list[str]:
+        return [node.styles.css for node in screen.walk_children(with_self=True)]
+
+    Stylesheet.update_nodes = counted  # type: ignore[method-assign]
+    try:
+        app = SlopApp(db=":memory:", user_themes=False, blink=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            main = app.screen
+            assert main.__dict__.get("_slop_resumed")
+            assert max(updates, default=0) < len(styles(main)) - 1  # no whole-screen restyle
+            before = styles(main)
+            main.update_node_styles(animate=False)  # what the skipped pass would do
+            assert styles(main) == before
+            app.push_screen(ConfirmScreen("Empty the trash?", "3 groups"))
+            await pilot.pause()
+            dialog = app.screen
+            before = styles(dialog)
+            dialog.update_node_styles(animate=False)
+            assert dialog is not main and styles(dialog) == before
+    finally:
+        Stylesheet.update_nodes = real_update_nodes  # type: ignore[method-assign]
