@@ -175,6 +175,7 @@ class SlopApp(App):
         self._banner_cause = ""
         self._status_of = None  # the (provider choice, session) the header last showed
         self._drawn_title = ""
+        self._header = Header()
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
         self.theme = DEFAULT_THEME
@@ -182,7 +183,7 @@ class SlopApp(App):
     # -- layout ------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield self._header
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield Static("Sessions", classes="pane-title")
@@ -383,8 +384,8 @@ class SlopApp(App):
             return
         self._drawn_title = self.title
         self.set_reactive(SlopApp.sub_title, text)
-        for header in self.query(Header):
-            header.query_one(HeaderTitle).update(header.format_title())
+        if self._header.is_mounted:  # the workspace's own header (no DOM walk per status)
+            self._header.query_one(HeaderTitle).update(self._header.format_title())
 
     def _pace_collector(self) -> None:
         self.collector.tick(busy=self.busy or bool(self.phase))
