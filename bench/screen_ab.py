@@ -99,10 +99,21 @@ def main() -> None:
         "builds interleaved; median (min–max)\n"
     )
     hello_shown = statistics.median(r.shown for r in hello if r.shown is not None)
-    rows = [["hello-world app", "", _spread([r.shown for r in hello if r.shown]), "", "1.00×"]]
+    hello_mb = [r.rss_shown_mb for r in hello if r.rss_shown_mb]
+    rows = [
+        [
+            "hello-world app",
+            "",
+            _spread([r.shown for r in hello if r.shown]),
+            "",
+            "1.00×",
+            f"{statistics.median(hello_mb):.0f} MB" if hello_mb else "",
+        ]
+    ]
     for (name, size), runs in results.items():
         shown = [r.shown for r in runs if r.shown is not None]
         cpu = [r.cpu_shown for r in runs if r.cpu_shown is not None]
+        mb = [r.rss_shown_mb for r in runs if r.rss_shown_mb is not None]
         rows.append(
             [
                 name,
@@ -110,9 +121,11 @@ def main() -> None:
                 _spread(shown) if shown else "not shown",
                 _spread(cpu) if cpu else "",
                 f"{statistics.median(shown) / hello_shown:.2f}×" if shown else "",
+                f"{statistics.median(mb):.0f} MB ({min(mb):.0f}–{max(mb):.0f})" if mb else "",
             ]
         )
-    print(c.table(["build", "session", "shown", "CPU until shown", "÷ hello-world"], rows))
+    headers = ["build", "session", "shown", "CPU until shown", "÷ hello-world", "VmHWM shown"]
+    print(c.table(headers, rows))
     if args.keys:
         cases = sorted({k for runs in results.values() for r in runs for k in r.keys})
         rows = []
