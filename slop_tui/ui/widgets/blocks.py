@@ -62,6 +62,7 @@ from slop_tui.records import (
     Message,
     ToolCall,
 )
+from slop_tui.ui import textual_fixes
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
 
@@ -204,6 +205,7 @@ def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     return [Strip(line, width) for line in lines]
 
 
+@textual_fixes.sized_in_one_layout
 class RenderedLines(Widget):
     """A widget drawn from pre-rendered lines: subclasses give `rendered(width)`.
 
@@ -699,6 +701,7 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
     return cut_middle(text, limit, note)
 
 
+@textual_fixes.sized_in_one_layout
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 
