@@ -219,11 +219,26 @@ class RenderedLines(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.rendered(width))
 
+    _styled: dict[int, tuple[Strip, Any, Strip]] | None = None
+
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         lines = self.rendered(width)
-        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
-        return line.apply_style(self.visual_style.rich_style)
+        if not 0 <= y < len(lines):
+            return Strip.blank(width).apply_style(self.visual_style.rich_style)
+        # Each line is styled once per style: a growing live answer, or one that moves
+        # with its group, is drawn again whole, and styling a line costs more than
+        # the rest of drawing it. Keyed by the line object (kept in the entry, so
+        # its id stays its own): new lines and a new style miss.
+        line = lines[y]
+        style = self.visual_style.rich_style
+        styled = self._styled
+        if styled is None or len(styled) > 2 * len(lines) + 64:
+            styled = self._styled = {}
+        entry = styled.get(id(line))
+        if entry is None or entry[0] is not line or entry[1] != style:
+            entry = styled[id(line)] = (line, style, line.apply_style(style))
+        return entry[2]
 
 
 class AnswerBlock(RenderedLines, can_focus=True):
