@@ -172,6 +172,11 @@ SIDE_BY_SIDE = [
         "key → screen, up in the groups pane, reply streaming",
     ),
     (
+        "PageUp in the conversation, reply streaming",
+        "key → frame, PageUp in the conversation, reply streaming",
+        "key → screen, PageUp in the conversation, reply streaming",
+    ),
+    (
         "peak memory when shown",
         "peak RSS (VmHWM) when shown",
         "peak memory (VmHWM) when shown",

@@ -56,6 +56,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,30 +212,46 @@ def highlighted(term: Term, box: tuple[int, int, int, int]) -> str | None:
 
 def older_in_view(old: list[str], new: list[str]) -> bool:
     """True when older content came into view: the new top line was not on screen
-    before, or the old lines moved down. A streamed reply that the view follows
-    moves lines up, and its new top line was on screen before."""
-    top = next((line for line in new if line.strip()), None)
+    before, or the old lines moved down (or were all replaced: a page jumped). A
+    streamed reply that the view follows moves lines up, and its new top line was on
+    screen before."""
+    top = next((line for line in new if _content(line)), None)
     if top is not None and top not in old:
         return True
     return moved_down(old, new)
 
 
+def _content(line: str) -> str:
+    """A line without its margins: spaces and a block's left bar are not content."""
+    return line.strip(" █▌▐▎▏│┃")
+
+
+AGREE = 3  # lines that must move by the same amount for a move (not a replacement)
+
+
 def moved_down(old: list[str], new: list[str]) -> bool:
-    """True when the lines of `old` moved down in `new` or were all replaced."""
+    """True when the lines of `old` moved down in `new` or were all replaced.
+
+    The move is the one most of `old`'s lines (those shown once) agree on in `new`;
+    fewer than AGREE lines agreeing is a replacement. A reply's repeated lines (a
+    list's items, say) found elsewhere on a new page are not a move."""
     first: dict[str, int] = {}
     seen_twice: set[str] = set()
     for i, line in enumerate(old):
-        if line.strip():
+        if _content(line):
             if line in first:
                 seen_twice.add(line)
             first.setdefault(line, i)
     unique = {line: i for line, i in first.items() if line not in seen_twice}
     if not unique:
         return old != new
-    shifts = [j - unique[line] for j, line in enumerate(new) if line in unique]
+    shifts = Counter(j - unique[line] for j, line in enumerate(new) if line in unique)
     if not shifts:
         return True
-    return statistics.median(shifts) > 0
+    shift, agreeing = shifts.most_common(1)[0]
+    if agreeing < min(AGREE, len(unique)):
+        return True
+    return shift > 0
 
 
 # -- one start --------------------------------------------------------------------------
@@ -350,16 +367,26 @@ class KeyCases:
     # -- one key ----------------------------------------------------------------------
 
     def press(
-        self, case: str, key: str, probe: Callable[[Term], bool], idle: bool, rest: float = 0.05
+        self,
+        case: str,
+        key: str,
+        probe_for: Callable[[], Callable[[Term], bool]],
+        idle: bool,
+        rest: float = 0.05,
     ) -> None:
         """One measured key. Idle: after `rest` seconds without a change. Streaming: after
         `rest` seconds (a key whose effect comes in several frames, as ctrl+u's does,
-        must not have its later frames taken for the next key's)."""
+        must not have its later frames taken for the next key's). `probe_for` makes the
+        key's probe from the screen just before the key is sent: while a reply streams
+        the screen changes during the rest, and a probe comparing with the screen from
+        before it took the stream's own moves for the key's (or against it)."""
         term = self.term
         if idle:
             term.settle(rest, 2.0)
         else:
             self.gap(rest)
+        term.drain()
+        probe = probe_for()
         t = term.send(key)
         got = term.pump(probe, 5.0, after=t)
         if got is None:
@@ -398,7 +425,7 @@ class KeyCases:
                 text = "".join(region(t, box)).replace(" ", "")
                 return text.startswith("Typeaprompt") if not want else text == want
 
-            self.press(case, key, probe, idle)
+            self.press(case, key, lambda probe=probe: probe, idle)
         while self.typed:  # leave the prompt empty
             self.typed = self.typed[:-1]
             self.term.send("backspace")
@@ -409,23 +436,24 @@ class KeyCases:
         if box is None:
             return
         self.quiet("f3")
-        for _ in range(self.presses):
+
+        def probe_for() -> Callable[[Term], bool]:
             before = highlighted(self.term, box)
+            return lambda t: (now := highlighted(t, box)) is not None and now != before
 
-            def probe(t: Term, before: str | None = before) -> bool:
-                now = highlighted(t, box)
-                return now is not None and now != before
-
-            self.press(case, "up", probe, idle)
+        for _ in range(self.presses):
+            self.press(case, "up", probe_for, idle)
 
     def conversation(self, key: str, case: str, idle: bool) -> None:
         box = self.layout.conversation
         self.quiet(click(*self.text_line(box)))
-        for _ in range(min(self.presses, 6)):
+
+        def probe_for() -> Callable[[Term], bool]:
             before = region(self.term, box)
-            self.press(
-                case, key, lambda t, b=before: older_in_view(b, region(t, box)), idle, rest=0.3
-            )
+            return lambda t: older_in_view(before, region(t, box))
+
+        for _ in range(min(self.presses, 6)):
+            self.press(case, key, probe_for, idle, rest=0.3)
         self.quiet("end", 0.5)
 
     def text_line(self, box: tuple[int, int, int, int]) -> tuple[int, int]:

@@ -25,7 +25,8 @@ typing in the prompt and `up` in the groups pane, idle; ctrl+u (a page of
 older groups) in the conversation, which also checks that the mounted groups
 stay bounded; the prompt and the groups pane again while a reply streams at
 200 deltas/s through the real orchestrator (an in-memory provider paced like
-bench/turn.py's); and typing while that turn ends and its background job
+bench/turn.py's), and PageUp in the conversation (up to 6, until its top) then;
+and typing while that turn ends and its background job
 (after-reply compaction, lane summary) runs. A key whose frame has not come
 after 10 s ends that child (a watchdog thread): the row then shows a lower
 bound (">=").
@@ -342,6 +343,7 @@ CASES = [
     ("conversation ctrl+u", "key → frame, ctrl+u (older page) in the conversation"),
     ("prompt streaming", "key → frame, typing in the prompt, reply streaming"),
     ("groups streaming", "key → frame, up in the groups pane, reply streaming"),
+    ("conversation pageup streaming", "key → frame, PageUp in the conversation, reply streaming"),
     ("prompt after turn", "key → frame, typing while the turn's background job runs"),
 ]
 

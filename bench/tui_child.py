@@ -266,6 +266,7 @@ def _display(self: App, screen, renderable) -> None:
                 p["widget"] in dirty
                 or screen in dirty
                 or (p["layout"] and IN_LAYOUT[0])
+                or (p["scroll"] and (IN_LAYOUT[0] or IN_SCROLL[0]))
                 or p["widget"] is ECHO[0]  # drawn at once after the key (ui/echo.py)
             )
             if p["probe"]() and repainted:
@@ -279,6 +280,7 @@ from textual.screen import Screen  # noqa: E402
 
 _original_refresh_layout = Screen._refresh_layout
 IN_LAYOUT = [False]  # a frame drawn by a full reflow repaints every widget whose region changed
+IN_SCROLL = [False]  # a frame drawn by the layout of a scroll repaints what moved
 
 
 FRAME_COST: dict[str, list[tuple[float, bool]]] = {}  # phase -> (ms, reflowed) (stall trace)
@@ -286,11 +288,12 @@ FRAME_COST: dict[str, list[tuple[float, bool]]] = {}  # phase -> (ms, reflowed) 
 
 def _refresh_layout(self, size=None, scroll=False):
     IN_LAYOUT[0] = not scroll
+    IN_SCROLL[0] = scroll
     t = time.perf_counter()
     try:
         return _original_refresh_layout(self, size, scroll)
     finally:
-        IN_LAYOUT[0] = False
+        IN_LAYOUT[0] = IN_SCROLL[0] = False
         if STALL_TRACE:
             ms = (time.perf_counter() - t) * 1e3
             FRAME_COST.setdefault(HEART["phase"], []).append((round(ms, 1), not scroll))
@@ -414,11 +417,14 @@ async def _press(
     widget,
     timeout: float = 3.0,
     layout: bool = False,
+    scroll: bool = False,
 ) -> tuple[float, float]:
     """(key -> effect frame, key -> any next frame) in ms; inf when no frame came.
 
     `layout`: the effect is a change of layout (mounted blocks), so a frame drawn
     by a full reflow shows it even when `widget` itself was not repainted.
+    `scroll`: the effect is a scroll of `widget`, which a frame drawn by a layout
+    (of the scroll, or a full one) shows.
     """
     global PENDING
     loop = asyncio.get_running_loop()
@@ -430,6 +436,7 @@ async def _press(
         "fut": fut,
         "first": None,
         "layout": layout,
+        "scroll": scroll,
         "t": t,
     }
     app._driver.process_message(events.Key(key, char))
@@ -524,6 +531,27 @@ async def _page_up(app: SlopApp, name: str, pages: int) -> None:
             "lo": conv._lo,
             "bound": conv.max_blocks,
         }
+    await conv.show_newest()
+
+
+async def _page_keys(app: SlopApp, name: str, n: int) -> None:
+    """PageUp in the conversation, `n` times (or until its top): key -> the frame that
+    shows the pane scrolled. Focused first, as a click on it would."""
+    conv = app.query_one("#conversation")
+    conv.focus()
+    await _wait(lambda: app.focused is conv, 2.0)
+    await asyncio.sleep(0.3)  # the focus change's frames are not the first key's
+    case = _case(name)
+    rnd = random.Random(6)
+    for _ in range(n):
+        if conv.scroll_y <= 0:
+            break
+        before = conv.scroll_y
+        e, f = await _press(
+            app, "pageup", None, lambda b=before: conv.scroll_y < b, conv, scroll=True
+        )
+        _record(case, e, f)
+        await asyncio.sleep(rnd.uniform(0.2, 0.4))
     await conv.show_newest()
 
 
@@ -633,6 +661,7 @@ async def _stream_cases(app: SlopApp) -> None:
     _in_phase("streaming")
     await _type_in_prompt(app, "prompt streaming", ARGS.presses)
     await _move_in_groups(app, "groups streaming", ARGS.presses)
+    await _page_keys(app, "conversation pageup streaming", min(ARGS.presses, 6))
     c1, t1 = STREAM["count"], time.perf_counter()
     RESULT["stream_rate"] = (c1 - c0) / (t1 - t0)
     RESULT["stream_deltas"] = c1

@@ -90,3 +90,18 @@ def test_older_content_coming_into_view_is_told_from_a_streamed_reply(monkeypatc
     # A streamed reply that the view follows moves lines up: not the key's effect.
     assert not screen.older_in_view(old, ["two", "three", "four", "five", "six"])
     assert not screen.older_in_view(old, list(old))
+
+
+def test_a_page_jump_is_told_from_a_reply_whose_lines_repeat(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    screen = _load("screen")
+    # A block's left bar is on every line, blank ones included; a streamed reply
+    # repeats some lines (a list's items) further down.
+    bar = [" █ " + text for text in ("", "alpha", "- item one", "- item two", "beta", "gamma")]
+    page = [" █ " + text for text in ("", "- item one", "- item two", "older", "words", "")]
+    # PageUp replaced the whole pane, and its first line of text was on it before:
+    # the repeated items seem to have moved up, but only two lines agree on that move.
+    assert screen.older_in_view(bar, page)
+    # The reply grew and the view followed it: everything moved up by one line.
+    followed = bar[1:] + [" █ delta"]
+    assert not screen.older_in_view(bar, followed)

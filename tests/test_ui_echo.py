@@ -3,6 +3,8 @@ once, in a frame of its own, even while Textual's next frame is held back."""
 
 from __future__ import annotations
 
+import re
+
 from textual import events
 from textual.app import App
 from textual.widgets import TextArea
@@ -43,6 +45,11 @@ def hold_frames(app: App) -> list[int]:
     return held
 
 
+def plain(update: str) -> str:
+    """An update's text without its escape sequences."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", update)
+
+
 async def focused_prompt(app: PromptApp, pilot) -> TextArea:
     area = app.query_one(PromptInput).area
     area.focus()
@@ -64,6 +71,29 @@ async def test_a_key_in_the_prompt_is_drawn_before_the_next_frame():
         await pilot.pause()
         assert area.text == "qz" and len(written) == 2 and "z" in written[1]
         assert held  # Textual asked for its frame meanwhile: it was held, not needed
+
+
+async def test_keys_bound_to_actions_in_the_prompt_are_drawn_before_the_next_frame():
+    """Backspace, delete and the arrows act through bindings, after the key event has
+    gone up to the app: their change is drawn at once too, not by the held frame."""
+    app = PromptApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        area = await focused_prompt(app, pilot)
+        area.insert("abcxy")
+        await pilot.pause()
+        written = recording(app)
+        held = hold_frames(app)
+        app._driver.process_message(events.Key("backspace", None))
+        await pilot.pause()
+        assert area.text == "abcx"
+        assert len(written) == 1 and "abcx " in plain(written[0])
+        app._driver.process_message(events.Key("left", None))
+        app._driver.process_message(events.Key("left", None))
+        app._driver.process_message(events.Key("delete", None))
+        await pilot.pause()
+        assert area.text == "abx"
+        assert "abx " in plain(written[-1])  # drawn while every frame was held
+        assert held
 
 
 async def focused_groups(app: ListsApp, pilot, n: int, highlighted: int) -> GroupList:

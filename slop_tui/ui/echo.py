@@ -13,6 +13,11 @@ It draws nothing while Textual batches updates, when the widget is not on the
 top screen, or not where the last layout put it (not laid out yet, hidden):
 then the next frame shows the key as it always did. A list that scrolled
 draws itself whole, with its scrollbar.
+
+`frame_now` is the same for a key whose effect needs a layout pass (a page
+scrolled in the conversation): the screen's next frame is drawn at once, not
+at the next tick of Textual's frame timer (up to 1/60 s later, and after
+whatever else that tick has to draw).
 """
 
 from __future__ import annotations
@@ -42,3 +47,21 @@ def draw_now(widget: Widget, *also: Widget) -> bool:
     compositor.update_widgets(widgets)
     app._display(screen, compositor.render_update(screen_stack=app._background_screens))
     return True
+
+
+def frame_now(widget: Widget) -> None:
+    """Draw the screen's next frame now, a scroll of `widget` included, instead of at
+    the next tick of the frame timer (after the widget's own scroll update, which
+    reaches the screen only once the widget is idle, has come round)."""
+    widget.call_later(_frame, widget)
+
+
+def _frame(widget: Widget) -> None:
+    if not widget.is_attached:
+        return
+    app = widget.app
+    screen = widget.screen
+    if app._batch_count or not app._running or screen is not app.screen or not screen.is_current:
+        return  # the timer draws it
+    screen._scroll_required = True  # what the widget's scroll update will ask for
+    screen._on_timer_update()

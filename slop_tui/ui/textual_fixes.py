@@ -76,6 +76,38 @@ request, about 70,000 characters in 1,000 lines, at every start and turn):
   lengths. `fast_tab_widths` and `fast_wrap_offsets` give exactly what the
   originals give (tests/test_textual_fixes.py compares them on random text)
   in a third of the time; any other line goes to the originals.
+
+Three fixes to Textual's frame pacing, found tracing bench/screen.py's keys
+while a reply streams (docs/performance.md); the screen is drawn as before,
+only sooner or with less work:
+
+- `Timer._run` (every interval timer; the screen's frame timer is one) skips
+  the ticks it missed while it was late or paused, and skipped one too many:
+  after a skip the next tick was 1-2 intervals away instead of at the next
+  point of its grid. The frame timer is paused between frames and its first
+  tick after a pause comes at once, so the frame after that one -- where a key
+  typed just after a streamed update is drawn -- came 17-33 ms later, not
+  at most 17 ms. The skip now lands on the next grid point.
+- `Screen._refresh_layout` (a full reflow) hands every widget its new size
+  through `Widget._size_updated`, which sets the widget's `virtual_size`
+  reactive, and that reactive asks for a layout: every widget whose size the
+  reflow changed (a growing live answer, its group, the conversation) made
+  the screen lay itself out a second time (5-10 ms in the frame after each
+  streamed update). A widget that draws from the sizes the layout gives it
+  has nothing left to change; one that reads its previous `size` while it is
+  arranged (the token gauge wraps its legend that way) needs that second
+  pass. So the classes marked `sized_in_one_layout` store the size the reflow
+  gave them without asking for another layout, as Textual already does for
+  the widgets a scroll exposes (`reflow_visible`); every other widget asks as
+  before. A scrollbar shown or hidden is a layout reactive of its own, and a
+  `Resize` event is sent as before.
+- `Compositor.reflow_visible` (the layout of a scroll) finds what to repaint
+  by comparing the new map of the visible widgets with the previous one; right
+  after a full reflow there is none, and every widget on the screen counted
+  as moved: the first scroll after each streamed update, or a page key after
+  any layout, repainted the whole screen (a full update, 3-5 ms more than the
+  pane that moved). The map the full reflow built, which is what the screen
+  shows, is compared with instead, as long as nothing has rebuilt it since.
 """
 
 from __future__ import annotations
@@ -83,13 +115,17 @@ from __future__ import annotations
 import re
 
 import textual.document._wrapped_document as _wrapped_document
+from textual import _time
 from textual._compositor import Compositor
 from textual.geometry import Offset, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
+from textual.timer import EventTargetGone, Timer
+from textual.widget import Widget
 from textual.widgets import TextArea
 
 _reflow = Compositor.reflow
+_reflow_visible = Compositor.reflow_visible
 _size_updated = ScrollView._size_updated
 _scroll_cursor_visible = TextArea.scroll_cursor_visible
 _text_area_resized = TextArea._on_resize
@@ -98,6 +134,9 @@ _screen_resumed = Screen._on_screen_resume
 _get_tab_widths = _wrapped_document.get_tab_widths
 _compute_wrap_offsets = _wrapped_document.compute_wrap_offsets
 _WORD_CHUNK = re.compile(r"\S+\s*|\s+")  # textual._wrap's chunks: a word and its spaces
+_refresh_layout = Screen._refresh_layout
+_widget_size_updated = Widget._size_updated
+_reflowing = [0]  # > 0 while Screen._refresh_layout runs
 
 
 def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bool = False):  # type: ignore[no-untyped-def]
@@ -124,7 +163,22 @@ def _reflow_and_validate(self: Compositor, parent, size):  # type: ignore[no-unt
     self._full_map_invalidated = False
     result = _reflow(self, parent, size)
     self._full_map_invalidated = False  # the map reflow just built covers every widget
+    self._slop_drawn_map = self._full_map  # what the frame that follows draws
     return result
+
+
+def _reflow_visible_from_the_drawn_map(self: Compositor, parent, size):  # type: ignore[no-untyped-def]
+    # Right after a full reflow the screen shows the full map; compared with it, a
+    # scroll repaints what moved, not the whole screen (which it did against no map).
+    if (
+        self._visible_map is None
+        and self._full_map
+        and self._full_map is self.__dict__.get("_slop_drawn_map")
+        and self.size == size
+    ):
+        self._visible_map = self._full_map
+    self._slop_drawn_map = None
+    return _reflow_visible(self, parent, size)
 
 
 def _size_updated_if_changed(
@@ -210,8 +264,68 @@ def fast_wrap_offsets(
     return breaks
 
 
+async def _run_on_the_next_tick(self: Timer) -> None:
+    """`Timer._run` as in Textual 8.2.8, but a late timer skips to the next point of
+    its grid (`count = int(late_by / interval)`, Textual's adds 1)."""
+    count = 0
+    _repeat = self._repeat
+    _interval = self._interval
+    self._active  # noqa: B018 -- instantiated here, in the timer's own thread, as Textual does
+    await self._active.wait()
+    start = _time.get_time()
+
+    while _repeat is None or count <= _repeat:
+        next_timer = start + ((count + 1) * _interval)
+        now = _time.get_time()
+        if self._skip and next_timer < now:
+            count = int((now - start) / _interval)
+            continue
+        now = _time.get_time()
+        wait_time = max(0, next_timer - now)
+        await _time.sleep(wait_time)
+        count += 1
+        await self._active.wait()
+        if self._reset:
+            start = _time.get_time()
+            count = 0
+            self._reset = False
+            continue
+        try:
+            await self._tick(next_timer=next_timer, count=count)
+        except EventTargetGone:
+            break
+
+
+def _refresh_layout_once(self: Screen, size: Size | None = None, scroll: bool = False) -> None:
+    _reflowing[0] += 1
+    try:
+        _refresh_layout(self, size, scroll)
+    finally:
+        _reflowing[0] -= 1
+
+
+_ONE_LAYOUT = "_slop_sized_in_one_layout"
+
+
+def sized_in_one_layout(cls: type[Widget]) -> type[Widget]:
+    """Mark a widget class whose size a reflow settles in one pass: its content height
+    comes from the width it is given (never from its previous `size`), and nothing it
+    holds depends on its size. See the module's docstring."""
+    setattr(cls, _ONE_LAYOUT, True)
+    return cls
+
+
+def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
+    self: Widget, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+):
+    # The reflow that calls this has just placed the widget at these sizes.
+    if _reflowing[0] and getattr(self, _ONE_LAYOUT, False):
+        layout = False
+    return _widget_size_updated(self, size, virtual_size, container_size, layout)
+
+
 def install() -> None:
-    """Patch all six (once; each only if Textual still has what it relies on)."""
+    """Patch every fix above (once; each only if Textual still has what it relies on)."""
     if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
         TextArea.scroll_cursor_visible = _scroll_to_a_cursor_inside  # type: ignore[method-assign]
     if TextArea._on_resize is not _rewrap_on_a_new_width:
@@ -225,5 +339,20 @@ def install() -> None:
     if _wrapped_document.compute_wrap_offsets is not fast_wrap_offsets:
         _wrapped_document.compute_wrap_offsets = fast_wrap_offsets
         _wrapped_document.get_tab_widths = fast_tab_widths
+    if Compositor.reflow_visible is not _reflow_visible_from_the_drawn_map and all(
+        hasattr(Compositor(), name) for name in ("_visible_map", "_full_map", "size")
+    ):
+        Compositor.reflow_visible = _reflow_visible_from_the_drawn_map  # type: ignore[method-assign]
     if ScrollView._size_updated is not _size_updated_if_changed:
         ScrollView._size_updated = _size_updated_if_changed  # type: ignore[method-assign]
+    if (
+        Timer._run is not _run_on_the_next_tick
+        and hasattr(Timer, "_active")
+        and hasattr(Timer, "_tick")
+        and {"_repeat", "_interval", "_skip", "_reset"} <= set(Timer.__init__.__code__.co_names)
+    ):
+        Timer._run = _run_on_the_next_tick  # type: ignore[method-assign]
+    if Screen._refresh_layout is not _refresh_layout_once:
+        Screen._refresh_layout = _refresh_layout_once  # type: ignore[method-assign]
+    if Widget._size_updated is not _size_updated_in_the_reflow:
+        Widget._size_updated = _size_updated_in_the_reflow  # type: ignore[method-assign]

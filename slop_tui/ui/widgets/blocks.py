@@ -62,6 +62,7 @@ from slop_tui.records import (
     Message,
     ToolCall,
 )
+from slop_tui.ui import textual_fixes
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
 
@@ -213,6 +214,7 @@ def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     return [Strip(line, width) for line in lines]
 
 
+@textual_fixes.sized_in_one_layout
 class RenderedLines(Widget):
     """A widget drawn from pre-rendered lines: subclasses give `rendered(width)`.
 
@@ -226,11 +228,26 @@ class RenderedLines(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.rendered(width))
 
+    _styled: dict[int, tuple[Strip, Any, Strip]] | None = None
+
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         lines = self.rendered(width)
-        line = lines[y] if 0 <= y < len(lines) else Strip.blank(width)
-        return line.apply_style(self.visual_style.rich_style)
+        if not 0 <= y < len(lines):
+            return Strip.blank(width).apply_style(self.visual_style.rich_style)
+        # Each line is styled once per style: a growing live answer, or one that moves
+        # with its group, is drawn again whole, and styling a line costs more than
+        # the rest of drawing it. Keyed by the line object (kept in the entry, so
+        # its id stays its own): new lines and a new style miss.
+        line = lines[y]
+        style = self.visual_style.rich_style
+        styled = self._styled
+        if styled is None or len(styled) > 2 * len(lines) + 64:
+            styled = self._styled = {}
+        entry = styled.get(id(line))
+        if entry is None or entry[0] is not line or entry[1] != style:
+            entry = styled[id(line)] = (line, style, line.apply_style(style))
+        return entry[2]
 
 
 class AnswerBlock(RenderedLines, can_focus=True):
@@ -708,6 +725,7 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
     return cut_middle(text, limit, note)
 
 
+@textual_fixes.sized_in_one_layout
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 

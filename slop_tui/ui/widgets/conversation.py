@@ -23,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
+from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.geometry import Size
@@ -42,7 +43,7 @@ from slop_tui.events import (
     UsageEvent,
 )
 from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
-from slop_tui.ui import textual_fixes
+from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
@@ -105,6 +106,7 @@ class PageMarker(Static):
             await (view.load_older() if self.direction == "older" else view.load_newer())
 
 
+@textual_fixes.sized_in_one_layout
 class ConversationView(VerticalScroll):
     """The session's groups, a bounded slice mounted, and the live turn.
 
@@ -538,6 +540,25 @@ class ConversationView(VerticalScroll):
 
     async def action_newest(self) -> None:
         await self.show_newest()
+
+    # PageUp and PageDown move a page at once. Textual animates them (50 lines a
+    # second, its first frames a line or two), so the page showed 20-35 ms after
+    # the key at best and most of a second later in full; a jump is drawn in the
+    # next frame. The mouse wheel scrolls as Textual has it.
+
+    def action_page_up(self) -> None:
+        self._page_scroll(-1)
+
+    def action_page_down(self) -> None:
+        self._page_scroll(+1)
+
+    def _page_scroll(self, direction: int) -> None:
+        if not self.allow_vertical_scroll:
+            raise SkipAction()
+        height = self.scrollable_content_region.height
+        # Scrolled now, not after the next frame (Textual's default), and drawn at once.
+        self.scroll_to(y=self.scroll_y + direction * height, animate=False, immediate=True)
+        echo.frame_now(self)
 
     async def show_newest(self) -> None:
         """Mount the newest groups (if needed) and follow the bottom again."""

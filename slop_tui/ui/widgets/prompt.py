@@ -36,6 +36,7 @@ from textual.events import Key
 from textual.message import Message
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Edit, EditResult
 
 from slop_tui.ui import echo
 
@@ -74,6 +75,7 @@ class PromptArea(TextArea):
     DEFAULT_CSS = """
     PromptArea { height: auto; min-height: 3; max-height: 12; }
     """
+    _echo_pending = False  # a draw of the latest change is asked for (see _echo)
 
     @property
     def owner(self) -> PromptInput:
@@ -86,9 +88,29 @@ class PromptArea(TextArea):
         # bindings so prompt_submit / prompt_newline (and any remap) decide.
         if event.key == "enter":
             event.prevent_default()
-        # Once TextArea has handled the key: what was typed is drawn at once, not
-        # after the frame a streaming reply or a turn's end is drawing (ui/echo.py).
-        self.call_later(echo.draw_now, self)
+
+    # What a key changed is drawn at once, not after the frame a streaming reply or
+    # a turn's end is drawing (ui/echo.py). Asked for on every edit and cursor move,
+    # not on the key: keys bound to actions (backspace, delete, arrows, undo) act
+    # after the key event has gone up to the app, a draw asked for on the key came
+    # before the change, and the change waited for the next frame.
+
+    def edit(self, edit: Edit) -> EditResult:
+        result = super().edit(edit)
+        self._echo()
+        return result
+
+    def watch_selection(self) -> None:
+        self._echo()
+
+    def _echo(self) -> None:
+        if not self._echo_pending:
+            self._echo_pending = True
+            self.call_later(self._draw_now)
+
+    def _draw_now(self) -> None:
+        self._echo_pending = False
+        echo.draw_now(self)
 
     def action_submit(self) -> None:
         self.owner.submit()

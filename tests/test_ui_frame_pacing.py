@@ -1,0 +1,134 @@
+"""How soon and how much the screen is drawn: the frame timer's pacing, one layout per
+size change, a scroll's repaint, page keys (slop_tui/ui/textual_fixes.py, echo.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import _time
+from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual.timer import EventTargetGone, Timer
+
+from slop_tui.events import TextChunk
+from slop_tui.ui import textual_fixes
+from slop_tui.ui.widgets.conversation import ConversationView
+from tests.fakeserver import wait_for
+from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
+
+INTERVAL = 0.1
+
+
+class ClockedTimer:
+    """What `Timer._run` reads of a timer, on a clock that only moves when told."""
+
+    def __init__(self, clock: list[float], slow_first_tick: float) -> None:
+        self._repeat = None
+        self._interval = INTERVAL
+        self._skip = True
+        self._reset = False
+        self._active = asyncio.Event()
+        self._active.set()
+        self.clock = clock
+        self.slow = slow_first_tick
+        self.ticks: list[float] = []
+
+    async def _tick(self, *, next_timer: float, count: int) -> None:
+        self.ticks.append(self.clock[0])
+        if len(self.ticks) == 1:
+            self.clock[0] += self.slow  # the frame this tick drew took that long
+        elif len(self.ticks) == 2:
+            raise EventTargetGone()  # ends the timer's loop
+
+
+def run_clocked(run, monkeypatch, slow: float) -> ClockedTimer:
+    clock = [100.0]
+
+    async def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    monkeypatch.setattr(_time, "get_time", lambda: clock[0])
+    monkeypatch.setattr(_time, "sleep", sleep)
+    timer = ClockedTimer(clock, slow)
+    asyncio.run(run(timer))
+    return timer
+
+
+def test_a_late_timer_ticks_at_the_next_point_of_its_grid(monkeypatch):
+    textual_fixes.install()
+    assert Timer._run is textual_fixes._run_on_the_next_tick
+    # The first tick's work ran 2.5 intervals: the next tick is at the next point of
+    # the grid, half an interval later, not one and a half.
+    timer = run_clocked(textual_fixes._run_on_the_next_tick, monkeypatch, 2.5 * INTERVAL)
+    first, second = timer.ticks
+    waited = second - (first + 2.5 * INTERVAL)
+    assert 0 < waited <= INTERVAL
+    assert abs(waited - 0.5 * INTERVAL) < 1e-9
+    # On time: every interval, as before.
+    timer = run_clocked(textual_fixes._run_on_the_next_tick, monkeypatch, 0.0)
+    assert abs(timer.ticks[1] - timer.ticks[0] - INTERVAL) < 1e-9
+
+
+async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # noqa: F811
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        await view.begin_turn(None, "q")
+        await view.on_event(TextChunk(text="first words"))
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: answer.source == "first words")
+        await pilot.pause(0.3)
+        compositor = app.screen._compositor
+        reflows: list[int] = []
+        reflow = compositor.reflow
+
+        def counting(*args, **kw):  # type: ignore[no-untyped-def]
+            reflows.append(1)
+            return reflow(*args, **kw)
+
+        compositor.reflow = counting  # type: ignore[method-assign]
+        height = answer.outer_size.height
+        # Past the room kept below the text: the answer, its group and the view grow.
+        await view.on_event(TextChunk(text="\n\nline\n\n" * 12))
+        await wait_for(pilot, lambda: answer.source.count("line") == 12)
+        await pilot.pause(0.3)
+        assert answer.outer_size.height > height
+        assert len(reflows) == 1  # each size change asked for a second one before
+        await view.end_turn()
+
+
+async def test_a_page_key_jumps_at_once_and_repaints_only_the_pane(ws) -> None:  # noqa: F811
+    await bulk_groups(ws, 30)
+    app = ConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        view.focus()
+        await pilot.pause(0.3)
+        assert view.max_scroll_y > 2 * view.scrollable_content_region.height
+        updates: list[object] = []
+        display = app._display
+
+        def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+            updates.append(renderable)
+            display(screen, renderable)
+
+        app._display = recording  # type: ignore[method-assign]
+        app.screen._refresh_layout()  # a full layout, as a streamed update makes one
+        page = view.scrollable_content_region.height
+        before = view.scroll_y
+        del updates[:]
+        await pilot.press("pageup")
+        # A jump of a page (no animation under way), drawn in a frame of its own.
+        assert view.scroll_y == before - page
+        assert not app.animator.is_being_animated(view, "scroll_y")
+        drawn = [u for u in updates if u is not None]
+        assert drawn and isinstance(drawn[0], ChopsUpdate)
+        # The lines that moved were drawn, not the whole screen over again (a scroll
+        # right after a full layout was a full update before).
+        assert not any(isinstance(u, LayoutUpdate) for u in drawn)
+        region = view.region
+        lines = {y for u in drawn if isinstance(u, ChopsUpdate) for y, _x1, _x2 in u.spans}
+        assert set(range(region.y, region.bottom)) <= lines
+        await pilot.press("pagedown")
+        assert view.scroll_y == before
