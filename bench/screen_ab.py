@@ -2,9 +2,10 @@
 
     python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] NAME=BIN_DIR NAME=BIN_DIR
 
-Each NAME=BIN_DIR is a virtualenv's `bin` folder holding a `slop-tui` console
-script: this checkout's (`.venv/bin`) and, say, the commit before a change,
-installed in a worktree of its own:
+Each NAME=BIN_DIR is the `bin` folder of a virtualenv inside a checkout (the
+ledger is written by that checkout's bench/tui.py and code, so each build
+opens one of its own schema): this checkout's (`.venv/bin`) and, say, the
+commit before a change, installed in a worktree of its own:
 
     git worktree add --detach ../base COMMIT
     (cd ../base && python3 -m venv .venv && .venv/bin/pip install -e .)
@@ -21,19 +22,27 @@ each key case's p99 and median over the runs (N keys per case and run).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import _common as c
 import screen
-import tui
 
 from tests.fakeserver import FakeLLMServer, Reply
+
+# Run by each build's own interpreter with its own bench/tui.py: the same ledger,
+# written by that build's code.
+BUILD = """
+import asyncio, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+import tui
+asyncio.run(tui.build(pathlib.Path(sys.argv[2]), False))
+"""
 
 
 def _spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
@@ -60,9 +69,6 @@ def main() -> None:
     sizes = args.sizes.split(",")
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="slop-tui-screen-ab-"))
-    template = work / "template.db"
-    asyncio.run(tui.build(template, False))
-    screen.mark_ledger(template)
     fake = FakeLLMServer().start()
     fake.default_reply = Reply(
         text=screen.stream_deltas(int(screen.STREAM_RATE * 120)),
@@ -71,20 +77,35 @@ def main() -> None:
     )
     config = work / "config.toml"
     screen.write_config(config, fake.openai_base_url)
-    starter = screen.Starter(work, template, config)
+    # Each build writes its own ledger with its own code (the same messages): a
+    # build with a newer schema would migrate another build's ledger at every start.
+    starters = {}
+    for name, bindir in builds:
+        template = work / f"template-{name}.db"
+        bench = Path(bindir).parent.parent / "bench"  # the build's checkout: BIN_DIR/../..
+        if not (bench / "tui.py").exists():
+            sys.exit(
+                f"{name}: no bench/tui.py in {bench.parent} (the venv must be in its checkout)"
+            )
+        subprocess.run(
+            [str(Path(bindir) / "python"), "-c", BUILD, str(bench), str(template)], check=True
+        )
+        screen.mark_ledger(template)
+        starters[name] = screen.Starter(work, template, config)
+    starter = starters[builds[0][0]]  # the hello-world app needs no ledger
     results: dict[tuple[str, str], list[screen.Run]] = {}
     hello: list[screen.Run] = []
     try:
         for name, bindir in builds:  # bytecode and page cache; not counted
             screen.SLOP = Path(bindir) / "slop-tui"
-            screen.measure_start(starter, sizes[0], f"warmup-{name}", keys=0, timeout=60)
+            screen.measure_start(starters[name], sizes[0], f"warmup-{name}", keys=0, timeout=60)
         for i in range(args.runs):
             for size in sizes:
                 order = builds[i % len(builds) :] + builds[: i % len(builds)]
                 for name, bindir in order:
                     screen.SLOP = Path(bindir) / "slop-tui"
                     run = screen.measure_start(
-                        starter, size, f"{name}-{size}-{i}", keys=args.keys, timeout=60
+                        starters[name], size, f"{name}-{size}-{i}", keys=args.keys, timeout=60
                     )
                     results.setdefault((name, size), []).append(run)
             hello.append(screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60))

@@ -583,3 +583,31 @@ async def test_a_write_cancelled_while_begin_is_queued_leaves_no_open_transactio
     await ledger.set_scratchpad("s", "kept")
     session = await ledger.get_session("s")
     assert session is not None and session.scratchpad == "kept"
+
+
+async def test_group_rows_read_the_newest_prompts_and_the_rest_on_demand(ledger):
+    """`prompts_for_newest` leaves the older groups' prompts out (None); `group_prompts`
+    reads them; together they are the full read. Other sessions stay out."""
+    gids = [await _group(ledger, "s", f"prompt {i} " + "x" * 300) for i in range(6)]
+    await _group(ledger, "other", "not this session")
+    full = await ledger.group_rows("s", 20)
+    part = await ledger.group_rows("s", 20, prompts_for_newest=2)
+    assert [r[0] for r in part] == [r[0] for r in full] == gids
+    assert [r[2] for r in part] == [None] * 4 + ["prompt 4 " + "x" * 11, "prompt 5 " + "x" * 11]
+    assert [r[3:] for r in part] == [r[3:] for r in full]  # counts, tokens, status, time
+    rest = await ledger.group_prompts("s", below=gids[4], prompt_chars=20)
+    assert rest == {gid: f"prompt {i} " + "x" * 11 for i, gid in enumerate(gids[:4])}
+    merged = [(r[0], r[1], rest.get(r[0], r[2]), *r[3:]) for r in part]
+    assert merged == full
+    assert await ledger.group_rows("s", 20, prompts_for_newest=50) == full
+
+
+async def test_the_group_list_read_never_reads_the_message_rows(ledger):
+    """The group list's columns come from `ix_messages_group_list` alone (the prompt is
+    read per group, by id): a long session's contents are not walked."""
+    plan = await ledger._all(
+        "EXPLAIN QUERY PLAN SELECT m.group_id, MIN(m.lane), COUNT(*), SUM(m.tokens), "
+        "MAX(m.status), MIN(m.created_at) FROM messages m WHERE m.session_id = 's' "
+        "AND m.group_id IS NOT NULL GROUP BY m.group_id ORDER BY m.group_id"
+    )
+    assert any("COVERING INDEX ix_messages_group_list" in row[3] for row in plan)

@@ -397,3 +397,36 @@ async def test_a_workspace_that_fails_to_open_shows_its_error(project, held, mon
         await wait_for(pilot, lambda: frames.rows)  # not held by the failure
         banner = app.query_one("#banner", Static)
         assert "malformed" in str(banner.render()) and app._batch_count == 0
+
+
+async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(project, monkeypatch):
+    """At start only the newest groups' prompts are read with the list; the older ones
+    follow in a second read, and every line ends up with its snippet."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui import app as app_module
+
+    await seed(project, n=5)
+    monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)
+    calls: list[tuple[str, object]] = []
+    real_rows, real_prompts = Ledger.group_rows, Ledger.group_prompts
+
+    async def group_rows(self, *a, **k):
+        calls.append(("rows", k.get("prompts_for_newest")))
+        return await real_rows(self, *a, **k)
+
+    async def group_prompts(self, session, below, *a, **k):
+        calls.append(("prompts", below))
+        return await real_prompts(self, session, below, *a, **k)
+
+    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    monkeypatch.setattr(Ledger, "group_prompts", group_prompts)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        group_list = app.query_one(GroupList)
+        await wait_for(pilot, lambda: all(g.prompt for g in group_list.groups))
+        assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
+        gids = [g.group_id for g in group_list.groups]
+        assert calls == [("rows", 2), ("prompts", gids[2] + 1)]  # below the newest 2
+        await group_list.refresh_from(app.workspace)  # a reload keeps the prompts read
+        assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]

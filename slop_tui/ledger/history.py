@@ -512,19 +512,33 @@ class HistoryMixin(LedgerBase):
             )
         return out
 
-    async def group_rows(self, session: str, prompt_chars: int = 240) -> list[tuple]:
+    async def group_rows(
+        self, session: str, prompt_chars: int = 240, *, prompts_for_newest: int | None = None
+    ) -> list[tuple]:
         """The workspace's group list in one query: plain tuples, oldest first.
 
         Each row has `GroupSummary`'s fields in order (`GroupSummary(*row)`
         builds one), except that `prompt` is only the first `prompt_chars`
         characters: a list line shows a snippet, and 5,000 whole prompts are
-        megabytes. One pass over `ix_messages_session_group`; the status is
-        the worst of the group, ranked as in `list_groups`.
+        megabytes. One pass over `ix_messages_group_list`, which holds every
+        column read but the prompt; the status is the worst of the group,
+        ranked as in `list_groups`.
+
+        `prompts_for_newest`: only the newest that many groups carry their prompt;
+        the others have None (`group_prompts` reads them). Reading each group's
+        prompt row is most of the query's time in a long session.
         """
+        if prompts_for_newest is None:
+            bound = "-1"
+        else:
+            bound = """COALESCE((SELECT DISTINCT g.group_id FROM messages g
+                                 WHERE g.session_id = :s AND g.group_id IS NOT NULL
+                                 ORDER BY g.group_id DESC LIMIT 1 OFFSET :skip), -1)"""
         return await self._tuples(
-            """SELECT m.group_id, MIN(m.lane),
+            f"""SELECT m.group_id, MIN(m.lane),
+                   CASE WHEN m.group_id >= ({bound}) THEN
                    COALESCE((SELECT substr(u.content, 1, :chars) FROM messages u
-                             WHERE u.id = m.group_id), ''),
+                             WHERE u.id = m.group_id), '') END,
                    COUNT(*), COALESCE(SUM(m.tokens), 0),
                    CASE MAX(CASE m.status WHEN 'dropped' THEN 4 WHEN 'summarized' THEN 3
                                           WHEN 'interrupted' THEN 2 WHEN 'error' THEN 1
@@ -534,8 +548,20 @@ class HistoryMixin(LedgerBase):
                    MIN(m.created_at)
                FROM messages m WHERE m.session_id = :s AND m.group_id IS NOT NULL
                GROUP BY m.group_id ORDER BY m.group_id""",
-            {"s": session, "chars": prompt_chars},
+            {"s": session, "chars": prompt_chars, "skip": max(0, (prompts_for_newest or 1) - 1)},
         )
+
+    async def group_prompts(
+        self, session: str, below: int, prompt_chars: int = 240
+    ) -> dict[int, str]:
+        """The first `prompt_chars` characters of the prompt of each group of `session`
+        whose id is below `below` (what `group_rows(prompts_for_newest=...)` left out)."""
+        rows = await self._tuples(
+            "SELECT id, substr(content, 1, ?) FROM messages "
+            "WHERE session_id = ? AND group_id < ? AND id = group_id",
+            (prompt_chars, session, below),
+        )
+        return {gid: text or "" for gid, text in rows}
 
     async def set_group_dropped(self, session: str, group_id: int, dropped: bool) -> int:
         """Soft drop (or restore) a group without a journal entry; returns how many rows

@@ -51,7 +51,7 @@ from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import SNIPPET_SOURCE, GroupList, SessionList
+from slop_tui.ui.widgets.groups import PROMPTS_FIRST, SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
@@ -466,7 +466,9 @@ class SlopApp(App):
             choice = await ws.provider_choice()
             sess = await ws.current()
             sessions = await ws.ledger.list_sessions()
-            rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
+            rows = await ws.ledger.group_rows(
+                ws.session, SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
+            )
             state = await ws.ledger.current_state(ws.session)
             context = await self._read_context(choice)
             plan = context[0]
@@ -481,7 +483,9 @@ class SlopApp(App):
             # conversation (only the first is laid out once more, when Markdown mounts).
             self.show_status(self._status(choice, sess))
             self.query_one(SessionList).load(sessions, ws.session)
-            self.query_one(GroupList).load_rows(rows, plan)
+            group_list = self.query_one(GroupList)
+            group_list.load_rows(rows, plan)
+            group_list.fill_prompts(ws)  # the older groups' prompts, after this frame
             self.query_one(StatePane).set_state(state.content if state else None)
             pad = self.query_one(ScratchpadEditor)
             if pad.session != ws.session:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 # One group as `Ledger.group_rows` returns it: GroupSummary's fields in order
 # (group_id, lane, prompt head, messages, tokens, status, created_at).
-GroupRow = tuple[int, str, str, int, int, str, float]
+GroupRow = tuple[int, str, str | None, int, int, str, float]  # prompt None: not read yet
 _GID, _LANE, _PROMPT, _MESSAGES, _TOKENS, _STATUS, _CREATED = range(7)
 
 # First mark column: where the group stands in the next request, as the context
@@ -97,6 +97,9 @@ MARK_CLASSES = (
 # several times slower.
 
 SNIPPET_SOURCE = 240  # characters of a prompt looked at for its one-line snippet
+# A load reads the prompts of the newest groups only (the rows on screen); the
+# older ones come in a second read, after the list is drawn (`fill_prompts`).
+PROMPTS_FIRST = 100
 
 
 # Control characters (an ESC from a pasted log, ...), bidi overrides and lone
@@ -121,8 +124,13 @@ class _GroupView(Sequence[GroupSummary]):
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
-            return [GroupSummary(*row) for row in self._rows[i]]
-        return GroupSummary(*self._rows[i])
+            return [_summary(row) for row in self._rows[i]]
+        return _summary(self._rows[i])
+
+
+def _summary(row: GroupRow) -> GroupSummary:
+    """A row as a GroupSummary; a prompt not read yet is empty."""
+    return GroupSummary(row[0], row[1], row[2] or "", *row[3:])
 
 
 class GroupList(ScrollView, can_focus=True):
@@ -286,6 +294,9 @@ class GroupList(ScrollView, can_focus=True):
         self.plan: ContextPlan | None = None  # where each group stands (the marks)
         self._id_width = 1
         self._loading = False  # a reload moves the highlight: no Selected for that
+        # Prompt heads by group id, as read so far: a prompt never changes, so a
+        # reload that leaves a group's prompt out (PROMPTS_FIRST) takes it from here.
+        self._prompts: dict[int, str] = {}
         # Rendered lines by what they show (row index and values, window mark, id
         # width, line style, width); cleared on resize and on a theme change.
         self._lines: LRUCache[tuple, Strip] = LRUCache(maxsize=512)
@@ -296,9 +307,45 @@ class GroupList(ScrollView, can_focus=True):
         """Reload the session's groups from the ledger (the marks keep the plan shown
         until the next one arrives); returns the rows (oldest first) so the
         conversation can take its group ids from the same read."""
-        rows = await ws.ledger.group_rows(ws.session, SNIPPET_SOURCE)
+        rows = await ws.ledger.group_rows(
+            ws.session, SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
+        )
         self.load_rows(rows, self.plan)
+        self.fill_prompts(ws)
         return rows
+
+    def fill_prompts(self, ws: Workspace) -> None:
+        """Read the prompts a load left out (rows older than the newest PROMPTS_FIRST
+        that no earlier read gave), in the background; their lines are drawn again."""
+        missing = [row[_GID] for row in self._rows if row[_PROMPT] is None]
+        if missing:
+            self.run_worker(
+                self._fill_prompts(ws, ws.session, max(missing) + 1),
+                group="group-prompts",
+                exclusive=True,
+            )
+
+    async def _fill_prompts(self, ws: Workspace, session: str, below: int) -> None:
+        self._prompts.update(await ws.ledger.group_prompts(session, below, SNIPPET_SOURCE))
+        if any(row[_PROMPT] is None and row[_GID] in self._prompts for row in self._rows):
+            self._rows = self._with_prompts(self._rows)
+            self.refresh()
+
+    def _with_prompts(self, rows: Sequence[GroupRow]) -> list[GroupRow]:
+        """`rows` with the prompts read before in place of the ones left out; the
+        prompts they carry are kept for later loads."""
+        prompts = self._prompts
+        out: list[GroupRow] = []
+        for row in rows:
+            prompt = row[_PROMPT]
+            if prompt is None:
+                known = prompts.get(row[_GID])
+                if known is not None:
+                    row = (row[0], row[1], known, *row[3:])
+            else:
+                prompts[row[_GID]] = prompt
+            out.append(row)
+        return out
 
     def load(self, groups: Iterable[GroupSummary], plan: ContextPlan | None) -> None:
         """Show `groups` (any order) with the marks `plan` gives them."""
@@ -323,7 +370,7 @@ class GroupList(ScrollView, can_focus=True):
         """
         old_highlight = self._highlighted_group()
         was_at_end = self.is_vertical_scroll_end or not self._rows
-        self._rows = list(rows)
+        self._rows = self._with_prompts(rows)
         self._index = {row[_GID]: i for i, row in enumerate(self._rows)}
         self.plan = plan
         self._id_width = len(str(len(self._rows)))
