@@ -95,7 +95,8 @@ def escape_json(document: str) -> str:
 
 
 def _json_escape(char: str) -> str:
-    """`\\uXXXX` for one code point; a surrogate pair above U+FFFF (JSON's only form)."""
+    """JSON's escape of one code point: `\\u` and four hex digits, or two of them (a
+    surrogate pair) for a code point above U+FFFF, the only form JSON has for it."""
     point = ord(char)
     if point <= 0xFFFF:
         return f"\\u{point:04x}"

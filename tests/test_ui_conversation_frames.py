@@ -169,16 +169,23 @@ def test_block_starts_marks_every_top_level_block_an_open_fence_is_one():
     assert block_starts("") == []
 
 
+async def first_words_streamed(pilot, view: ConversationView, ws):  # type: ignore[no-untyped-def]
+    """`ws`'s session loaded, a turn begun and "first words" streamed into its live
+    answer, past the stream's pace; returns the live answer."""
+    await view.load(ws)
+    await view.begin_turn(None, "q")
+    await view.on_event(TextChunk(text="first words"))
+    answer = view.live_block.live_answer
+    await wait_for(pilot, lambda: answer.source == "first words")
+    await pilot.pause(0.3)
+    return answer
+
+
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
-        await view.begin_turn(None, "q")
-        await view.on_event(TextChunk(text="first words"))
-        answer = view.live_block.live_answer
-        await wait_for(pilot, lambda: answer.source == "first words")
-        await pilot.pause(0.3)
+        answer = await first_words_streamed(pilot, view, ws)
         arranged: list[int] = []
         arrange = view.arrange
 

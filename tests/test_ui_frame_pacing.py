@@ -14,6 +14,7 @@ from slop_tui.ui import textual_fixes
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
+from tests.test_ui_conversation_frames import first_words_streamed
 
 INTERVAL = 0.1
 
@@ -72,12 +73,7 @@ async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # no
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
-        await view.begin_turn(None, "q")
-        await view.on_event(TextChunk(text="first words"))
-        answer = view.live_block.live_answer
-        await wait_for(pilot, lambda: answer.source == "first words")
-        await pilot.pause(0.3)
+        answer = await first_words_streamed(pilot, view, ws)
         compositor = app.screen._compositor
         reflows: list[int] = []
         reflow = compositor.reflow

@@ -18,6 +18,7 @@ from slop_tui.ui.app import SlopApp
 from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.ui.widgets.prompt import PromptInput
 from slop_tui.workspace import KEY_TOKEN_COUNTS, Edit, Workspace
 from tests import test_app
 from tests.fakeserver import wait_for
@@ -336,42 +337,41 @@ def held(monkeypatch: pytest.MonkeyPatch):
     return startup
 
 
-async def test_the_first_frame_shows_the_filled_panes(project, held, monkeypatch):
+def gated_open(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`Workspace.open` waits until the returned event is set."""
     import asyncio
 
-    await seed(project, n=3)
     gate = asyncio.Event()
     real_open = Workspace.open.__func__
 
-    async def slow_open(cls, *args, **kw):
+    async def waiting_open(cls, *args, **kw):
         await gate.wait()
         return await real_open(cls, *args, **kw)
 
-    monkeypatch.setattr(Workspace, "open", classmethod(slow_open))
+    monkeypatch.setattr(Workspace, "open", classmethod(waiting_open))
+    return gate
+
+
+async def test_the_first_frame_shows_the_filled_panes(project, held, monkeypatch):
+    await seed(project, n=3)
+    gate = gated_open(monkeypatch)
     app = app_for(project)
     frames = _Frames(app)
     async with app.run_test(size=(140, 44)) as pilot:
         await pilot.pause(0.3)  # the workspace is still opening: no frame yet
         assert frames.rows == [] and app.workspace is None
+        await pilot.press(*"early")  # typed before anything is drawn: kept
         gate.set()
         await started(pilot)
         await wait_for(pilot, lambda: frames.rows)
         assert frames.rows[0] == 3  # the first frame drawn already lists the groups
         assert app._batch_count == 0
+        assert app.query_one(PromptInput).text == "early"
 
 
 async def test_a_slow_workspace_shows_the_screen_after_the_wait(project, held, monkeypatch):
-    import asyncio
-
     monkeypatch.setattr(held, "FIRST_FRAME_WAIT", 0.2)
-    gate = asyncio.Event()
-    real_open = Workspace.open.__func__
-
-    async def stuck_open(cls, *args, **kw):
-        await gate.wait()
-        return await real_open(cls, *args, **kw)
-
-    monkeypatch.setattr(Workspace, "open", classmethod(stuck_open))
+    gate = gated_open(monkeypatch)
     app = app_for(project)
     frames = _Frames(app)
     async with app.run_test(size=(140, 44)) as pilot:

@@ -480,7 +480,7 @@ class SlopApp(App):
                     ws, group_ids=[r[0] for r in rows], plan=plan
                 )
             # From here on nothing awaits: the panes change in the same frame as the
-            # conversation (only the first is laid out once more, when Markdown mounts).
+            # conversation.
             self.show_status(self._status(choice, sess))
             self.query_one(SessionList).load(sessions, ws.session)
             group_list = self.query_one(GroupList)

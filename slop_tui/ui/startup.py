@@ -41,22 +41,19 @@ def defer_for_first_screen() -> None:
 def hold_first_frame(app: Any) -> None:
     """Called as the app mounts: on the command's start, no frame until the panes are
     filled (`release_first_frame`) or FIRST_FRAME_WAIT has passed."""
-    if not _hold_first_frame or getattr(app, "_first_frame_held", False):
+    if not _hold_first_frame:
         return
     from slop_tui.ui.textual_fixes import hold_frames
 
-    app._first_frame_held = True
     hold_frames(app)
     app.set_timer(FIRST_FRAME_WAIT, lambda: release_first_frame(app))
 
 
 def release_first_frame(app: Any) -> None:
-    """The panes are filled (or opening failed, or took too long): draw."""
-    if not getattr(app, "_first_frame_held", False):
-        return
+    """The panes are filled (or opening failed, or took too long): draw. Releasing
+    what is not held (the second of the two calls) does nothing."""
     from slop_tui.ui.textual_fixes import release_frames
 
-    app._first_frame_held = False
     release_frames(app)
 
 
