@@ -108,3 +108,74 @@ async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount():
             assert dialog is not main and styles(dialog) == before
     finally:
         Stylesheet.update_nodes = real_update_nodes  # type: ignore[method-assign]
+
+
+def test_a_strip_makes_its_caches_when_first_used():
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.cache import FIFOCache
+    from textual.strip import Strip
+
+    fixes.install()
+    made: list[int] = []
+    original = FIFOCache.__init__
+
+    def counting(self, maxsize):  # type: ignore[no-untyped-def]
+        made.append(maxsize)
+        original(self, maxsize)
+
+    FIFOCache.__init__ = counting  # type: ignore[method-assign]
+    try:
+        strip = Strip([Segment("hello "), Segment("world", Style(bold=True))], 11)
+        assert made == []  # none yet
+        assert strip.crop(0, 5).text == "hello"
+        assert made == [16]  # the crop cache, at Textual's size
+        assert strip.crop(0, 5) is strip.crop(0, 5)  # and it caches
+        assert [s.text for s in strip.divide([3, 8, 11])] == ["hel", "lo wo", "rld"]
+        assert strip.apply_style(Style(italic=True)).text == "hello world"
+        assert strip.cell_length == 11 and strip.text == "hello world"
+    finally:
+        FIFOCache.__init__ = original  # type: ignore[method-assign]
+    try:
+        strip.no_such_attribute  # noqa: B018
+    except AttributeError as error:
+        assert "no_such_attribute" in str(error)
+    else:
+        raise AssertionError("an unknown attribute must still raise")
+
+
+async def test_component_styles_are_made_when_read_and_match_textuals():
+    from textual.app import App
+    from textual.widget import Widget
+
+    class Marked(Widget):
+        COMPONENT_CLASSES = {"marked--a", "marked--b", "marked--c"}
+        DEFAULT_CSS = """
+        Marked > .marked--a { color: red; }
+        Marked > .marked--b { background: blue; text-style: bold; }
+        Marked.-on > .marked--c { color: green; }
+        """
+
+    class MarkedApp(App):
+        def compose(self):
+            yield Marked()
+
+    fixes.install()
+    app = MarkedApp()
+    async with app.run_test() as pilot:
+        marked = app.query_one(Marked)
+        styles = marked._component_styles
+        assert isinstance(styles, fixes._ComponentStylesWhenRead)
+        assert dict(styles) == {}  # none made at mount
+        lazy = marked.get_component_rich_style("marked--b")
+        assert set(dict(styles)) == {"marked--b"}  # made on reading
+        assert "marked--c" in styles and "marked--x" not in styles
+        # Textual's own, made eagerly for the same node, give the same styles.
+        fixes._process_component_classes(app.stylesheet, marked)
+        assert set(dict(marked._component_styles)) == {"marked--a", "marked--b", "marked--c"}
+        assert marked.get_component_rich_style("marked--b") == lazy
+        assert marked.get_component_rich_style("marked--a").color.triplet.hex == "#ff0000"
+        # A later restyle (a class change) is Textual's: every class made, its rules applied.
+        marked.add_class("-on")
+        await pilot.pause()
+        assert marked.get_component_rich_style("marked--c").color.triplet.hex == "#008000"

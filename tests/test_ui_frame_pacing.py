@@ -7,7 +7,10 @@ import asyncio
 
 from textual import _time
 from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual.app import App
+from textual.containers import VerticalScroll
 from textual.timer import EventTargetGone, Timer
+from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
@@ -128,3 +131,80 @@ async def test_a_page_key_jumps_at_once_and_repaints_only_the_pane(ws) -> None: 
         assert set(range(region.y, region.bottom)) <= lines
         await pilot.press("pagedown")
         assert view.scroll_y == before
+
+
+class WrapApp(App):
+    """A wrapped paragraph over a view anchored to its bottom, under a hidden banner."""
+
+    CSS = "#banner { display: none; } #banner.-shown { display: block; height: 3; }"
+
+    def compose(self):
+        yield Static("", id="banner")
+        yield Static("short", id="para")
+        with VerticalScroll(id="log"):
+            for i in range(60):
+                yield Static(f"line {i}")
+
+
+def count_reflows(app: App) -> list[int]:
+    reflows: list[int] = []
+    compositor = app.screen._compositor
+    reflow = compositor.reflow
+
+    def counting(*args, **kw):  # type: ignore[no-untyped-def]
+        reflows.append(1)
+        return reflow(*args, **kw)
+
+    compositor.reflow = counting  # type: ignore[method-assign]
+    return reflows
+
+
+async def test_a_widget_the_reflow_resizes_is_laid_out_once() -> None:
+    textual_fixes.install()
+    app = WrapApp()
+    async with app.run_test(size=(40, 20)) as pilot:
+        await pilot.pause(0.1)
+        reflows = count_reflows(app)
+        para = app.query_one("#para", Static)
+        para.update("a paragraph long enough to wrap onto several lines of forty cells " * 2)
+        await pilot.pause(0.3)
+        assert para.size.height > 1  # the reflow gave it its new height...
+        assert len(reflows) == 1  # ...and its size change asked for a second one before
+
+
+async def test_an_anchored_view_made_shorter_stays_at_its_bottom() -> None:
+    textual_fixes.install()
+    app = WrapApp()
+    async with app.run_test(size=(40, 20)) as pilot:
+        log = app.query_one("#log", VerticalScroll)
+        log.anchor()
+        await pilot.pause(0.2)
+        assert log.scroll_y == log.max_scroll_y > 0
+        app.query_one("#banner").add_class("-shown")  # the view loses 3 rows
+        await pilot.pause(0.3)
+        # Textual's anchor reads the previous height while it arranges: laid out once
+        # more, the last line is still the view's last.
+        assert log.scroll_y == log.max_scroll_y
+        region = log.scrollable_content_region
+        bottom, _ = app.screen.get_widget_at(region.x, region.bottom - 1)
+        assert bottom is log.children[-1]
+
+
+async def test_a_long_session_is_first_laid_out_once(ws) -> None:  # noqa: F811
+    """Older groups than those mounted: the view will scroll, so its scrollbar is in the
+    first layout (finding it afterwards laid the screen out a second time). Loaded as
+    the command's first screen is: frames held until the pane is filled."""
+    await bulk_groups(ws, 30)
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await pilot.pause(0.1)
+        textual_fixes.hold_frames(app)
+        await view.load(ws)
+        await pilot.pause(0.2)  # every message the load caused handled; nothing drawn
+        reflows = count_reflows(app)
+        textual_fixes.release_frames(app)
+        await pilot.pause(0.3)
+        assert view.show_vertical_scrollbar and view.max_scroll_y > 0
+        assert len(reflows) == 1
+        assert view.scroll_y == view.max_scroll_y  # at the newest, as before

@@ -53,3 +53,32 @@ async def test_inline_code_follows_the_theme_and_a_switch_redraws_it():
         await pilot.pause()
         assert markdown_look(app).code_theme == "default"
         assert code_background(block, 50) == light  # the same look, from its cache
+
+
+DOCUMENTS = [
+    ANSWER,
+    "# Title\n\nSome *em* and **strong**, ~~gone~~, a [link](http://x.org) and http://y.org.\n",
+    "- one\n- two\n  1. nested\n  2. list\n\n> quoted\n> text\n\n---\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+    "```sql\nSELECT 1;\n```\n\n    indented code\n\n![img](x.png)\n",
+]
+
+
+def test_the_shared_parser_draws_what_richs_own_markdown_draws():
+    """`blocks._Markdown` parses with one shared parser and sets Rich's attributes by
+    hand: a Rich release that adds or renames one shows up here."""
+    from rich.console import Console
+    from rich.markdown import Markdown as RichMarkdown
+
+    from slop_tui.ui.widgets import blocks
+
+    console = Console(width=50, force_terminal=True, color_system="truecolor")
+    for source in DOCUMENTS:
+        for theme in ("monokai", "default"):
+            ours = console.render_lines(blocks._Markdown(source, theme), pad=True)
+            rich = console.render_lines(
+                RichMarkdown(source, hyperlinks=False, code_theme=theme), pad=True
+            )
+            assert ours == rich, source
+    assert set(vars(blocks._Markdown("x", "monokai"))) == set(
+        vars(RichMarkdown("x", hyperlinks=False))
+    )

@@ -91,16 +91,23 @@ only sooner or with less work:
 - `Screen._refresh_layout` (a full reflow) hands every widget its new size
   through `Widget._size_updated`, which sets the widget's `virtual_size`
   reactive, and that reactive asks for a layout: every widget whose size the
-  reflow changed (a growing live answer, its group, the conversation) made
-  the screen lay itself out a second time (5-10 ms in the frame after each
-  streamed update). A widget that draws from the sizes the layout gives it
-  has nothing left to change; one that reads its previous `size` while it is
-  arranged (the token gauge wraps its legend that way) needs that second
-  pass. So the classes marked `sized_in_one_layout` store the size the reflow
-  gave them without asking for another layout, as Textual already does for
-  the widgets a scroll exposes (`reflow_visible`); every other widget asks as
-  before. A scrollbar shown or hidden is a layout reactive of its own, and a
-  `Resize` event is sent as before.
+  reflow changed (a growing live answer, its group, the conversation, and at
+  start every widget on the screen) made the screen lay itself out a second
+  time: 5-10 ms in the frame after each streamed update, 20-30 ms in the
+  first screen, with nothing left to change -- the reflow placed each widget
+  from the height it gives for the width it is given. So a widget stores the
+  size the reflow gave it without asking for another layout, as Textual
+  already does for the widgets a scroll exposes (`reflow_visible`). A widget
+  whose content changes with its size does so on the `Resize` event, which is
+  sent as before, and asks for its own layout then; a scrollbar shown or
+  hidden is a layout reactive of its own. One exception: Textual keeps an
+  anchored view (`Widget.anchor`: the conversation, following the newest
+  lines) at its bottom by reading the view's *previous* container size while
+  it arranges it, so a view that the reflow made shorter or taller (the error
+  banner shown, the terminal resized) is laid out once more, where its
+  scroll comes out right. A widget that renders from its width must take the
+  width from `get_content_height`, not from its previous `size` or Textual's
+  cached visual (the token gauge's bar does).
 - `Compositor.reflow_visible` (the layout of a scroll) finds what to repaint
   by comparing the new map of the visible widgets with the previous one; right
   after a full reflow there is none, and every widget on the screen counted
@@ -108,6 +115,28 @@ only sooner or with less work:
   any layout, repainted the whole screen (a full update, 3-5 ms more than the
   pane that moved). The map the full reflow built, which is what the screen
   shows, is compared with instead, as long as nothing has rebuilt it since.
+
+One saving in every line drawn:
+
+- `Strip.__init__` makes seven `FIFOCache`s for every strip (crop, divide,
+  style, filter, ...), though most strips are drawn once and never cropped or
+  restyled: 5,500 strips and 38,000 caches in the workspace's first screen,
+  six times the cost of the strip itself. The caches are made when first used
+  (`Strip.__getattr__` for an unset slot, as Python calls it): the same cache,
+  sizes and results, only later. Relies on `Strip.__slots__` naming exactly
+  the attributes `__init__` sets.
+
+One saving in every widget's mount:
+
+- `Stylesheet._process_component_classes` styles each of a widget's component
+  classes (`TextArea`'s cursor, gutter, selection...; the group list's marks)
+  as it is mounted: a virtual node per class, each a full `Stylesheet.apply`.
+  The workspace's first screen has 72 of them, 40 % of its CSS work, and draws
+  only 42 (a hidden completion list, a scratchpad editor not open, the marks no
+  row shows yet). At a widget's first styling each is made when first read
+  (`DOMNode.get_component_styles`, through a mapping that styles the class on
+  a miss), by the same stylesheet, as Textual would at that moment; a later
+  restyle (a CSS, class or focus change) is Textual's, which makes them all.
 """
 
 from __future__ import annotations
@@ -117,9 +146,13 @@ import re
 import textual.document._wrapped_document as _wrapped_document
 from textual import _time
 from textual._compositor import Compositor
+from textual.cache import FIFOCache
+from textual.css.stylesheet import Stylesheet
+from textual.dom import DOMNode
 from textual.geometry import Offset, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.timer import EventTargetGone, Timer
 from textual.widget import Widget
 from textual.widgets import TextArea
@@ -304,24 +337,99 @@ def _refresh_layout_once(self: Screen, size: Size | None = None, scroll: bool = 
         _reflowing[0] -= 1
 
 
-_ONE_LAYOUT = "_slop_sized_in_one_layout"
-
-
-def sized_in_one_layout(cls: type[Widget]) -> type[Widget]:
-    """Mark a widget class whose size a reflow settles in one pass: its content height
-    comes from the width it is given (never from its previous `size`), and nothing it
-    holds depends on its size. See the module's docstring."""
-    setattr(cls, _ONE_LAYOUT, True)
-    return cls
-
-
 def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     self: Widget, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
 ):
-    # The reflow that calls this has just placed the widget at these sizes.
-    if _reflowing[0] and getattr(self, _ONE_LAYOUT, False):
-        layout = False
-    return _widget_size_updated(self, size, virtual_size, container_size, layout)
+    if not _reflowing[0]:
+        return _widget_size_updated(self, size, virtual_size, container_size, layout)
+    # The reflow that calls this has just placed the widget at these sizes: no second
+    # layout, but for an anchored view whose container changed (see the docstring).
+    reanchor = (
+        self._anchored and not self._anchor_released and container_size != self._container_size
+    )
+    updated = _widget_size_updated(self, size, virtual_size, container_size, False)
+    if reanchor:
+        self.refresh(layout=True)
+    return updated
+
+
+# Strip's caches and their sizes (Textual 8.2.8's `Strip.__init__`).
+_STRIP_CACHES = {
+    "_divide_cache": 4,
+    "_crop_cache": 16,
+    "_style_cache": 16,
+    "_filter_cache": 4,
+    "_line_length_cache": 4,
+    "_crop_extend_cache": 4,
+    "_offsets_cache": 4,
+}
+_STRIP_FIELDS = {"_segments", "_cell_length", "_render_cache", "_link_ids", "_cell_count"}
+
+
+def _strip_without_caches(self: Strip, segments, cell_length: int | None = None) -> None:  # type: ignore[no-untyped-def]
+    self._segments = list(segments)
+    self._cell_length = cell_length
+    self._render_cache = None
+    self._link_ids = None
+    self._cell_count = None
+
+
+def _strip_cache_when_used(self: Strip, name: str) -> FIFOCache:
+    # Called only for an attribute not set: a cache slot the first time it is read.
+    size = _STRIP_CACHES.get(name)
+    if size is None:
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    cache: FIFOCache = FIFOCache(size)
+    setattr(self, name, cache)
+    return cache
+
+
+_process_component_classes = Stylesheet._process_component_classes
+
+
+class _ComponentStylesWhenRead(dict):
+    """A widget's component styles, each made by the stylesheet when first read."""
+
+    __slots__ = ("_stylesheet", "_node", "_pending")
+
+    def __init__(self, stylesheet: Stylesheet, node: DOMNode, names: set[str]) -> None:
+        super().__init__()
+        self._stylesheet = stylesheet
+        self._node = node
+        self._pending = set(names)
+
+    def __missing__(self, name: str):  # type: ignore[no-untyped-def]
+        if name not in self._pending:
+            raise KeyError(name)
+        self._pending.discard(name)
+        virtual_node = DOMNode(classes=name)  # as Stylesheet._process_component_classes
+        virtual_node._attach(self._node)
+        self._stylesheet.apply(virtual_node, animate=False)
+        self[name] = virtual_node.styles
+        return virtual_node.styles
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._pending
+
+    def get(self, name, default=None):  # type: ignore[no-untyped-def,override]
+        return self[name] if name in self else default
+
+    def copy(self) -> dict:  # type: ignore[override]
+        return dict(self)  # the styles made so far
+
+    def clear(self) -> None:
+        self._pending.clear()
+        dict.clear(self)
+
+
+def _component_styles_when_read(self: Stylesheet, node: DOMNode) -> None:
+    styles = node._component_styles
+    if type(styles) is dict and not styles:  # the node's first styling
+        names = node._get_component_classes()
+        if names:
+            node._component_styles = _ComponentStylesWhenRead(self, node, names)
+        return
+    _process_component_classes(self, node)
 
 
 def install() -> None:
@@ -356,3 +464,14 @@ def install() -> None:
         Screen._refresh_layout = _refresh_layout_once  # type: ignore[method-assign]
     if Widget._size_updated is not _size_updated_in_the_reflow:
         Widget._size_updated = _size_updated_in_the_reflow  # type: ignore[method-assign]
+    if (
+        Strip.__init__ is not _strip_without_caches
+        and set(Strip.__slots__) == set(_STRIP_CACHES) | _STRIP_FIELDS
+        and "__getattr__" not in Strip.__dict__
+    ):
+        Strip.__init__ = _strip_without_caches  # type: ignore[method-assign]
+        Strip.__getattr__ = _strip_cache_when_used  # type: ignore[attr-defined]
+    if Stylesheet._process_component_classes is not _component_styles_when_read and isinstance(
+        DOMNode()._component_styles, dict
+    ):
+        Stylesheet._process_component_classes = _component_styles_when_read  # type: ignore[method-assign]

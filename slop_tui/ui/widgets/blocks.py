@@ -30,6 +30,7 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import CodeBlock
 from rich.markdown import Markdown as RichMarkdown
@@ -62,7 +63,6 @@ from slop_tui.records import (
     Message,
     ToolCall,
 )
-from slop_tui.ui import textual_fixes
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
 
@@ -189,6 +189,29 @@ def markdown_look(app: Any) -> MarkdownLook:
     return look
 
 
+_PARSER = MarkdownIt().enable("strikethrough").enable("table")  # Rich's own configuration
+
+
+class _Markdown(RichMarkdown):
+    """Rich's Markdown, parsed by one shared parser.
+
+    Rich builds a new `MarkdownIt` for every document, and with it a
+    `LinkifyIt` that compiles its regexes: about 1 ms per answer drawn, at
+    every width. Sets the attributes Rich's `__init__` sets (rich 15;
+    tests/test_ui_markdown_look.py draws documents both ways and compares them).
+    """
+
+    def __init__(self, markup: str, code_theme: str) -> None:
+        self.markup = markup
+        self.parsed = _PARSER.parse(markup)
+        self.code_theme = code_theme
+        self.justify = None
+        self.style = "none"
+        self.hyperlinks = False
+        self.inline_code_lexer = None
+        self.inline_code_theme = code_theme
+
+
 class _PlainCodeBlock(CodeBlock):
     """A fenced code block in its theme's box, its text not coloured (no lexer)."""
 
@@ -197,7 +220,7 @@ class _PlainCodeBlock(CodeBlock):
         return cls("text", markdown.code_theme)
 
 
-class _PlainCodeMarkdown(RichMarkdown):
+class _PlainCodeMarkdown(_Markdown):
     elements: ClassVar[dict[str, Any]] = {
         **RichMarkdown.elements,
         "fence": _PlainCodeBlock,
@@ -207,14 +230,13 @@ class _PlainCodeMarkdown(RichMarkdown):
 
 def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     """`source` rendered as Markdown by Rich in `look`, as lines of `width` cells."""
-    kind = RichMarkdown if look.highlight else _PlainCodeMarkdown
-    body = kind(source, hyperlinks=False, code_theme=look.code_theme)
+    kind = _Markdown if look.highlight else _PlainCodeMarkdown
+    body = kind(source, look.code_theme)
     console = look.console
     lines = console.render_lines(body, console.options.update_width(max(1, width)), pad=True)
     return [Strip(line, width) for line in lines]
 
 
-@textual_fixes.sized_in_one_layout
 class RenderedLines(Widget):
     """A widget drawn from pre-rendered lines: subclasses give `rendered(width)`.
 
@@ -425,18 +447,10 @@ def _join(lines: list[Strip], more: list[Strip], width: int) -> None:
     lines.extend(more)
 
 
-_block_parser: Any = None
-
-
 def block_starts(text: str) -> list[int]:
     """The first line of each top-level Markdown block of `text`, parsed as Rich
     parses it: every block but the last is final, whatever text follows."""
-    global _block_parser
-    if _block_parser is None:
-        from markdown_it import MarkdownIt
-
-        _block_parser = MarkdownIt().enable("strikethrough").enable("table")
-    return [t.map[0] for t in _block_parser.parse(text) if t.level == 0 and t.map]
+    return [t.map[0] for t in _PARSER.parse(text) if t.level == 0 and t.map]
 
 
 class LiveAnswer(RenderedLines):
@@ -725,7 +739,6 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
     return cut_middle(text, limit, note)
 
 
-@textual_fixes.sized_in_one_layout
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 

@@ -106,7 +106,6 @@ class PageMarker(Static):
             await (view.load_older() if self.direction == "older" else view.load_newer())
 
 
-@textual_fixes.sized_in_one_layout
 class ConversationView(VerticalScroll):
     """The session's groups, a bounded slice mounted, and the live turn.
 
@@ -277,6 +276,11 @@ class ConversationView(VerticalScroll):
             self.set_plan(plan, relabel=False)
         n = len(self._gids)
         await self._mount_slice(max(0, n - self.initial_blocks), n)
+        if self._lo > 0:
+            # Older groups than those mounted: the pane will scroll. Its scrollbar is
+            # placed by the first layout, where finding it needed afterwards laid the
+            # whole screen out again; a guess that proves wrong is corrected as before.
+            self.set_reactive(Widget.show_vertical_scrollbar, True)
         self.anchor()
         self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
 

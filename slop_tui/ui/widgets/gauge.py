@@ -139,8 +139,10 @@ class GaugeBar(Widget):
         # while laying the screen out: the width comes from here. `self.size` there
         # asked the compositor for a map it was still building, and it built a whole
         # second one (10-25 ms in the frame after every turn).
+        # Rendered here at this width, not through Textual's cached visual: that one was
+        # made at the previous width, and the legend wraps differently at this one.
         self._width = width
-        return super().get_content_height(container, viewport, width)
+        return self.render().get_height(self.styles, width) if width else 0
 
     def render(self) -> Content:
         reading = self.reading
