@@ -62,6 +62,7 @@ from pathlib import Path
 import _common as c
 
 from slop_tui.ledger import Ledger
+from slop_tui.tools import registry_rows
 
 CHILD = Path(__file__).resolve().parent / "tui_child.py"
 SIZES = [("empty", 0), ("2k", 2_000), ("20k", 20_000)]
@@ -102,6 +103,9 @@ async def build(path: Path, quick: bool) -> dict[str, int]:
     counts = dict(row)
     for name, messages in out.items():
         assert counts[name] == messages, (name, counts[name], messages)
+    # The tools as the app's first start registers them: a session this long is in a
+    # ledger the app has opened before.
+    await ledger.register_tools(registry_rows())
     await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     await ledger.close()
     return out

@@ -138,6 +138,8 @@ class Workspace:
     # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
     _own_count: bool = field(default=False, repr=False)
     _sandbox: Sandbox | None = field(default=None, repr=False)
+    # `open` was given a session other than the stored one and has not stored it yet.
+    _session_unsaved: bool = field(default=False, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -149,7 +151,11 @@ class Workspace:
         *,
         count_tokens: Callable[[str], int] | None = None,
         env: dict[str, str] | None = None,
+        defer_writes: bool = False,
     ) -> Workspace:
+        """Open the ledger and settle the session. A `session` other than the stored one
+        becomes the stored one; with `defer_writes` (the app's first screen, which
+        shows before it writes) the caller stores it later with `save_session`."""
         ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
@@ -169,8 +175,9 @@ class Workspace:
             await ws._load_token_counts()
             ws.throttle = float(await ledger.get_setting(KEY_THROTTLE, "0") or 0)
             await ws._register_tools()
-            if session and session != stored:
-                await ledger.set_setting(KEY_SESSION, session)
+            ws._session_unsaved = bool(session) and session != stored
+            if not defer_writes:
+                await ws.save_session()
             ws.pending_handoff = await pending_resume(ledger, ws.session)
             await ws._check_unknown_memos()
             ws.compaction_settings()  # surface config problems early, as warnings
@@ -220,6 +227,12 @@ class Workspace:
             stored = {}
         if isinstance(stored, dict) and count_cache().update(stored) == len(stored):
             self._stored_counts = stored
+
+    async def save_session(self) -> None:
+        """Store the session `open` was given as the one the next start opens."""
+        if self._session_unsaved:
+            self._session_unsaved = False
+            await self.ledger.set_setting(KEY_SESSION, self.session)
 
     async def _register_tools(self) -> None:
         from slop_tui.tools import registry_rows

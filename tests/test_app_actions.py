@@ -911,3 +911,14 @@ async def app_session(project):
         return await ledger.get_session("default_session")
     finally:
         await ledger.close()
+
+
+async def test_a_session_named_at_start_is_stored_after_the_first_screen(project):
+    await seed(project, [("other work", "done")], session="other")
+    app = SlopApp(
+        db=str(project / ".slop" / "slop.db"), session="other", user_themes=False, blink=False
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert app.workspace.session == "other"
+        assert await app.workspace.ledger.get_setting(KEY_SESSION) == "other"

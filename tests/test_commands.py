@@ -127,6 +127,25 @@ async def test_current_session_survives_restart(tmp_path):
         await ws2.close()
 
 
+async def test_a_session_given_at_open_is_stored_then_or_when_the_caller_says(tmp_path):
+    from slop_tui.config import load_config
+    from slop_tui.workspace import KEY_SESSION, Workspace
+
+    config = load_config(db=str(tmp_path / ".slop" / "slop.db"), env={}, cwd=tmp_path)
+    ws = await Workspace.open(config, "work")
+    assert await ws.ledger.get_setting(KEY_SESSION) == "work"  # at once, by default
+    await ws.close()
+    # The app's first screen shows before anything is written.
+    ws = await Workspace.open(config, "other", defer_writes=True)
+    try:
+        assert ws.session == "other"
+        assert await ws.ledger.get_setting(KEY_SESSION) == "work"
+        await ws.save_session()
+        assert await ws.ledger.get_setting(KEY_SESSION) == "other"
+    finally:
+        await ws.close()
+
+
 async def test_drop_restore_undo_and_state_versions(ws):
     g1 = await add_group(ws, "one", "a\n### STATE\nGoal: one")
     await ws.ledger.add_state(ws.session, g1, "### STATE\nGoal: one")

@@ -234,6 +234,25 @@ async def test_tool_registry_upsert_keeps_enabled_and_call_count(ledger: Ledger)
     assert await ledger.get_tool("nope") is None
 
 
+async def test_registering_the_same_tools_again_writes_nothing(ledger: Ledger) -> None:
+    rows = [("read_file", "Read a file.", '{"type":"object"}'), ("shell", "Run.", "{}")]
+    await ledger.register_tools(rows)
+    writes: list[int] = []
+    transaction = ledger.transaction
+
+    def counting():  # type: ignore[no-untyped-def]
+        writes.append(1)
+        return transaction()
+
+    ledger.transaction = counting  # type: ignore[method-assign]
+    await ledger.register_tools(rows)  # every start does this
+    assert writes == []
+    await ledger.register_tools([rows[0], ("shell", "Run a command.", "{}")])
+    assert writes == [1]  # only what changed is written
+    shell = await ledger.get_tool("shell")
+    assert shell is not None and shell.description == "Run a command."
+
+
 # --- summaries and app state ---------------------------------------------------------
 
 

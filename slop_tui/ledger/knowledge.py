@@ -239,13 +239,24 @@ class KnowledgeMixin(LedgerBase):
     # -- tool registry -----------------------------------------------------
 
     async def register_tools(self, tools: Iterable[tuple[str, str, str]]) -> None:
-        """Upsert (name, description, schema JSON); keeps `enabled` and `call_count`."""
+        """Upsert (name, description, schema JSON); keeps `enabled` and `call_count`.
+
+        Rows stored exactly as given are not written again: every start registers
+        the tools, and a write transaction (with its sync to disk) cost more than the
+        rest of opening the workspace."""
+        stored = {
+            (r["name"], r["description"], r["schema_json"])
+            for r in await self._all("SELECT name, description, schema_json FROM tools")
+        }
+        changed = [row for row in tools if tuple(row) not in stored]
+        if not changed:
+            return
         async with self.transaction() as db:
             await db.executemany(
                 """INSERT INTO tools(name, description, schema_json) VALUES (?,?,?)
                    ON CONFLICT(name) DO UPDATE SET description=excluded.description,
                        schema_json=excluded.schema_json""",
-                list(tools),
+                changed,
             )
 
     async def list_tools(self) -> list[ToolInfo]:

@@ -322,7 +322,9 @@ class SlopApp(App):
         from slop_tui.ui.startup import first_screen_shown, release_first_frame
 
         try:
-            self.workspace = await Workspace.open(config, self._session_arg, env=self._env)
+            self.workspace = await Workspace.open(
+                config, self._session_arg, env=self._env, defer_writes=True
+            )
             await self._show_workspace(config)
         except LedgerError as exc:  # e.g. a database with damaged pages: one banner
             if self.workspace is not None:
@@ -333,6 +335,10 @@ class SlopApp(App):
             return
         finally:
             release_first_frame(self)
+        try:  # after the first frame: nothing on it needs the stored session
+            await self.workspace.save_session()
+        except LedgerError as exc:
+            self.notify(f"could not store the current session: {exc}", severity="warning")
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
