@@ -155,3 +155,37 @@ async def test_a_height_change_keeps_the_wrap_a_width_change_rewraps():
         await pilot.pause()
         assert calls and calls[-1] == area.wrap_width
         assert wrapped.height > tall and area.virtual_size.height == wrapped.height
+
+
+async def test_a_request_longer_than_the_pane_is_wrapped_once():
+    """More lines than rows: wrapped at the width the scrollbar leaves from the start,
+    not first at the whole width and again when the scrollbar shows."""
+    from textual.document._wrapped_document import WrappedDocument
+
+    long = Prompt(
+        layers=(Layer("system", "s\n", 1),),
+        messages=tuple(
+            PromptMessage("user", f"line {i} " + "word " * 30, 9, message_id=i) for i in range(80)
+        ),
+    )
+    widths: list[int] = []
+    wrap = WrappedDocument.wrap
+
+    def recording(self, width, tab_width=4):  # type: ignore[no-untyped-def]
+        if self.document.line_count > 100:
+            widths.append(width)
+        return wrap(self, width, tab_width)
+
+    app = PreviewApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        preview = app.query_one(ContextPreview)
+        await pilot.pause()
+        WrappedDocument.wrap = recording  # type: ignore[method-assign]
+        try:
+            preview.set_prompt(long)
+            await pilot.pause(0.2)
+        finally:
+            WrappedDocument.wrap = wrap  # type: ignore[method-assign]
+        area = app.query_one(TextArea)
+        assert area.show_vertical_scrollbar and area.text == render_prompt(long)
+        assert [w for w in widths if w] == [area.wrap_width]

@@ -148,6 +148,10 @@ class ContextPreview(Widget):
             wrap = self.wrap if self.wrap is not None else len(text) <= WRAP_LIMIT
             if not wrap:
                 area.soft_wrap = False  # before loading, so the old text is not re-wrapped
+            elif area.size.height and text.count("\n") >= area.size.height:
+                # More lines than rows: the scrollbar will show. Wrapped at the width it
+                # leaves from the start, the request is not wrapped again when it shows.
+                area.set_reactive(TextArea.show_vertical_scrollbar, True)
             area.load_text(text)
             area.soft_wrap = wrap
             if keep_scroll:
