@@ -36,6 +36,7 @@ once by the orchestrator) and the defaults, never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -189,8 +190,12 @@ class Workspace:
         return ws
 
     async def close(self) -> None:
-        """Close the ledger; first record an `exit` handoff when a turn ran in this process."""
+        """Close the ledger; first store a session `open` left unsaved and record an
+        `exit` handoff when a turn ran in this process."""
         try:
+            if self._session_unsaved:
+                with contextlib.suppress(LedgerError):
+                    await self.save_session()
             if self.turn_ran:
                 self.turn_ran = False
                 await self.write_handoff("exit")

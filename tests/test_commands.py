@@ -144,6 +144,14 @@ async def test_a_session_given_at_open_is_stored_then_or_when_the_caller_says(tm
         assert await ws.ledger.get_setting(KEY_SESSION) == "other"
     finally:
         await ws.close()
+    # Closed before the caller stored it (quit before the first screen): stored then.
+    ws = await Workspace.open(config, "third", defer_writes=True)
+    await ws.close()
+    ws = await Workspace.open(config)
+    try:
+        assert ws.session == "third"
+    finally:
+        await ws.close()
 
 
 async def test_drop_restore_undo_and_state_versions(ws):

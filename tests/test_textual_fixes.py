@@ -179,3 +179,27 @@ async def test_component_styles_are_made_when_read_and_match_textuals():
         marked.add_class("-on")
         await pilot.pause()
         assert marked.get_component_rich_style("marked--c").color.triplet.hex == "#008000"
+
+
+async def test_an_empty_text_area_with_no_room_draws_its_placeholder_blank():
+    """Content width 0 (the prompt squeezed out during a resize): Textual wrapped the
+    placeholder to it and Rich divided by it."""
+    from textual.app import App
+    from textual.widgets import TextArea
+
+    class Squeezed(App):
+        CSS = "TextArea { width: 2; padding: 0 1; border: none; }"
+
+        def compose(self):
+            yield TextArea(placeholder="Type a prompt")
+
+    fixes.install()
+    app = Squeezed()
+    async with app.run_test(size=(20, 5)) as pilot:
+        area = app.query_one(TextArea)
+        await pilot.pause()
+        assert area.content_size.width == 0
+        assert area.render_line(0).text == ""  # no room: nothing, and no crash
+        area.styles.width = 14
+        await pilot.pause()
+        assert area.render_line(0).text.startswith("Type a")  # with room, as before

@@ -201,6 +201,22 @@ async def test_short_groups_on_a_tall_screen_are_filled_from_above_at_the_bottom
         assert visible(view, view.block(gids[-1]))
 
 
+async def test_a_session_that_fits_the_pane_shows_no_scrollbar(ws) -> None:
+    """More groups than `load` mounts at once, all of them short: the scrollbar shown
+    before the first layout goes once they all turn out to fit."""
+    for i in range(8):
+        u = await ws.ledger.append_user(ws.session, f"q{i}")
+        await ws.ledger.append(ws.session, u.group_id, [NewMessage("assistant", f"a{i}")])
+    app = ConvApp(max_blocks=15, page_size=3, initial_blocks=2)
+    async with app.run_test(size=(100, 60)) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert len(view.mounted_group_ids) == 8 and view.max_scroll_y == 0
+        assert not view.show_vertical_scrollbar
+
+
 async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_bound(ws) -> None:
     gids = await bulk_groups(ws, 200)
     app = ConvApp(max_blocks=30, page_size=10, initial_blocks=10)

@@ -208,3 +208,42 @@ async def test_a_long_session_is_first_laid_out_once(ws) -> None:  # noqa: F811
         assert view.show_vertical_scrollbar and view.max_scroll_y > 0
         assert len(reflows) == 1
         assert view.scroll_y == view.max_scroll_y  # at the newest, as before
+
+
+def screen_text(app: App) -> str:
+    return app.export_screenshot()
+
+
+async def second_layout_changes_nothing(app: App, pilot) -> None:  # type: ignore[no-untyped-def]
+    """What one layout drew is what a second layout of every widget draws."""
+    await pilot.pause(0.3)
+    once = screen_text(app)
+    for widget in app.screen.walk_children(with_self=True):
+        widget.refresh(layout=True)
+    await pilot.pause(0.3)
+    assert screen_text(app) == once
+
+
+async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
+    """The rule the one-pass reflow relies on (textual_fixes), held by every pane of
+    the workspace: at start, after the side panes are toggled, a resize and the
+    error banner."""
+    from tests.test_app_actions import make_app, seed
+
+    answer = "Done: **bold**, a list\n\n- one\n- two\n\n```python\nx = 1\n```\n\n### STATE\nGoal: g"
+    await seed(tmp_path, [(f"prompt {i} " + "word " * 30, answer) for i in range(12)])
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        from tests.test_app import started
+
+        await started(pilot)
+        await second_layout_changes_nothing(app, pilot)
+        await pilot.press("f8")
+        await second_layout_changes_nothing(app, pilot)
+        await pilot.press("f8", "f7")
+        await second_layout_changes_nothing(app, pilot)
+        await pilot.press("f7")
+        await pilot.resize_terminal(100, 34)
+        await second_layout_changes_nothing(app, pilot)
+        app.show_banner("openai: 401 Unauthorized: the API key was rejected.")
+        await second_layout_changes_nothing(app, pilot)

@@ -1,6 +1,7 @@
 """Fixes to Textual (8.2.8) that the workspace depends on.
 
-A crash, found by the monkey (tests/monkey.py):
+Two crashes, the first found by the monkey (tests/monkey.py), the second by a
+review (resizing the terminal down and up again with the first-run screen open):
 
 - `TextArea._undo_batch` (and `_redo_batch`) refresh the widget's size
   before they put the cursor back. When the undone edit removed the lines
@@ -9,6 +10,11 @@ A crash, found by the monkey (tests/monkey.py):
   document line index 1 is out of bounds` ended the app (ctrl+z after a
   multi-line paste in the prompt). Scrolling to a cursor outside the document
   is skipped; the undo puts the cursor back right after and scrolls then.
+- `TextArea.render_line` wraps an empty area's placeholder to the area's
+  content width, and Rich's `chop_cells` divides by it: a width of 0 (the
+  prompt squeezed out in a layout on the way to a new terminal size) raised
+  `ValueError: range() arg 3 must not be zero` and ended the app. With no
+  room the placeholder's line is drawn blank.
 
 Two fixes to Textual's frame work that the workspace depends on for its key
 latency, found profiling bench/tui.py; each is a pure saving -- the screen is
@@ -95,12 +101,16 @@ only sooner or with less work:
   start every widget on the screen) made the screen lay itself out a second
   time: 5-10 ms in the frame after each streamed update, 20-30 ms in the
   first screen, with nothing left to change -- the reflow placed each widget
-  from the height it gives for the width it is given. So a widget stores the
-  size the reflow gave it without asking for another layout, as Textual
-  already does for the widgets a scroll exposes (`reflow_visible`). A widget
-  whose content changes with its size does so on the `Resize` event, which is
-  sent as before, and asks for its own layout then; a scrollbar shown or
-  hidden is a layout reactive of its own. One exception: Textual keeps an
+  from the height it gives for the width it is given. So a widget placed for
+  the first time, or at the width it already had (only heights changed: a
+  streamed answer grew, the panes were filled), stores the size the reflow gave
+  it without asking for another layout, as Textual already does for the
+  widgets a scroll exposes (`reflow_visible`). A placed widget given a new
+  width (a resize, a side pane toggled) asks as before, so a widget that
+  renders from its previous size is right after it. A widget whose content
+  changes with its size does so on the `Resize` event, which is sent as
+  before, and asks for its own layout then; a scrollbar shown or hidden is a
+  layout reactive of its own. One exception: Textual keeps an
   anchored view (`Widget.anchor`: the conversation, following the newest
   lines) at its bottom by reading the view's *previous* container size while
   it arranges it, so a view that the reflow made shorter or taller (the error
@@ -161,6 +171,7 @@ _reflow = Compositor.reflow
 _reflow_visible = Compositor.reflow_visible
 _size_updated = ScrollView._size_updated
 _scroll_cursor_visible = TextArea.scroll_cursor_visible
+_text_area_line = TextArea.render_line
 _text_area_resized = TextArea._on_resize
 _compositor_refresh = Screen._compositor_refresh
 _screen_resumed = Screen._on_screen_resume
@@ -178,6 +189,12 @@ def _scroll_to_a_cursor_inside(self: TextArea, center: bool = False, animate: bo
     if row >= document.line_count or column > len(document[row]):
         return Offset()  # mid-undo: the cursor is put back (and scrolled to) right after
     return _scroll_cursor_visible(self, center, animate)
+
+
+def _placeholder_only_with_room(self: TextArea, y: int) -> Strip:
+    if not self.text and self.placeholder and self.content_size.width < 1:
+        return Strip.blank(0)  # the placeholder has no room: its padding draws the line
+    return _text_area_line(self, y)
 
 
 def _rewrap_on_a_new_width(self: TextArea) -> None:
@@ -343,11 +360,15 @@ def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     if not _reflowing[0]:
         return _widget_size_updated(self, size, virtual_size, container_size, layout)
     # The reflow that calls this has just placed the widget at these sizes: no second
-    # layout, but for an anchored view whose container changed (see the docstring).
+    # layout when only heights changed or the widget is placed for the first time;
+    # a new width of a placed widget, and an anchored view whose container changed,
+    # ask as Textual does (see the docstring).
+    width = self._size.width
     reanchor = (
         self._anchored and not self._anchor_released and container_size != self._container_size
     )
-    updated = _widget_size_updated(self, size, virtual_size, container_size, False)
+    layout = bool(width) and size.width != width
+    updated = _widget_size_updated(self, size, virtual_size, container_size, layout)
     if reanchor:
         self.refresh(layout=True)
     return updated
@@ -364,6 +385,9 @@ _STRIP_CACHES = {
     "_offsets_cache": 4,
 }
 _STRIP_FIELDS = {"_segments", "_cell_length", "_render_cache", "_link_ids", "_cell_count"}
+# What Textual's `Strip.__init__` refers to: the fields, the caches and the builtins
+# it calls; any other version is left alone.
+_STRIP_INIT_NAMES = {"list", "FIFOCache", *_STRIP_FIELDS, *_STRIP_CACHES}
 
 
 def _strip_without_caches(self: Strip, segments, cell_length: int | None = None) -> None:  # type: ignore[no-untyped-def]
@@ -436,6 +460,8 @@ def install() -> None:
     """Patch every fix above (once; each only if Textual still has what it relies on)."""
     if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
         TextArea.scroll_cursor_visible = _scroll_to_a_cursor_inside  # type: ignore[method-assign]
+    if TextArea.render_line is not _placeholder_only_with_room:
+        TextArea.render_line = _placeholder_only_with_room  # type: ignore[method-assign]
     if TextArea._on_resize is not _rewrap_on_a_new_width:
         TextArea._on_resize = _rewrap_on_a_new_width  # type: ignore[method-assign]
     if Compositor.reflow is not _reflow_and_validate and hasattr(
@@ -467,6 +493,7 @@ def install() -> None:
     if (
         Strip.__init__ is not _strip_without_caches
         and set(Strip.__slots__) == set(_STRIP_CACHES) | _STRIP_FIELDS
+        and set(Strip.__init__.__code__.co_names) == _STRIP_INIT_NAMES
         and "__getattr__" not in Strip.__dict__
     ):
         Strip.__init__ = _strip_without_caches  # type: ignore[method-assign]

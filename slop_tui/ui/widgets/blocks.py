@@ -190,6 +190,12 @@ def markdown_look(app: Any) -> MarkdownLook:
 
 
 _PARSER = MarkdownIt().enable("strikethrough").enable("table")  # Rich's own configuration
+# A parser builds its rule chains at its first parse, which is not safe to race:
+# parsed once here, it keeps no state between parses (answers are also rendered
+# in worker threads).
+_PARSER.parse(
+    "# a\n\n*b* **c** ~~d~~ `e` [f](g)\n\n> h\n\n- i\n\n1. j\n\n| k |\n|---|\n| l |\n\n```\nm\n```\n"
+)
 
 
 class _Markdown(RichMarkdown):

@@ -292,6 +292,13 @@ class ConversationView(VerticalScroll):
         above, a page at a time, until the pane can scroll. The view does not move:
         it stays at the bottom, following (a user's ctrl+u holds the old top instead).
         """
+        await self._mount_until_it_scrolls()
+        # `load` showed the scrollbar before the first layout, older groups being left
+        # unmounted; if they all fit after all, there is nothing to scroll.
+        if self.is_mounted and self.show_vertical_scrollbar and self.max_scroll_y <= 0:
+            self.show_vertical_scrollbar = False
+
+    async def _mount_until_it_scrolls(self) -> None:
         for _ in range(FILL_TRIES):
             if self._lo == 0 or not self.is_mounted:
                 return
