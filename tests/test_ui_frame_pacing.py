@@ -85,8 +85,8 @@ async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # no
         compositor.reflow = counting  # type: ignore[method-assign]
         height = answer.outer_size.height
         # Past the room kept below the text: the answer, its group and the view grow.
-        await view.on_event(TextChunk(text="\n\nline\n\n" * 12))
-        await wait_for(pilot, lambda: answer.source.count("line") == 12)
+        await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
+        await wait_for(pilot, lambda: answer.source.count("line") == 60)
         await pilot.pause(0.3)
         assert answer.outer_size.height > height
         assert len(reflows) == 1  # each size change asked for a second one before

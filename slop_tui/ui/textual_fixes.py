@@ -324,6 +324,13 @@ def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     return _widget_size_updated(self, size, virtual_size, container_size, layout)
 
 
+def follows_bottom(widget: Widget) -> bool:
+    """Whether `widget` is anchored and the user has not scrolled it away since
+    (`Widget._anchored`, `Widget._anchor_released`: Textual 8 has no public form of the
+    second; `is_anchored` stays true after the user scrolls)."""
+    return bool(widget._anchored and not widget._anchor_released)
+
+
 def install() -> None:
     """Patch every fix above (once; each only if Textual still has what it relies on)."""
     if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
