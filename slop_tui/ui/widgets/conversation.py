@@ -244,7 +244,7 @@ class ConversationView(VerticalScroll):
             return None
         bottom = round(self.scroll_y) + height
         step = live_step(height)
-        if bottom - 2 * step <= end <= bottom:
+        if bottom - step - 2 <= end <= bottom:
             return None
         return max(0, end - height + step)
 
