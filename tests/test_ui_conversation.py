@@ -511,16 +511,34 @@ async def test_streaming_follows_the_bottom_unless_the_user_scrolled_away(ws) ->
         await view.begin_turn(gid, "long answer")
         for i in range(60):
             await view.on_event(TextChunk(text=f"line {i}\n\n"))
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: "line 59" in answer.source)
         await pilot.pause()
-        assert view.scroll_y == view.max_scroll_y
-        view.scroll_to(y=view.max_scroll_y // 2, animate=False)  # the user scrolls up to read
+        # The text's last line is on screen (the blank room kept below it is not).
+        end = view._live_end(answer)
+        height = view.scrollable_content_region.height
+        assert end is not None and view.scroll_y < end <= view.scroll_y + height
+        assert "line 59" in answer.rendered(answer.content_size.width)[-1].text
+        view.scroll_to(y=view.scroll_y // 2, animate=False)  # the user scrolls up to read
         await pilot.pause()
         away = view.scroll_y
         for i in range(60, 120):
             await view.on_event(TextChunk(text=f"line {i}\n\n"))
+        await wait_for(pilot, lambda: "line 119" in answer.source)
         await pilot.pause()
         assert view.scroll_y <= away + 1 < view.max_scroll_y
+        # Back down to the text's end: it follows again.
+        view.scroll_to(y=view._live_end(answer) - height + 1, animate=False)
+        await pilot.pause()
+        for i in range(120, 180):
+            await view.on_event(TextChunk(text=f"line {i}\n\n"))
+        await wait_for(pilot, lambda: "line 179" in answer.source)
+        await pilot.pause()
+        end = view._live_end(answer)
+        assert end is not None and view.scroll_y < end <= view.scroll_y + height
         await view.end_turn()
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y  # settled: Textual's anchor again
 
 
 async def test_tool_events_mark_tiers_live_and_an_interrupted_answer_is_marked(ws) -> None:

@@ -17,7 +17,7 @@ from slop_tui.events import TextChunk, TurnStarted
 from slop_tui.records import NewMessage
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.widgets.blocks import LiveAnswer, block_starts
-from slop_tui.ui.widgets.conversation import ConversationView
+from slop_tui.ui.widgets.conversation import ConversationView, live_step
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups
 from tests.workspace_fixtures import open_workspace
@@ -62,13 +62,20 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
         assert "word0" in shown and "word399" in shown  # the widget draws both
         assert answer.room > len(answer.rendered(width))  # blank room below the text
         assert answer.outer_size.height >= answer.room
-        # Following the bottom, a line per update: the view moves a room at a time.
-        scrolls = set()
+        # Following the text's last line, two lines per update: the view moves a third of
+        # the pane at a time, and the room below the text stays off screen.
+        scrolls, heights = set(), set()
         for i in range(12):
             await view.on_event(TextChunk(text=f"\n\nline {i}"))
             await pilot.pause(0.25)  # past the stream's pace: one append each
             scrolls.add(view.scroll_y)
-        assert view.scroll_y == view.max_scroll_y and len(scrolls) <= 6
+            heights.add(answer.outer_size.height)
+            end = view._live_end(answer)
+            bottom = view.scroll_y + view.scrollable_content_region.height
+            step = live_step(view.scrollable_content_region.height)
+            assert end is not None and bottom - step <= end <= bottom
+            assert view.scroll_y < view.max_scroll_y
+        assert len(scrolls) <= 4 and len(heights) <= 2
         chunks += [f"\n\nline {i}" for i in range(12)]
         await view.on_event(TextChunk(text="\n\nthe end"))
         await ws.ledger.append(
@@ -174,8 +181,11 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     answer, past the stream's pace; returns the live answer."""
     await view.load(ws)
     await view.begin_turn(None, "q")
-    await view.on_event(TextChunk(text="first words"))
+    await view.on_event(TextChunk(text="first"))
     answer = view.live_block.live_answer
+    await wait_for(pilot, lambda: answer.source == "first")
+    await pilot.pause(0.3)  # laid out at its text's height: the next append keeps room
+    await view.on_event(TextChunk(text=" words"))
     await wait_for(pilot, lambda: answer.source == "first words")
     await pilot.pause(0.3)
     return answer
@@ -202,9 +212,10 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
         assert answer.outer_size.height == height and not arranged
         drawn = "".join(answer.render_line(y).text for y in range(height))
         assert "first words and more words" in drawn
-        # Past the room, the answer grows: the screen is laid out again.
-        await view.on_event(TextChunk(text="\n\nline\n\n" * 12))
-        await wait_for(pilot, lambda: answer.source.count("line") == 12)
+        # Past the room (a screen), the answer grows: the screen is laid out again.
+        assert answer.room >= SIZE[1]
+        await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
+        await wait_for(pilot, lambda: answer.source.count("line") == 60)
         await pilot.pause(0.1)
         assert arranged and answer.outer_size.height > height
         await view.end_turn()

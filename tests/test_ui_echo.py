@@ -155,3 +155,33 @@ async def test_a_move_that_scrolls_the_group_list_draws_it_whole_at_once():
         drawn = written[0]
         assert f"task number {top}" in drawn  # the new first line (index top - 1)
         assert f"task number {top - 1 + height}" in drawn  # the new last line
+
+
+async def test_a_scroll_of_the_group_list_styles_only_the_rows_it_exposes():
+    app = ListsApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        groups = await focused_groups(app, pilot, 60, 59)
+        top = round(groups.scroll_y)
+        groups.highlighted = top  # the first line on screen
+        await pilot.pause()
+        styled: list[int] = []  # the widget lines Textual's line styling renders
+        cache = groups._styles_cache
+        render_line = cache.render_line
+
+        def counting(styles, y, *args, **kw):  # type: ignore[no-untyped-def]
+            styled.append(y)
+            return render_line(styles, y, *args, **kw)
+
+        cache.render_line = counting  # type: ignore[method-assign]
+        for step in range(1, 4):  # up past the top: the list scrolls a line each time
+            await pilot.press("up")
+            assert round(groups.scroll_y) == top - step
+        # Each scroll styles the new top row (highlighted), the row the highlight left
+        # and the border above them, not every visible line (there are 16).
+        height = groups.scrollable_content_region.height
+        assert height > 10 and len(styled) <= 3 * 3
+        # What it shows is what a full repaint shows.
+        shown = [strip.text for strip in groups.render_lines(groups.size.region)]
+        cache.clear()
+        assert [strip.text for strip in groups.render_lines(groups.size.region)] == shown
+        assert f"task number {top - 2}" in shown[groups.content_offset.y]

@@ -88,8 +88,8 @@ async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # no
         compositor.reflow = counting  # type: ignore[method-assign]
         height = answer.outer_size.height
         # Past the room kept below the text: the answer, its group and the view grow.
-        await view.on_event(TextChunk(text="\n\nline\n\n" * 12))
-        await wait_for(pilot, lambda: answer.source.count("line") == 12)
+        await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
+        await wait_for(pilot, lambda: answer.source.count("line") == 60)
         await pilot.pause(0.3)
         assert answer.outer_size.height > height
         assert len(reflows) == 1  # each size change asked for a second one before
@@ -247,3 +247,37 @@ async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
         await second_layout_changes_nothing(app, pilot)
         app.show_banner("openai: 401 Unauthorized: the API key was rejected.")
         await second_layout_changes_nothing(app, pilot)
+
+
+async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -> None:  # noqa: F811
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws)
+        view.focus()
+        await pilot.pause(0.3)
+        oldest = view.block(view.mounted_group_ids[0])
+        top = view._tops[oldest]
+        assert top < view.scroll_y  # above the pane
+        drawn: list[float] = []  # the view's scroll in each frame written
+        display = app._display
+
+        def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+            if renderable is not None:
+                drawn.append(view.scroll_y)
+            display(screen, renderable)
+
+        app._display = recording  # type: ignore[method-assign]
+        mounted = view.mounted_group_ids
+        view.action_load_older()
+        for _ in range(20):  # the key's own work, then the frame drawn at once
+            if drawn:
+                break
+            await asyncio.sleep(0)
+        # Scrolled and drawn before the page's first group is mounted (that comes in
+        # frames of its own, above it, and moves nothing on screen).
+        assert drawn and drawn[0] == top and view.mounted_group_ids[: len(mounted)] == mounted
+        await wait_for(pilot, lambda: view.mounted_group_ids[0] != mounted[0] and not view._paging)
+        await pilot.pause()
+        assert oldest.region.y == view.region.y  # still at the top, the page above it

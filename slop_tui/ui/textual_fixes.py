@@ -83,6 +83,18 @@ request, about 70,000 characters in 1,000 lines, at every start and turn):
   originals give (tests/test_textual_fixes.py compares them on random text)
   in a third of the time; any other line goes to the originals.
 
+One saving in a scroll of a Line API list (the group list, one line per group):
+
+- `ScrollView.watch_scroll_y` repaints the whole widget, and the repaint marks
+  every line dirty in the widget's `StylesCache`: a move of the highlight past
+  the visible rows sent all ~36 of the list's lines through Textual's line
+  styling again (border, padding, background: 5-7 ms, most of it creating
+  `Strip`s), though all but one of them were styled a moment before, one row
+  away. `scroll_keeping_lines` moves the styled lines to their new rows
+  (`StylesCache._cache`, `StylesCache._dirty_lines`, `Widget.content_offset`);
+  the rows the scroll exposed are styled as before, and the widget is repainted
+  whole as before.
+
 Three fixes to Textual's frame pacing, found tracing bench/screen.py's keys
 while a reply streams (docs/performance.md); the screen is drawn as before,
 only sooner or with less work:
@@ -152,6 +164,7 @@ One saving in every widget's mount:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import textual.document._wrapped_document as _wrapped_document
 from textual import _time
@@ -454,6 +467,37 @@ def _component_styles_when_read(self: Stylesheet, node: DOMNode) -> None:
             node._component_styles = _ComponentStylesWhenRead(self, node, names)
         return
     _process_component_classes(self, node)
+
+
+def scroll_keeping_lines(
+    widget: Widget, old: float, new: float, scroll: Callable[[], None]
+) -> None:
+    """`scroll()` (a Line API `ScrollView`'s `watch_scroll_y`, which marks every line
+    dirty), then the styled lines still on screen are moved in the widget's
+    `StylesCache` (its `_cache`, one strip per widget line, and `_dirty_lines`) to
+    their new rows: only the rows the scroll exposed, and those dirty before it, go
+    through Textual's line styling again. The widget is still repainted whole. For a
+    widget whose styled content lines depend on their content alone (not their row)."""
+    cache = widget._styles_cache
+    lines, dirty = dict(cache._cache), set(cache._dirty_lines)
+    scroll()
+    shift = round(new) - round(old)
+    if not shift:
+        return
+    top = widget.content_offset.y
+    bottom = top + widget.size.height
+    for y in range(max(top, top - shift), min(bottom, bottom - shift)):
+        strip = lines.get(y + shift)
+        if strip is not None and y + shift not in dirty:
+            cache._cache[y] = strip
+            cache._dirty_lines.discard(y)
+
+
+def follows_bottom(widget: Widget) -> bool:
+    """Whether `widget` is anchored and the user has not scrolled it away since
+    (`Widget._anchored`, `Widget._anchor_released`: Textual 8 has no public form of the
+    second; `is_anchored` stays true after the user scrolls)."""
+    return bool(widget._anchored and not widget._anchor_released)
 
 
 def install() -> None:

@@ -9,9 +9,11 @@ Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
 - The live answer stays cheap however long it grows: its stream is paced
   (`LIVE_INTERVAL`); at each append only the open (last) top-level block is
   rendered again, the blocks before it are final and rendered once
-  (`SettledMarkdown`); blank room below the text (`LIVE_ROOM`) keeps its
-  height, so an append is a repaint of one widget, not a layout of the
-  screen, and the view does not scroll on every update.
+  (`SettledMarkdown`); blank room below the text (two screens) keeps its
+  height, so an append is a repaint of its changed lines, not a layout of
+  the screen, and the view, which follows the text's end, moves a third of
+  the pane at a time, not at every update; Rich renders the new lines in a
+  thread.
 - Answers are rendered by Rich in a thread before their block is mounted
   when the pane's width is known (`AnswerBlock.render_ahead`).
 - Tool calls are one light, focusable block each (a title line; the output
@@ -39,6 +41,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Size
+from textual.layout import DockArrangeResult
 from textual.message import Message as TextualMessage
 from textual.strip import Strip
 from textual.widget import Widget
@@ -363,10 +366,13 @@ class AnswerBlock(RenderedLines, can_focus=True):
 # a key has to wait when it lands in a redraw. Five updates a second still read
 # as a stream.
 LIVE_INTERVAL = 0.2
-# Blank lines kept below the streamed text. While the text grows into them the
-# conversation's height does not change, so the view following the bottom does
-# not scroll: only the changed lines are drawn, where a scroll redrew the whole
-# pane and its scrollbar on every update. The view moves this many lines at once.
+# While a reply streams the live answer keeps blank room below its text, grown by
+# screens: as long as the text grows into it the answer's height does not change, so
+# an update repaints the answer's changed lines instead of laying the whole screen out
+# (a reflow and a repaint of the pane, 10-15 ms on a 2-core machine). The
+# conversation follows the text's last line, not the bottom of the room
+# (ConversationView's `follow_live`), moving a third of the pane at once and at least
+# LIVE_ROOM lines.
 LIVE_ROOM = 8
 
 
@@ -434,6 +440,29 @@ class SettledMarkdown:
     def add(self, text: str) -> None:
         self.parts.append(text)
 
+    def pending(self, width: int, look: MarkdownLook) -> tuple[int, list[str]]:
+        """The parts not yet rendered at `width` in `look`, and where they start."""
+        start = self._rendered if (width, look.key) == (self._width, self._look) else 0
+        return start, self.parts[start:]
+
+    def take(
+        self, width: int, look: MarkdownLook, start: int, new: list[str], lines: list[list[Strip]]
+    ) -> None:
+        """Add the parts `new`, with `lines` rendered elsewhere (a thread) for the parts
+        `pending` gave from `start`, then for `new`. Lines that are no longer the
+        next ones (the width, the look or what is rendered changed meanwhile) are
+        left out: `rendered` renders those parts itself."""
+        self.parts.extend(new)
+        if (width, look.key) != (self._width, self._look):
+            if start:
+                return
+            self._width, self._look, self._lines, self._rendered = width, look.key, [], 0
+        if start != self._rendered:
+            return
+        for part in lines:
+            _join(self._lines, part, width)
+        self._rendered = len(self.parts)
+
     def rendered(self, width: int) -> list[Strip]:
         """The parts' lines at `width` cells; only new parts are rendered."""
         look = markdown_look(self.owner.app)
@@ -457,6 +486,14 @@ def block_starts(text: str) -> list[int]:
     """The first line of each top-level Markdown block of `text`, parsed as Rich
     parses it: every block but the last is final, whatever text follows."""
     return [t.map[0] for t in _PARSER.parse(text) if t.level == 0 and t.map]
+
+
+def _render_live(
+    look: MarkdownLook, width: int, parts: list[str], open_shown: str
+) -> tuple[list[list[Strip]], list[Strip]]:
+    """A live answer's new lines (in a thread): each settled part's, the open block's."""
+    done = [markdown_lines(look, part, width) for part in parts]
+    return done, markdown_lines(look, open_shown, width) if open_shown.strip() else []
 
 
 class LiveAnswer(RenderedLines):
@@ -490,6 +527,9 @@ class LiveAnswer(RenderedLines):
         self.room = 0  # the height kept while streaming (0: none)
         self._in_state = False  # the settled text ends inside the `### STATE` section
         self._cache: tuple[tuple, list[Strip]] | None = None
+        # Called after each change of the text or the room (the conversation follows
+        # the text's last line); its argument says whether a layout is on its way.
+        self.grown: Callable[[bool], None] | None = None
 
     @property
     def text(self) -> str:
@@ -506,38 +546,88 @@ class LiveAnswer(RenderedLines):
         if self.stream is not None:
             stream, self.stream = self.stream, None
             await stream.stop()
+        self.drop_room()  # the room below goes with the stream
+
+    def drop_room(self) -> None:
+        """No blank room below the text (kept again at the next append, unless
+        something is shown below the answer)."""
         if self.room:
-            self.room = 0  # the room below goes with the stream
+            self.room = 0
             self.refresh(layout=True)
+            self._tell_grown(True)
 
     async def append(self, markdown: str) -> None:
-        """Called by the stream, at most every `interval`: the new text drawn."""
+        """Called by the stream, at most every `interval`: the new text drawn.
+
+        The new lines are rendered by Rich in a thread (a few ms, 20 for a long open
+        block) and only then shown: meanwhile the event loop draws the keys."""
         width = self.content_size.width
         before = self._height(width) if width else -1
-        self.source += markdown
-        self._settle_closed()
-        # Not laid out yet (the first append): room for a first line and what follows.
-        self._keep_room(len(self.rendered(width)) if width else 1)
-        self.refresh(layout=not width or self._height(width) != before)
+        source = self.source + markdown
+        settled_at, parts, in_state, open_text = self._closed_blocks(source)
+        if width:
+            look = markdown_look(self.app)
+            start, pending = self.settled.pending(width, look)
+            open_shown = state_lines(open_text.strip("\n"), in_state)[0]
+            done, open_lines = await asyncio.to_thread(
+                _render_live, look, width, pending + parts, open_shown
+            )
+            self.settled.take(width, look, start, parts, done)
+            lines = list(self.settled.rendered(width))
+            _join(lines, open_lines, width)
+            self._cache = ((width, look.key, len(self.settled.parts), open_text), lines)
+        else:
+            for part in parts:
+                self.settled.add(part)
+        self.source, self._settled_at = source, settled_at
+        self._in_state, self.open_text = in_state, open_text
+        if width:  # laid out (not the first append): the conversation can follow its end
+            self._keep_room(len(self.rendered(width)))
+        layout = not width or self._height(width) != before
+        self.refresh(layout=layout)
+        self._tell_grown(layout)
 
-    def _settle_closed(self) -> None:
-        tail = self.source[self._settled_at :]
+    def _tell_grown(self, layout: bool) -> None:
+        if self.grown is not None:
+            self.grown(layout)
+
+    def _closed_blocks(self, source: str) -> tuple[int, list[str], bool, str]:
+        """Where the settled text of `source` ends, the parts it adds (as shown), the
+        STATE flag after them and the open block: all but the last top-level block
+        are final."""
+        settled_at, in_state = self._settled_at, self._in_state
+        tail = source[settled_at:]
         starts = block_starts(tail)
+        parts: list[str] = []
         if len(starts) >= 2:
             lines = tail.splitlines(keepends=True)
             closed = "".join(lines[: starts[-1]])
-            self._settled_at += len(closed)
+            settled_at += len(closed)
             if closed.strip():
                 # The STATE section keeps its line breaks, as in a history answer.
-                shown, self._in_state = state_lines(closed.strip("\n"), self._in_state)
-                self.settled.add(shown)
+                shown, in_state = state_lines(closed.strip("\n"), in_state)
+                parts.append(shown)
             tail = tail[len(closed) :]
-        self.open_text = tail
+        return settled_at, parts, in_state, tail
+
+    @property
+    def text_height(self) -> int:
+        """The lines the text takes (the room below not counted)."""
+        return len(self.rendered(self.content_size.width))
 
     def _keep_room(self, used: int) -> None:
-        """Grow the blank room below the text (LIVE_ROOM) when the text nears its end."""
-        if not self.room or used + 2 >= self.room:
-            self.room = used + LIVE_ROOM
+        """Grow the blank room below the text when the text nears its end, by screens:
+        the answer's height changes once in a screen and a half of text, not at every
+        update."""
+        parent = self.parent
+        if parent is not None and parent.children and parent.children[-1] is not self:
+            self.room = 0  # a part below it (a notice, thinking): no gap before it
+        else:
+            # Two screens, grown again when less than half a screen is left: more than
+            # the view's step (a third of the pane) is always below the text.
+            screen = max(2 * LIVE_ROOM, self.app.size.height if self.is_attached else 0)
+            if not self.room or used + screen // 2 >= self.room:
+                self.room = used + 2 * screen
 
     def _height(self, width: int) -> int:
         return max(len(self.rendered(width)), self.room)
@@ -552,11 +642,13 @@ class LiveAnswer(RenderedLines):
         key = (width, look.key, len(self.settled.parts), self.open_text)
         if self._cache is None or self._cache[0] != key:
             lines = list(self.settled.rendered(width))
-            if self.open_text.strip():
-                shown, _ = state_lines(self.open_text.strip("\n"), self._in_state)
-                _join(lines, markdown_lines(look, shown, width), width)
+            _join(lines, self._open_lines(look, width, self.open_text), width)
             self._cache = (key, lines)
         return self._cache[1]
+
+    def _open_lines(self, look: MarkdownLook, width: int, open_text: str) -> list[Strip]:
+        shown, _ = state_lines(open_text.strip("\n"), self._in_state)
+        return markdown_lines(look, shown, width) if shown.strip() else []
 
     def on_unmount(self) -> None:
         if self.stream is not None:
@@ -785,10 +877,17 @@ class GroupBlock(Vertical, can_focus=True):
         self.tool_blocks: list[ToolBlock] = []  # every tool block, in order
         self.live_answer: LiveAnswer | None = None
         self.thinking: ToolBlock | None = None
+        self.tops: dict[Widget, int] = {}  # live: each part's top, as last arranged
 
     def compose(self):
         self.render_header()  # before mounting, as ToolBlock.compose says
         yield from self._initial
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        arrangement = super().arrange(size, optimal)
+        if self.live:  # where the live answer's text ends (the conversation follows it)
+            self.tops = {p.widget: p.region.y for p in arrangement.placements}
+        return arrangement
 
     @property
     def BLANK(self) -> bool:  # noqa: N802 -- Textual's name
@@ -891,6 +990,7 @@ class GroupBlock(Vertical, can_focus=True):
             self.thinking.pending = False
             self.tool_blocks.append(self.thinking)
             await self.mount(self.thinking)
+            self._below_the_answer()
         self.thinking.append_thinking(text)
 
     async def live_tool_call(self, ev: ToolCallEvent, fetch: Fetch | None) -> None:
@@ -911,6 +1011,12 @@ class GroupBlock(Vertical, can_focus=True):
 
     async def line(self, text: str, kind: str) -> None:
         await self.mount(Static(Content(neutralise(text)), classes=kind))
+        self._below_the_answer()
+
+    def _below_the_answer(self) -> None:
+        # Something shown below a streaming answer: no blank room between the two.
+        if self.live_answer is not None:
+            self.live_answer.drop_room()
 
     async def settle(self, messages: Sequence[Message]) -> None:
         """After the turn: statuses, counts and ids from the ledger."""

@@ -48,6 +48,7 @@ from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.widgets.blocks import (
+    LIVE_ROOM,
     AnswerBlock,
     CopyRequested,
     GroupBlock,
@@ -67,6 +68,14 @@ textual_fixes.install()  # every frame that follows a reply lays the screen out 
 PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
 PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
+
+
+def live_step(height: int) -> int:
+    """How far the view moves at once to follow a streamed answer in a pane `height`
+    lines high: a third of it (LIVE_ROOM at least). Each move repaints the whole pane
+    (7-10 ms on a 2-core machine); a stream of a few lines per update moves it every
+    other update or less, not at each."""
+    return max(LIVE_ROOM, height // 3)
 
 
 # -- the view ---------------------------------------------------------------------
@@ -161,6 +170,10 @@ class ConversationView(VerticalScroll):
         self._keep: tuple[Widget, int] | None = None
         self._laid_out = asyncio.Event()  # set by each arrangement (see _next_frame)
         self._prepared_session: str | None = None
+        # Following a streamed answer's last line, in place of Textual's anchor (which
+        # follows the bottom of the blank room kept below it); see `follow_live`.
+        self._following = False
+        self._placing = False  # the view is scrolling itself to follow
 
     def compose(self):
         yield self._older
@@ -179,15 +192,103 @@ class ConversationView(VerticalScroll):
         arrangement = super().arrange(size, optimal)
         self._tops = {p.widget: p.region.y for p in arrangement.placements}
         self._laid_out.set()
+        bottom = arrangement.total_region.bottom
         if self._keep is not None and self._keep[0] in self._tops:
             widget, offset = self._keep
-            bottom = arrangement.total_region.bottom
-            y = max(0, min(self._tops[widget] - offset, bottom - size.height))
-            if y != self.scroll_y:
-                self.set_reactive(Widget.scroll_y, y)
-                self.set_reactive(Widget.scroll_target_y, y)
-                self.vertical_scrollbar._reactive_position = y
+            self._scroll_in_layout(max(0, min(self._tops[widget] - offset, bottom - size.height)))
+        elif self._following and (answer := self._streaming_answer()) is not None:
+            y = self._follow_y(answer, size.height)
+            if y is not None:
+                self._scroll_in_layout(max(0, min(y, bottom - size.height)))
         return arrangement
+
+    def _scroll_in_layout(self, y: int) -> None:
+        # Silently, as Textual's anchor does inside the layout pass.
+        if y != self.scroll_y:
+            self.set_reactive(Widget.scroll_y, y)
+            self.set_reactive(Widget.scroll_target_y, y)
+            self.vertical_scrollbar._reactive_position = y
+
+    # -- following a streamed answer ------------------------------------------
+    #
+    # The live answer keeps a screen of blank room below its text (blocks.py), so
+    # that most updates change no size. Textual's anchor would show the bottom of
+    # that room; while an answer streams into it the view follows the text's last
+    # line instead: when it goes below the pane, the view moves so that a third of
+    # the pane (`live_step`) shows blank under it. An update that moves nothing repaints the answer's
+    # lines alone. Scrolling up lets go (as Textual's anchor does); back down to
+    # the text's end, End or a new turn follows again; when the stream stops, the
+    # room goes and Textual's anchor takes over.
+
+    def _streaming_answer(self) -> LiveAnswer | None:
+        live = self._live
+        answer = live.live_answer if live is not None else None
+        return answer if answer is not None and answer.room else None
+
+    def _live_end(self, answer: LiveAnswer) -> int | None:
+        """The line below the streamed text, in the view's content (None while the
+        answer has not been laid out)."""
+        group = answer.parent
+        if not isinstance(group, GroupBlock) or group not in self._tops:
+            return None
+        inner = group.tops.get(answer)
+        return None if inner is None else self._tops[group] + inner + answer.text_height
+
+    def _follow_y(self, answer: LiveAnswer, height: int) -> int | None:
+        """Where the view goes to keep the text's end on screen, `live_step` blank lines
+        below it at most (None: it stays). A text that shrank by a line or two (a
+        closed fence) does not move the view."""
+        end = self._live_end(answer)
+        if end is None:
+            return None
+        bottom = round(self.scroll_y) + height
+        step = live_step(height)
+        if bottom - step - 2 <= end <= bottom:
+            return None
+        return max(0, end - height + step)
+
+    def follow_live(self, answer: LiveAnswer, layout: bool) -> None:
+        """The live answer's text or room changed (`LiveAnswer.grown`); `layout`: a layout
+        is on its way (it places the view, `arrange`)."""
+        if not answer.room:  # the stream stopped: the bottom is the text's end again
+            if self._following:
+                self._following = False
+                super().anchor()
+            return
+        if not self._following:
+            if not textual_fixes.follows_bottom(self) or self._live_end(answer) is None:
+                return  # scrolled away by the user, or not laid out: Textual's anchor holds
+            self._following = True
+            super().anchor(False)
+        if not layout:
+            self._follow_now(answer)
+
+    def _follow_now(self, answer: LiveAnswer) -> None:
+        y = self._follow_y(answer, self.scrollable_content_region.height)
+        if y is None:
+            return
+        self._placing = True
+        try:
+            self.scroll_to(y=y, animate=False, immediate=True, release_anchor=False)
+        finally:
+            self._placing = False
+
+    def anchor(self, anchor: bool = True) -> None:
+        """Textual's anchor (follow the bottom); while an answer streams into its room,
+        follow the text's last line instead."""
+        answer = self._streaming_answer()
+        if answer is None or not anchor or self._live_end(answer) is None:
+            self._following = False
+            super().anchor(anchor)
+            return
+        self._following = True
+        super().anchor(False)
+        self._follow_now(answer)
+
+    def release_anchor(self) -> None:
+        if not self._placing:  # Textual's scroll releases it too, whatever it is told
+            self._following = False
+        super().release_anchor()
 
     def _let_go(self, keep: tuple[Widget, int] | None) -> None:
         if self._keep is keep:  # not a hold a later page has taken since
@@ -520,7 +621,23 @@ class ConversationView(VerticalScroll):
         await frame_drawn(self)
 
     def action_load_older(self) -> None:
+        self._oldest_to_the_top()
         self._queue_page(older=True)
+
+    def _oldest_to_the_top(self) -> None:
+        """ctrl+u's first step, at once: the oldest mounted group comes to the top of the
+        pane, where the page loaded next keeps it (the older groups go above it). Drawn
+        in the key's frame, as PageUp is (`_page_scroll`); the page is mounted after,
+        in frames of its own, and moves nothing on screen. (Done in the first layout
+        with the page's first group, this showed 20-35 ms after the key.)"""
+        if self._paging or self._queued[True] or self._lo == 0 or self._lo >= self._hi:
+            return  # a page is under way (it holds its own group), or nothing is older
+        block = self._blocks.get(self._gids[self._lo])
+        top = self._tops.get(block) if block is not None else None
+        if top is None or top >= round(self.scroll_y):
+            return  # not laid out, or on screen below the top: the page's layout moves it
+        self.scroll_to(y=top, animate=False, immediate=True)
+        echo.frame_now(self)
 
     def action_load_newer(self) -> None:
         self._queue_page(older=False)
@@ -605,6 +722,8 @@ class ConversationView(VerticalScroll):
         super().watch_scroll_y(old_value, new_value)
         if self._keep is not None and new_value != old_value:
             self._keep = None  # a scroll by someone else (arrange sets it silently): let go
+        if not self._placing and new_value != old_value:
+            self._follow_or_let_go(new_value < old_value)
         if new_value != old_value and self.ws is not None:
             # Only a move towards an edge pages: loading scrolls from 0 to the
             # bottom, and that must not count as reaching the top.
@@ -612,6 +731,19 @@ class ConversationView(VerticalScroll):
             if not self._check_pending:
                 self._check_pending = True
                 self.call_after_refresh(self._page_at_edge)
+
+    def _follow_or_let_go(self, up: bool) -> None:
+        """A scroll by the user while an answer streams: up lets go; down to where
+        following would put the view follows again."""
+        if up:
+            self._following = False
+            return
+        answer = self._streaming_answer()
+        if answer is not None and not self._following:
+            end = self._live_end(answer)
+            height = self.scrollable_content_region.height
+            if end is not None and end <= round(self.scroll_y) + height:
+                self.anchor()
 
     async def _page_at_edge(self) -> None:
         # Checked after the refresh, not in the watcher: a rebuild or a jump
@@ -814,6 +946,9 @@ class ConversationView(VerticalScroll):
         if isinstance(event, TextChunk):
             live.thinking = None
             await live.live_text(event.text)
+            answer = live.live_answer
+            if answer is not None and answer.grown is None:
+                answer.grown = partial(self.follow_live, answer)
         elif isinstance(event, ThinkingChunk):
             await live.live_thinking(event.text)
         elif isinstance(event, ToolCallEvent):

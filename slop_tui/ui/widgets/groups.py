@@ -52,7 +52,7 @@ from slop_tui.records import (
     GroupSummary,
     SessionSummary,
 )
-from slop_tui.ui import echo
+from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
@@ -569,6 +569,16 @@ class GroupList(ScrollView, can_focus=True):
             # drawing (ui/echo.py).
             also = (self.vertical_scrollbar,) if self.show_vertical_scrollbar else ()
             self.call_later(echo.draw_now, self, *also)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        # Only the rows a scroll exposes are styled again (ui/textual_fixes.py): a
+        # highlight moved past the edge scrolled a screenful of lines through it.
+        textual_fixes.scroll_keeping_lines(
+            self,
+            old_value,
+            new_value,
+            lambda: super(GroupList, self).watch_scroll_y(old_value, new_value),
+        )
 
     def watch__hover(self, old: int | None, hover: int | None) -> None:
         self._refresh_row(old)
