@@ -921,4 +921,5 @@ async def test_a_session_named_at_start_is_stored_after_the_first_screen(project
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         assert app.workspace.session == "other"
-        assert await app.workspace.ledger.get_setting(KEY_SESSION) == "other"
+        ws = app.workspace
+        await eventually(pilot, lambda: _is(ws.ledger.get_setting(KEY_SESSION), "other"))

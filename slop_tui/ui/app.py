@@ -335,10 +335,6 @@ class SlopApp(App):
             return
         finally:
             release_first_frame(self)
-        try:  # after the first frame: nothing on it needs the stored session
-            await self.workspace.save_session()
-        except LedgerError as exc:
-            self.notify(f"could not store the current session: {exc}", severity="warning")
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
@@ -354,6 +350,12 @@ class SlopApp(App):
         # Ready once the first-run panel (if any) is up: a key pressed after this lands on
         # the screen the user will see.
         self.ready = True
+        # Last: nothing on the first screen needs the stored session, and the write
+        # queues behind the group list's read of the older prompts.
+        try:
+            await self.workspace.save_session()
+        except LedgerError as exc:
+            self.notify(f"could not store the current session: {exc}", severity="warning")
 
     async def _show_workspace(self, config) -> None:
         """Fill the screen from the workspace just opened."""
