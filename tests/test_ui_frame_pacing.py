@@ -72,20 +72,44 @@ def test_a_late_timer_ticks_at_the_next_point_of_its_grid(monkeypatch):
     assert abs(timer.ticks[1] - timer.ticks[0] - INTERVAL) < 1e-9
 
 
+def count_reflows(app: App) -> list[int]:
+    reflows: list[int] = []
+    compositor = app.screen._compositor
+    reflow = compositor.reflow
+
+    def counting(*args, **kw):  # type: ignore[no-untyped-def]
+        reflows.append(1)
+        return reflow(*args, **kw)
+
+    compositor.reflow = counting  # type: ignore[method-assign]
+    return reflows
+
+
+def on_each_frame(app: App, record) -> None:  # type: ignore[no-untyped-def]
+    """Call `record(renderable)` for every frame the app writes (None: nothing)."""
+    display = app._display
+
+    def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        record(renderable)
+        display(screen, renderable)
+
+    app._display = recording  # type: ignore[method-assign]
+
+
+async def loaded_and_focused(app: App, pilot, workspace) -> ConversationView:  # type: ignore[no-untyped-def]
+    view = app.query_one(ConversationView)
+    await view.load(workspace)
+    view.focus()
+    await pilot.pause(0.3)
+    return view
+
+
 async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # noqa: F811
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
         answer = await first_words_streamed(pilot, view, ws)
-        compositor = app.screen._compositor
-        reflows: list[int] = []
-        reflow = compositor.reflow
-
-        def counting(*args, **kw):  # type: ignore[no-untyped-def]
-            reflows.append(1)
-            return reflow(*args, **kw)
-
-        compositor.reflow = counting  # type: ignore[method-assign]
+        reflows = count_reflows(app)
         height = answer.outer_size.height
         # Past the room kept below the text: the answer, its group and the view grow.
         await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
@@ -100,19 +124,10 @@ async def test_a_page_key_jumps_at_once_and_repaints_only_the_pane(ws) -> None: 
     await bulk_groups(ws, 30)
     app = ConvApp(initial_blocks=15)
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws)
-        view.focus()
-        await pilot.pause(0.3)
+        view = await loaded_and_focused(app, pilot, ws)
         assert view.max_scroll_y > 2 * view.scrollable_content_region.height
         updates: list[object] = []
-        display = app._display
-
-        def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
-            updates.append(renderable)
-            display(screen, renderable)
-
-        app._display = recording  # type: ignore[method-assign]
+        on_each_frame(app, updates.append)
         app.screen._refresh_layout()  # a full layout, as a streamed update makes one
         page = view.scrollable_content_region.height
         before = view.scroll_y
@@ -144,19 +159,6 @@ class WrapApp(App):
         with VerticalScroll(id="log"):
             for i in range(60):
                 yield Static(f"line {i}")
-
-
-def count_reflows(app: App) -> list[int]:
-    reflows: list[int] = []
-    compositor = app.screen._compositor
-    reflow = compositor.reflow
-
-    def counting(*args, **kw):  # type: ignore[no-untyped-def]
-        reflows.append(1)
-        return reflow(*args, **kw)
-
-    compositor.reflow = counting  # type: ignore[method-assign]
-    return reflows
 
 
 async def test_a_widget_the_reflow_resizes_is_laid_out_once() -> None:
@@ -210,18 +212,14 @@ async def test_a_long_session_is_first_laid_out_once(ws) -> None:  # noqa: F811
         assert view.scroll_y == view.max_scroll_y  # at the newest, as before
 
 
-def screen_text(app: App) -> str:
-    return app.export_screenshot()
-
-
 async def second_layout_changes_nothing(app: App, pilot) -> None:  # type: ignore[no-untyped-def]
     """What one layout drew is what a second layout of every widget draws."""
     await pilot.pause(0.3)
-    once = screen_text(app)
+    once = app.export_screenshot()
     for widget in app.screen.walk_children(with_self=True):
         widget.refresh(layout=True)
     await pilot.pause(0.3)
-    assert screen_text(app) == once
+    assert app.export_screenshot() == once
 
 
 async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
@@ -253,22 +251,12 @@ async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -
     await bulk_groups(ws, 60)
     app = ConvApp(page_size=5)
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws)
-        view.focus()
-        await pilot.pause(0.3)
+        view = await loaded_and_focused(app, pilot, ws)
         oldest = view.block(view.mounted_group_ids[0])
         top = view._tops[oldest]
         assert top < view.scroll_y  # above the pane
         drawn: list[float] = []  # the view's scroll in each frame written
-        display = app._display
-
-        def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
-            if renderable is not None:
-                drawn.append(view.scroll_y)
-            display(screen, renderable)
-
-        app._display = recording  # type: ignore[method-assign]
+        on_each_frame(app, lambda frame: frame is not None and drawn.append(view.scroll_y))
         mounted = view.mounted_group_ids
         view.action_load_older()
         for _ in range(20):  # the key's own work, then the frame drawn at once

@@ -242,8 +242,8 @@ class KnowledgeMixin(LedgerBase):
         """Upsert (name, description, schema JSON); keeps `enabled` and `call_count`.
 
         Rows stored exactly as given are not written again: every start registers
-        the tools, and a write transaction (with its sync to disk) cost more than the
-        rest of opening the workspace."""
+        the tools, and a write transaction costs more than the rest of opening the
+        workspace."""
         stored = {
             (r["name"], r["description"], r["schema_json"])
             for r in await self._all("SELECT name, description, schema_json FROM tools")

@@ -378,9 +378,9 @@ class ConversationView(VerticalScroll):
         n = len(self._gids)
         await self._mount_slice(max(0, n - self.initial_blocks), n)
         if self._lo > 0:
-            # Older groups than those mounted: the pane will scroll. Its scrollbar is
-            # placed by the first layout, where finding it needed afterwards laid the
-            # whole screen out again; a guess that proves wrong is corrected as before.
+            # Older groups than those mounted: the pane will scroll. Shown now, its
+            # scrollbar is placed by the first layout instead of asking for a second
+            # one; `_fill_viewport` hides it if every group fits after all.
             self.set_reactive(Widget.show_vertical_scrollbar, True)
         self.anchor()
         self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
@@ -628,8 +628,8 @@ class ConversationView(VerticalScroll):
         """ctrl+u's first step, at once: the oldest mounted group comes to the top of the
         pane, where the page loaded next keeps it (the older groups go above it). Drawn
         in the key's frame, as PageUp is (`_page_scroll`); the page is mounted after,
-        in frames of its own, and moves nothing on screen. (Done in the first layout
-        with the page's first group, this showed 20-35 ms after the key.)"""
+        in frames of its own, and moves nothing on screen. Left to the layout that
+        mounts the page's first group, the first change would show a frame later."""
         if self._paging or self._queued[True] or self._lo == 0 or self._lo >= self._hi:
             return  # a page is under way (it holds its own group), or nothing is older
         block = self._blocks.get(self._gids[self._lo])
