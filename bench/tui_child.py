@@ -151,7 +151,9 @@ def _time_steps() -> None:
     Workspace.open = classmethod(_wrap_cls(Workspace.open.__func__, "Workspace.open"))
     wrap(groups.SessionList, "refresh_from", "SessionList.refresh_from")
     wrap(groups.GroupList, "refresh_from", "GroupList.refresh_from")
-    wrap(SlopApp, "refresh_context", "app.refresh_context (prompt, gauge, preview)")
+    wrap(
+        SlopApp, "refresh_context", "app.workspace_screen.refresh_context (prompt, gauge, preview)"
+    )
     wrap(Workspace, "prompt", "Workspace.prompt")
     wrap(conversation.ConversationView, "load", "ConversationView.load")
     wrap(tokens, "_build_encoding", "tokenizer build (o200k)", is_async=False)
@@ -637,14 +639,14 @@ async def _stream_cases(app: SlopApp) -> None:
     from slop_tui.orchestrator import Orchestrator
 
     ws = app.workspace
-    orch = app.orchestrator = Orchestrator(
+    orch = app.turns.orchestrator = Orchestrator(
         ws,
         approve=ws.config.approve,
-        approver=app.ask_approval,
+        approver=app.turns.ask_approval,
         provider_factory=lambda cfg: PacedProvider(ARGS.rate),
     )
     conv = app.query_one("#conversation")
-    app.run_turn("bench: explain the compositor in detail")
+    app.turns.run_turn("bench: explain the compositor in detail")
     started = await _wait(
         lambda: (
             conv.live_block is not None
@@ -675,7 +677,7 @@ async def _stream_cases(app: SlopApp) -> None:
 
     def background_done() -> bool:
         task = orch.compaction_task
-        return not app.busy and (task is None or task.done())
+        return not app.turns.busy and (task is None or task.done())
 
     # The reply ends; keep typing while the turn settles and its background job runs.
     await _type_in_prompt(

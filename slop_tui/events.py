@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from slop_tui.records import ToolCall
+    from slop_tui.records import Message, ToolCall
 
 __all__ = [
     "Event",
@@ -27,6 +27,7 @@ __all__ = [
     "BudgetWarning",
     "Compaction",
     "TurnFinished",
+    "PlanSent",
     "Emit",
     "Approver",
 ]
@@ -72,6 +73,7 @@ class ToolResultEvent(Event):
     ok: bool = True
     text: str = ""
     message_id: int = 0
+    message: Message | None = None  # the stored result, as the ledger holds it
     kind: str = "tool_result"
 
 
@@ -133,6 +135,15 @@ class TurnFinished(Event):
     state_updated: bool = False
     scratchpad_updated: bool = False
     kind: str = "turn_finished"
+
+
+@dataclass(frozen=True)
+class PlanSent(Event):
+    """The context plan whose request was just sent (the panes draw this one: the
+    marks, tier labels, gauge and preview show what the model received)."""
+
+    plan: Any = None
+    kind: str = "plan_sent"
 
 
 Emit = Callable[[Event], Awaitable[None] | None]

@@ -68,6 +68,7 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     ErrorEvent,
     Event,
     Notice,
+    PlanSent,
     TextChunk,
     ThinkingChunk,
     ToolCallEvent,
@@ -124,7 +125,8 @@ class TurnOutcome:
     events: list[Event] = field(default_factory=list)
 
     def events_json(self) -> list[dict[str, Any]]:
-        return [asdict(e) for e in self.events]
+        # A tool result's stored message is for the panes; its text is in `text`.
+        return [{k: v for k, v in asdict(e).items() if k != "message"} for e in self.events]
 
 
 @dataclass
@@ -140,6 +142,7 @@ class _Turn:
     model: str = ""
     journal: TurnJournal | None = None  # the in-flight record a killed process leaves
     elided: frozenset[int] = frozenset()  # tool results elided in this turn: they stay so
+    sent_plan: Any = None  # the context plan of the request being sent (ContextPlan)
 
 
 class Orchestrator:
@@ -205,7 +208,8 @@ class Orchestrator:
         outcome = TurnOutcome()
 
         async def send(event: Event) -> None:
-            outcome.events.append(event)
+            if not isinstance(event, PlanSent):  # for the panes; the outcome keeps the rest
+                outcome.events.append(event)
             if emit is not None:
                 result = emit(event)
                 if inspect.isawaitable(result):
@@ -341,6 +345,7 @@ class Orchestrator:
             if plan.fails:
                 await self._overflow(plan, prompt, turn)
                 return None
+            await send(PlanSent(plan=turn.sent_plan))
             try:
                 reply = await self._stream(provider, prompt, model, gid, send, turn.journal)
             except ProviderError as err:
@@ -470,6 +475,7 @@ class Orchestrator:
             assert guard is not None
         await self._log_guard(guard, plan.lane, send)
         if turn is not None:
+            turn.sent_plan = plan
             turn.elided = turn.elided | {
                 m.message_id
                 for m in plan.request.messages
@@ -837,7 +843,12 @@ class Orchestrator:
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(
-                    call_id=call.id, name=call.name, ok=res.ok, text=res.text, message_id=msg.id
+                    call_id=call.id,
+                    name=call.name,
+                    ok=res.ok,
+                    text=res.text,
+                    message_id=msg.id,
+                    message=msg,
                 )
             )
             if res.notice:

@@ -6,6 +6,7 @@ UI renders them. Nothing here does I/O.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 # Message roles and statuses -------------------------------------------------
@@ -44,6 +45,25 @@ def strategy_family(strategy: str | None) -> str | None:
     if strategy in (STRATEGY_GEMINI, STRATEGY_GEMINI_GCA):
         return STRATEGY_GEMINI
     return strategy
+
+
+class Changed(enum.Flag):
+    """What an edit changed, so the panes that show it are drawn again (one snapshot
+    read of the workspace for the set)."""
+
+    NONE = 0
+    HISTORY = enum.auto()  # rows of the conversation: added, dropped, removed, restored
+    STATE = enum.auto()
+    SCRATCHPAD = enum.auto()
+    WINDOW = enum.auto()
+    SESSION = enum.auto()  # the current session, or the list of sessions
+    LANE = enum.auto()
+    PROVIDER = enum.auto()  # the provider or model
+    FILES = enum.auto()  # files in the context
+    HANDOFF = enum.auto()
+    MEMOS = enum.auto()
+    SKILLS = enum.auto()
+    TOOLS = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)

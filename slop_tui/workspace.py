@@ -246,6 +246,12 @@ class Workspace:
 
     # -- session and workspace state -------------------------------------
 
+    def reconfigure(self, config: Config) -> None:
+        """Take a reloaded configuration (a project folder just trusted): the sandbox is
+        probed again, as `[tools] sandbox` or `shell_network` may have changed."""
+        self.config = config
+        self._sandbox = None
+
     async def current(self) -> Session:
         return await self.ledger.session_or_default(self.session)
 

@@ -511,12 +511,12 @@ class Monkey:
                 break
             await pilot.press("escape")
             await pilot.pause()
-        if app.busy:
+        if app.turns.busy:
             await pilot.press("escape")
         deadline = time.monotonic() + STEP_TIMEOUT
-        while app.busy and time.monotonic() < deadline:
+        while app.turns.busy and time.monotonic() < deadline:
             await pilot.pause(0.05)
-        if app.busy:
+        if app.turns.busy:
             result.violations.append("the last turn did not end after Esc")
         await self._check(pilot, app, result, result.steps)
 

@@ -44,7 +44,9 @@ async def test_demo_turn_streams_and_updates_panes(project):
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
         await pilot.press(*"hello", "enter")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=60)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=60
+        )
         ws = app.workspace
         rows = await ws.ledger.session_messages(ws.session)
         assert rows[0].content == "hello" and rows[-1].role == "assistant"
@@ -78,5 +80,7 @@ async def test_approval_dialog_allows_a_write(project, fake_llm, monkeypatch):
         await pilot.press(*"write it", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=10)
         await pilot.click("#allow")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=10)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=10
+        )
     assert (project / "out.txt").read_text() == "ok"

@@ -114,7 +114,7 @@ async def state_text(ws) -> str | None:
 
 
 def turn_running(app: SlopApp) -> bool:
-    return app.busy or any(w.group == "turn" and not w.is_finished for w in app.workers)
+    return app.turns.busy or any(w.group == "turn" and not w.is_finished for w in app.workers)
 
 
 async def finished(pilot, text: str, timeout: float = 10.0) -> None:
@@ -134,7 +134,7 @@ async def finished(pilot, text: str, timeout: float = 10.0) -> None:
 async def submit(pilot, text: str) -> None:
     """Put a line in the prompt (at once, not key by key) and press Enter."""
     app = pilot.app
-    app.action_focus_prompt()
+    app.workspace_screen.action_focus_prompt()
     app.query_one("#prompt").text = text
     await pilot.press("enter")
 
@@ -317,7 +317,7 @@ async def test_escape_cancels_a_turn_dismisses_the_error_banner_and_ctrl_q_keeps
             return answer is not None and "answer" in answer.text
 
         await wait_for(pilot, streaming, timeout=10)
-        assert app.busy
+        assert app.turns.busy
         await pilot.press("escape")
         await finished(pilot, "a slow question", timeout=5)
         rows = await ws.ledger.session_messages(ws.session)
@@ -347,7 +347,7 @@ async def test_escape_cancels_a_turn_dismisses_the_error_banner_and_ctrl_q_keeps
         await wait_for(pilot, lambda: not banner.has_class("-shown"))
         assert not banner.display
         # A click dismisses it too.
-        app.show_banner("another problem")
+        app.workspace_screen.show_banner("another problem")
         await pilot.pause()
         await pilot.click("#banner")
         await wait_for(pilot, lambda: not banner.has_class("-shown"))
@@ -441,13 +441,13 @@ async def test_approval_dialog_allow_once_always_and_deny(fake_llm, project, mon
         await started(pilot)
         ws = app.workspace
         asked: list[str] = []
-        original = app.ask_approval
+        original = app.turns.ask_approval
 
         async def recording(call):
             asked.append(call.name)
             return await original(call)
 
-        app.ask_approval = recording  # the orchestrator takes it on the first turn
+        app.turns.ask_approval = recording  # the orchestrator takes it on the first turn
 
         for text, button in [
             ("first", "#allow"),
@@ -768,7 +768,7 @@ async def test_model_update_during_unsaved_edits_shows_the_conflict_notice(
         pad = app.query_one(ScratchpadEditor)
         pad.debounce = 30  # the edit stays unsaved while the model writes
         await submit(pilot, "plan it")
-        await wait_for(pilot, lambda: app.busy and bool(fake_llm.chat_requests), timeout=10)
+        await wait_for(pilot, lambda: app.turns.busy and bool(fake_llm.chat_requests), timeout=10)
         await pilot.press("f9", *"my edit")
         assert pad.dirty
         gate.set()
@@ -884,7 +884,9 @@ async def test_r_on_a_group_starts_a_reply_in_its_lane(fake_llm, project, monkey
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
         await pilot.press(*"first", "enter")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=30)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=30
+        )
         groups = app.query_one(GroupList)
         groups.focus()
         await pilot.press("end")
@@ -895,8 +897,10 @@ async def test_r_on_a_group_starts_a_reply_in_its_lane(fake_llm, project, monkey
         assert app.query_one("#prompt").text == f"/reply {gid} "
         assert app.focused is app.query_one("#prompt").area, app.focused
         await pilot.press(*"about that", "enter")
-        await wait_for(pilot, lambda: not app.busy and len(fake_llm.chat_requests) == 2, timeout=30)
-        await wait_for(pilot, lambda: not app.busy, timeout=30)
+        await wait_for(
+            pilot, lambda: not app.turns.busy and len(fake_llm.chat_requests) == 2, timeout=30
+        )
+        await wait_for(pilot, lambda: not app.turns.busy, timeout=30)
     assert lines[-1] == f"/reply {gid} about that"
     sess = await app_session(project)
     assert sess.lane == f"reply:{gid}"

@@ -9,7 +9,7 @@ import pytest
 
 from slop_tui.commands import dispatch
 from slop_tui.context import render_prompt
-from slop_tui.records import NewMessage
+from slop_tui.records import Changed, NewMessage
 from tests.workspace_fixtures import open_workspace, rough
 
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
@@ -65,7 +65,7 @@ async def test_reply_starts_a_reply_lane_whose_window_holds_only_its_groups(ws):
     g2 = await add_group(ws, "second question")
     result = await dispatch(ws, f"/reply {g1} what about the port?")
     assert result.ok and result.send == "what about the port?"
-    assert "lane" in result.changed and f"reply:{g1}" in result.text
+    assert Changed.LANE in result.changed and f"reply:{g1}" in result.text
     assert (await ws.current()).lane == f"reply:{g1}"
     r1 = await add_group(ws, result.send)
     # continuing the same reply lane
@@ -199,7 +199,7 @@ async def test_file_add_list_remove(ws, tmp_path):
     result = await dispatch(ws, "/file add src/a.py 'notes with space.md'")
     assert result.ok, result.text
     assert f"src/a.py ({rough(a)} tokens)" in result.text
-    assert "files" in result.changed
+    assert Changed.FILES in result.changed
     # the absolute form of a stored file is the same file
     again = await dispatch(ws, f"/file add {tmp_path / 'src' / 'a.py'}")
     assert again.ok and "Already in the context: src/a.py" in again.text and not again.changed
@@ -314,7 +314,7 @@ async def test_context_log_and_uncompact(ws):
 
     result = await dispatch(ws, f"/context uncompact {summary.id}")
     assert result.ok and f"Un-compacted summary {summary.id}" in result.text
-    assert "history" in result.changed
+    assert Changed.HISTORY in result.changed
     after = await ws.prompt("openai")
     assert after.messages == before.messages
     assert "discarded by /context uncompact" in (await dispatch(ws, "/context log")).text

@@ -593,7 +593,7 @@ async def hostile_workspace(app) -> int:
     ])  # fmt: skip
     await led.add_state(ws.session, user.group_id, "### STATE\nGoal: " + NASTY)
     await app.run_command("/memo add hostile M" + NASTY)
-    await app.refresh_all(reload_conversation=True)
+    await app.workspace_screen.refresh_all(reload_conversation=True)
     return user.group_id
 
 
@@ -612,7 +612,7 @@ async def test_hostile_text_never_reaches_the_terminal_and_stays_intact_in_the_l
         # app at render time), a command's output pane, the error banner.
         await app.run_command("/nope" + NASTY)
         await app.run_command(f"/message show {gid}")
-        app.show_banner("provider said: " + NASTY)
+        app.workspace_screen.show_banner("provider said: " + NASTY)
         await pilot.pause()
         assert any("Unknown command" in n.message for n in app._notifications)
         assert screen_leaks(app) == []
@@ -655,7 +655,9 @@ async def test_app_notifications_from_orchestrator_events_are_plain_text(
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await started(pilot)
         await pilot.press(*"hello", "enter")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=10)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=10
+        )
         await pilot.pause()
         shown = screen_text(app)
         assert "invalid key" in shown and "X␛[2J␛]0;pwned␇<U+009B>31m" in shown  # neutralised
@@ -670,7 +672,7 @@ async def test_the_scratchpad_editor_does_not_draw_raw_controls(project):
     async with app.run_test(size=(160, 50)) as pilot:
         await started(pilot)
         await app.workspace.ledger.set_scratchpad(app.workspace.session, "pad " + NASTY)
-        await app.refresh_all()
+        await app.workspace_screen.refresh_all()
         await pilot.pause()
         assert screen_leaks(app) == []
         # Only the drawing changes: the stored scratchpad keeps every byte.

@@ -361,7 +361,7 @@ async def test_the_turn_deadline_closes_an_unanswered_approval_dialog(
         await started(pilot)
         await pilot.press(*"write it", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=20)
-        await wait_for(pilot, lambda: not app.busy, timeout=20)
+        await wait_for(pilot, lambda: not app.turns.busy, timeout=20)
         await wait_for(pilot, lambda: not isinstance(app.screen, ApprovalScreen))
         ws = app.workspace
         rows = await ws.ledger.session_messages(ws.session)

@@ -492,7 +492,7 @@ PREVIEW_SIZE = (120, 60)
 
 
 async def _focus_preview(pilot: Pilot) -> None:
-    pilot.app.action_side_wider()  # ctrl+right would move the prompt's cursor instead
+    pilot.app.workspace_screen.action_side_wider()  # ctrl+right would move the prompt's cursor instead
     pilot.app.query_one("#preview-text").focus()
     await pilot.pause()
 
@@ -614,7 +614,7 @@ def test_dialog_help(project, snap_compare, size):
 
 
 async def _banner(pilot: Pilot) -> None:
-    pilot.app.show_banner(
+    pilot.app.workspace_screen.show_banner(
         "openai: 401 Unauthorized: the API key was rejected; check OPENAI_API_KEY."
     )
 

@@ -211,8 +211,8 @@ async def test_a_failed_prompt_shows_the_error_mark_and_ctrl_r_sends_it_again(
         groups = app.query_one(GroupList)
         await type_text(pilot, "try me")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.failed_prompt is not None, timeout=10)
-        failed = app.failed_prompt
+        await wait_for(pilot, lambda: app.turns.failed_prompt is not None, timeout=10)
+        failed = app.turns.failed_prompt
         assert groups.row_text(failed)[1] == FLAG_ERROR
         banner = str(app.query_one("#banner").render())
         assert "bad key" in banner and "ctrl+r sends it again" in banner
@@ -220,7 +220,7 @@ async def test_a_failed_prompt_shows_the_error_mark_and_ctrl_r_sends_it_again(
         assert "Resend" in keys
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: len(fake_llm.chat_requests) == 2, timeout=10)
-        await wait_for(pilot, lambda: not turn_running(app) and app.failed_prompt is None)
+        await wait_for(pilot, lambda: not turn_running(app) and app.turns.failed_prompt is None)
         rows = await ws.ledger.session_messages(ws.session)
         assert [(m.role, m.content, m.status) for m in rows] == [
             ("user", "try me", "completed"),

@@ -473,15 +473,15 @@ async def test_a_streamed_turn_renders_through_one_markdown(ws) -> None:
         await pilot.pause()
         before = view.mounted_blocks
         gid = (await ws.ledger.append_user(ws.session, "stream please")).group_id
-        await view.on_event(TurnStarted(group_id=gid, provider="demo", model="m"))
+        await view.show_event(TurnStarted(group_id=gid, provider="demo", model="m"))
         live = view.live_block
         assert live is not None and live.group_id == gid
         chunks = [f"word{i} " + ("\n\n" if i % 50 == 49 else "") for i in range(500)]
         for chunk in chunks:
-            await view.on_event(TextChunk(text=chunk))
+            await view.show_event(TextChunk(text=chunk))
         full = "".join(chunks)
         await ws.ledger.append(ws.session, gid, [NewMessage(role="assistant", content=full)])
-        await view.on_event(TurnFinished(group_id=gid, text=full))
+        await view.show_event(TurnFinished(group_id=gid, text=full))
         await view.end_turn()
         await pilot.pause()
         answers = live.query(LiveAnswer)
@@ -510,7 +510,7 @@ async def test_streaming_follows_the_bottom_unless_the_user_scrolled_away(ws) ->
         gid = (await ws.ledger.append_user(ws.session, "long answer")).group_id
         await view.begin_turn(gid, "long answer")
         for i in range(60):
-            await view.on_event(TextChunk(text=f"line {i}\n\n"))
+            await view.show_event(TextChunk(text=f"line {i}\n\n"))
         answer = view.live_block.live_answer
         await wait_for(pilot, lambda: "line 59" in answer.source)
         await pilot.pause()
@@ -523,7 +523,7 @@ async def test_streaming_follows_the_bottom_unless_the_user_scrolled_away(ws) ->
         await pilot.pause()
         away = view.scroll_y
         for i in range(60, 120):
-            await view.on_event(TextChunk(text=f"line {i}\n\n"))
+            await view.show_event(TextChunk(text=f"line {i}\n\n"))
         await wait_for(pilot, lambda: "line 119" in answer.source)
         await pilot.pause()
         assert view.scroll_y <= away + 1 < view.max_scroll_y
@@ -531,7 +531,7 @@ async def test_streaming_follows_the_bottom_unless_the_user_scrolled_away(ws) ->
         view.scroll_to(y=view._live_end(answer) - height + 1, animate=False)
         await pilot.pause()
         for i in range(120, 180):
-            await view.on_event(TextChunk(text=f"line {i}\n\n"))
+            await view.show_event(TextChunk(text=f"line {i}\n\n"))
         await wait_for(pilot, lambda: "line 179" in answer.source)
         await pilot.pause()
         end = view._live_end(answer)
@@ -549,13 +549,13 @@ async def test_tool_events_mark_tiers_live_and_an_interrupted_answer_is_marked(w
         led, s = ws.ledger, ws.session
         gid = (await led.append_user(s, "use tools", strategy="openai")).group_id
         await view.begin_turn(gid, "use tools")
-        await view.on_event(TextChunk(text="Let me look."))
+        await view.show_event(TextChunk(text="Let me look."))
         calls = [(f"k{i}", "read_file", {"path": f"{i}.py"}) for i in range(6)]
         await led.append(s, gid, [NewMessage(role="assistant", content="Let me look.",
                                              status=STATUS_TOOL_CALL, payload=_call_payload(calls),
                                              strategy="openai")])  # fmt: skip
         for cid, name, args in calls:
-            await view.on_event(ToolCallEvent(call_id=cid, name=name, arguments=args))
+            await view.show_event(ToolCallEvent(call_id=cid, name=name, arguments=args))
         live = view.live_block
         assert all(t.pending for t in live.tool_blocks)
         assert "running…" in live.tool_blocks[0].title
@@ -565,13 +565,13 @@ async def test_tool_events_mark_tiers_live_and_an_interrupted_answer_is_marked(w
                                                tool_call_id=cid, tool_name=name,
                                                status="completed" if ok else "error",
                                                strategy="openai")])  # fmt: skip
-            await view.on_event(ToolResultEvent(call_id=cid, name=name, ok=ok,
+            await view.show_event(ToolResultEvent(call_id=cid, name=name, ok=ok,
                                                 text=f"out {i}\nmore", message_id=stored[0].id))  # fmt: skip
         labels = [t.tier_label for t in live.tool_blocks]
         assert labels == ["degraded 1000"] + ["full 5000"] * 5
         assert live.tool_blocks[3].has_class("-error") and "· error ·" in live.tool_blocks[3].title
-        await view.on_event(TextChunk(text="Partial ans"))
-        await view.on_event(ErrorEvent(error_kind="cancelled", message="stopped"))
+        await view.show_event(TextChunk(text="Partial ans"))
+        await view.show_event(ErrorEvent(error_kind="cancelled", message="stopped"))
         await led.append(s, gid, [NewMessage(role="assistant", content="Partial ans",
                                              status=STATUS_INTERRUPTED, strategy="openai")])  # fmt: skip
         await view.end_turn()
@@ -591,14 +591,14 @@ async def test_thinking_usage_and_notices_are_shown_in_the_live_group(ws) -> Non
         await view.load(ws)
         await view.begin_turn(None, "think first")  # shown before the ledger gave an id
         gid = (await ws.ledger.append_user(ws.session, "think first")).group_id
-        await view.on_event(TurnStarted(group_id=gid))
+        await view.show_event(TurnStarted(group_id=gid))
         assert view.live_block.group_id == gid
         for part in ("Let me ", "think \x1b[1m", "hard."):
-            await view.on_event(ThinkingChunk(text=part))
+            await view.show_event(ThinkingChunk(text=part))
         thinking = view.live_block.tool_blocks[0]
         assert thinking.kind == "thinking" and "22 characters" in thinking.title
-        await view.on_event(UsageEvent(prompt_tokens=12_300, completion_tokens=45))
-        await view.on_event(Notice(text="Retrying in 2 s"))
+        await view.show_event(UsageEvent(prompt_tokens=12_300, completion_tokens=45))
+        await view.show_event(Notice(text="Retrying in 2 s"))
         await pilot.pause()
         header = str(view.live_block.query_one(".group-header").render())
         assert f"#{gid}" in header and "prompt 12k" in header and "reply 45" in header
@@ -620,7 +620,7 @@ async def test_a_real_demo_turn_through_the_orchestrator(ws) -> None:
         await view.load(ws)
         orch = Orchestrator(ws)
         try:
-            outcome = await orch.run_turn("hello there", view.on_event)
+            outcome = await orch.run_turn("hello there", view.show_event)
         finally:
             await orch.aclose()
         await view.end_turn()

@@ -36,14 +36,14 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
         view = app.query_one(ConversationView)
         await view.load(ws)
         gid = (await ws.ledger.append_user(ws.session, "a long one")).group_id
-        await view.on_event(TurnStarted(group_id=gid))
+        await view.show_event(TurnStarted(group_id=gid))
         chunks = []
         for i in range(400):
             chunk = f"word{i} " + ("\n\n" if i % 20 == 19 else "")
             if i == 200:
                 chunk = "\n\n## A heading\n\n- item one\n- item two\n\n"
             chunks.append(chunk)
-            await view.on_event(TextChunk(text=chunk))
+            await view.show_event(TextChunk(text=chunk))
             if i % 100 == 99:
                 await pilot.pause(0.3)  # past the stream's pace: another append
         answer = view.live_block.live_answer
@@ -66,7 +66,7 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
         # the pane at a time, and the room below the text stays off screen.
         scrolls, heights = set(), set()
         for i in range(12):
-            await view.on_event(TextChunk(text=f"\n\nline {i}"))
+            await view.show_event(TextChunk(text=f"\n\nline {i}"))
             await pilot.pause(0.25)  # past the stream's pace: one append each
             scrolls.add(view.scroll_y)
             heights.add(answer.outer_size.height)
@@ -77,7 +77,7 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
             assert view.scroll_y < view.max_scroll_y
         assert len(scrolls) <= 4 and len(heights) <= 2
         chunks += [f"\n\nline {i}" for i in range(12)]
-        await view.on_event(TextChunk(text="\n\nthe end"))
+        await view.show_event(TextChunk(text="\n\nthe end"))
         await ws.ledger.append(
             ws.session, gid, [NewMessage(role="assistant", content="".join(chunks) + "\n\nthe end")]
         )
@@ -95,7 +95,7 @@ async def test_a_settled_part_renders_like_a_history_answer(ws) -> None:
         view = app.query_one(ConversationView)
         await view.load(ws)
         await view.begin_turn(None, "q")
-        await view.on_event(TextChunk(text="first **bold** paragraph\n\nsecond"))
+        await view.show_event(TextChunk(text="first **bold** paragraph\n\nsecond"))
         answer = view.live_block.live_answer
         await wait_for(pilot, lambda: bool(answer.settled.parts))
         settled = answer.settled
@@ -181,11 +181,11 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     answer, past the stream's pace; returns the live answer."""
     await view.load(ws)
     await view.begin_turn(None, "q")
-    await view.on_event(TextChunk(text="first"))
+    await view.show_event(TextChunk(text="first"))
     answer = view.live_block.live_answer
     await wait_for(pilot, lambda: answer.source == "first")
     await pilot.pause(0.3)  # laid out at its text's height: the next append keeps room
-    await view.on_event(TextChunk(text=" words"))
+    await view.show_event(TextChunk(text=" words"))
     await wait_for(pilot, lambda: answer.source == "first words")
     await pilot.pause(0.3)
     return answer
@@ -205,7 +205,7 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
 
         view.arrange = counting  # type: ignore[method-assign]
         height = answer.outer_size.height
-        await view.on_event(TextChunk(text=" and more words"))
+        await view.show_event(TextChunk(text=" and more words"))
         await wait_for(pilot, lambda: answer.source.endswith("more words"))
         await pilot.pause(0.1)
         # The same height (the text grew inside the room): no layout, only a repaint.
@@ -214,7 +214,7 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
         assert "first words and more words" in drawn
         # Past the room (a screen), the answer grows: the screen is laid out again.
         assert answer.room >= SIZE[1]
-        await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
+        await view.show_event(TextChunk(text="\n\nline\n\n" * 60))
         await wait_for(pilot, lambda: answer.source.count("line") == 60)
         await pilot.pause(0.1)
         assert arranged and answer.outer_size.height > height
@@ -227,10 +227,10 @@ async def test_a_streamed_state_keeps_its_lines_as_a_history_answer_does(ws) -> 
         view = app.query_one(ConversationView)
         await view.load(ws)
         gid = (await ws.ledger.append_user(ws.session, "state please")).group_id
-        await view.on_event(TurnStarted(group_id=gid))
+        await view.show_event(TurnStarted(group_id=gid))
         text = "Done it.\n\n### STATE\nGoal: ship it\nContext: the demo\nNext: tests\n"
         for piece in (text[:20], text[20:45], text[45:]):  # cut mid-section and mid-line
-            await view.on_event(TextChunk(text=piece))
+            await view.show_event(TextChunk(text=piece))
             await pilot.pause(0.3)  # past the stream's pace: one append per piece
         answer = view.live_block.live_answer
         await wait_for(pilot, lambda: answer.source == text)

@@ -112,7 +112,7 @@ async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # no
         reflows = count_reflows(app)
         height = answer.outer_size.height
         # Past the room kept below the text: the answer, its group and the view grow.
-        await view.on_event(TextChunk(text="\n\nline\n\n" * 60))
+        await view.show_event(TextChunk(text="\n\nline\n\n" * 60))
         await wait_for(pilot, lambda: answer.source.count("line") == 60)
         await pilot.pause(0.3)
         assert answer.outer_size.height > height
@@ -243,7 +243,7 @@ async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
         await pilot.press("f7")
         await pilot.resize_terminal(100, 34)
         await second_layout_changes_nothing(app, pilot)
-        app.show_banner("openai: 401 Unauthorized: the API key was rejected.")
+        app.workspace_screen.show_banner("openai: 401 Unauthorized: the API key was rejected.")
         await second_layout_changes_nothing(app, pilot)
 
 

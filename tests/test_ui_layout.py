@@ -197,8 +197,8 @@ async def test_header_says_what_the_app_is_doing(project):
         assert len(app.title) + len(app.sub_title) + 3 <= 80 - 12
 
         script = ScriptedOrchestrator()
-        app.orchestrator = script
-        app.run_turn("go")
+        app.turns.orchestrator = script
+        app.turns.run_turn("go")
         await wait_for(pilot, lambda: app.sub_title.startswith("streaming · "))
         await script.events.put(Notice(text="429. Retrying in 3 s", retry_in=3.0))
         await wait_for(pilot, lambda: app.sub_title.startswith("retrying in 3 s · "))
@@ -208,7 +208,7 @@ async def test_header_says_what_the_app_is_doing(project):
         await script.events.put(ToolCallEvent(call_id="c1", name="read_file"))
         await wait_for(pilot, lambda: app.sub_title.startswith("running tools · "))
         await script.events.put(None)
-        await wait_for(pilot, lambda: app.sub_title.startswith("idle · ") and not app.busy)
+        await wait_for(pilot, lambda: app.sub_title.startswith("idle · ") and not app.turns.busy)
 
 
 async def test_provider_error_banner_clears_with_a_new_provider_or_session(project):
@@ -218,12 +218,12 @@ async def test_provider_error_banner_clears_with_a_new_provider_or_session(proje
         await started(pilot)
         banner = app.query_one("#banner")
         for command in ("/provider demo", "/session activate elsewhere"):
-            app.show_banner("openai provider is not configured", cause="turn")
+            app.workspace_screen.show_banner("openai provider is not configured", cause="turn")
             assert banner.has_class("-shown")
             await app.run_command(command)
             await wait_for(pilot, lambda: not banner.has_class("-shown"))
         # A banner about something else (the project's config) stays.
-        app.show_banner("config sets keys; ignored until trusted", cause="config")
+        app.workspace_screen.show_banner("config sets keys; ignored until trusted", cause="config")
         await app.run_command("/provider demo")
         await pilot.pause()
         assert banner.has_class("-shown")

@@ -99,5 +99,7 @@ async def test_the_approval_dialog_offers_no_always_for_the_shell_without_a_sand
         await pilot.pause()
         assert app.screen is dialog
         await pilot.press("d")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=20)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=20
+        )
     assert (project / "out.txt").read_text() == "ok" and not (project / "ran.txt").exists()

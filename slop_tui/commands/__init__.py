@@ -29,6 +29,7 @@ from slop_tui.commands.base import (
     split_first,
 )
 from slop_tui.ledger import LedgerError
+from slop_tui.records import Changed
 from slop_tui.tools.args import lone_surrogate
 
 TABLE.command_aliases.update({"messages": "message", "usage": "stats", "quit": "exit"})
@@ -164,6 +165,7 @@ def commands_doc() -> str:
 
 
 __all__ = [
+    "Changed",
     "CommandResult",
     "TABLE",
     "commands_doc",

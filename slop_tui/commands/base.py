@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from slop_tui.records import Changed
+
 if TYPE_CHECKING:
     from slop_tui.workspace import Workspace
 
@@ -36,7 +38,7 @@ class CommandResult:
     error_kind: str | None = None  # "unknown" | "usage" | "failed" | "exists"
     data: object | None = None
     send: str | None = None  # text to send to the model as the user's message
-    changed: frozenset[str] = frozenset()  # what the UI should refresh
+    changed: Changed = Changed.NONE  # what the panes should draw again
     quit: bool = False
     # The command that reverts this edit (e.g. "/redo"): every surface announces it,
     # the TUI with its key (`announcement`).
@@ -134,11 +136,11 @@ def command(
 def ok(
     text: str = "",
     *,
-    changed: tuple[str, ...] = (),
+    changed: Changed = Changed.NONE,
     data: object = None,
     revert: str | None = None,
 ) -> CommandResult:
-    return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data, revert=revert)
+    return CommandResult(ok=True, text=text, changed=changed, data=data, revert=revert)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

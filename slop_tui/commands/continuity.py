@@ -28,6 +28,7 @@ from slop_tui.records import (
     DEFAULT_LANE,
     SUMMARY_DISCARDED,
     SUMMARY_STALE,
+    Changed,
     CompactionRecord,
 )
 from slop_tui.tools.base import ToolError
@@ -87,7 +88,9 @@ async def _switch(ws, lane: str) -> CommandResult:
     await ws.ledger.set_lane(ws.session, lane)
     info = await ws.ledger.lane_info(ws.session, lane)
     what = f"{info.groups} group(s)" if info.groups else "no messages yet"
-    return ok(f"Lane {lane} ({what}); was {sess.lane}.", changed=("lane", "history"), data=lane)
+    return ok(
+        f"Lane {lane} ({what}); was {sess.lane}.", changed=Changed.LANE | Changed.HISTORY, data=lane
+    )
 
 
 @command(
@@ -171,7 +174,7 @@ async def reply(ws, args: str) -> CommandResult:
         ok=True,
         text=f"Replying to group {gid} in lane {lane}.",
         send=text,
-        changed=frozenset({"lane", "history"}),
+        changed=Changed.LANE | Changed.HISTORY,
         data=lane,
     )
 
@@ -207,7 +210,7 @@ async def handoff_write(ws, args: str) -> CommandResult:
         raise UsageError("/handoff write takes no arguments.")
     h = await record_handoff(ws.ledger, ws.session, "manual", project_root(ws))
     assert h is not None
-    return ok(handoff_markdown(h), changed=("handoff",), data=h)
+    return ok(handoff_markdown(h), changed=Changed.HANDOFF, data=h)
 
 
 @command(
@@ -283,7 +286,7 @@ async def file_add(ws, args: str) -> CommandResult:
     again = [p for p in checked if p in present]
     if again:
         parts.append("Already in the context: " + ", ".join(again) + ".")
-    return ok(" ".join(parts), changed=("files",) if added else (), data=added)
+    return ok(" ".join(parts), changed=Changed.FILES if added else (), data=added)
 
 
 @command("file", "remove", "/file remove PATH", "Take a file out of the context.", CAT)
@@ -301,7 +304,7 @@ async def file_remove(ws, args: str) -> CommandResult:
         pass  # e.g. a file that now resolves elsewhere: try the stored name as typed
     for name in candidates:
         if await ws.ledger.remove_context_file(ws.session, name):
-            return ok(f"Removed {name} from the context.", changed=("files",))
+            return ok(f"Removed {name} from the context.", changed=Changed.FILES)
     raise CommandError(f"'{raw}' is not in the context; /file list shows what is.")
 
 
@@ -436,4 +439,4 @@ async def context_uncompact(ws, args: str) -> CommandResult:
         )
     else:
         text = f"Discarded summary {sid}{lane}{later}; it was not in the request."
-    return ok(text, changed=("history",), data=n)
+    return ok(text, changed=Changed.HISTORY, data=n)

@@ -15,7 +15,7 @@ from slop_tui.commands.base import (
 )
 from slop_tui.context import extract_state, render_prompt
 from slop_tui.ledger import snippet
-from slop_tui.records import EDIT_REMOVE, EDIT_UNDO
+from slop_tui.records import EDIT_REMOVE, EDIT_UNDO, Changed
 
 CAT = "Context & history"
 
@@ -42,7 +42,7 @@ async def context_window(ws, args: str) -> CommandResult:
     n = parse_int(args, "N", usage, minimum=0)
     await ws.ledger.set_window(ws.session, n)
     label = "Full history mode." if n == 0 else f"Rolling window: the last {n} group(s)."
-    return ok(label, changed=("window",))
+    return ok(label, changed=Changed.WINDOW)
 
 
 @command(
@@ -135,7 +135,7 @@ async def _drop(ws, args: str, dropped: bool) -> CommandResult:
     note = await _state_note(ws)
     return ok(
         f"{verb} group {gid} ({changed} messages).{note}",
-        changed=("history", "state"),
+        changed=Changed.HISTORY | Changed.STATE,
         revert="/redo" if dropped else None,
     )
 
@@ -154,7 +154,7 @@ async def trash_group(ws, gid: int, kind: str, what: str) -> CommandResult:
     note = await _state_note(ws)
     return ok(
         f"{what} group {gid} ({edit.messages} messages; trash entry {edit.id}).{note}",
-        changed=("history", "state"),
+        changed=Changed.HISTORY | Changed.STATE,
         data=edit,
         revert="/redo",
     )
@@ -200,7 +200,7 @@ async def context_rebuild(ws, args: str) -> CommandResult:
             await own.aclose()
             ws.rebuild_state = None
     if text:
-        return ok(f"STATE rebuilt by the model:\n\n{text}", changed=("state",))
+        return ok(f"STATE rebuilt by the model:\n\n{text}", changed=Changed.STATE)
     return await rederive_state(ws, "no model was reachable, so")
 
 
@@ -215,7 +215,7 @@ async def rederive_state(ws, why: str) -> CommandResult:
                 await ws.ledger.add_state(ws.session, msg.group_id, state)
                 return ok(
                     f"{why.capitalize()} STATE was re-derived from group {msg.group_id}.",
-                    changed=("state",),
+                    changed=Changed.STATE,
                 )
     return ok(f"{why.capitalize()} the window holds no STATE block; the anchor is unchanged.")
 
@@ -247,7 +247,7 @@ async def state_set(ws, args: str) -> CommandResult:
     version = await ws.ledger.add_state(ws.session, None, text)
     return ok(
         f"STATE saved as a new version ({version.id}, {len(text)} characters).",
-        changed=("state",),
+        changed=Changed.STATE,
         data=version,
     )
 

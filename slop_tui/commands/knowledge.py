@@ -16,7 +16,7 @@ from slop_tui.commands.base import (
 )
 from slop_tui.context import extract_keywords, rank_memos, redact_secrets
 from slop_tui.ledger import snippet
-from slop_tui.records import EDIT_MEMO_REMOVE, EDIT_SKILL_REMOVE
+from slop_tui.records import EDIT_MEMO_REMOVE, EDIT_SKILL_REMOVE, Changed
 
 CAT = "Memory & skills"
 # Memos are sent with every request that matches them, in every session: like
@@ -101,7 +101,7 @@ async def memo_confirm(ws, args: str) -> CommandResult:
     return ok(
         f"Memo {memo.id} confirmed: it is used in requests again, still marked as the "
         "model's note.",
-        changed=("memos",),
+        changed=Changed.MEMOS,
     )
 
 
@@ -114,7 +114,7 @@ async def memo_add(ws, args: str) -> CommandResult:
     note = REDACTED_NOTE if clean != content.strip() else ""
     memo = await ws.ledger.add_memo(clean, tags_text.split(","))
     return ok(
-        f"Saved memo {memo.id} [{', '.join(memo.tags)}].{note}", changed=("memos",), data=memo
+        f"Saved memo {memo.id} [{', '.join(memo.tags)}].{note}", changed=Changed.MEMOS, data=memo
     )
 
 
@@ -133,13 +133,13 @@ async def memo_edit(ws, args: str) -> CommandResult:
         return ok(
             f"Memo {memo.id} moved to the trash (the edited text was empty; trash entry "
             f"{edit.id}).",
-            changed=("memos",),
+            changed=Changed.MEMOS,
             revert="/redo",
         )
     clean = redact_secrets(content)
     note = REDACTED_NOTE if clean != content else ""
     await ws.ledger.update_memo(memo.id, clean, tags)
-    return ok(f"Memo {memo.id} updated.{note}", changed=("memos",))
+    return ok(f"Memo {memo.id} updated.{note}", changed=Changed.MEMOS)
 
 
 async def _trash(ws, kind: str, row_id: int):
@@ -162,7 +162,7 @@ async def memo_remove(ws, args: str) -> CommandResult:
     edit = await _trash(ws, EDIT_MEMO_REMOVE, memo.id)
     return ok(
         f"Memo {memo.id} moved to the trash (trash entry {edit.id}).",
-        changed=("memos",),
+        changed=Changed.MEMOS,
         revert="/redo",
     )
 
@@ -255,7 +255,7 @@ async def skill_add(ws, args: str) -> CommandResult:
         if not name or not patch:
             raise CommandError("the form needs a '# Name:' line and a patch; no skill added.")
     s = await ws.ledger.add_skill(name, description, patch.strip())
-    return ok(f"Skill '{s.name}' added (id {s.id}).", changed=("skills",), data=s)
+    return ok(f"Skill '{s.name}' added (id {s.id}).", changed=Changed.SKILLS, data=s)
 
 
 @command("skill", "edit", "/skill edit NAME|ID", "Edit a skill in $EDITOR (renames work).", CAT)
@@ -275,7 +275,7 @@ async def skill_edit(ws, args: str) -> CommandResult:
     )
     if s.name in ws.active_skills and updated.name != s.name:
         await ws.set_active_skills([updated.name if n == s.name else n for n in ws.active_skills])
-    return ok(f"Skill {updated.id} saved as '{updated.name}'.", changed=("skills",))
+    return ok(f"Skill {updated.id} saved as '{updated.name}'.", changed=Changed.SKILLS)
 
 
 @command(
@@ -293,7 +293,7 @@ async def skill_delete(ws, args: str) -> CommandResult:
         await ws.set_active_skills([n for n in ws.active_skills if n != s.name])
     return ok(
         f"Skill '{s.name}' moved to the trash (trash entry {edit.id}).",
-        changed=("skills",),
+        changed=Changed.SKILLS,
         revert="/redo",
     )
 
@@ -311,7 +311,7 @@ async def skill_activate(ws, args: str) -> CommandResult:
         return ok(f"Skill '{s.name}' is already active.")
     await ws.set_active_skills([*ws.active_skills, s.name])
     await ws.ledger.count_skill_activation(s.id)
-    return ok(f"Skill '{s.name}' activated.", changed=("skills",))
+    return ok(f"Skill '{s.name}' activated.", changed=Changed.SKILLS)
 
 
 @command("skill", "deactivate", "/skill deactivate NAME|ID", "Stop applying a skill.", CAT)
@@ -320,7 +320,7 @@ async def skill_deactivate(ws, args: str) -> CommandResult:
     if s.name not in ws.active_skills:
         return ok(f"Skill '{s.name}' was not active.")
     await ws.set_active_skills([n for n in ws.active_skills if n != s.name])
-    return ok(f"Skill '{s.name}' deactivated.", changed=("skills",))
+    return ok(f"Skill '{s.name}' deactivated.", changed=Changed.SKILLS)
 
 
 # -- tools --------------------------------------------------------------------
@@ -363,7 +363,7 @@ async def tool_show(ws, args: str) -> CommandResult:
 async def tool_enable(ws, args: str) -> CommandResult:
     t = await _tool(ws, args, "/tool enable NAME")
     await ws.ledger.set_tool_enabled(t.name, True)
-    return ok(f"Tool '{t.name}' enabled.", changed=("tools",))
+    return ok(f"Tool '{t.name}' enabled.", changed=Changed.TOOLS)
 
 
 @command(
@@ -376,4 +376,4 @@ async def tool_enable(ws, args: str) -> CommandResult:
 async def tool_disable(ws, args: str) -> CommandResult:
     t = await _tool(ws, args, "/tool disable NAME")
     await ws.ledger.set_tool_enabled(t.name, False)
-    return ok(f"Tool '{t.name}' disabled.", changed=("tools",))
+    return ok(f"Tool '{t.name}' disabled.", changed=Changed.TOOLS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok, split_first
-from slop_tui.records import strategy_family
+from slop_tui.records import Changed, strategy_family
 
 CAT = "Models & tools"
 
@@ -53,7 +53,9 @@ async def provider(ws, args: str) -> CommandResult:
         if hidden
         else ""
     )
-    return ok(f"Provider {name} ({model}) for session '{ws.session}'.{note}", changed=("provider",))
+    return ok(
+        f"Provider {name} ({model}) for session '{ws.session}'.{note}", changed=Changed.PROVIDER
+    )
 
 
 @command("model", None, "/model [NAME]", "Show or set the model of the current provider.", CAT)
@@ -65,7 +67,7 @@ async def model(ws, args: str) -> CommandResult:
     if any(c.isspace() for c in name):
         raise UsageError("a model name has no spaces. Usage: /model [NAME]")
     await ws.ledger.set_provider(ws.session, choice.name, name)
-    return ok(f"Model {name} on provider {choice.name}.", changed=("provider",))
+    return ok(f"Model {name} on provider {choice.name}.", changed=Changed.PROVIDER)
 
 
 @command("models", None, "/models [FILTER]", "List the current provider's models.", CAT)

@@ -15,7 +15,7 @@ from slop_tui.commands.base import (
     refuse_while_running,
     split_first,
 )
-from slop_tui.records import DEFAULT_SESSION
+from slop_tui.records import DEFAULT_SESSION, Changed
 
 CAT = "Sessions"
 
@@ -44,7 +44,7 @@ async def session_activate(ws, args: str) -> CommandResult:
     await ws.switch_session(name)
     exists = await ws.ledger.get_session(name) is not None
     note = "" if exists else " (new: it is created with its first message)"
-    return ok(f"Switched to session '{name}'{note}.", changed=("session",))
+    return ok(f"Switched to session '{name}'{note}.", changed=Changed.SESSION)
 
 
 @command(
@@ -90,7 +90,9 @@ async def session_remove(ws, args: str) -> CommandResult:
     if name == ws.session:
         await ws.switch_session(DEFAULT_SESSION)
         text += f" Now in '{DEFAULT_SESSION}'."
-    return ok(text, changed=("session", "history", "state"), data=edit, revert="/redo")
+    return ok(
+        text, changed=Changed.SESSION | Changed.HISTORY | Changed.STATE, data=edit, revert="/redo"
+    )
 
 
 @command(
@@ -110,7 +112,7 @@ async def session_clear(ws, args: str) -> CommandResult:
     return ok(
         f"Cleared session '{ws.session}': {edit.groups} groups ({edit.messages} messages) "
         f"moved to the trash (entry {edit.id}); scratchpad and window size kept.",
-        changed=("history", "state"),
+        changed=Changed.HISTORY | Changed.STATE,
         data=edit,
         revert="/redo",
     )
@@ -129,7 +131,7 @@ async def session_clone(ws, args: str) -> CommandResult:
     await ws.ledger.clone_session(ws.session, name)
     source = ws.session
     await ws.switch_session(name)
-    return ok(f"Cloned '{source}' to '{name}' and switched to it.", changed=("session",))
+    return ok(f"Cloned '{source}' to '{name}' and switched to it.", changed=Changed.SESSION)
 
 
 @command(
@@ -148,7 +150,7 @@ async def session_scratchpad(ws, args: str) -> CommandResult:
     if op == "set":
         text = args.strip()[3:].lstrip(" ")
         await ws.ledger.set_scratchpad(ws.session, text)
-        return ok(f"Scratchpad set ({len(text)} characters).", changed=("scratchpad",))
+        return ok(f"Scratchpad set ({len(text)} characters).", changed=Changed.SCRATCHPAD)
     if op == "edit":
         edited = edit_in_editor(ws, sess.scratchpad, ".md")
         if edited is None:
@@ -156,7 +158,7 @@ async def session_scratchpad(ws, args: str) -> CommandResult:
         if edited == sess.scratchpad:
             return ok("No changes made.")
         await ws.ledger.set_scratchpad(ws.session, edited)
-        return ok(f"Scratchpad saved ({len(edited)} characters).", changed=("scratchpad",))
+        return ok(f"Scratchpad saved ({len(edited)} characters).", changed=Changed.SCRATCHPAD)
     raise UsageError(
         "unknown scratchpad operation. Usage: /session scratchpad [show | edit | set TEXT]"
     )

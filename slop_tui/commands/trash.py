@@ -29,6 +29,7 @@ from slop_tui.records import (
     EDIT_RETRY,
     EDIT_SESSION_REMOVE,
     EDIT_SKILL_REMOVE,
+    Changed,
     Edit,
 )
 
@@ -85,7 +86,11 @@ async def redo(ws, args: str) -> CommandResult:
     text = f"{verb} {describe(edit)}"
     if edit.group_id is not None and edit.messages:
         text += f" ({edit.messages} messages)"
-    return ok(text + ".", changed=("session", "history", "state", "memos", "skills"), data=edit)
+    return ok(
+        text + ".",
+        changed=Changed.SESSION | Changed.HISTORY | Changed.STATE | Changed.MEMOS | Changed.SKILLS,
+        data=edit,
+    )
 
 
 @command(
@@ -117,7 +122,7 @@ async def retry(ws, args: str) -> CommandResult:
         ok=True,
         text=f"Sending group {gid}'s prompt again.",
         send=prompt.content,
-        changed=frozenset({"history"}),
+        changed=Changed.HISTORY,
     )
 
 
@@ -169,7 +174,7 @@ async def trash_restore(ws, args: str) -> CommandResult:
     count = f" ({edit.messages} messages)" if edit.session else ""
     return ok(
         f"Restored trash entry {entry}: {describe(edit)}{count}.",
-        changed=("session", "history", "state", "memos", "skills"),
+        changed=Changed.SESSION | Changed.HISTORY | Changed.STATE | Changed.MEMOS | Changed.SKILLS,
         data=edit,
     )
 
@@ -195,7 +200,7 @@ async def trash_empty(ws, args: str) -> CommandResult:
     return ok(
         f"Emptied the trash: {plural(edit.groups, 'entry', 'entries')} "
         f"({plural(edit.messages, 'message')}) deleted for good.",
-        changed=("history",),
+        changed=Changed.HISTORY,
         data=edit,
     )
 

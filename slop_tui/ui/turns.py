@@ -1,20 +1,20 @@
-"""The turn controller: runs what the prompt submits (a slash command or a turn) and
-turns the orchestrator's events into updates of the workspace's panes.
+"""The turn controller: runs what the prompt submits (a slash command or a turn).
 
-The screen's layout, its keys and its panes live in `ui/app.py`; this module owns
-the running turn (busy, its phase), the orchestrator, the tool-call approvals, the
-background upkeep after an edit, and the dialogs a command asks before it acts
-(overwrite a file, empty the trash). Every action is the slash command the prompt
-would run (`slop_tui.commands.dispatch`), so `slop exec` can do what the UI does.
+It owns the running turn (busy, its phase), the orchestrator, the background upkeep
+after an edit, and the dialogs a command asks before it acts (overwrite a file,
+empty the trash). It never calls a widget: what the workspace screen should show
+travels as the typed messages of ui/messages.py (the phase, a stale status, the
+banner, a command's result, an approval request, the turn's events and its end).
+Every action is the slash command the prompt would run
+(`slop_tui.commands.dispatch`), so `slop exec` can do what the UI does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
-from slop_tui.ui.frames import frame_drawn
+from slop_tui.ui import messages
 
 if TYPE_CHECKING:
     from slop_tui.ui.app import SlopApp
@@ -41,61 +41,89 @@ class TurnController:
         self._retry_timer = None
         self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
 
+    @property
+    def screen(self):
+        """Where the messages go: the workspace screen."""
+        return self.app.workspace_screen
+
+    def _post(self, message) -> None:
+        self.screen.post_message(message)
+
+    async def _posted(self, message, target=None) -> None:
+        """Post a message that carries a `done` event (to `target`, the screen by default)
+        and wait until it is handled, or the app has closed."""
+        (target or self.screen).post_message(message)
+        while self.app.is_running:
+            try:
+                await asyncio.wait_for(message.done.wait(), 0.5)
+                return
+            except TimeoutError:
+                continue
+
+    async def ensure_tokenizer(self) -> None:
+        """Build the tokenizer in a thread (once); the first submit waits for it. A
+        gauge that shows estimates is then counted again, exactly."""
+        from slop_tui.context.tokens import encoding_loaded, get_encoding
+
+        if not encoding_loaded():
+            await asyncio.to_thread(get_encoding)
+            if self.app.is_running and self.app.workspace is not None:
+                screen = self.screen
+                with screen.unless_closing():
+                    if screen.counts_are_estimates():
+                        self.app.call_later(screen.refresh_context)
+
     # -- commands ----------------------------------------------------------
 
-    async def run_command(self, text: str) -> None:
-        """Run a line exactly as if it was typed in the prompt."""
+    async def execute(self, text: str):
+        """Run a line exactly as if it was typed in the prompt; its `CommandResult` for
+        the screen to report, or None when there is nothing to report (a dialog asks
+        first, the app quits, a turn is running)."""
         from slop_tui.commands import dispatch
 
         app = self.app
         if app.workspace is None:
-            return
+            return None
         if empties_trash(text):
             self.confirm_empty_trash()  # the one hard delete asks first
-            return
+            return None
         # The first submit (or command key) builds the tokenizer, in a thread: commands
         # and turns count exactly, and would otherwise build it on the event loop.
-        await app._tokenizer()
-        # The panel shows the last command's output: the next line closes it.
-        await app.show_output(text, "")
+        await self.ensure_tokenizer()
         result = await dispatch(app.workspace, text)
         if result.quit:
             await app.action_quit()
-            return
+            return None
+        if result.send is not None and self.busy:
+            app.notify("A turn is running; Esc cancels it.", severity="warning")
+            return None
         if result.send is not None:
-            if self.busy:
-                app.notify("A turn is running; Esc cancels it.", severity="warning")
-                return
             self.run_turn(result.send)
-            if result.changed:
-                await app.refresh_all(reload_conversation=True)
-            return
-        if (
+        elif (
             not result.ok
             and result.error_kind == "exists"
             and not text.rstrip().endswith("--force")
         ):
             # A file the command would overwrite (an export): ask, never overwrite silently.
             self.confirm_overwrite(text, str(result.data))
-        elif not result.ok:
-            app.notify(result.text, severity="error", timeout=10)
-        elif result.revert:
-            # A destructive edit is announced with the one key that reverts it.
-            app.notify(result.announcement(app.key_for("redo", "/redo")), timeout=10)
-        elif result.changed and result.text and "\n" not in result.text.strip():
-            # An edit's one-line report is a notice that goes away by itself; the panel
-            # above the prompt is for what a command shows (lists, the context, help).
-            app.notify(result.text, timeout=8)
-        elif result.text:
-            await app.show_output(text, result.text)
-        if result.changed & {"provider", "session"}:
-            app.clear_banner("turn")  # a provider's error does not apply any more
-        if result.changed:
-            await app.refresh_all(
-                reload_conversation=bool(result.changed & {"history", "session", "window"})
-            )
-        if result.changed & {"history", "window"}:
+            return None
+        return result
+
+    def reported(self, result) -> None:
+        """After the screen reported a command: an edit of the history has the summaries
+        it took out of date made again in the background."""
+        from slop_tui.commands import Changed
+
+        if result.send is None and result.changed & (Changed.HISTORY | Changed.WINDOW):
             self.upkeep()
+
+    async def run_command(self, text: str) -> None:
+        """Run a line and have the workspace screen report it (from outside the screen:
+        the palette, a dialog, a test)."""
+        result = await self.execute(text)
+        if result is not None:
+            await self._posted(messages.CommandFinished(text, result))
+            self.reported(result)
 
     def confirm_empty_trash(self) -> None:
         self.app.run_worker(self._confirm_empty_trash(), group="dialogs")
@@ -140,6 +168,11 @@ class TurnController:
         else:
             app.notify(f"Kept {path}; nothing was written.", timeout=6)
 
+    def reconfigured(self) -> None:
+        """The workspace's configuration was reloaded: the next call uses its approvals."""
+        if self.orchestrator is not None:
+            self.orchestrator.approve = self.app.workspace.config.approve
+
     # -- turns -------------------------------------------------------------
 
     def set_phase(self, phase: str) -> None:
@@ -150,7 +183,7 @@ class TurnController:
             self._retry_timer = None
         if phase != self.phase:
             self.phase = phase
-            self.app.redraw_status()
+            self._post(messages.PhaseChanged(phase))
 
     def _retrying(self, delay: float) -> None:
         """The provider failed and is tried again in `delay` s: count down in the header."""
@@ -171,9 +204,9 @@ class TurnController:
 
         if self.orchestrator is None:
             ws = self.app.workspace
-            # `app.ask_approval`, looked up now: a test may put its own in its place.
+            # `ask_approval`, looked up now: a test may put its own in its place.
             self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.app.ask_approval
+                ws, approve=ws.config.approve, approver=self.ask_approval
             )
         return self.orchestrator
 
@@ -181,100 +214,63 @@ class TurnController:
         """Start a turn in the app's "turn" worker group (one at a time)."""
         return self.app.run_worker(self._turn(text), group="turn", exclusive=True)
 
-    async def _turn(self, text: str) -> None:
-        from slop_tui.orchestrator import (
-            BudgetWarning,
-            Compaction,
-            ErrorEvent,
-            Notice,
-            ToolCallEvent,
-            TurnStarted,
-        )
-        from slop_tui.ui.widgets.conversation import ConversationView
-        from slop_tui.ui.widgets.groups import GroupList
+    def _on_event(self, event) -> None:
+        """One orchestrator event: the phase changes here; the panes get the event as a
+        message, posted to the conversation (it bubbles to the screen and the app)."""
+        kind = event.kind
+        if kind in ("text", "thinking"):
+            self.set_phase("streaming")
+        elif kind == "tool_call":
+            self.set_phase("running tools")
+        elif kind == "notice" and event.retry_in is not None:
+            self._retrying(event.retry_in)
+        elif kind == "compaction":
+            # Compaction runs in the background after the answer; the input stays usable.
+            self.compaction_event(event)
+            return
+        self.screen.conversation.post_message(messages.turn_message(event))
 
+    async def _turn(self, text: str) -> None:
         app = self.app
-        ws = app.workspace
-        await app._tokenizer()  # the turn counts what it writes: not on the event loop
+        await self.ensure_tokenizer()  # the turn counts what it writes: not on the event loop
         orchestrator = self._orchestrator()
-        view = app.query_one(ConversationView)
         self.busy = True
         self.set_phase("streaming")
-        app.show_banner("")
-
-        started: list[int] = []
-
-        async def on_event(ev) -> None:
-            if isinstance(ev, TurnStarted):
-                started.append(ev.group_id)
-                await view.begin_turn(ev.group_id, text)
-                await app.query_one(GroupList).refresh_from(ws)
-            elif isinstance(ev, ToolCallEvent):
-                self.set_phase("running tools")
-            elif isinstance(ev, Notice):
-                app.notify(ev.text, severity="warning", timeout=10)
-                if ev.retry_in is not None:
-                    self._retrying(ev.retry_in)
-            elif isinstance(ev, ErrorEvent):
-                app.show_banner(ev.message, cause="turn")
-            elif isinstance(ev, BudgetWarning):
-                app.notify(ev.text, severity="warning", timeout=10)
-            elif isinstance(ev, Compaction):
-                # Compaction runs in the background after the answer; the input stays usable.
-                await self.compaction_event(ev)
-                return
-            if ev.kind in ("text", "thinking"):
-                self.set_phase("streaming")
-            await view.on_event(ev)
-            if ev.kind in ("tool_result", "usage"):
-                app.show_status(app._status(await ws.provider_choice(), await ws.current()))
-
+        self._post(messages.BannerRequested(""))
+        self.screen.conversation.post_message(messages.TurnBegins(text))
+        group_id: int | None = None
         try:
-            await orchestrator.run_turn(text, on_event)
+            outcome = await orchestrator.run_turn(text, self._on_event)
+            group_id = outcome.group_id
         finally:
             # ctrl+q mid-turn cancels this worker while the panes are taken down: the
             # orchestrator keeps the partial answer; settling the view would fail.
             if app.is_running:
-                with app._unless_closing():
-                    await view.end_turn()
+                await self._posted(messages.TurnEnded(group_id), self.screen.conversation)
             self.busy = False
             self.set_phase("")
-            if app.is_running:
-                # The settled answer gets a frame of its own: drawn together with every
-                # side pane, the frame after a reply was the longest of a session
-                # (30-40 ms) and a key typed then waited for all of it.
-                await frame_drawn(app, timeout=0.1)
-                await app.refresh_all()
-                if started and self.failed_prompt == started[0] and app._banner_text:
-                    key = app.key_for("retry", "/retry")
-                    app.show_banner(
-                        f"{app._banner_text} · The prompt got no answer: {key} sends it again.",
-                        cause="turn",
-                    )
 
-    async def compaction_event(self, ev) -> None:
+    def compaction_event(self, ev) -> None:
+        """Background model work on summaries: the phase, and a notice when it failed or
+        saved much; the panes show its result."""
         app = self.app
         if not app.is_running or app.workspace is None:
             return
         if ev.phase == "started":
             self.set_phase("summarizing" if ev.job == "summary" else "compacting")
-        else:
-            self.set_phase("streaming" if self.busy else "")
-            if ev.phase == "failed":
-                what = "Summary" if ev.job == "summary" else "Compaction"
-                app.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
-            elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
-                # Routine lane-summary rolls stay quiet (the header shows "compacting").
-                app.notify(
-                    f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
-                    "(/context log; /context uncompact restores).",
-                    timeout=6,
-                )
-            with app._unless_closing():
-                await app.refresh_all(reload_conversation=False)
-        with app._unless_closing():
-            choice = await app.workspace.provider_choice()
-            app.show_status(app._status(choice, await app.workspace.current()))
+            return
+        self.set_phase("streaming" if self.busy else "")
+        if ev.phase == "failed":
+            what = "Summary" if ev.job == "summary" else "Compaction"
+            app.notify(f"{what} failed: {ev.text}", severity="error", timeout=10)
+        elif ev.tokens_before and ev.tokens_after < 0.9 * ev.tokens_before:
+            # Routine lane-summary rolls stay quiet (the header shows "compacting").
+            app.notify(
+                f"Compacted: {ev.tokens_before:,} → {ev.tokens_after:,} tokens "
+                "(/context log; /context uncompact restores).",
+                timeout=6,
+            )
+        self._post(messages.PanesStale())
 
     def upkeep(self) -> None:
         """After an edit of the history: the summaries it took out of date are made again
@@ -288,19 +284,18 @@ class TurnController:
 
     async def ask_approval(self, call) -> str:
         from slop_tui.tools.approval import session_allow_applies
-        from slop_tui.ui.screens.dialogs import ApprovalScreen
 
-        app = self.app
-        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        sandboxed = app.workspace.sandbox.available
-        session = session_allow_applies(call.name, sandboxed=sandboxed)
-        dialog = ApprovalScreen(call.name, args, session_option=session)
+        sandboxed = self.app.workspace.sandbox.available
+        request = messages.ApprovalRequested(
+            call, session_allow_applies(call.name, sandboxed=sandboxed)
+        )
+        self._post(request)
         try:
-            return await app.push_screen_wait(dialog)
+            return await request.answer
         except asyncio.CancelledError:
-            # The turn ended (its deadline passed) while the question was open: close it.
-            if app.screen is dialog:
-                dialog.dismiss("deny")
+            # The turn ended (its deadline passed) while the question was open: the
+            # screen closes the dialog when the answer is withdrawn.
+            request.answer.cancel()
             raise
 
     def cancel(self) -> bool:

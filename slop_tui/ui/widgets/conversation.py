@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from contextlib import suppress
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.actions import SkipAction
@@ -31,17 +31,6 @@ from textual.layout import DockArrangeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
-from slop_tui.events import (
-    ErrorEvent,
-    Notice,
-    TextChunk,
-    ThinkingChunk,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnFinished,
-    TurnStarted,
-    UsageEvent,
-)
 from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
 from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.frames import frame_drawn
@@ -882,8 +871,6 @@ class ConversationView(VerticalScroll):
         self._live = block
         await self.mount(block, after=self._newer)
         self.anchor()
-        if group_id is not None:
-            await self.refresh_tiers()
         return block
 
     async def _shed_history(self) -> None:
@@ -915,60 +902,78 @@ class ConversationView(VerticalScroll):
             if block.live_answer is not None or block.query(LiveAnswer):
                 await self.refresh_group(gid)
 
-    async def on_event(self, event: Any) -> None:
-        """Textual events go to Textual; orchestrator events drive the live turn.
+    # The running turn's events arrive as `ui.messages.TurnMessage`s (posted here by
+    # the turn controller; they bubble on to the screen).
 
-        `Widget.on_event` is Textual's event dispatcher, so the orchestrator
-        events (which are not `textual.events.Event`s) are routed here by type.
-        """
-        if isinstance(event, events.Event):
-            await super().on_event(event)
-        else:
-            await self.turn_event(event)
+    async def show_event(self, event) -> None:
+        """Draw one orchestrator event at once, as its message's handler does."""
+        from slop_tui.ui.messages import turn_message
 
-    async def turn_event(self, event: Any) -> None:
-        """Render one orchestrator event into the live group."""
-        if isinstance(event, TurnStarted):
-            if self._live is None:
-                prompt = ""
-                if self.ws is not None:
-                    msg = await self.ws.ledger.get_message(event.group_id)
-                    prompt = msg.content if msg is not None else ""
-                await self.begin_turn(event.group_id, prompt)
-            elif self._live.group_id is None:
-                self._live.group_id = event.group_id
-                self._live.render_header()
-                await self.refresh_tiers()
-            return
+        message = turn_message(event)
+        handler = getattr(self, message.handler_name, None)
+        if handler is not None:
+            result = handler(message)
+            if result is not None:
+                await result
+
+    async def on_turn_begins(self, message) -> None:
+        await self.begin_turn(None, message.prompt)
+
+    async def on_turn_turn_started(self, message) -> None:
+        event = message.event
+        if self._live is None:  # a turn shown from its first event (another surface's)
+            await self.begin_turn(event.group_id, await self._fetch_text(event.group_id) or "")
+        elif self._live.group_id is None:
+            self._live.group_id = event.group_id
+            self._live.render_header()
+
+    async def on_turn_text_chunk(self, message) -> None:
         live = self._live
         if live is None:
             return
-        if isinstance(event, TextChunk):
-            live.thinking = None
-            await live.live_text(event.text)
-            answer = live.live_answer
-            if answer is not None and answer.grown is None:
-                answer.grown = partial(self.follow_live, answer)
-        elif isinstance(event, ThinkingChunk):
-            await live.live_thinking(event.text)
-        elif isinstance(event, ToolCallEvent):
-            await live.live_tool_call(event, self._fetch_text)
-        elif isinstance(event, ToolResultEvent):
-            msg = None
-            if self.ws is not None and event.message_id:
-                msg = await self.ws.ledger.get_message(event.message_id)
-            await live.live_tool_result(event, msg, self._fetch_text)
-            await self.refresh_tiers()
-        elif isinstance(event, UsageEvent):
+        live.thinking = None
+        await live.live_text(message.event.text)
+        answer = live.live_answer
+        if answer is not None and answer.grown is None:
+            answer.grown = partial(self.follow_live, answer)
+
+    async def on_turn_thinking_chunk(self, message) -> None:
+        if self._live is not None:
+            await self._live.live_thinking(message.event.text)
+
+    async def on_turn_tool_call_event(self, message) -> None:
+        if self._live is not None:
+            await self._live.live_tool_call(message.event, self._fetch_text)
+
+    async def on_turn_tool_result_event(self, message) -> None:
+        if self._live is not None:
+            event = message.event
+            await self._live.live_tool_result(event, event.message, self._fetch_text)
+
+    def on_turn_usage_event(self, message) -> None:
+        live = self._live
+        if live is not None:
+            event = message.event
             live.usage = f"prompt {compact_tokens(event.prompt_tokens)} · reply {compact_tokens(event.completion_tokens)}"
             live.render_header()
-        elif isinstance(event, Notice):
-            await live.line(f"⚠ {event.text}", "notice")
-        elif isinstance(event, ErrorEvent):
+
+    async def on_turn_notice(self, message) -> None:
+        if self._live is not None:
+            await self._live.line(f"⚠ {message.event.text}", "notice")
+
+    async def on_turn_error_event(self, message) -> None:
+        if self._live is not None:
+            event = message.event
             kind = f"{event.error_kind}: " if event.error_kind else ""
-            await live.line(f"✖ {kind}{event.message}", "error")
-        elif isinstance(event, TurnFinished):
-            await live.end_segment()
+            await self._live.line(f"✖ {kind}{event.message}", "error")
+
+    async def on_turn_turn_finished(self, _message) -> None:
+        if self._live is not None:
+            await self._live.end_segment()
+
+    async def on_turn_ended(self, _message) -> None:
+        if self.app.is_running:
+            await self.end_turn()
 
     async def end_turn(self) -> None:
         """The turn is over (finished, failed or cancelled): settle it from the ledger."""
@@ -995,8 +1000,7 @@ class ConversationView(VerticalScroll):
             await self._trim(from_bottom=False)
         else:
             await live.remove()
-        self._update_markers()
-        await self.refresh_tiers()
+        self._update_markers()  # the screen relabels with the next request's plan
 
     # -- copy ---------------------------------------------------------------
 

@@ -264,6 +264,13 @@ class TokenGauge(Widget):
         self.background = background
         self._draw()
 
+    def show_plan(self, plan: ContextPlan) -> None:
+        """Show the plan of the request just sent (exact counts), keeping the window, the
+        series and the background figures drawn last."""
+        self.reading = read_plan(plan, self.reading.context_window)
+        self.estimated = False
+        self._draw()
+
     def set_projection(self, tokens_saved: int | None, verb: str = "drop") -> None:
         """What `verb` (`drop` or `restore`) of the highlighted group takes off the next
         request (negative: adds), from the plan built with that edit; None hides it."""

@@ -170,12 +170,12 @@ class GroupList(ScrollView, can_focus=True):
         # Any other printable key goes to the prompt (SlopApp.on_key).
         Binding("d", "drop_toggle", "Drop/restore", id="groups_drop_toggle"),
         Binding("delete", "remove", "To trash", id="groups_remove"),
-        Binding("r", "app.reply", "Reply", id="reply_to_group"),
+        Binding("r", "screen.reply", "Reply", id="reply_to_group"),
         # The app's undo and redo (they work outside the list too), shown here.
-        Binding("ctrl+z", "app.undo", "Undo", id="undo"),
-        Binding("ctrl+y", "app.redo", "Redo", id="redo"),
-        Binding("[", "app.window_down", "Window −1", id="window_down", show=False),
-        Binding("]", "app.window_up", "Window +1", id="window_up", show=False),
+        Binding("ctrl+z", "screen.undo", "Undo", id="undo"),
+        Binding("ctrl+y", "screen.redo", "Redo", id="redo"),
+        Binding("[", "screen.window(-1)", "Window −1", id="window_down", show=False),
+        Binding("]", "screen.window(1)", "Window +1", id="window_up", show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

@@ -1,0 +1,33 @@
+"""The header's status line: what the app is doing, the session, provider, model and
+window, shortened to fit the header."""
+
+from __future__ import annotations
+
+from slop_tui.ui.text import neutralise
+
+TITLE = "slop-tui"
+
+
+def status_line(
+    phase: str, session: str, choice, sess, *, sandboxed: bool, width: int
+) -> tuple[str, bool]:
+    """The header's line and whether the app's name still fits beside it.
+
+    What the app is doing first (idle, streaming, running tools, retrying in N s,
+    summarizing, compacting), then the session, the provider and model, the window.
+    Shortened to fit the header's width: the words go first, then the app's name,
+    then the end of the line."""
+    phase = phase or "idle"
+    lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
+    # Without an OS sandbox every shell command asks first: say so where it is always seen.
+    shell = "" if sandboxed else " · shell: NO SANDBOX"
+    window = sess.window_size or "all"
+    room = max(20, width - 12)  # the header's icon and margins
+    demo = choice.name == "demo"
+    long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
+    short = "demo" if demo else choice.model
+    for label, win in ((long, "window"), (short, "win")):
+        text = f"{phase} · {session} · {label} · {win} {window}{lane}{shell}"
+        if len(text) + len(TITLE) + 3 <= room:
+            return neutralise(text), True
+    return neutralise(text), False
