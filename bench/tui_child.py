@@ -111,6 +111,7 @@ from slop_tui.ui.startup import defer_for_first_screen  # noqa: E402
 defer_for_first_screen()  # as `slop-tui` does too: code coloured a second after the screen
 from slop_tui.ui import echo  # noqa: E402
 from slop_tui.ui.app import SlopApp  # noqa: E402
+from slop_tui.ui.screens.workspace import WorkspaceScreen  # noqa: E402
 
 T_IMPORTED = time.time()
 
@@ -149,11 +150,8 @@ def _time_steps() -> None:
         setattr(owner, name, timed if not isinstance(fn, classmethod) else classmethod(timed))
 
     Workspace.open = classmethod(_wrap_cls(Workspace.open.__func__, "Workspace.open"))
-    wrap(groups.SessionList, "refresh_from", "SessionList.refresh_from")
     wrap(groups.GroupList, "refresh_from", "GroupList.refresh_from")
-    wrap(
-        SlopApp, "refresh_context", "app.workspace_screen.refresh_context (prompt, gauge, preview)"
-    )
+    wrap(WorkspaceScreen, "refresh_context", "WorkspaceScreen.refresh_context (gauge, preview)")
     wrap(Workspace, "prompt", "Workspace.prompt")
     wrap(conversation.ConversationView, "load", "ConversationView.load")
     wrap(tokens, "_build_encoding", "tokenizer build (o200k)", is_async=False)

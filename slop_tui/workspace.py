@@ -246,6 +246,10 @@ class Workspace:
 
     # -- session and workspace state -------------------------------------
 
+    def history(self, session: str | None = None) -> HistoryReader:
+        """A read-only view of a session's history for the panes (default: the current)."""
+        return HistoryReader(self.ledger, session or self.session)
+
     def reconfigure(self, config: Config) -> None:
         """Take a reloaded configuration (a project folder just trusted): the sandbox is
         probed again, as `[tools] sandbox` or `shell_network` may have changed."""
@@ -615,6 +619,37 @@ class Workspace:
             if m.role == "assistant" and m.status == STATUS_COMPLETED and m.content.strip():
                 return m.content
         return ""
+
+
+class HistoryReader:
+    """What a pane may read of one session's history: its groups and their messages.
+    Read only, and bound to one session, so a pane holds this instead of the
+    workspace or the ledger (the conversation pages older groups in through it)."""
+
+    def __init__(self, ledger: Ledger, session: str) -> None:
+        self._ledger = ledger
+        self.session = session
+
+    async def group_messages(self, group_id: int) -> list[Message]:
+        return await self._ledger.group_messages(self.session, group_id)
+
+    async def message_text(self, message_id: int) -> str | None:
+        msg = await self._ledger.get_message(message_id)
+        return msg.content if msg is not None else None
+
+    async def group_ids(self) -> list[int]:
+        """Every group of the session, oldest first."""
+        return [row[0] for row in await self._ledger.group_rows(self.session, 0)]
+
+    async def group_rows(self, prompt_chars: int, prompts_for_newest: int | None) -> list[tuple]:
+        """The group list's rows (`Ledger.group_rows`)."""
+        return await self._ledger.group_rows(
+            self.session, prompt_chars, prompts_for_newest=prompts_for_newest
+        )
+
+    async def group_prompts(self, below: int, prompt_chars: int) -> dict[int, str]:
+        """The prompts of the groups older than `below` (`Ledger.group_prompts`)."""
+        return await self._ledger.group_prompts(self.session, below, prompt_chars)
 
 
 class ContextFileError(Exception):

@@ -19,6 +19,7 @@ from slop_tui.orchestrator import (
     ErrorEvent,
     Notice,
     Orchestrator,
+    PlanSent,
     TextChunk,
     ThinkingChunk,
     ToolCallEvent,
@@ -166,7 +167,7 @@ async def test_a_long_session_mounts_a_bounded_slice(ws) -> None:
     app = ConvApp(max_blocks=30)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await pilot.pause()
         assert 0 < view.mounted_blocks <= 30
         assert len(app.query(GroupBlock)) == view.mounted_blocks
@@ -190,7 +191,7 @@ async def test_short_groups_on_a_tall_screen_are_filled_from_above_at_the_bottom
     app = ConvApp(max_blocks=15, page_size=3, initial_blocks=2)
     async with app.run_test(size=(100, 50)) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         assert view.mounted_group_ids == gids[-2:]  # what load mounts at once
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -210,7 +211,7 @@ async def test_a_session_that_fits_the_pane_shows_no_scrollbar(ws) -> None:
     app = ConvApp(max_blocks=15, page_size=3, initial_blocks=2)
     async with app.run_test(size=(100, 60)) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert len(view.mounted_group_ids) == 8 and view.max_scroll_y == 0
@@ -222,7 +223,7 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
     app = ConvApp(max_blocks=30, page_size=10, initial_blocks=10)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         view.focus()
         await pilot.pause()
         first = view.mounted_group_ids[0]
@@ -263,7 +264,7 @@ async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> No
     app = ConvApp(max_blocks=30, page_size=5, initial_blocks=5)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         view.focus()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -283,7 +284,7 @@ async def test_show_group_mounts_an_old_group_and_scrolls_to_it(ws) -> None:
     app = ConvApp(max_blocks=30)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         target = gids[7]
         assert view.block(target) is None
         assert await view.show_group(target)
@@ -305,7 +306,7 @@ async def test_loading_5000_groups_is_fast(ws) -> None:
         view = app.query_one(ConversationView)
         await pilot.pause()
         start = time.perf_counter()
-        await view.load(ws)
+        await view.load(ws.history())
         loaded = time.perf_counter()
         # Laid out: the newest block has its place on screen (no Pilot pause, whose
         # own cost grows with the widget count and would hide the real number).
@@ -328,7 +329,7 @@ async def test_refresh_group_picks_up_new_and_removed_groups(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         third = await add_group(ws, "three (written by /exec)")
         await view.refresh_group(third)
         assert view.mounted_group_ids == [first, second, third]
@@ -349,7 +350,8 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        plan, _ = await ws.display_plan()  # the screen passes the plan its panes draw
+        await view.load(ws.history(), plan=plan)
         await pilot.pause()
         labels = [t.tier_label for t in view.block(active).tool_blocks]
         assert labels == ["degraded 1000"] * 2 + ["full 5000"] * 5
@@ -367,6 +369,7 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         await ws.ledger.set_group_dropped(ws.session, old, False)
         await ws.ledger.set_window(ws.session, 1)
         await view.refresh_group(old)
+        view.set_plan((await ws.display_plan())[0])  # the plan the screen draws next
         assert view.block(old).tool_blocks[0].tier_label == "inactive 300"
         assert "sent until a summary covers it" in view.block(old).mark
         assert view.block(active).tool_blocks[-1].tier_label == "full 5000"
@@ -374,6 +377,7 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         ids = [m.id for m in await ws.ledger.group_messages(ws.session, old)]
         summary = await ws.ledger.add_summary(ws.session, "main", "lane", ids, "older")
         await view.refresh_group(old)
+        view.set_plan((await ws.display_plan())[0])
         assert view.block(old).tool_blocks[0].tier_label == f"covered by summary {summary.id}"
         assert view.block(old).tool_blocks[0].has_class("-unsent")
 
@@ -392,7 +396,7 @@ def test_neutralise_replaces_every_control_character_but_newline_and_tab() -> No
 async def open_first_tool(pilot, ws, gid: int):
     """Load the view, focus the group's first tool block and open it: (block, its TextArea)."""
     view = pilot.app.query_one(ConversationView)
-    await view.load(ws)
+    await view.load(ws.history())
     await pilot.pause()
     tool = view.block(gid).tool_blocks[0]
     tool.focus()
@@ -446,7 +450,7 @@ async def test_copy_a_message_and_a_group(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await pilot.pause()
         answer = view.block(gid).query_one(AnswerBlock)
         answer.focus()
@@ -469,7 +473,7 @@ async def test_a_streamed_turn_renders_through_one_markdown(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await pilot.pause()
         before = view.mounted_blocks
         gid = (await ws.ledger.append_user(ws.session, "stream please")).group_id
@@ -506,7 +510,7 @@ async def test_streaming_follows_the_bottom_unless_the_user_scrolled_away(ws) ->
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         gid = (await ws.ledger.append_user(ws.session, "long answer")).group_id
         await view.begin_turn(gid, "long answer")
         for i in range(60):
@@ -545,7 +549,7 @@ async def test_tool_events_mark_tiers_live_and_an_interrupted_answer_is_marked(w
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         led, s = ws.ledger, ws.session
         gid = (await led.append_user(s, "use tools", strategy="openai")).group_id
         await view.begin_turn(gid, "use tools")
@@ -566,7 +570,10 @@ async def test_tool_events_mark_tiers_live_and_an_interrupted_answer_is_marked(w
                                                status="completed" if ok else "error",
                                                strategy="openai")])  # fmt: skip
             await view.show_event(ToolResultEvent(call_id=cid, name=name, ok=ok,
-                                                text=f"out {i}\nmore", message_id=stored[0].id))  # fmt: skip
+                                                text=f"out {i}\nmore", message_id=stored[0].id,
+                                                message=stored[0]))  # fmt: skip
+        # The orchestrator sends the next request; its plan labels the results.
+        await view.show_event(PlanSent(plan=await ws.plan(upto=gid)))
         labels = [t.tier_label for t in live.tool_blocks]
         assert labels == ["degraded 1000"] + ["full 5000"] * 5
         assert live.tool_blocks[3].has_class("-error") and "· error ·" in live.tool_blocks[3].title
@@ -588,7 +595,7 @@ async def test_thinking_usage_and_notices_are_shown_in_the_live_group(ws) -> Non
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await view.begin_turn(None, "think first")  # shown before the ledger gave an id
         gid = (await ws.ledger.append_user(ws.session, "think first")).group_id
         await view.show_event(TurnStarted(group_id=gid))
@@ -617,7 +624,7 @@ async def test_a_real_demo_turn_through_the_orchestrator(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         orch = Orchestrator(ws)
         try:
             outcome = await orch.run_turn("hello there", view.show_event)

@@ -34,7 +34,7 @@ async def test_a_long_streamed_answer_stays_a_few_widgets_and_keeps_room_below(w
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         gid = (await ws.ledger.append_user(ws.session, "a long one")).group_id
         await view.show_event(TurnStarted(group_id=gid))
         chunks = []
@@ -93,7 +93,7 @@ async def test_a_settled_part_renders_like_a_history_answer(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         await view.begin_turn(None, "q")
         await view.show_event(TextChunk(text="first **bold** paragraph\n\nsecond"))
         answer = view.live_block.live_answer
@@ -114,7 +114,7 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
     app = ConvApp(page_size=5)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         view.focus()
         # Built ahead once the first screen is drawn: the next two pages, answers rendered.
         await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=10)
@@ -179,7 +179,7 @@ def test_block_starts_marks_every_top_level_block_an_open_fence_is_one():
 async def first_words_streamed(pilot, view: ConversationView, ws):  # type: ignore[no-untyped-def]
     """`ws`'s session loaded, a turn begun and "first words" streamed into its live
     answer, past the stream's pace; returns the live answer."""
-    await view.load(ws)
+    await view.load(ws.history())
     await view.begin_turn(None, "q")
     await view.show_event(TextChunk(text="first"))
     answer = view.live_block.live_answer
@@ -225,7 +225,7 @@ async def test_a_streamed_state_keeps_its_lines_as_a_history_answer_does(ws) -> 
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        await view.load(ws)
+        await view.load(ws.history())
         gid = (await ws.ledger.append_user(ws.session, "state please")).group_id
         await view.show_event(TurnStarted(group_id=gid))
         text = "Done it.\n\n### STATE\nGoal: ship it\nContext: the demo\nNext: tests\n"

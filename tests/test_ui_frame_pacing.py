@@ -98,7 +98,7 @@ def on_each_frame(app: App, record) -> None:  # type: ignore[no-untyped-def]
 
 async def loaded_and_focused(app: App, pilot, workspace) -> ConversationView:  # type: ignore[no-untyped-def]
     view = app.query_one(ConversationView)
-    await view.load(workspace)
+    await view.load(workspace.history())
     view.focus()
     await pilot.pause(0.3)
     return view
@@ -202,7 +202,7 @@ async def test_a_long_session_is_first_laid_out_once(ws) -> None:  # noqa: F811
         view = app.query_one(ConversationView)
         await pilot.pause(0.1)
         textual_fixes.hold_frames(app)
-        await view.load(ws)
+        await view.load(ws.history())
         await pilot.pause(0.2)  # every message the load caused handled; nothing drawn
         reflows = count_reflows(app)
         textual_fixes.release_frames(app)

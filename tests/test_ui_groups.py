@@ -329,8 +329,8 @@ async def test_refresh_from_a_real_workspace(tmp_path):
         async with app.run_test(size=(80, 20)):
             groups = app.query_one(GroupList)
             groups.set_plan((await ws.display_plan())[0])
-            await groups.refresh_from(ws)
-            await app.query_one(SessionList).refresh_from(ws)
+            await groups.refresh_from(ws.history())
+            app.query_one(SessionList).load(await ws.ledger.list_sessions(), ws.session)
             marks = [groups.row_text(g.group_id)[0] for g in groups.groups]
             # the second group left the 2-group window: sent until a summary covers it
             assert marks == [MARK_DROPPED, MARK_PENDING, MARK_IN_WINDOW, MARK_IN_WINDOW]

@@ -14,7 +14,7 @@ from textual.command import CommandInput, CommandList, CommandPalette
 from textual.content import Content
 
 from slop_tui.events import Notice, TextChunk, ToolCallEvent
-from slop_tui.ui.app import MIN_CONVERSATION
+from slop_tui.ui.layout import MIN_CONVERSATION
 from slop_tui.ui.screens.base import DialogBox
 from slop_tui.ui.screens.help import binding_rows
 from slop_tui.ui.text import escape_markup, keep_state_lines, literal

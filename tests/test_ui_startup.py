@@ -403,7 +403,7 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
     """At start only the newest groups' prompts are read with the list; the older ones
     follow in a second read, and every line ends up with its snippet."""
     from slop_tui.ledger import Ledger
-    from slop_tui.ui import app as app_module
+    from slop_tui.ui.screens import workspace as app_module
 
     await seed(project, n=5)
     monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)
@@ -428,5 +428,5 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
         gids = [g.group_id for g in group_list.groups]
         assert calls == [("rows", 2), ("prompts", gids[2] + 1)]  # below the newest 2
-        await group_list.refresh_from(app.workspace)  # a reload keeps the prompts read
+        await group_list.refresh_from(app.workspace.history())  # a reload keeps the prompts read
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]

@@ -423,6 +423,13 @@ class LedgerBase:
         )
         return [(r["name"], r["sql"]) for r in rows]
 
+    async def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version`: it changes when another connection (another
+        process: `slop-tui exec` beside the TUI) commits to the database, never for
+        this connection's own writes."""
+        row = await self._read("PRAGMA data_version", (), plain=True, first=True)
+        return int(row[0])
+
     # -- app state ---------------------------------------------------------
 
     async def get_setting(self, key: str, default: str | None = None) -> str | None:

@@ -38,6 +38,8 @@ from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
+# How often the screen asks SQLite whether another process wrote to the ledger.
+LEDGER_POLL = 0.5
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see group_selected).
 PROJECTION_REST = 0.25
@@ -84,6 +86,7 @@ class WorkspaceScreen(Screen):
         self._banner_cause = ""
         self._status_of = None  # the (provider choice, session) the header last showed
         self._drawn_title = ""
+        self._data_version: int | None = None  # the ledger's, as the panes show it
 
     # -- layout ------------------------------------------------------------
 
@@ -165,10 +168,26 @@ class WorkspaceScreen(Screen):
                 raise
 
     async def show_workspace(self, prompt_history: list[str]) -> None:
-        """Fill the panes from the workspace just opened."""
+        """Fill the panes from the workspace just opened; from then on a write of another
+        process (`slop-tui exec`, a second workspace) shows within a second."""
         if prompt_history:
             self.query_one(PromptInput).set_history(prompt_history)
         await self.refresh_all(reload_conversation=True)
+        self.set_interval(LEDGER_POLL, self._check_ledger, name="ledger-watch")
+
+    async def _check_ledger(self) -> None:
+        """Reload the panes when another connection committed to the ledger (SQLite's
+        `data_version` moved); during a turn of this app, after it."""
+        ws = self.workspace
+        if ws is None or not self.app.is_running or self.app.turns.busy:
+            return
+        version = await ws.ledger.data_version()
+        if self._data_version is None:
+            self._data_version = version
+        elif version != self._data_version:
+            self._data_version = version
+            await ws.reload_pending_handoff()
+            await self.refresh_all(reload_conversation=True)
 
     async def refresh_all(self, *, reload_conversation: bool = False) -> None:
         ws = self.workspace
@@ -191,7 +210,7 @@ class WorkspaceScreen(Screen):
             if reload_conversation:
                 # The group list's read gives the conversation its group ids too.
                 await self.query_one(ConversationView).load(
-                    ws, group_ids=[r[0] for r in rows], plan=plan
+                    ws.history(), group_ids=[r[0] for r in rows], plan=plan
                 )
             # From here on nothing awaits: the panes change in the same frame as the
             # conversation.
@@ -199,7 +218,7 @@ class WorkspaceScreen(Screen):
             self.query_one(SessionList).load(sessions, ws.session)
             group_list = self.query_one(GroupList)
             group_list.load_rows(rows, plan)
-            group_list.fill_prompts(ws)  # the older groups' prompts, after this frame
+            group_list.fill_prompts(ws.history())  # the older groups' prompts, after this frame
             self.query_one(StatePane).set_state(state.content if state else None)
             pad = self.query_one(ScratchpadEditor)
             if pad.session != ws.session:
@@ -429,7 +448,7 @@ class WorkspaceScreen(Screen):
         ws = self.workspace
         if ws is not None:
             with self.unless_closing():
-                await self.query_one(GroupList).refresh_from(ws)
+                await self.query_one(GroupList).refresh_from(ws.history())
 
     def on_turn_notice(self, message) -> None:
         self.app.notify(message.event.text, severity="warning", timeout=10)
@@ -454,8 +473,7 @@ class WorkspaceScreen(Screen):
         with self.unless_closing():
             self.query_one(TokenGauge).show_plan(plan)
             self.query_one(ContextPreview).set_prompt(plan.request, estimated=False)
-            self.query_one(GroupList).set_plan(plan)
-            self.query_one(ConversationView).set_plan(plan)
+            self.query_one(GroupList).set_plan(plan)  # the conversation takes it itself
 
     # -- what the panes ask for ------------------------------------------------
 

@@ -48,7 +48,7 @@ from slop_tui.ui.widgets.blocks import (
 
 if TYPE_CHECKING:
     from slop_tui.context.plan import ContextPlan
-    from slop_tui.workspace import Workspace
+    from slop_tui.workspace import HistoryReader
 
 textual_fixes.install()  # every frame that follows a reply lays the screen out once, not twice
 
@@ -104,22 +104,12 @@ class PageMarker(Static):
             await (view.load_older() if self.direction == "older" else view.load_newer())
 
 
-class ConversationView(VerticalScroll):
-    """The session's groups, a bounded slice mounted, and the live turn.
-
-    `load(ws)` shows the newest groups; `show_group(gid)` jumps anywhere;
-    `begin_turn` / `on_event` / `end_turn` render a running turn from the
-    orchestrator's events. `mounted_blocks` counts mounted `GroupBlock`s.
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+u", "load_older", "Older groups", id="conversation_older"),
-        Binding("ctrl+d", "load_newer", "Newer groups", id="conversation_newer"),
-        Binding("end", "newest", "Newest", show=False, id="conversation_newest"),
-    ]
-    DEFAULT_CSS = """
-    ConversationView { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
-    """
+class GroupBlocks(VerticalScroll):
+    """The conversation's group blocks: at most `max_blocks` of a session's groups
+    mounted (a slice of them, oldest first, between two page markers), built from the
+    session's `HistoryReader`, labelled from the plan, and the view's anchoring to a
+    block or a streamed answer's last line. Paging is `GroupPager`'s, the running
+    turn `ConversationView`'s."""
 
     def __init__(
         self,
@@ -136,7 +126,7 @@ class ConversationView(VerticalScroll):
         # A first screen needs a few groups, not the whole bound: each mounted
         # block costs layout time, and older ones come a page at a time.
         self.initial_blocks = max(1, min(initial_blocks, self.max_blocks))
-        self.ws: Workspace | None = None
+        self.history: HistoryReader | None = None
         self.session: str | None = None
         self.plan: ContextPlan | None = None  # the next request: marks and tier labels
         self._gids: list[int] = []  # settled groups, oldest first
@@ -320,10 +310,6 @@ class ConversationView(VerticalScroll):
     def group_ids(self) -> list[int]:
         return list(self._gids)
 
-    @property
-    def live_block(self) -> GroupBlock | None:
-        return self._live
-
     def block(self, group_id: int) -> GroupBlock | None:
         if self._live is not None and self._live.group_id == group_id:
             return self._live
@@ -331,97 +317,24 @@ class ConversationView(VerticalScroll):
 
     # -- loading ------------------------------------------------------------
 
-    async def load(
-        self,
-        ws: Workspace,
-        session: str | None = None,
-        *,
-        groups: Sequence[GroupSummary] | None = None,
-        group_ids: Sequence[int] | None = None,
-        plan: ContextPlan | None = None,
-    ) -> None:
-        """Show `session` (default: the workspace's), its newest groups mounted.
-
-        Pass `group_ids` (oldest first, e.g. from the group list's `Ledger.group_rows`)
-        or `groups` (from `Ledger.list_groups`, newest first) when the caller
-        already has them, so a 5,000-group session is listed once; and `plan`, the
-        plan of the next request the caller read for the other panes, so the blocks
-        are labelled from the same one.
-        """
-        self.ws = ws
-        self.session = session or ws.session
-        if self._live is not None:
-            await self._live.end_segment()
-            await self._live.remove()
-            self._live = None
-        if group_ids is None:
-            if groups is None:
-                group_ids = [row[0] for row in await ws.ledger.group_rows(self.session, 0)]
-            else:
-                group_ids = [g.group_id for g in reversed(groups)]
-        self._set_gids(list(group_ids))
-        if plan is None:
-            await self.refresh_tiers(relabel=False)
-        else:
-            self.set_plan(plan, relabel=False)
-        n = len(self._gids)
-        await self._mount_slice(max(0, n - self.initial_blocks), n)
-        if self._lo > 0:
-            # Older groups than those mounted: the pane will scroll. Shown now, its
-            # scrollbar is placed by the first layout instead of asking for a second
-            # one; `_fill_viewport` hides it if every group fits after all.
-            self.set_reactive(Widget.show_vertical_scrollbar, True)
-        self.anchor()
-        self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
-
-    async def _fill_viewport(self) -> None:
-        """Short groups may not fill the screen; then nobody could scroll up to page.
-
-        A worker (started by `load`, so whoever waits for the app's workers waits
-        for it too): once the mounted blocks are laid out, older groups are mounted
-        above, a page at a time, until the pane can scroll. The view does not move:
-        it stays at the bottom, following (a user's ctrl+u holds the old top instead).
-        """
-        await self._mount_until_it_scrolls()
-        # `load` showed the scrollbar before the first layout, older groups being left
-        # unmounted; if they all fit after all, there is nothing to scroll.
-        if self.is_mounted and self.show_vertical_scrollbar and self.max_scroll_y <= 0:
-            self.show_vertical_scrollbar = False
-
-    async def _mount_until_it_scrolls(self) -> None:
-        for _ in range(FILL_TRIES):
-            if self._lo == 0 or not self.is_mounted:
-                return
-            laid_out = self.size.height and all(b in self._tops for b in self._blocks.values())
-            if self._paging or not laid_out:
-                await self._next_frame()  # its height is unknown until then
-                continue
-            if self.max_scroll_y > 0:
-                return
-            if not await self._page(self._older, max(0, self._lo - self.page_size), hold=False):
-                return
-            self.anchor()
-            await self._next_frame()
-
     def _set_gids(self, gids: list[int]) -> None:
         self._gids = gids
         self._index = {g: i for i, g in enumerate(gids)}
 
     async def _fetch_text(self, message_id: int) -> str | None:
-        if self.ws is None:
+        if self.history is None:
             return None
-        msg = await self.ws.ledger.get_message(message_id)
-        return msg.content if msg is not None else None
+        return await self.history.message_text(message_id)
 
     async def _build(self, gids: Sequence[int]) -> list[GroupBlock]:
-        assert self.ws is not None and self.session is not None
+        assert self.history is not None and self.session is not None
         prepared = self._prepared if self._prepared_session == self.session else {}
         width = self._answer_width()
         blocks = []
         for gid in gids:
             block = prepared.pop(gid, None)
             if block is None:
-                rows = await self.ws.ledger.group_messages(self.session, gid)
+                rows = await self.history.group_messages(gid)
                 block = GroupBlock.build(rows, self._fetch_text)
                 block.group_id = gid
                 for answer in block.answers():
@@ -437,14 +350,14 @@ class ConversationView(VerticalScroll):
         built ahead, paging only mounts. A later page, a reload or a changed
         group (`refresh_group`) makes the blocks be built again.
         """
-        if self._lo == 0 or self.ws is None or not self.is_mounted:
+        if self._lo == 0 or self.history is None or not self.is_mounted:
             return
         # Two pages: the next one is usually asked for before this one is built.
         gids = self._gids[max(0, self._lo - 2 * self.page_size) : self._lo][::-1]
         self.run_worker(partial(self._prepare, gids), group="conversation-prepare", exclusive=True)
 
     async def _prepare(self, gids: Sequence[int]) -> None:
-        if self.ws is None or self.session is None:
+        if self.history is None or self.session is None:
             return
         if self._prepared_session != self.session:
             self._prepared, self._prepared_session = {}, self.session
@@ -455,7 +368,7 @@ class ConversationView(VerticalScroll):
                 for answer in self._prepared[gid].answers():
                     await answer.render_ahead(width)  # nothing to do unless the look changed
                 continue
-            rows = await self.ws.ledger.group_messages(self.session, gid)
+            rows = await self.history.group_messages(gid)
             if not rows or self.session != self._prepared_session:
                 return
             block = GroupBlock.build(rows, self._fetch_text)
@@ -534,19 +447,154 @@ class ConversationView(VerticalScroll):
         if gone:
             await self.remove_children(gone)
 
+    async def refresh_group(self, group_id: int) -> None:
+        """Re-read one group from the ledger (after drop, restore or remove)."""
+        if self.history is None or self.session is None:
+            return
+        if self._live is not None and self._live.group_id == group_id:
+            return
+        self._prepared.pop(group_id, None)
+        rows = await self.history.group_messages(group_id)
+        old = self._blocks.get(group_id)
+        if rows and group_id not in self._index:
+            await self._add_group(group_id)
+        elif not rows:  # removed
+            if group_id in self._index:
+                i = self._index[group_id]
+                del self._gids[i]
+                self._set_gids(self._gids)
+                if i < self._lo:
+                    self._lo -= 1
+                if i < self._hi:
+                    self._hi -= 1
+            if old is not None:
+                del self._blocks[group_id]
+                await old.remove()
+            self._update_markers()
+        elif old is not None:
+            new = GroupBlock.build(rows, self._fetch_text)
+            self._label(new)
+            self._blocks[group_id] = new
+            with self.app.batch_update():
+                await self.mount(new, after=old)
+                await old.remove()
+
+    async def _add_group(self, group_id: int) -> None:
+        """A group the view has not seen (written by another surface): insert it in order."""
+        i = bisect_left(self._gids, group_id)
+        tail = self._hi == len(self._gids)
+        self._gids.insert(i, group_id)
+        self._set_gids(self._gids)
+        if i < self._lo:
+            self._lo += 1
+            self._hi += 1
+        elif i <= self._hi and (i < self._hi or tail):
+            (block,) = await self._build([group_id])
+            before = self._blocks.get(self._gids[i + 1]) if i + 1 < self._hi + 1 else None
+            await self.mount(block, before=before or self._newer)
+            self._blocks[group_id] = block
+            self._hi += 1
+            await self._trim(from_bottom=not tail)
+        self._update_markers()
+
+    def set_plan(self, plan: ContextPlan, *, relabel: bool = True) -> None:
+        """Show `plan`'s marks and tier labels (the app passes the plan it drew)."""
+        self.plan = plan
+        if relabel:
+            for block in self._blocks.values():
+                self._label(block)
+            if self._live is not None:
+                self._label(self._live)
+
+    # -- the live turn ------------------------------------------------------
+
+
+class GroupPager(GroupBlocks):
+    """Loading a session into the view and paging through it: ctrl+u / ctrl+d, page
+    keys, the mouse wheel at an edge, a group shown on request."""
+
+    async def load(
+        self,
+        history: HistoryReader,
+        *,
+        groups: Sequence[GroupSummary] | None = None,
+        group_ids: Sequence[int] | None = None,
+        plan: ContextPlan | None = None,
+    ) -> None:
+        """Show the session `history` reads, its newest groups mounted.
+
+        Pass `group_ids` (oldest first, e.g. from the group list's `Ledger.group_rows`)
+        or `groups` (from `Ledger.list_groups`, newest first) when the caller
+        already has them, so a 5,000-group session is listed once; and `plan`, the
+        plan of the next request the caller read for the other panes, so the blocks
+        are labelled from the same one.
+        """
+        self.history = history
+        self.session = history.session
+        if self._live is not None:
+            await self._live.end_segment()
+            await self._live.remove()
+            self._live = None
+        if group_ids is None:
+            if groups is None:
+                group_ids = await history.group_ids()
+            else:
+                group_ids = [g.group_id for g in reversed(groups)]
+        self._set_gids(list(group_ids))
+        if plan is not None:
+            self.set_plan(plan, relabel=False)
+        n = len(self._gids)
+        await self._mount_slice(max(0, n - self.initial_blocks), n)
+        if self._lo > 0:
+            # Older groups than those mounted: the pane will scroll. Shown now, its
+            # scrollbar is placed by the first layout instead of asking for a second
+            # one; `_fill_viewport` hides it if every group fits after all.
+            self.set_reactive(Widget.show_vertical_scrollbar, True)
+        self.anchor()
+        self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
+
+    async def _fill_viewport(self) -> None:
+        """Short groups may not fill the screen; then nobody could scroll up to page.
+
+        A worker (started by `load`, so whoever waits for the app's workers waits
+        for it too): once the mounted blocks are laid out, older groups are mounted
+        above, a page at a time, until the pane can scroll. The view does not move:
+        it stays at the bottom, following (a user's ctrl+u holds the old top instead).
+        """
+        await self._mount_until_it_scrolls()
+        # `load` showed the scrollbar before the first layout, older groups being left
+        # unmounted; if they all fit after all, there is nothing to scroll.
+        if self.is_mounted and self.show_vertical_scrollbar and self.max_scroll_y <= 0:
+            self.show_vertical_scrollbar = False
+
+    async def _mount_until_it_scrolls(self) -> None:
+        for _ in range(FILL_TRIES):
+            if self._lo == 0 or not self.is_mounted:
+                return
+            laid_out = self.size.height and all(b in self._tops for b in self._blocks.values())
+            if self._paging or not laid_out:
+                await self._next_frame()  # its height is unknown until then
+                continue
+            if self.max_scroll_y > 0:
+                return
+            if not await self._page(self._older, max(0, self._lo - self.page_size), hold=False):
+                return
+            self.anchor()
+            await self._next_frame()
+
     async def load_older(self, count: int | None = None) -> int:
         """Mount up to `count` (default `page_size`) older groups; returns how many.
 
         One group per frame, the nearest first: a page mounted at once (its widgets
         styled, the screen laid out around them) held the event loop ~100-250 ms.
         """
-        if self._paging or self._lo == 0 or self.ws is None:
+        if self._paging or self._lo == 0 or self.history is None:
             return 0
         return await self._page(self._older, max(0, self._lo - (count or self.page_size)))
 
     async def load_newer(self, count: int | None = None) -> int:
         """Mount up to `count` newer groups (after `load_older` unmounted them), as load_older."""
-        if self._paging or self._hi >= len(self._gids) or self.ws is None:
+        if self._paging or self._hi >= len(self._gids) or self.history is None:
             return 0
         return await self._page(
             self._newer, min(len(self._gids), self._hi + (count or self.page_size))
@@ -713,7 +761,7 @@ class ConversationView(VerticalScroll):
             self._keep = None  # a scroll by someone else (arrange sets it silently): let go
         if not self._placing and new_value != old_value:
             self._follow_or_let_go(new_value < old_value)
-        if new_value != old_value and self.ws is not None:
+        if new_value != old_value and self.history is not None:
             # Only a move towards an edge pages: loading scrolls from 0 to the
             # bottom, and that must not count as reaching the top.
             self._scroll_up = new_value < old_value
@@ -753,9 +801,8 @@ class ConversationView(VerticalScroll):
         """Scroll to a group, mounting it (and its neighbours) first when needed."""
         block = self.block(group_id)
         if block is None:
-            if group_id not in self._index and self.ws is not None and self.session:
-                groups = await self.ws.ledger.list_groups(self.session)
-                self._set_gids([g.group_id for g in reversed(groups)])
+            if group_id not in self._index and self.history is not None and self.session:
+                self._set_gids(await self.history.group_ids())
             i = self._index.get(group_id)
             if i is None:
                 return False
@@ -776,81 +823,27 @@ class ConversationView(VerticalScroll):
         self.call_after_refresh(self.scroll_to_widget, block, animate=False, top=True)
         return True
 
-    async def refresh_group(self, group_id: int) -> None:
-        """Re-read one group from the ledger (after drop, restore or remove)."""
-        if self.ws is None or self.session is None:
-            return
-        if self._live is not None and self._live.group_id == group_id:
-            return
-        self._prepared.pop(group_id, None)
-        rows = await self.ws.ledger.group_messages(self.session, group_id)
-        old = self._blocks.get(group_id)
-        if rows and group_id not in self._index:
-            await self._add_group(group_id)
-        elif not rows:  # removed
-            if group_id in self._index:
-                i = self._index[group_id]
-                del self._gids[i]
-                self._set_gids(self._gids)
-                if i < self._lo:
-                    self._lo -= 1
-                if i < self._hi:
-                    self._hi -= 1
-            if old is not None:
-                del self._blocks[group_id]
-                await old.remove()
-            self._update_markers()
-        elif old is not None:
-            await self.refresh_tiers(relabel=False)
-            new = GroupBlock.build(rows, self._fetch_text)
-            self._label(new)
-            self._blocks[group_id] = new
-            with self.app.batch_update():
-                await self.mount(new, after=old)
-                await old.remove()
-            return
-        await self.refresh_tiers()
 
-    async def _add_group(self, group_id: int) -> None:
-        """A group the view has not seen (written by another surface): insert it in order."""
-        i = bisect_left(self._gids, group_id)
-        tail = self._hi == len(self._gids)
-        self._gids.insert(i, group_id)
-        self._set_gids(self._gids)
-        if i < self._lo:
-            self._lo += 1
-            self._hi += 1
-        elif i <= self._hi and (i < self._hi or tail):
-            await self.refresh_tiers(relabel=False)
-            (block,) = await self._build([group_id])
-            before = self._blocks.get(self._gids[i + 1]) if i + 1 < self._hi + 1 else None
-            await self.mount(block, before=before or self._newer)
-            self._blocks[group_id] = block
-            self._hi += 1
-            await self._trim(from_bottom=not tail)
-        self._update_markers()
+class ConversationView(GroupPager):
+    """The session's groups, a bounded slice mounted, and the live turn.
 
-    async def refresh_tiers(self, *, relabel: bool = True) -> None:
-        """Read the plan of the next request and relabel every mounted block.
+    `load(ws)` shows the newest groups; `show_group(gid)` jumps anywhere;
+    `begin_turn` / `on_event` / `end_turn` render a running turn from the
+    orchestrator's events. `mounted_blocks` counts mounted `GroupBlock`s.
+    """
 
-        Call after a window, provider, drop/restore or tool-enable change.
-        """
-        ws = self.ws
-        if ws is None or self.session is None:
-            return
-        plan, _estimated = await ws.display_plan()
-        self.set_plan(plan, relabel=relabel)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+u", "load_older", "Older groups", id="conversation_older"),
+        Binding("ctrl+d", "load_newer", "Newer groups", id="conversation_newer"),
+        Binding("end", "newest", "Newest", show=False, id="conversation_newest"),
+    ]
+    DEFAULT_CSS = """
+    ConversationView { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
+    """
 
-    def set_plan(self, plan: ContextPlan, *, relabel: bool = True) -> None:
-        """Show `plan`'s marks and tier labels (the app passes the plan it drew)."""
-        self.plan = plan
-        if relabel:
-            for block in self._blocks.values():
-                self._label(block)
-            if self._live is not None:
-                self._label(self._live)
-
-    # -- the live turn ------------------------------------------------------
+    @property
+    def live_block(self) -> GroupBlock | None:
+        return self._live
 
     async def begin_turn(self, group_id: int | None, prompt_text: str) -> GroupBlock:
         """Show a new turn at the bottom and follow it.
@@ -967,6 +960,11 @@ class ConversationView(VerticalScroll):
             kind = f"{event.error_kind}: " if event.error_kind else ""
             await self._live.line(f"✖ {kind}{event.message}", "error")
 
+    def on_turn_plan_sent(self, message) -> None:
+        """The request just sent: the blocks' marks and tier labels show it."""
+        if message.event.plan is not None:
+            self.set_plan(message.event.plan)
+
     async def on_turn_turn_finished(self, _message) -> None:
         if self._live is not None:
             await self._live.end_segment()
@@ -983,11 +981,11 @@ class ConversationView(VerticalScroll):
         self._live = None
         await live.end_segment()
         gid = live.group_id
-        if gid is None or self.ws is None or self.session is None:
+        if gid is None or self.history is None or self.session is None:
             live.live = False
             live.render_header()
             return
-        rows = await self.ws.ledger.group_messages(self.session, gid)
+        rows = await self.history.group_messages(gid)
         await live.settle(rows)
         if gid not in self._index:
             self._gids.append(gid)
@@ -1006,9 +1004,9 @@ class ConversationView(VerticalScroll):
 
     async def group_markdown(self, block: GroupBlock) -> str:
         """A group as Markdown, for the clipboard (full texts from the ledger)."""
-        if self.ws is None or self.session is None or block.group_id is None:
+        if self.history is None or self.session is None or block.group_id is None:
             return block.prompt
-        rows = await self.ws.ledger.group_messages(self.session, block.group_id)
+        rows = await self.history.group_messages(block.group_id)
         return group_to_markdown(rows)
 
 

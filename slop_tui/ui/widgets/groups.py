@@ -58,7 +58,7 @@ from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
 if TYPE_CHECKING:
     from slop_tui.context.plan import ContextPlan
-    from slop_tui.workspace import Workspace
+    from slop_tui.workspace import HistoryReader
 
 # One group as `Ledger.group_rows` returns it: GroupSummary's fields in order
 # (group_id, lane, prompt head, messages, tokens, status, created_at).
@@ -303,30 +303,28 @@ class GroupList(ScrollView, can_focus=True):
 
     # -- loading -------------------------------------------------------------
 
-    async def refresh_from(self, ws: Workspace) -> list[GroupRow]:
-        """Reload the session's groups from the ledger (the marks keep the plan shown
-        until the next one arrives); returns the rows (oldest first) so the
-        conversation can take its group ids from the same read."""
-        rows = await ws.ledger.group_rows(
-            ws.session, SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
-        )
+    async def refresh_from(self, history: HistoryReader) -> list[GroupRow]:
+        """Reload the session's groups (the marks keep the plan shown until the next one
+        arrives); returns the rows (oldest first) so the conversation can take its
+        group ids from the same read."""
+        rows = await history.group_rows(SNIPPET_SOURCE, PROMPTS_FIRST)
         self.load_rows(rows, self.plan)
-        self.fill_prompts(ws)
+        self.fill_prompts(history)
         return rows
 
-    def fill_prompts(self, ws: Workspace) -> None:
+    def fill_prompts(self, history: HistoryReader) -> None:
         """Read the prompts a load left out (rows older than the newest PROMPTS_FIRST
         that no earlier read gave), in the background; their lines are drawn again."""
         missing = [row[_GID] for row in self._rows if row[_PROMPT] is None]
         if missing:
             self.run_worker(
-                self._fill_prompts(ws, ws.session, max(missing) + 1),
+                self._fill_prompts(history, max(missing) + 1),
                 group="group-prompts",
                 exclusive=True,
             )
 
-    async def _fill_prompts(self, ws: Workspace, session: str, below: int) -> None:
-        self._prompts.update(await ws.ledger.group_prompts(session, below, SNIPPET_SOURCE))
+    async def _fill_prompts(self, history: HistoryReader, below: int) -> None:
+        self._prompts.update(await history.group_prompts(below, SNIPPET_SOURCE))
         if any(row[_PROMPT] is None and row[_GID] in self._prompts for row in self._rows):
             self._rows = self._with_prompts(self._rows)
             self.refresh()
@@ -744,9 +742,6 @@ class SessionList(OptionList):
         super().__init__(name=name, id=id, classes=classes, disabled=disabled, markup=False)
         self._names: list[str] = []
         self.current: str | None = None
-
-    async def refresh_from(self, ws: Workspace) -> None:
-        self.load(await ws.ledger.list_sessions(), ws.session)
 
     def load(self, sessions: Sequence[SessionSummary], current: str) -> None:
         """Show `sessions`; `current` is listed (and marked) even before its first message."""
