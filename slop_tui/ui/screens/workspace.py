@@ -49,31 +49,11 @@ def _any_error(rows) -> bool:
     return any(row[5] == "error" for row in rows)  # GroupRow status
 
 
-class WorkspaceScreen(Screen):
-    """The panes of the workspace and their handlers."""
-
-    BINDINGS = [
-        Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
-        Binding("f3", "focus_groups", "Groups", id="focus_groups"),
-        # TextArea binds f7 (select all): without priority the key did nothing while
-        # the prompt, the scratchpad or the STATE editor had focus.
-        Binding("f7", "toggle_left", "Left pane", id="toggle_left", priority=True),
-        Binding("f8", "toggle_right", "Right pane", id="toggle_right"),
-        # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
-        Binding("ctrl+right,alt+right", "side_wider", "Wider side", id="side_wider", show=False),
-        Binding(
-            "ctrl+left,alt+left", "side_narrower", "Narrower side", id="side_narrower", show=False
-        ),
-        Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
-        Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
-        # Undo and redo of the history work wherever the focused widget does not take
-        # ctrl+z / ctrl+y itself: an editor keeps them for its text, except an empty
-        # prompt (PromptArea passes them on). The group list shows them in the footer.
-        # No plain letter outside a list takes anything away (docs/usage.md).
-        Binding("ctrl+z", "undo", "Undo", id="undo", show=False),
-        Binding("ctrl+y", "redo", "Redo", id="redo", show=False),
-        Binding("ctrl+r", "retry", "Resend", id="retry"),
-    ]
+class WorkspacePanes(Screen):
+    """The panes of the workspace: composed, laid out for the terminal's size, filled
+    from the workspace (and again when another process writes to the ledger), the
+    header, the banner and the output panel, and the keys that move between panes.
+    What the panes and the turn controller ask for is `WorkspaceScreen`'s."""
 
     def __init__(self, *, blink: bool = True) -> None:
         super().__init__()
@@ -339,6 +319,68 @@ class WorkspaceScreen(Screen):
 
     # -- the turn controller's messages -------------------------------------
 
+    def prefill_prompt(self, text: str) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.restore(text)
+        prompt.focus()
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptInput).focus()
+
+    def action_focus_groups(self) -> None:
+        self.query_one(GroupList).focus()
+
+    def action_focus_side(self) -> None:
+        # The editor is a container; its TextArea is what takes the focus.
+        self.query_one(ScratchpadEditor).area.focus()
+
+    def action_toggle_left(self) -> None:
+        self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("left"))
+
+    def action_toggle_right(self) -> None:
+        self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("right"))
+
+    def action_side_wider(self) -> None:
+        self.fit_panes(self.app.size.width, opened=self.layout_state.step_side(+1))
+
+    def action_side_narrower(self) -> None:
+        self.fit_panes(self.app.size.width, opened=self.layout_state.step_side(-1))
+
+    def action_cancel_turn(self) -> None:
+        if self.app.turns.cancel():
+            self.notify("Turn cancelled; the partial answer is kept as interrupted.")
+        elif self.query_one("#output").has_class("-shown"):
+            self.query_one("#output").remove_class("-shown")
+        elif self.query_one("#banner", Static).has_class("-shown"):
+            self.show_banner("")
+
+
+class WorkspaceScreen(WorkspacePanes):
+    """The panes of the workspace and their handlers."""
+
+    BINDINGS = [
+        Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
+        Binding("f3", "focus_groups", "Groups", id="focus_groups"),
+        # TextArea binds f7 (select all): without priority the key did nothing while
+        # the prompt, the scratchpad or the STATE editor had focus.
+        Binding("f7", "toggle_left", "Left pane", id="toggle_left", priority=True),
+        Binding("f8", "toggle_right", "Right pane", id="toggle_right"),
+        # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
+        Binding("ctrl+right,alt+right", "side_wider", "Wider side", id="side_wider", show=False),
+        Binding(
+            "ctrl+left,alt+left", "side_narrower", "Narrower side", id="side_narrower", show=False
+        ),
+        Binding("f9", "focus_side", "Side pane", id="focus_side", show=False),
+        Binding("escape", "cancel_turn", "Cancel turn", id="cancel_turn", show=False),
+        # Undo and redo of the history work wherever the focused widget does not take
+        # ctrl+z / ctrl+y itself: an editor keeps them for its text, except an empty
+        # prompt (PromptArea passes them on). The group list shows them in the footer.
+        # No plain letter outside a list takes anything away (docs/usage.md).
+        Binding("ctrl+z", "undo", "Undo", id="undo", show=False),
+        Binding("ctrl+y", "redo", "Redo", id="redo", show=False),
+        Binding("ctrl+r", "retry", "Resend", id="retry"),
+    ]
+
     @on(messages.PhaseChanged)
     def phase_changed(self, _message: messages.PhaseChanged) -> None:
         self.redraw_status()
@@ -493,11 +535,6 @@ class WorkspaceScreen(Screen):
         await ws.ledger.set_setting("prompt_history", json.dumps(history))
         await self.run_command(text)
 
-    def prefill_prompt(self, text: str) -> None:
-        prompt = self.query_one(PromptInput)
-        prompt.restore(text)
-        prompt.focus()
-
     @on(GroupList.DropToggled)
     async def drop_toggled(self, event: GroupList.DropToggled) -> None:
         verb = "drop" if event.dropped else "restore"
@@ -617,36 +654,6 @@ class WorkspaceScreen(Screen):
         await self.app.copy(event.text, event.what)
 
     # -- keys ------------------------------------------------------------------
-
-    def action_focus_prompt(self) -> None:
-        self.query_one(PromptInput).focus()
-
-    def action_focus_groups(self) -> None:
-        self.query_one(GroupList).focus()
-
-    def action_focus_side(self) -> None:
-        # The editor is a container; its TextArea is what takes the focus.
-        self.query_one(ScratchpadEditor).area.focus()
-
-    def action_toggle_left(self) -> None:
-        self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("left"))
-
-    def action_toggle_right(self) -> None:
-        self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("right"))
-
-    def action_side_wider(self) -> None:
-        self.fit_panes(self.app.size.width, opened=self.layout_state.step_side(+1))
-
-    def action_side_narrower(self) -> None:
-        self.fit_panes(self.app.size.width, opened=self.layout_state.step_side(-1))
-
-    def action_cancel_turn(self) -> None:
-        if self.app.turns.cancel():
-            self.notify("Turn cancelled; the partial answer is kept as interrupted.")
-        elif self.query_one("#output").has_class("-shown"):
-            self.query_one("#output").remove_class("-shown")
-        elif self.query_one("#banner", Static).has_class("-shown"):
-            self.show_banner("")
 
     async def action_toggle_drop(self) -> None:
         group = self.query_one(GroupList).highlighted_group

@@ -133,7 +133,218 @@ def _summary(row: GroupRow) -> GroupSummary:
     return GroupSummary(row[0], row[1], row[2] or "", *row[3:])
 
 
-class GroupList(ScrollView, can_focus=True):
+class GroupLines(ScrollView):
+    """The group list's lines: one plain tuple per group, loaded from a session's
+    history, placed by the plan, built and styled only for the rows on screen.
+    Moving through them and what a key or click asks for is `GroupList`'s."""
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self._rows: list[GroupRow] = []  # oldest first
+        self._index: dict[int, int] = {}  # group id -> row index
+        self.plan: ContextPlan | None = None  # where each group stands (the marks)
+        self._id_width = 1
+        self._loading = False  # a reload moves the highlight: no Selected for that
+        # Prompt heads by group id, as read so far: a prompt never changes, so a
+        # reload that leaves a group's prompt out (PROMPTS_FIRST) takes it from here.
+        self._prompts: dict[int, str] = {}
+        # Rendered lines by what they show (row index and values, window mark, id
+        # width, line style, width); cleared on resize and on a theme change.
+        self._lines: LRUCache[tuple, Strip] = LRUCache(maxsize=512)
+
+    # -- loading -------------------------------------------------------------
+
+    def fill_prompts(self, history: HistoryReader) -> None:
+        """Read the prompts a load left out (rows older than the newest PROMPTS_FIRST
+        that no earlier read gave), in the background; their lines are drawn again."""
+        missing = [row[_GID] for row in self._rows if row[_PROMPT] is None]
+        if missing:
+            self.run_worker(
+                self._fill_prompts(history, max(missing) + 1),
+                group="group-prompts",
+                exclusive=True,
+            )
+
+    async def _fill_prompts(self, history: HistoryReader, below: int) -> None:
+        self._prompts.update(await history.group_prompts(below, SNIPPET_SOURCE))
+        if any(row[_PROMPT] is None and row[_GID] in self._prompts for row in self._rows):
+            self._rows = self._with_prompts(self._rows)
+            self.refresh()
+
+    def _with_prompts(self, rows: Sequence[GroupRow]) -> list[GroupRow]:
+        """`rows` with the prompts read before in place of the ones left out; the
+        prompts they carry are kept for later loads."""
+        prompts = self._prompts
+        out: list[GroupRow] = []
+        for row in rows:
+            prompt = row[_PROMPT]
+            if prompt is None:
+                known = prompts.get(row[_GID])
+                if known is not None:
+                    row = (row[0], row[1], known, *row[3:])
+            else:
+                prompts[row[_GID]] = prompt
+            out.append(row)
+        return out
+
+    def set_plan(self, plan: ContextPlan | None) -> None:
+        """Mark the groups as `plan` places them (only lines whose mark changed redraw)."""
+        self.plan = plan
+        self.refresh()
+
+    def _nearest_index(self, group_id: int) -> int | None:
+        if not self._rows:
+            return None
+        i = self._index.get(group_id)
+        if i is not None:
+            return i
+        ids = [row[_GID] for row in self._rows]
+        return min(bisect_left(ids, group_id), len(ids) - 1)
+
+    # -- rendering -----------------------------------------------------------
+
+    def _update_virtual_size(self) -> None:
+        region = self.scrollable_content_region
+        if not region:
+            return  # not laid out yet (or hidden): on_resize comes back here
+        size = Size(region.width, len(self._rows))
+        if size != self.virtual_size:
+            self.virtual_size = size
+            self._scroll_update(size)
+
+    def on_resize(self) -> None:
+        self._lines.clear()
+        self._update_virtual_size()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._update_virtual_size()
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.scrollable_content_region.width
+        if not 0 <= index < len(self._rows):
+            return Strip.blank(width, self.get_visual_style("option-list--option").rich_style)
+        if index == self.highlighted:
+            style = self.get_visual_style("option-list--option", "option-list--option-highlighted")
+        elif index == self._hover:
+            style = self.get_visual_style("option-list--option", "option-list--option-hover")
+        else:
+            style = self.get_visual_style("option-list--option")
+        row = self._rows[index]
+        place = self.place(row)
+        key = (index, row, place, self._id_width, style, width)
+        strip = self._lines.get(key)
+        if strip is None:
+            content = self._row(row, place, index + 1, highlighted=index == self.highlighted)
+            strips = Content.to_strips(self, content, width, None, style)
+            strip = (
+                strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
+            )
+            self._lines[key] = strip
+        return strip
+
+    def place(self, row: GroupRow) -> GroupPlace:
+        """Where the plan puts a row's group (outside, before the first plan)."""
+        plan = self.plan
+        return plan.group_place(row[_GID], row[_LANE], row[_STATUS]) if plan else _NO_PLAN
+
+    def _row(
+        self, row: GroupRow, place: GroupPlace, ordinal: int, *, highlighted: bool = False
+    ) -> Content:
+        # Spans name component classes (".grouplist--dropped"): Textual resolves them
+        # when a line is drawn, so a theme switch restyles the list without a rebuild.
+        # On the highlight bar the dim row styles lost their contrast: there the
+        # marks keep their colour, the text takes the bar's, and a dropped row stays
+        # struck through.
+        status = row[_STATUS]
+        mark = place.mark
+        mark_style, row_style = _PLACE_STYLES[place.place]
+        if status == STATUS_INTERRUPTED:
+            flag, flag_style = FLAG_INTERRUPTED, ".grouplist--interrupted"
+        elif status == STATUS_ERROR:
+            flag, flag_style = FLAG_ERROR, ".grouplist--error"
+        else:
+            flag, flag_style = " ", ""
+        # The group's place in the session (1, 2, 3 …), not its id (a message id, so
+        # 1, 11, 21): the conversation's header shows both.
+        meta = f" {ordinal:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
+        text = f"{mark}{flag}{meta}{snippet(row[_PROMPT] or '')}"
+        spans = [Span(0, 1, mark_style)]
+        if flag_style:
+            spans.append(Span(1, 2, flag_style))
+        if highlighted:
+            if status == STATUS_DROPPED:
+                spans.append(Span(2, len(text), ".grouplist--struck"))
+        else:
+            spans.append(Span(2, 2 + len(meta), row_style or ".grouplist--meta"))
+            if row_style:
+                spans.append(Span(2 + len(meta), len(text), row_style))
+        return Content(text, spans, strip_control_codes=False)  # snippet() removed them
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        # Lines are cached by their base style only; a theme that changes just a
+        # mark colour must not leave stale lines behind. Every focus change in the
+        # pane restyles the list too (`:focus-within`), and the marks' colours stay:
+        # then the lines stay (drawing a screenful again took 10-13 ms).
+        lines = getattr(self, "_lines", None)
+        if lines is not None:
+            try:
+                marks = tuple(
+                    self.get_component_rich_style(name, partial=True) for name in MARK_CLASSES
+                )
+            except KeyError:  # the component styles are not set up yet
+                marks = None
+            if marks is None or marks != self.__dict__.get("_marks_drawn"):
+                self.__dict__["_marks_drawn"] = marks
+                lines.clear()
+        self.refresh()
+
+    # -- queries -------------------------------------------------------------
+
+    @property
+    def groups(self) -> Sequence[GroupSummary]:
+        """The groups shown, oldest first."""
+        return _GroupView(self._rows)
+
+    @property
+    def option_count(self) -> int:
+        """How many groups are listed (the name `OptionList` uses)."""
+        return len(self._rows)
+
+    def place_of(self, group_id: int) -> GroupPlace:
+        """Where the plan shown puts a listed group."""
+        return self.place(self._rows[self._index[group_id]])
+
+    def in_window(self, group_id: int) -> bool:
+        return self.place_of(group_id).place == PLACE_WINDOW
+
+    def row_content(self, group_id: int) -> Content:
+        """A group's line, styled spans included (for tests)."""
+        index = self._index[group_id]
+        row = self._rows[index]
+        return self._row(row, self.place(row), index + 1)
+
+    def row_text(self, group_id: int) -> str:
+        """The plain text of a group's line (for tests and the help screen)."""
+        return self.row_content(group_id).plain
+
+    def _refresh_row(self, index: int | None) -> None:
+        """Repaint one line: only it is rendered again (a whole-list refresh renders
+        every visible line through Textual's line styling, ~1 ms each)."""
+        if index is not None:
+            self.refresh_line(index)
+
+
+class GroupList(GroupLines, can_focus=True):
     """One line per conversation group: marks, id, tokens and a prompt snippet.
 
     The first mark is where the context plan puts the group in the next request
@@ -280,29 +491,6 @@ class GroupList(ScrollView, can_focus=True):
         def control(self) -> GroupList:
             return self.group_list
 
-    def __init__(
-        self,
-        *,
-        name: str | None = None,
-        id: str | None = None,
-        classes: str | None = None,
-        disabled: bool = False,
-    ) -> None:
-        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
-        self._rows: list[GroupRow] = []  # oldest first
-        self._index: dict[int, int] = {}  # group id -> row index
-        self.plan: ContextPlan | None = None  # where each group stands (the marks)
-        self._id_width = 1
-        self._loading = False  # a reload moves the highlight: no Selected for that
-        # Prompt heads by group id, as read so far: a prompt never changes, so a
-        # reload that leaves a group's prompt out (PROMPTS_FIRST) takes it from here.
-        self._prompts: dict[int, str] = {}
-        # Rendered lines by what they show (row index and values, window mark, id
-        # width, line style, width); cleared on resize and on a theme change.
-        self._lines: LRUCache[tuple, Strip] = LRUCache(maxsize=512)
-
-    # -- loading -------------------------------------------------------------
-
     async def refresh_from(self, history: HistoryReader) -> list[GroupRow]:
         """Reload the session's groups (the marks keep the plan shown until the next one
         arrives); returns the rows (oldest first) so the conversation can take its
@@ -312,39 +500,6 @@ class GroupList(ScrollView, can_focus=True):
         self.fill_prompts(history)
         return rows
 
-    def fill_prompts(self, history: HistoryReader) -> None:
-        """Read the prompts a load left out (rows older than the newest PROMPTS_FIRST
-        that no earlier read gave), in the background; their lines are drawn again."""
-        missing = [row[_GID] for row in self._rows if row[_PROMPT] is None]
-        if missing:
-            self.run_worker(
-                self._fill_prompts(history, max(missing) + 1),
-                group="group-prompts",
-                exclusive=True,
-            )
-
-    async def _fill_prompts(self, history: HistoryReader, below: int) -> None:
-        self._prompts.update(await history.group_prompts(below, SNIPPET_SOURCE))
-        if any(row[_PROMPT] is None and row[_GID] in self._prompts for row in self._rows):
-            self._rows = self._with_prompts(self._rows)
-            self.refresh()
-
-    def _with_prompts(self, rows: Sequence[GroupRow]) -> list[GroupRow]:
-        """`rows` with the prompts read before in place of the ones left out; the
-        prompts they carry are kept for later loads."""
-        prompts = self._prompts
-        out: list[GroupRow] = []
-        for row in rows:
-            prompt = row[_PROMPT]
-            if prompt is None:
-                known = prompts.get(row[_GID])
-                if known is not None:
-                    row = (row[0], row[1], known, *row[3:])
-            else:
-                prompts[row[_GID]] = prompt
-            out.append(row)
-        return out
-
     def load(self, groups: Iterable[GroupSummary], plan: ContextPlan | None) -> None:
         """Show `groups` (any order) with the marks `plan` gives them."""
         rows = [
@@ -353,11 +508,6 @@ class GroupList(ScrollView, can_focus=True):
         ]
         rows.sort(key=lambda r: r[_GID])
         self.load_rows(rows, plan)
-
-    def set_plan(self, plan: ContextPlan | None) -> None:
-        """Mark the groups as `plan` places them (only lines whose mark changed redraw)."""
-        self.plan = plan
-        self.refresh()
 
     def load_rows(self, rows: Sequence[GroupRow], plan: ContextPlan | None) -> None:
         """Show `rows` (`Ledger.group_rows`: oldest first) with the marks `plan` gives.
@@ -390,144 +540,6 @@ class GroupList(ScrollView, can_focus=True):
                 self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
         if self.highlighted is not None and self.has_focus:
             self._post_selected()
-
-    def _nearest_index(self, group_id: int) -> int | None:
-        if not self._rows:
-            return None
-        i = self._index.get(group_id)
-        if i is not None:
-            return i
-        ids = [row[_GID] for row in self._rows]
-        return min(bisect_left(ids, group_id), len(ids) - 1)
-
-    # -- rendering -----------------------------------------------------------
-
-    def _update_virtual_size(self) -> None:
-        region = self.scrollable_content_region
-        if not region:
-            return  # not laid out yet (or hidden): on_resize comes back here
-        size = Size(region.width, len(self._rows))
-        if size != self.virtual_size:
-            self.virtual_size = size
-            self._scroll_update(size)
-
-    def on_resize(self) -> None:
-        self._lines.clear()
-        self._update_virtual_size()
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        self._update_virtual_size()
-        return super().render_lines(crop)
-
-    def render_line(self, y: int) -> Strip:
-        index = self.scroll_offset.y + y
-        width = self.scrollable_content_region.width
-        if not 0 <= index < len(self._rows):
-            return Strip.blank(width, self.get_visual_style("option-list--option").rich_style)
-        if index == self.highlighted:
-            style = self.get_visual_style("option-list--option", "option-list--option-highlighted")
-        elif index == self._hover:
-            style = self.get_visual_style("option-list--option", "option-list--option-hover")
-        else:
-            style = self.get_visual_style("option-list--option")
-        row = self._rows[index]
-        place = self.place(row)
-        key = (index, row, place, self._id_width, style, width)
-        strip = self._lines.get(key)
-        if strip is None:
-            content = self._row(row, place, index + 1, highlighted=index == self.highlighted)
-            strips = Content.to_strips(self, content, width, None, style)
-            strip = (
-                strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
-            )
-            self._lines[key] = strip
-        return strip
-
-    def place(self, row: GroupRow) -> GroupPlace:
-        """Where the plan puts a row's group (outside, before the first plan)."""
-        plan = self.plan
-        return plan.group_place(row[_GID], row[_LANE], row[_STATUS]) if plan else _NO_PLAN
-
-    def _row(
-        self, row: GroupRow, place: GroupPlace, ordinal: int, *, highlighted: bool = False
-    ) -> Content:
-        # Spans name component classes (".grouplist--dropped"): Textual resolves them
-        # when a line is drawn, so a theme switch restyles the list without a rebuild.
-        # On the highlight bar the dim row styles lost their contrast: there the
-        # marks keep their colour, the text takes the bar's, and a dropped row stays
-        # struck through.
-        status = row[_STATUS]
-        mark = place.mark
-        mark_style, row_style = _PLACE_STYLES[place.place]
-        if status == STATUS_INTERRUPTED:
-            flag, flag_style = FLAG_INTERRUPTED, ".grouplist--interrupted"
-        elif status == STATUS_ERROR:
-            flag, flag_style = FLAG_ERROR, ".grouplist--error"
-        else:
-            flag, flag_style = " ", ""
-        # The group's place in the session (1, 2, 3 …), not its id (a message id, so
-        # 1, 11, 21): the conversation's header shows both.
-        meta = f" {ordinal:>{self._id_width}} {compact_tokens(row[_TOKENS]):>5} "
-        text = f"{mark}{flag}{meta}{snippet(row[_PROMPT] or '')}"
-        spans = [Span(0, 1, mark_style)]
-        if flag_style:
-            spans.append(Span(1, 2, flag_style))
-        if highlighted:
-            if status == STATUS_DROPPED:
-                spans.append(Span(2, len(text), ".grouplist--struck"))
-        else:
-            spans.append(Span(2, 2 + len(meta), row_style or ".grouplist--meta"))
-            if row_style:
-                spans.append(Span(2 + len(meta), len(text), row_style))
-        return Content(text, spans, strip_control_codes=False)  # snippet() removed them
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        # Lines are cached by their base style only; a theme that changes just a
-        # mark colour must not leave stale lines behind. Every focus change in the
-        # pane restyles the list too (`:focus-within`), and the marks' colours stay:
-        # then the lines stay (drawing a screenful again took 10-13 ms).
-        lines = getattr(self, "_lines", None)
-        if lines is not None:
-            try:
-                marks = tuple(
-                    self.get_component_rich_style(name, partial=True) for name in MARK_CLASSES
-                )
-            except KeyError:  # the component styles are not set up yet
-                marks = None
-            if marks is None or marks != self.__dict__.get("_marks_drawn"):
-                self.__dict__["_marks_drawn"] = marks
-                lines.clear()
-        self.refresh()
-
-    # -- queries -------------------------------------------------------------
-
-    @property
-    def groups(self) -> Sequence[GroupSummary]:
-        """The groups shown, oldest first."""
-        return _GroupView(self._rows)
-
-    @property
-    def option_count(self) -> int:
-        """How many groups are listed (the name `OptionList` uses)."""
-        return len(self._rows)
-
-    def place_of(self, group_id: int) -> GroupPlace:
-        """Where the plan shown puts a listed group."""
-        return self.place(self._rows[self._index[group_id]])
-
-    def in_window(self, group_id: int) -> bool:
-        return self.place_of(group_id).place == PLACE_WINDOW
-
-    def row_content(self, group_id: int) -> Content:
-        """A group's line, styled spans included (for tests)."""
-        index = self._index[group_id]
-        row = self._rows[index]
-        return self._row(row, self.place(row), index + 1)
-
-    def row_text(self, group_id: int) -> str:
-        """The plain text of a group's line (for tests and the help screen)."""
-        return self.row_content(group_id).plain
 
     def _highlighted_group(self) -> int | None:
         h = self.highlighted
@@ -581,12 +593,6 @@ class GroupList(ScrollView, can_focus=True):
     def watch__hover(self, old: int | None, hover: int | None) -> None:
         self._refresh_row(old)
         self._refresh_row(hover)
-
-    def _refresh_row(self, index: int | None) -> None:
-        """Repaint one line: only it is rendered again (a whole-list refresh renders
-        every visible line through Textual's line styling, ~1 ms each)."""
-        if index is not None:
-            self.refresh_line(index)
 
     def scroll_to_highlight(self, top: bool = False) -> None:
         """Scroll the highlighted line into view."""
