@@ -214,7 +214,7 @@ class TurnController:
         """Start a turn in the app's "turn" worker group (one at a time)."""
         return self.app.run_worker(self._turn(text), group="turn", exclusive=True)
 
-    def _on_event(self, event) -> None:
+    async def _on_event(self, event) -> None:
         """One orchestrator event: the phase changes here; the panes get the event as a
         message, posted to the conversation (it bubbles to the screen and the app)."""
         kind = event.kind
@@ -241,7 +241,7 @@ class TurnController:
         group_id: int | None = None
         try:
             outcome = await orchestrator.run_turn(text, self._on_event)
-            group_id = outcome.group_id
+            group_id = outcome.group_id if outcome is not None else None
         finally:
             # ctrl+q mid-turn cancels this worker while the panes are taken down: the
             # orchestrator keeps the partial answer; settling the view would fail.

@@ -12,6 +12,7 @@ phase, the status, the banner, a command's result, an approval, the turn's event
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -161,7 +162,10 @@ class WorkspacePanes(Screen):
         ws = self.workspace
         if ws is None or not self.app.is_running or self.app.turns.busy:
             return
-        version = await ws.ledger.data_version()
+        try:
+            version = await ws.ledger.data_version()
+        except (ValueError, sqlite3.Error):
+            return  # the ledger closed as the app ends
         if self._data_version is None:
             self._data_version = version
         elif version != self._data_version:

@@ -115,11 +115,18 @@ class KeyBar(Widget, can_focus=False):
         active = self.screen.active_bindings
         by_action: defaultdict[str, list] = defaultdict(list)
         shown = [entry for entry in active.values() if entry[1].show]
-        # The focused widget's keys first (what can be done here), then the app's in the
-        # order `app.footer_rank(binding)` gives; keys that do not fit fall off the end.
+        # The focused widget's keys first (what can be done here), then the app's and the
+        # screen's in the order `app.footer_rank(binding)` gives; keys that do not fit
+        # fall off the end.
         rank = getattr(app, "footer_rank", None)
         if rank is not None:
-            shown.sort(key=lambda e: (e[0] is app, rank(e[1]) if e[0] is app else 0))
+            screen = self.screen
+            shown.sort(
+                key=lambda e: (
+                    (general := e[0] is app or e[0] is screen),
+                    rank(e[1]) if general else 0,
+                )
+            )
         for _node, binding, enabled, tooltip in shown:
             by_action[binding.action].append((binding, enabled, tooltip))
         single: list[_Key] = []
