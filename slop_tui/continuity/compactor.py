@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from slop_tui.context.budget import CompactionSettings, budget_report
 from slop_tui.context.compaction import (
@@ -88,7 +88,29 @@ from slop_tui.ledger.core import LedgerError
 from slop_tui.records import STATUS_DROPPED, Handoff, Message, Summary
 
 if TYPE_CHECKING:
-    from slop_tui.workspace import Workspace
+    from slop_tui.context.assemble import ContextSettings
+    from slop_tui.context.budget import ModelInfo
+    from slop_tui.ledger import Ledger
+    from slop_tui.records import Session
+
+
+class CompactorHost(Protocol):
+    """What the compactor needs of the workspace it makes summaries for."""
+
+    ledger: Ledger
+    session: str
+
+    def compaction_settings(self) -> CompactionSettings: ...
+
+    def context_settings(self) -> ContextSettings: ...
+
+    def model_info(self, model: str) -> ModelInfo: ...
+
+    async def current(self) -> Session: ...
+
+    async def plan(self, strategy: str | None = None) -> ContextPlan: ...
+
+    async def write_handoff(self, reason: str) -> Handoff | None: ...
 
 # (request, model, purpose) -> the reply text, or None when the call failed, answered
 # with tool calls or said nothing. Supplied by the orchestrator (its provider, one
@@ -130,7 +152,7 @@ class CompactionResult:
 class Compactor:
     """Makes summaries for one workspace; `call` talks to the model."""
 
-    def __init__(self, ws: Workspace, call: ModelCall) -> None:
+    def __init__(self, ws: CompactorHost, call: ModelCall) -> None:
         self.ws = ws
         self.call = call
 
