@@ -64,6 +64,9 @@ class Changed(enum.Flag):
     MEMOS = enum.auto()
     SKILLS = enum.auto()
     TOOLS = enum.auto()
+    ALL = (HISTORY | STATE | SCRATCHPAD | WINDOW | SESSION | LANE | PROVIDER | FILES) | (
+        HANDOFF | MEMOS | SKILLS | TOOLS
+    )
 
 
 @dataclass(frozen=True, slots=True)

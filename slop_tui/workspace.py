@@ -76,10 +76,14 @@ from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
 from slop_tui.records import (
     DEFAULT_SESSION,
     STATUS_COMPLETED,
+    STATUS_ERROR,
+    Changed,
     Handoff,
     Message,
     Session,
+    SessionSummary,
     Skill,
+    StateVersion,
     Summary,
 )
 
@@ -245,6 +249,49 @@ class Workspace:
         await self.ledger.register_tools(registry_rows())
 
     # -- session and workspace state -------------------------------------
+
+    async def snapshot(
+        self,
+        changed: Changed,
+        *,
+        rows_prompt_chars: int = 240,
+        prompts_for_newest: int | None = None,
+    ) -> Snapshot:
+        """One read of what the panes show after `changed`: the plan of the next request
+        always (with the provider, the session and the token figures), the group
+        list's rows, the sessions and STATE only when the change touches them."""
+        choice = await self.provider_choice()
+        sess = await self.current()
+        plan, estimated = await self.display_plan(choice.strategy)
+        last = await self.ledger.last_usage(self.session)
+        calls, prompt_tokens, completion_tokens = await self.ledger.background_usage(self.session)
+        rows = sessions = state = failed = None
+        if changed & _READS_ROWS:
+            rows = await self.ledger.group_rows(
+                self.session, rows_prompt_chars, prompts_for_newest=prompts_for_newest
+            )
+            # Only a group with an error row can hold a failed prompt: no query otherwise.
+            errors = any(row[5] == STATUS_ERROR for row in rows)
+            failed = await self.ledger.failed_prompts(self.session) if errors else []
+        if changed & _READS_SESSIONS:
+            sessions = await self.ledger.list_sessions()
+        if changed & _READS_STATE:
+            state = await self.ledger.current_state(self.session)
+        return Snapshot(
+            changed=changed,
+            choice=choice,
+            session=sess,
+            plan=plan,
+            estimated=estimated,
+            context_window=self.model_info(choice.model).context_window,
+            prompt_series=await self.ledger.prompt_token_series(self.session),
+            cached_tokens=last.cached_tokens if last is not None else None,
+            background=(calls, prompt_tokens + completion_tokens),
+            rows=rows,
+            sessions=sessions,
+            state=state,
+            failed_prompts=failed,
+        )
 
     def history(self, session: str | None = None) -> HistoryReader:
         """A read-only view of a session's history for the panes (default: the current)."""
@@ -619,6 +666,32 @@ class Workspace:
             if m.role == "assistant" and m.status == STATUS_COMPLETED and m.content.strip():
                 return m.content
         return ""
+
+
+# What each kind of change makes the panes read again (the plan is read for any).
+_READS_ROWS = Changed.HISTORY | Changed.SESSION | Changed.WINDOW | Changed.LANE
+_READS_SESSIONS = Changed.HISTORY | Changed.SESSION
+_READS_STATE = Changed.HISTORY | Changed.SESSION | Changed.STATE
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of what the panes show, for a set of changes (`Workspace.snapshot`).
+    A part the change set does not touch is None: the pane keeps what it shows."""
+
+    changed: Changed
+    choice: ProviderChoice
+    session: Session
+    plan: ContextPlan
+    estimated: bool  # the plan's counts are partly estimates (no tokenizer yet)
+    context_window: int
+    prompt_series: list[int]  # prompt tokens per call, oldest first
+    cached_tokens: int | None  # of the last call
+    background: tuple[int, int]  # background calls and their tokens
+    rows: list[tuple] | None = None  # the group list's rows (`Ledger.group_rows`)
+    sessions: list[SessionSummary] | None = None
+    state: StateVersion | None = None
+    failed_prompts: list[int] | None = None  # the prompts marked ! (newest first)
 
 
 class HistoryReader:

@@ -112,6 +112,7 @@ class CompactorHost(Protocol):
 
     async def write_handoff(self, reason: str) -> Handoff | None: ...
 
+
 # (request, model, purpose) -> the reply text, or None when the call failed, answered
 # with tool calls or said nothing. Supplied by the orchestrator (its provider, one
 # retry at most, a deadline). `purpose` is recorded with the call's usage.

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -26,6 +27,7 @@ from textual.timer import Timer
 from textual.widget import WidgetError
 from textual.widgets import Header, Markdown, Static
 
+from slop_tui.records import Changed
 from slop_tui.ui import messages
 from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.layout import MIN_CONVERSATION, SHORT, PaneLayout
@@ -39,15 +41,14 @@ from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 
+if TYPE_CHECKING:
+    from slop_tui.workspace import Snapshot
+
 # How often the screen asks SQLite whether another process wrote to the ledger.
 LEDGER_POLL = 0.5
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see group_selected).
 PROJECTION_REST = 0.25
-
-
-def _any_error(rows) -> bool:
-    return any(row[5] == "error" for row in rows)  # GroupRow status
 
 
 class WorkspacePanes(Screen):
@@ -173,80 +174,77 @@ class WorkspacePanes(Screen):
             await ws.reload_pending_handoff()
             await self.refresh_all(reload_conversation=True)
 
-    async def refresh_all(self, *, reload_conversation: bool = False) -> None:
+    async def refresh_all(
+        self, changed: Changed = Changed.ALL, *, reload_conversation: bool = False
+    ) -> None:
+        """Draw the panes again from one read of the workspace for `changed`."""
         ws = self.workspace
         if ws is None or not self.app.is_running:
             return
         with self.unless_closing():
             # Read everything first, then show it in one go: an await between two pane
             # updates let a frame through, and each one laid out the whole screen.
-            choice = await ws.provider_choice()
-            sess = await ws.current()
-            sessions = await ws.ledger.list_sessions()
-            rows = await ws.ledger.group_rows(
-                ws.session, SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
+            snap = await ws.snapshot(
+                changed, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
             )
-            state = await ws.ledger.current_state(ws.session)
-            context = await self._read_context(choice)
-            plan = context[0]
-            # Only a group with an error row can hold a failed prompt: no query otherwise.
-            failed = await ws.ledger.failed_prompts(ws.session) if _any_error(rows) else []
-            if reload_conversation:
+            if reload_conversation and snap.rows is not None:
                 # The group list's read gives the conversation its group ids too.
                 await self.query_one(ConversationView).load(
-                    ws.history(), group_ids=[r[0] for r in rows], plan=plan
+                    ws.history(), group_ids=[r[0] for r in snap.rows], plan=snap.plan
                 )
             # From here on nothing awaits: the panes change in the same frame as the
             # conversation.
-            self.show_status(choice, sess)
-            self.query_one(SessionList).load(sessions, ws.session)
-            group_list = self.query_one(GroupList)
-            group_list.load_rows(rows, plan)
+            self._show(snap)
+
+    def _show(self, snap: Snapshot) -> None:
+        """Every pane that shows what `snap` read; the parts it did not read stay."""
+        ws = self.workspace
+        self.show_status(snap.choice, snap.session)
+        if snap.sessions is not None:
+            self.query_one(SessionList).load(snap.sessions, ws.session)
+        group_list = self.query_one(GroupList)
+        if snap.rows is not None:
+            group_list.load_rows(snap.rows, snap.plan)
             group_list.fill_prompts(ws.history())  # the older groups' prompts, after this frame
-            self.query_one(StatePane).set_state(state.content if state else None)
-            pad = self.query_one(ScratchpadEditor)
-            if pad.session != ws.session:
-                pad.flush()  # unsaved edits belong to the session left (F6 jump, commands)
-                pad.load(sess.scratchpad, session=ws.session)
-            else:
-                pad.external_update(sess.scratchpad)
-            self._show_context(*context)
-            turns = self.app.turns
-            newest_failed = failed[0] if failed else None
+        if snap.changed & (Changed.STATE | Changed.HISTORY | Changed.SESSION):
+            self.query_one(StatePane).set_state(snap.state.content if snap.state else None)
+        pad = self.query_one(ScratchpadEditor)
+        if pad.session != ws.session:
+            pad.flush()  # unsaved edits belong to the session left (F6 jump, commands)
+            pad.load(snap.session.scratchpad, session=ws.session)
+        else:
+            pad.external_update(snap.session.scratchpad)
+        self._show_context(snap)
+        turns = self.app.turns
+        if snap.failed_prompts is not None:
+            newest_failed = snap.failed_prompts[0] if snap.failed_prompts else None
             if newest_failed != turns.failed_prompt:
                 turns.failed_prompt = newest_failed
                 self.app.refresh_bindings()  # the footer shows ctrl+r only while there is one
 
-    async def refresh_context(self, choice=None) -> None:
+    async def refresh_context(self) -> None:
+        """The panes that show the next request (after an edit of STATE or the scratchpad)."""
         ws = self.workspace
         if ws is None or not self.app.is_running:
             return
         with self.unless_closing():
-            self._show_context(*await self._read_context(choice or await ws.provider_choice()))
+            self._show_context(await ws.snapshot(Changed.NONE))
 
-    async def _read_context(self, choice) -> tuple:
-        """What the panes show: the plan of the next request, and whether its counts
-        are estimates (never builds the tokenizer), the model's window, the prompt
-        tokens per call, the last call's cached tokens and the background calls."""
-        ws = self.workspace
-        plan, estimated = await ws.display_plan(choice.strategy)
-        info = ws.model_info(choice.model)
-        last = await ws.ledger.last_usage(ws.session)
-        cached = last.cached_tokens if last is not None else None
-        series = await ws.ledger.prompt_token_series(ws.session)
-        calls, prompt_tokens, completion_tokens = await ws.ledger.background_usage(ws.session)
-        background = (calls, prompt_tokens + completion_tokens)
-        return plan, estimated, info.context_window, series, cached, background
-
-    def _show_context(self, plan, estimated: bool, window: int, series, cached, background) -> None:
+    def _show_context(self, snap: Snapshot) -> None:
         """Every pane that shows the next request draws the same plan."""
+        plan = snap.plan
         self.query_one(TokenGauge).update_from(
-            plan, window, series, cached, estimated=estimated, background=background
+            plan,
+            snap.context_window,
+            snap.prompt_series,
+            snap.cached_tokens,
+            estimated=snap.estimated,
+            background=snap.background,
         )
-        self.query_one(ContextPreview).set_prompt(plan.request, estimated=estimated)
+        self.query_one(ContextPreview).set_prompt(plan.request, estimated=snap.estimated)
         self.query_one(GroupList).set_plan(plan)
         self.query_one(ConversationView).set_plan(plan)
-        if estimated and self.app.ready:
+        if snap.estimated and self.app.ready:
             # Something changed after start-up that no stored count covers: count
             # it exactly, off the event loop (never on the start path).
             self._exact_counts()
@@ -420,8 +418,6 @@ class WorkspaceScreen(WorkspacePanes):
     async def report(self, line: str, result) -> None:
         """A command's result: a notice, the output panel, and the panes it changed."""
         await self.show_output(line, "")  # the panel shows the last command's output only
-        from slop_tui.commands.base import Changed
-
         app = self.app
         if result.send is None:
             if not result.ok:
@@ -441,7 +437,7 @@ class WorkspaceScreen(WorkspacePanes):
             reload = result.send is not None or bool(
                 result.changed & (Changed.HISTORY | Changed.SESSION | Changed.WINDOW)
             )
-            await self.refresh_all(reload_conversation=reload)
+            await self.refresh_all(result.changed, reload_conversation=reload)
 
     @on(messages.ApprovalRequested)
     def approval_requested(self, message: messages.ApprovalRequested) -> None:
