@@ -80,12 +80,7 @@ class SlopApp(App):
             "ctrl+p", "command_palette", "Palette", id="command_palette", show=False, priority=True
         ),
         Binding("f1", "help", "Help", id="help"),
-        Binding("f4", "provider", "Model", id="provider_dialog"),
-        Binding("f5", "sessions", "Sessions", id="session_dialog"),
-        # TextArea binds f6 (select line): without priority the key did nothing while
-        # the prompt, the scratchpad or the STATE editor had focus.
-        Binding("f6", "search", "Search", id="search_history", priority=True),
-    ]
+    ]  # the workspace's own keys (f2-f9, Esc, ctrl+z/y/r) are WorkspaceScreen's
 
     def __init__(
         self,

@@ -360,11 +360,15 @@ class WorkspacePanes(Screen):
 class WorkspaceScreen(WorkspacePanes):
     """The panes of the workspace and their handlers."""
 
+    HELP_TITLE = "Everywhere"  # F1 lists these keys with the app's: they work on every pane
     BINDINGS = [
         Binding("f2", "focus_prompt", "Prompt", id="focus_prompt"),
         Binding("f3", "focus_groups", "Groups", id="focus_groups"),
-        # TextArea binds f7 (select all): without priority the key did nothing while
-        # the prompt, the scratchpad or the STATE editor had focus.
+        Binding("f4", "app.provider", "Model", id="provider_dialog"),
+        Binding("f5", "app.sessions", "Sessions", id="session_dialog"),
+        # TextArea binds f6 (select line) and f7 (select all): without priority these
+        # keys did nothing while the prompt, the scratchpad or the STATE editor had focus.
+        Binding("f6", "app.search", "Search", id="search_history", priority=True),
         Binding("f7", "toggle_left", "Left pane", id="toggle_left", priority=True),
         Binding("f8", "toggle_right", "Right pane", id="toggle_right"),
         # alt+arrows work everywhere; ctrl+arrows move by word inside an editor.
