@@ -32,8 +32,8 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import WidgetError
 from textual.widgets import Header, Input, Markdown, Static, TextArea
-from textual.widgets._header import HeaderTitle
 
+from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.text import keep_lines, neutralise
@@ -155,6 +155,7 @@ class SlopApp(App):
         env: dict[str, str] | None = None,
         blink: bool = True,
     ) -> None:
+        textual_fixes.install()  # Textual's fixes, before the first widget is made
         super().__init__()
         self._db = db
         self._session_arg = session
@@ -393,7 +394,7 @@ class SlopApp(App):
         self._drawn_title = self.title
         self.set_reactive(SlopApp.sub_title, text)
         if self._header.is_mounted:  # the workspace's own header (no DOM walk per status)
-            self._header.query_one(HeaderTitle).update(self._header.format_title())
+            self._header.query_one(textual_fixes.HeaderTitle).update(self._header.format_title())
 
     def _pace_collector(self) -> None:
         self.collector.tick(busy=self.busy or bool(self.phase))
@@ -1063,6 +1064,7 @@ class SlopApp(App):
 
 
 def run_app(db: str | None = None, session: str | None = None) -> int:
+    textual_fixes.install()
     app = SlopApp(db=db, session=session)
     app.run()
     return 1 if app.startup_error else 0

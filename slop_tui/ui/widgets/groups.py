@@ -411,7 +411,7 @@ class GroupList(ScrollView, can_focus=True):
         size = Size(region.width, len(self._rows))
         if size != self.virtual_size:
             self.virtual_size = size
-            self._scroll_update(size)
+            textual_fixes.scroll_update(self, size)
 
     def on_resize(self) -> None:
         self._lines.clear()
