@@ -208,6 +208,7 @@ async def test_an_empty_text_area_with_no_room_draws_its_placeholder_blank():
 
 def test_importing_the_app_patches_nothing_and_install_does():
     """The patches are put in place by `install()` (SlopApp() calls it), not by an import."""
+    import os
     import subprocess
     import sys
 
@@ -220,8 +221,13 @@ def test_importing_the_app_patches_nothing_and_install_does():
         "f.install()\n"
         "print(','.join(f.installed()))\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != fixes.PATCHES_OFF_VARIABLE}
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
+        [sys.executable, "-W", "error", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().split(",") == list(dict.fromkeys(p.name for p in fixes.PATCHES))
@@ -295,3 +301,24 @@ def test_a_shape_is_the_parameters_and_the_names_read():
     assert fixes.shape_of(one) == fixes.shape_of(same)
     assert fixes.shape_of(one) != fixes.shape_of(renamed_parameter)
     assert fixes.shape_of(one) != fixes.shape_of(other_attribute)
+
+
+def test_textuals_late_timer_waits_an_interval_more_than_the_patched_one(monkeypatch):
+    """The gain of `timer-grid`: after a tick whose work ran 2.5 intervals, Textual's
+    `Timer._run` waits 1.5 intervals for the next one, the patched one 0.5."""
+    import textual.timer
+    from textual import _time
+    from textual.timer import Timer
+
+    from tests.test_ui_frame_pacing import INTERVAL, run_clocked
+
+    # Textual's `_run` sleeps with the `sleep` its module imported: the clocked one too.
+    monkeypatch.setattr(textual.timer, "sleep", lambda seconds: _time.sleep(seconds))
+    waits = {}
+    for label, run in (
+        ("textual", fixes.original(Timer, "_run")),
+        ("patched", fixes._run_on_the_next_tick),
+    ):
+        first, second = run_clocked(run, monkeypatch, 2.5 * INTERVAL).ticks
+        waits[label] = round((second - first - 2.5 * INTERVAL) / INTERVAL, 6)
+    assert waits == {"textual": 1.5, "patched": 0.5}

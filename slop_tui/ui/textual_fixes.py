@@ -17,8 +17,7 @@ Patched by `install()` (name: what it replaces):
 - `undo-past-the-end`: `TextArea.scroll_cursor_visible` (a crash)
 - `placeholder-without-room`: `TextArea.render_line` (a crash)
 - `rewrap-on-width`: `TextArea._on_resize`
-- `reflow-validates`: `Compositor.reflow`
-- `scroll-against-drawn-map`: `Compositor.reflow_visible`
+- `reflow-maps`: `Compositor.reflow`, `Compositor.reflow_visible`
 - `scrollview-size-once`: `ScrollView._size_updated`
 - `held-frames`: `Screen._compositor_refresh`
 - `first-resume-unstyled`: `Screen._on_screen_resume`
@@ -82,10 +81,10 @@ RELIED_ON: dict[str, str] = {
     "_width and _tab_width; ascii-wrap replaces what it calls",
     "textual._wrap.compute_wrap_offsets": "patch ascii-wrap (gives what it gives)",
     "textual.expand_tabs.get_tab_widths": "patch ascii-wrap (gives what it gives)",
-    "textual._compositor.Compositor.__init__": "reflow-validates and "
-    "scroll-against-drawn-map read _full_map, _visible_map, _full_map_invalidated, size",
-    "textual._compositor.Compositor.reflow": "patch reflow-validates",
-    "textual._compositor.Compositor.reflow_visible": "patch scroll-against-drawn-map",
+    "textual._compositor.Compositor.__init__": "reflow-maps reads _full_map, _visible_map, "
+    "_full_map_invalidated, size",
+    "textual._compositor.Compositor.reflow": "patch reflow-maps",
+    "textual._compositor.Compositor.reflow_visible": "patch reflow-maps",
     "textual.scroll_view.ScrollView._size_updated": "patch scrollview-size-once",
     "textual.widget.Widget._scroll_update": "scroll_update() calls it (ScrollView's)",
     "textual.screen.Screen._compositor_refresh": "patch held-frames",
@@ -610,17 +609,10 @@ PATCHES: tuple[Patch, ...] = (
         reads=[_wrapped_document.WrappedDocument.wrap],
     ),
     _patch(
-        "reflow-validates",
+        "reflow-maps",
         Compositor,
-        {"reflow": _reflow_and_validate},
-        "5cfaeeb4e728:5714aebc8fe1",
-        reads=[Compositor.__init__],
-    ),
-    _patch(
-        "scroll-against-drawn-map",
-        Compositor,
-        {"reflow_visible": _reflow_visible_from_the_drawn_map},
-        "456a73572248:5714aebc8fe1",
+        {"reflow": _reflow_and_validate, "reflow_visible": _reflow_visible_from_the_drawn_map},
+        "5cfaeeb4e728:456a73572248:5714aebc8fe1",
         reads=[Compositor.__init__],
     ),
     _patch(
