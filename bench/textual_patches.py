@@ -22,9 +22,13 @@ full layouts (`Compositor.reflow`), arrangements of the whole screen
 (`Compositor._arrange_root`: a layout's own, or a widget's region looked up in
 an invalidated map), `Stylesheet.apply` calls, `FIFOCache`s made,
 `WrappedDocument.wrap` calls and their time, scrollbar updates
-(`Widget._scroll_update`), frames written; then 20 full layouts of the settled
+(`Widget._scroll_update`), frames written, screen renders
+(`Compositor.render_update`, a frame's or one dropped) and screen refreshes
+asked for while the first frame is held; the start is the
+command's (`startup.defer_for_first_screen`: the first frame held until the
+panes are filled); then 20 full layouts of the settled
 screen (what each streamed update of a reply makes), their median time, and
-the arrangements and scrollbar updates each one made. Counts do not move with the load on
+the arrangements, scrollbar updates and frames each one made. Counts do not move with the load on
 the machine; one start per configuration.
 
 `--wrap`: the soft wrap of a context preview's text (70,000 characters of
@@ -77,9 +81,12 @@ WORK = (
     "wrap ms",
     "scrollbar updates",
     "frames",
+    "renders",
+    "renders held",
     "layout ms",
     "arrangements / layout",
     "scrollbar updates / layout",
+    "frames / layout",
 )
 LAYOUTS = 20  # full layouts timed after the start, as each streamed update makes one
 
@@ -91,11 +98,14 @@ async def _count_work(db: str, cwd: str) -> dict[str, float]:
     from textual.cache import FIFOCache
     from textual.css.stylesheet import Stylesheet
     from textual.document._wrapped_document import WrappedDocument
+    from textual.screen import Screen
     from textual.widget import Widget
 
+    from slop_tui.ui import startup
     from slop_tui.ui.app import SlopApp
     from slop_tui.ui.screens.firstrun import FirstRunScreen
 
+    startup.defer_for_first_screen()  # as the command starts: the first frame held
     app = SlopApp(db=db, session="2k", user_themes=False, blink=False, cwd=Path(cwd))  # installs
     counts = dict.fromkeys(WORK, 0.0)
 
@@ -120,6 +130,14 @@ async def _count_work(db: str, cwd: str) -> dict[str, float]:
     counting(FIFOCache, "__init__", "caches made")
     counting(WrappedDocument, "wrap", "wraps", "wrap ms")
     counting(Widget, "_scroll_update", "scrollbar updates")
+    counting(Compositor, "render_update", "renders")
+    refresh = Screen._compositor_refresh
+
+    def held(self):  # type: ignore[no-untyped-def]
+        counts["renders held"] += bool(self.app.__dict__.get("_slop_frames_held"))
+        return refresh(self)
+
+    Screen._compositor_refresh = held  # type: ignore[method-assign]
     display = App._display
 
     def framing(self, screen, renderable):  # type: ignore[no-untyped-def]
@@ -133,18 +151,18 @@ async def _count_work(db: str, cwd: str) -> dict[str, float]:
         if isinstance(app.screen, FirstRunScreen):
             await pilot.press("escape")
         await pilot.pause(1.0)
-        start = dict(counts)
+        start = dict(counts)  # the start's own work
         took = []
         for _ in range(LAYOUTS):
             t = time.perf_counter()
             app.screen._refresh_layout()
             took.append((time.perf_counter() - t) * 1000)
             await pilot.pause(0.05)
-        counts["layout ms"] = statistics.median(took)
-        for key in ("arrangements", "scrollbar updates"):
-            counts[f"{key} / layout"] = (counts[key] - start[key]) / LAYOUTS
-            counts[key] = start[key]
-    return counts
+        per_layout = {
+            f"{key} / layout": (counts[key] - start[key]) / LAYOUTS
+            for key in ("arrangements", "scrollbar updates", "frames")
+        }
+    return {**start, **per_layout, "layout ms": statistics.median(took)}
 
 
 def _work_child() -> None:
