@@ -307,7 +307,7 @@ def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     # The reflow that calls this has just placed the widget at these sizes: no second
     # layout when only heights changed or the widget is placed for the first time;
     # a new width of a placed widget, and an anchored view whose container changed,
-    # ask as Textual does (see the docstring).
+    # ask as Textual does (docs/textual-patches.md, one-pass-reflow).
     width = self._size.width
     reanchor = (
         self._anchored and not self._anchor_released and container_size != self._container_size
