@@ -32,6 +32,17 @@ class _TopLevelSVG(pts.SVGImageExtension):
 pts.SVGImageExtension = _TopLevelSVG
 
 
+# --- Textual's fixes, as the app installs them at start --------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _textual_fixes() -> None:
+    """Widgets tested in apps of their own draw with the patches `SlopApp()` installs."""
+    from slop_tui.ui import textual_fixes
+
+    textual_fixes.install()
+
+
 # --- network guard ----------------------------------------------------------------------
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}

@@ -1,4 +1,5 @@
-"""The soft-wrap fast path of `slop_tui/ui/textual_fixes.py` gives what Textual gives."""
+"""`slop_tui/ui/textual_fixes.py`: installed explicitly, each patch checking what it
+replaces; the fast paths give what Textual gives."""
 
 from __future__ import annotations
 
@@ -203,3 +204,121 @@ async def test_an_empty_text_area_with_no_room_draws_its_placeholder_blank():
         area.styles.width = 14
         await pilot.pause()
         assert area.render_line(0).text.startswith("Type a")  # with room, as before
+
+
+def test_importing_the_app_patches_nothing_and_install_does():
+    """The patches are put in place by `install()` (SlopApp() calls it), not by an import."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import slop_tui.ui.app\n"
+        "from slop_tui.ui import textual_fixes as f\n"
+        "from textual.widgets import TextArea\n"
+        "assert f.installed() == [], f.installed()\n"
+        "assert TextArea.render_line is f.original(TextArea, 'render_line')\n"
+        "f.install()\n"
+        "print(','.join(f.installed()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != fixes.PATCHES_OFF_VARIABLE}
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().split(",") == list(dict.fromkeys(p.name for p in fixes.PATCHES))
+
+
+def test_installing_twice_changes_nothing():
+    fixes.install()
+    owners = {patch.owner for patch in fixes.PATCHES}
+    before = {owner: dict(vars(owner)) for owner in owners}
+    assert fixes.install() == fixes.installed()
+    assert {owner: dict(vars(owner)) for owner in owners} == before
+
+
+def test_a_patch_left_out_by_name_gives_textual_its_own_code_back(monkeypatch):
+    from textual.timer import Timer
+
+    try:
+        fixes.uninstall({"timer-grid"})
+        monkeypatch.setenv(fixes.PATCHES_OFF_VARIABLE, "timer-grid, ascii-wrap")
+        done = fixes.install()
+        assert "timer-grid" not in done and "undo-past-the-end" in done
+        assert Timer._run is fixes.original(Timer, "_run")
+    finally:
+        fixes.install(skip=())
+    assert Timer._run is fixes._run_on_the_next_tick
+
+
+def test_a_patch_whose_target_changed_shape_leaves_textual_alone_and_warns():
+    """Textual's code is not what the patch was written for (an upgrade): a warning, and
+    the class keeps its own method; the other patches go in."""
+    import pytest
+
+    class Target:
+        def redraw(self, width: int) -> int:
+            return width
+
+    def replacement(self, width: int) -> int:
+        return 0
+
+    written_for = fixes.shape_of(Target.redraw)
+    fits = fixes._patch("fits", Target, {"redraw": replacement}, written_for)
+
+    class Changed:
+        def redraw(self, width: int, height: int) -> int:  # a parameter more
+            return width + height
+
+    misfit = fixes._patch("misfit", Changed, {"redraw": replacement}, written_for)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fixes, "PATCHES", (fits, misfit))
+        with pytest.warns(RuntimeWarning, match=r"Changed\.redraw is not what the 'misfit'"):
+            assert fixes.install(skip=()) == ["fits"]
+    assert Target.redraw is replacement
+    assert Changed().redraw(2, 3) == 5  # Textual's own, untouched
+    fits.uninstall()
+    assert Target().redraw(4) == 4
+
+
+def test_a_shape_is_the_parameters_and_the_names_read():
+    def one(self, size):
+        return self._width + size
+
+    def renamed_parameter(self, width):
+        return self._width + width
+
+    def other_attribute(self, size):
+        return self._height + size
+
+    def same(self, size):
+        return size + self._width  # the same names in another order
+
+    assert fixes.shape_of(one) == fixes.shape_of(same)
+    assert fixes.shape_of(one) != fixes.shape_of(renamed_parameter)
+    assert fixes.shape_of(one) != fixes.shape_of(other_attribute)
+
+
+def test_textuals_late_timer_waits_an_interval_more_than_the_patched_one(monkeypatch):
+    """The gain of `timer-grid`: after a tick whose work ran 2.5 intervals, Textual's
+    `Timer._run` waits 1.5 intervals for the next one, the patched one 0.5."""
+    import textual.timer
+    from textual import _time
+    from textual.timer import Timer
+
+    from tests.test_ui_frame_pacing import INTERVAL, run_clocked
+
+    # Textual's `_run` sleeps with the `sleep` its module imported: the clocked one too.
+    monkeypatch.setattr(textual.timer, "sleep", lambda seconds: _time.sleep(seconds))
+    waits = {}
+    for label, run in (
+        ("textual", fixes.original(Timer, "_run")),
+        ("patched", fixes._run_on_the_next_tick),
+    ):
+        first, second = run_clocked(run, monkeypatch, 2.5 * INTERVAL).ticks
+        waits[label] = round((second - first - 2.5 * INTERVAL) / INTERVAL, 6)
+    assert waits == {"textual": 1.5, "patched": 0.5}

@@ -26,8 +26,8 @@ from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
-from textual.widgets._header import HeaderTitle
 
+from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.screens.workspace import WorkspaceScreen
@@ -92,6 +92,7 @@ class SlopApp(App):
         env: dict[str, str] | None = None,
         blink: bool = True,
     ) -> None:
+        textual_fixes.install()  # Textual's fixes, before the first widget is made
         super().__init__()
         self._db = db
         self._session_arg = session
@@ -154,7 +155,7 @@ class SlopApp(App):
         self.set_reactive(SlopApp.sub_title, status)
         header = self.workspace_screen.header
         if header.is_mounted:  # the workspace's own header (no DOM walk per status)
-            header.query_one(HeaderTitle).update(header.format_title())
+            header.query_one(textual_fixes.HeaderTitle).update(header.format_title())
 
     # -- start-up ------------------------------------------------------------
 
@@ -488,6 +489,7 @@ class SlopApp(App):
 
 
 def run_app(db: str | None = None, session: str | None = None) -> int:
+    textual_fixes.install()
     app = SlopApp(db=db, session=session)
     app.run()
     return 1 if app.startup_error else 0

@@ -72,8 +72,9 @@ def system_copy(
 def _remember(app: ClipboardApp, text: str) -> None:
     # Keep Textual's in-app clipboard (what Input/TextArea paste) in step with
     # the system one; `copy_to_clipboard` would do it but also writes OSC 52.
-    if hasattr(app, "_clipboard"):
-        app._clipboard = text  # type: ignore[attr-defined]
+    from slop_tui.ui.textual_fixes import remember_copied
+
+    remember_copied(app, text)  # type: ignore[arg-type]
 
 
 def copy_text(

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from textual.widget import Widget
 
+from slop_tui.ui import textual_fixes
+
 
 def draw_now(widget: Widget, *also: Widget) -> bool:
     """Draw `widget`'s pending changes now (and those of `also`, e.g. its scrollbar);
@@ -32,21 +34,10 @@ def draw_now(widget: Widget, *also: Widget) -> bool:
         return False
     app = widget.app
     screen = widget.screen
-    if (
-        app._batch_count
-        or not app._running
-        or app.is_inline
-        or screen is not app.screen
-        or not screen.is_current
-    ):
+    if app.is_inline or not textual_fixes.drawing_allowed(app, screen):
         return False
-    compositor = screen._compositor
-    widgets = {widget, *also}
-    if not widgets <= compositor.visible_widgets.keys():
-        return False  # not laid out yet, or hidden: the next frame places it
-    compositor.update_widgets(widgets)
-    app._display(screen, compositor.render_update(screen_stack=app._background_screens))
-    return True
+    # False when not laid out yet, or hidden: the next frame places it.
+    return textual_fixes.draw_widgets(screen, {widget, *also})
 
 
 def frame_now(widget: Widget) -> None:
@@ -59,9 +50,7 @@ def frame_now(widget: Widget) -> None:
 def _frame(widget: Widget) -> None:
     if not widget.is_attached:
         return
-    app = widget.app
     screen = widget.screen
-    if app._batch_count or not app._running or screen is not app.screen or not screen.is_current:
+    if not textual_fixes.drawing_allowed(widget.app, screen):
         return  # the timer draws it
-    screen._scroll_required = True  # what the widget's scroll update will ask for
-    screen._on_timer_update()
+    textual_fixes.next_frame_now(screen)  # with the layout the widget's scroll asks for

@@ -1,174 +1,61 @@
-"""Fixes to Textual (8.2.8) that the workspace depends on.
+"""Every private part of Textual that slop-tui uses: its patches and its helpers.
 
-Two crashes, the first found by the monkey (tests/monkey.py), the second by a
-review (resizing the terminal down and up again with the first-run screen open):
+Written for Textual 8.2.8 (pinned exactly in pyproject.toml). No other module
+touches a Textual name that starts with an underscore: they call the helpers
+here. Importing this module changes nothing; `install()` puts the patches in
+place and is called where the app starts (`SlopApp()`, `run_app`, the tests'
+conftest). Each patch first checks that what it replaces has the shape it was
+written for (the names the original reads and its parameters, `shape_of`);
+if not, it leaves Textual alone and warns. docs/textual-patches.md says, per
+patch, what it fixes, why, how its gain was measured, and for Textual's bugs a
+minimal reproduction and the change proposed upstream.
+tests/test_textual_canary.py pins the source of every name in `RELIED_ON`:
+an upgrade of Textual fails it, naming what to re-check.
 
-- `TextArea._undo_batch` (and `_redo_batch`) refresh the widget's size
-  before they put the cursor back. When the undone edit removed the lines
-  that needed the vertical scrollbar, hiding the scrollbar scrolls to the
-  cursor, which still points past the shortened document: `ValueError: The
-  document line index 1 is out of bounds` ended the app (ctrl+z after a
-  multi-line paste in the prompt). Scrolling to a cursor outside the document
-  is skipped; the undo puts the cursor back right after and scrolls then.
-- `TextArea.render_line` wraps an empty area's placeholder to the area's
-  content width, and Rich's `chop_cells` divides by it: a width of 0 (the
-  prompt squeezed out in a layout on the way to a new terminal size) raised
-  `ValueError: range() arg 3 must not be zero` and ended the app. With no
-  room the placeholder's line is drawn blank.
+Patched by `install()` (name: what it replaces):
 
-Two fixes to Textual's frame work that the workspace depends on for its key
-latency, found profiling bench/tui.py; each is a pure saving -- the screen is
-drawn exactly as before:
+- `undo-past-the-end`: `TextArea.scroll_cursor_visible` (a crash)
+- `placeholder-without-room`: `TextArea.render_line` (a crash)
+- `rewrap-on-width`: `TextArea._on_resize`
+- `reflow-maps`: `Compositor.reflow`, `Compositor.reflow_visible`
+- `scrollview-size-once`: `ScrollView._size_updated`
+- `held-frames`: `Screen._compositor_refresh`
+- `first-resume-unstyled`: `Screen._on_screen_resume`
+- `ascii-wrap`: `compute_wrap_offsets`, `get_tab_widths` in
+  `textual.document._wrapped_document`
+- `timer-grid`: `Timer._run`
+- `one-pass-reflow`: `Screen._refresh_layout`, `Widget._size_updated`
+- `lazy-strip-caches`: `Strip.__init__` (and a `Strip.__getattr__`)
+- `lazy-component-styles`: `Stylesheet._process_component_classes`
 
-- `Compositor.reflow` rebuilds the map of every widget on the screen but left
-  the "full map invalidated" flag as it found it. `Screen._refresh_layout`
-  sets that flag just before (any repainted widget off screen does), so the
-  first `Widget.region` lookup during or after the reflow -- every scrollable
-  widget whose size the layout updates asks for one, and so does a scrollbar
-  refreshed while the layout arranges it -- arranged the whole screen a second
-  time (10-20 ms in the frame after a turn). During the reflow such lookups
-  read the previous map; after it the map is current. The flag is cleared
-  for both.
-- `ScrollView._size_updated` compares the compositor's virtual size (the
-  viewport) with the view's own (its content): they always differ, so every
-  full layout re-ran `_scroll_update` for every ScrollView on the screen (the
-  group list, the prompt, the preview) and repainted their scrollbars. While a
-  reply streams that is every update. The call is skipped when nothing it
-  reads has changed since the last one.
-
-One fix to Textual's start-up work, found profiling bench/screen.py:
-
-- `TextArea._on_resize` re-wraps the whole document on every resize, a
-  height change included, though wrapping depends only on the width. The
-  context preview holds the whole next request (tens of thousands of
-  characters, soft-wrapped: about 1.8 ms per 1,000) and its height changes
-  while the first screen is filled (the STATE pane above it gets its
-  text): a third of the preview's start-up cost. The wrap is kept when the
-  wrap width and tab width are those it was made for (`WrappedDocument`'s
-  `_width` and `_tab_width`); the virtual size is refreshed as before.
-
-One use of Textual's repaint batching, for the command's first screen:
-
-- `hold_frames(app)` / `release_frames(app)` enter and leave the batch that
-  `App.batch_update()` wraps (`App._begin_batch`, `App._end_batch`: while
-  `App._batch_count` is above zero the screen neither lays out nor writes a
-  frame). The context manager cannot span the workspace's opening, which is a
-  worker that awaits the ledger; the two halves are called directly.
-  A layout made meanwhile (the screen's resume and resize events lay out
-  regardless of the batch) still queued `Screen._compositor_refresh`, which
-  renders every widget for a frame `App._display` then drops: while held,
-  that render is skipped and `Screen._repaint_required` set instead, so the
-  screen's idle handler draws once the hold ends.
-
-One saving in a screen's start:
-
-- `Screen._on_screen_resume` restyles every node of the screen
-  (`update_node_styles`) when the `ScreenResume` event says `refresh_styles`,
-  which the first resume of every screen does. The nodes of a screen resumed
-  for the first time were styled when they were mounted, moments before,
-  and a CSS change since then restyles them through `App.refresh_css` anyway:
-  the pass is 40 % of the CSS work of the workspace's start (116 of 280
-  `Stylesheet.apply` calls, about 20 ms). A screen's first resume skips it;
-  every later one (after a dialog closes) is Textual's.
-
-One saving in `TextArea`'s soft wrap (the context preview loads the whole next
-request, about 70,000 characters in 1,000 lines, at every start and turn):
-
-- `WrappedDocument.wrap` calls `get_tab_widths` and `compute_wrap_offsets`
-  (names it imports into `textual.document._wrapped_document`) for every
-  line. For a line of printable ASCII only -- no tab, no control character,
-  every character one cell -- both have a shorter form: one section with no
-  tab, and breaks found by walking the same word chunks with widths that are
-  lengths. `fast_tab_widths` and `fast_wrap_offsets` give exactly what the
-  originals give (tests/test_textual_fixes.py compares them on random text)
-  in a third of the time; any other line goes to the originals.
-
-One saving in a scroll of a Line API list (the group list, one line per group):
-
-- `ScrollView.watch_scroll_y` repaints the whole widget, and the repaint marks
-  every line dirty in the widget's `StylesCache`: a move of the highlight past
-  the visible rows sent all ~36 of the list's lines through Textual's line
-  styling again (border, padding, background: 5-7 ms, most of it creating
-  `Strip`s), though all but one of them were styled a moment before, one row
-  away. `scroll_keeping_lines` moves the styled lines to their new rows
-  (`StylesCache._cache`, `StylesCache._dirty_lines`, `Widget.content_offset`);
-  the rows the scroll exposed are styled as before, and the widget is repainted
-  whole as before.
-
-Three fixes to Textual's frame pacing, found tracing bench/screen.py's keys
-while a reply streams (docs/performance.md); the screen is drawn as before,
-only sooner or with less work:
-
-- `Timer._run` (every interval timer; the screen's frame timer is one) skips
-  the ticks it missed while it was late or paused, and skipped one too many:
-  after a skip the next tick was 1-2 intervals away instead of at the next
-  point of its grid. The frame timer is paused between frames and its first
-  tick after a pause comes at once, so the frame after that one -- where a key
-  typed just after a streamed update is drawn -- came 17-33 ms later, not
-  at most 17 ms. The skip now lands on the next grid point.
-- `Screen._refresh_layout` (a full reflow) hands every widget its new size
-  through `Widget._size_updated`, which sets the widget's `virtual_size`
-  reactive, and that reactive asks for a layout: every widget whose size the
-  reflow changed (a growing live answer, its group, the conversation, and at
-  start every widget on the screen) made the screen lay itself out a second
-  time: 5-10 ms in the frame after each streamed update, 20-30 ms in the
-  first screen, with nothing left to change -- the reflow placed each widget
-  from the height it gives for the width it is given. So a widget placed for
-  the first time, or at the width it already had (only heights changed: a
-  streamed answer grew, the panes were filled), stores the size the reflow gave
-  it without asking for another layout, as Textual already does for the
-  widgets a scroll exposes (`reflow_visible`). A placed widget given a new
-  width (a resize, a side pane toggled) asks as before, so a widget that
-  renders from its previous size is right after it. A widget whose content
-  changes with its size does so on the `Resize` event, which is sent as
-  before, and asks for its own layout then; a scrollbar shown or hidden is a
-  layout reactive of its own. One exception: Textual keeps an
-  anchored view (`Widget.anchor`: the conversation, following the newest
-  lines) at its bottom by reading the view's *previous* container size while
-  it arranges it, so a view that the reflow made shorter or taller (the error
-  banner shown, the terminal resized) is laid out once more, where its
-  scroll comes out right. A widget that renders from its width must take the
-  width from `get_content_height`, not from its previous `size` or Textual's
-  cached visual (the token gauge's bar does).
-- `Compositor.reflow_visible` (the layout of a scroll) finds what to repaint
-  by comparing the new map of the visible widgets with the previous one; right
-  after a full reflow there is none, and every widget on the screen counted
-  as moved: the first scroll after each streamed update, or a page key after
-  any layout, repainted the whole screen (a full update, 3-5 ms more than the
-  pane that moved). The map the full reflow built, which is what the screen
-  shows, is compared with instead, as long as nothing has rebuilt it since.
-
-One saving in every line drawn:
-
-- `Strip.__init__` makes seven `FIFOCache`s for every strip (crop, divide,
-  style, filter, ...), though most strips are drawn once and never cropped or
-  restyled: 5,500 strips and 38,000 caches in the workspace's first screen,
-  six times the cost of the strip itself. The caches are made when first used
-  (`Strip.__getattr__` for an unset slot, as Python calls it): the same cache,
-  sizes and results, only later. Relies on `Strip.__slots__` naming exactly
-  the attributes `__init__` sets.
-
-One saving in every widget's mount:
-
-- `Stylesheet._process_component_classes` styles each of a widget's component
-  classes (`TextArea`'s cursor, gutter, selection...; the group list's marks)
-  as it is mounted: a virtual node per class, each a full `Stylesheet.apply`.
-  The workspace's first screen has 72 of them, 40 % of its CSS work, and draws
-  only 42 (a hidden completion list, a scratchpad editor not open, the marks no
-  row shows yet). At a widget's first styling each is made when first read
-  (`DOMNode.get_component_styles`, through a mapping that styles the class on
-  a miss), by the same stylesheet, as Textual would at that moment; a later
-  restyle (a CSS, class or focus change) is Textual's, which makes them all.
+Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
+`App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
+`Screen._compositor`, `Screen._scroll_required`, `Screen._repaint_required`,
+`Screen._on_timer_update`, `ScrollView._scroll_update`,
+`Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
+`StylesCache._dirty_lines`), and `HeaderTitle` from `textual.widgets._header`.
+The patches also read `Compositor._full_map`, `_visible_map` and
+`_full_map_invalidated`, `Widget._size`, `_container_size`, `_anchored`,
+`WrappedDocument._width`, `_tab_width`, `DOMNode._component_styles` and
+`_get_component_classes`, `Timer`'s `_active`, `_repeat`, `_interval`, `_skip`,
+`_reset`, `_tick`, and `textual._time`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from types import CodeType, ModuleType
+from typing import Any
 
 import textual.document._wrapped_document as _wrapped_document
 from textual import _time
 from textual._compositor import Compositor
+from textual.app import App
 from textual.cache import FIFOCache
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
@@ -179,6 +66,50 @@ from textual.strip import Strip
 from textual.timer import EventTargetGone, Timer
 from textual.widget import Widget
 from textual.widgets import TextArea
+from textual.widgets._header import HeaderTitle
+
+# Every Textual object this module relies on, by its defining module's path, and what
+# depends on it. tests/test_textual_canary.py pins the source of each.
+RELIED_ON: dict[str, str] = {
+    "textual.widgets._text_area.TextArea.scroll_cursor_visible": "patch undo-past-the-end",
+    "textual.widgets._text_area.TextArea._undo_batch": "undo-past-the-end: the order "
+    "(size refreshed, then cursor put back) that makes the crash",
+    "textual.widgets._text_area.TextArea.render_line": "patch placeholder-without-room",
+    "textual.widgets._text_area.TextArea._on_resize": "patch rewrap-on-width",
+    "textual.widgets._text_area.TextArea._refresh_size": "rewrap-on-width calls it",
+    "textual.document._wrapped_document.WrappedDocument.wrap": "rewrap-on-width reads "
+    "_width and _tab_width; ascii-wrap replaces what it calls",
+    "textual._wrap.compute_wrap_offsets": "patch ascii-wrap (gives what it gives)",
+    "textual.expand_tabs.get_tab_widths": "patch ascii-wrap (gives what it gives)",
+    "textual._compositor.Compositor.__init__": "reflow-maps reads _full_map, _visible_map, "
+    "_full_map_invalidated, size",
+    "textual._compositor.Compositor.reflow": "patch reflow-maps",
+    "textual._compositor.Compositor.reflow_visible": "patch reflow-maps",
+    "textual.scroll_view.ScrollView._size_updated": "patch scrollview-size-once",
+    "textual.widget.Widget._scroll_update": "scroll_update() calls it (ScrollView's)",
+    "textual.screen.Screen._compositor_refresh": "patch held-frames",
+    "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
+    "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
+    "held-frames relies on its _repaint_required",
+    "textual.screen.Screen._refresh_layout": "patch one-pass-reflow",
+    "textual.widget.Widget._size_updated": "patch one-pass-reflow",
+    "textual.widget.Widget._check_anchor": "one-pass-reflow and follows_bottom() read "
+    "_anchored and _anchor_released",
+    "textual.timer.Timer._run": "patch timer-grid (a copy of it, one line changed)",
+    "textual.timer.Timer.__init__": "timer-grid reads the attributes it sets",
+    "textual.strip.Strip.__init__": "patch lazy-strip-caches (the caches and sizes it makes)",
+    "textual.css.stylesheet.Stylesheet._process_component_classes": "patch "
+    "lazy-component-styles (a virtual node per class, as it makes them)",
+    "textual.dom.DOMNode.get_component_styles": "lazy-component-styles answers its reads",
+    "textual.app.App._begin_batch": "hold_frames() enters the batch",
+    "textual.app.App._end_batch": "release_frames() leaves it; "
+    "drawing_allowed() reads _batch_count",
+    "textual.app.App._background_screens": "draw_widgets() passes it to render_update",
+    "textual.app.App._display": "draw_widgets() writes the update with it",
+    "textual.app.App.copy_to_clipboard": "remember_copied() sets _clipboard as it does",
+    "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines",
+    "textual.widgets._header.HeaderTitle": "the app redraws the header's title alone",
+}
 
 _reflow = Compositor.reflow
 _reflow_visible = Compositor.reflow_visible
@@ -255,9 +186,10 @@ def _size_updated_if_changed(
 
 
 def hold_frames(app) -> None:  # type: ignore[no-untyped-def]
-    """No layout and no frame until `release_frames` (see the module docstring)."""
-    if Screen._compositor_refresh is not _refresh_unless_held:
-        Screen._compositor_refresh = _refresh_unless_held  # type: ignore[method-assign]
+    """No layout and no frame until `release_frames`: the batch of `App.batch_update()`
+    entered here and left there (the context manager cannot span the workspace's
+    opening, a worker that awaits the ledger). With the `held-frames` patch a layout
+    made meanwhile renders nothing either."""
     app.__dict__["_slop_frames_held"] = True
     app._begin_batch()
 
@@ -278,7 +210,7 @@ def _refresh_unless_held(self: Screen) -> None:
 def _resumed_without_restyle_at_first(self: Screen, event) -> None:  # type: ignore[no-untyped-def]
     if not self.__dict__.get("_slop_resumed"):
         self.__dict__["_slop_resumed"] = True
-        event.refresh_styles = False  # styled at mount (see the module docstring)
+        event.refresh_styles = False  # styled at mount, moments before
     _screen_resumed(self, event)
 
 
@@ -375,7 +307,7 @@ def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     # The reflow that calls this has just placed the widget at these sizes: no second
     # layout when only heights changed or the widget is placed for the first time;
     # a new width of a placed widget, and an anchored view whose container changed,
-    # ask as Textual does (see the docstring).
+    # ask as Textual does (docs/textual-patches.md, one-pass-reflow).
     width = self._size.width
     reanchor = (
         self._anchored and not self._anchor_released and container_size != self._container_size
@@ -500,49 +432,294 @@ def follows_bottom(widget: Widget) -> bool:
     return bool(widget._anchored and not widget._anchor_released)
 
 
-def install() -> None:
-    """Patch every fix above (once; each only if Textual still has what it relies on)."""
-    if TextArea.scroll_cursor_visible is not _scroll_to_a_cursor_inside:
-        TextArea.scroll_cursor_visible = _scroll_to_a_cursor_inside  # type: ignore[method-assign]
-    if TextArea.render_line is not _placeholder_only_with_room:
-        TextArea.render_line = _placeholder_only_with_room  # type: ignore[method-assign]
-    if TextArea._on_resize is not _rewrap_on_a_new_width:
-        TextArea._on_resize = _rewrap_on_a_new_width  # type: ignore[method-assign]
-    if Compositor.reflow is not _reflow_and_validate and hasattr(
-        Compositor(), "_full_map_invalidated"
-    ):
-        Compositor.reflow = _reflow_and_validate  # type: ignore[method-assign]
-    if Screen._on_screen_resume is not _resumed_without_restyle_at_first:
-        Screen._on_screen_resume = _resumed_without_restyle_at_first  # type: ignore[method-assign]
-    if _wrapped_document.compute_wrap_offsets is not fast_wrap_offsets:
-        _wrapped_document.compute_wrap_offsets = fast_wrap_offsets
-        _wrapped_document.get_tab_widths = fast_tab_widths
-    if Compositor.reflow_visible is not _reflow_visible_from_the_drawn_map and all(
-        hasattr(Compositor(), name) for name in ("_visible_map", "_full_map", "size")
-    ):
-        Compositor.reflow_visible = _reflow_visible_from_the_drawn_map  # type: ignore[method-assign]
-    if ScrollView._size_updated is not _size_updated_if_changed:
-        ScrollView._size_updated = _size_updated_if_changed  # type: ignore[method-assign]
-    if (
-        Timer._run is not _run_on_the_next_tick
-        and hasattr(Timer, "_active")
-        and hasattr(Timer, "_tick")
-        and {"_repeat", "_interval", "_skip", "_reset"} <= set(Timer.__init__.__code__.co_names)
-    ):
-        Timer._run = _run_on_the_next_tick  # type: ignore[method-assign]
-    if Screen._refresh_layout is not _refresh_layout_once:
-        Screen._refresh_layout = _refresh_layout_once  # type: ignore[method-assign]
-    if Widget._size_updated is not _size_updated_in_the_reflow:
-        Widget._size_updated = _size_updated_in_the_reflow  # type: ignore[method-assign]
-    if (
-        Strip.__init__ is not _strip_without_caches
-        and set(Strip.__slots__) == set(_STRIP_CACHES) | _STRIP_FIELDS
-        and set(Strip.__init__.__code__.co_names) == _STRIP_INIT_NAMES
-        and "__getattr__" not in Strip.__dict__
-    ):
-        Strip.__init__ = _strip_without_caches  # type: ignore[method-assign]
-        Strip.__getattr__ = _strip_cache_when_used  # type: ignore[attr-defined]
-    if Stylesheet._process_component_classes is not _component_styles_when_read and isinstance(
-        DOMNode()._component_styles, dict
-    ):
-        Stylesheet._process_component_classes = _component_styles_when_read  # type: ignore[method-assign]
+# -- helpers for the rest of the UI ---------------------------------------------------
+
+
+def drawing_allowed(app: App, screen: Screen) -> bool:
+    """Whether a draw out of the frame timer's turn may happen now: the app runs, no
+    batch is open (`App._batch_count`), and `screen` is the one on top."""
+    return bool(
+        not app._batch_count and app.is_running and screen is app.screen and screen.is_current
+    )
+
+
+def draw_widgets(screen: Screen, widgets: Collection[Widget]) -> bool:
+    """Draw the pending changes of `widgets` in their current place at once, through
+    the screen's compositor (`Screen._compositor`); False when one of them is not
+    where the last layout put it (not laid out yet, hidden)."""
+    compositor = screen._compositor
+    if not set(widgets) <= compositor.visible_widgets.keys():
+        return False
+    compositor.update_widgets(set(widgets))
+    app = screen.app
+    app._display(screen, compositor.render_update(screen_stack=app._background_screens))
+    return True
+
+
+def next_frame_now(screen: Screen) -> None:
+    """Run the screen's next frame now, a scroll's layout included, instead of at the
+    next tick of its frame timer (`Screen._on_timer_update`)."""
+    screen._scroll_required = True
+    screen._on_timer_update()
+
+
+def remember_copied(app: App, text: str) -> None:
+    """Put `text` in Textual's in-app clipboard (what Input and TextArea paste), as
+    `App.copy_to_clipboard` does, without the OSC 52 escape it also writes."""
+    if hasattr(app, "_clipboard"):
+        app._clipboard = text
+
+
+def scroll_update(view: ScrollView, virtual_size: Size) -> None:
+    """A `ScrollView` whose content size it set itself: its scrollbars updated now
+    (`ScrollView._scroll_update`), not at the next layout."""
+    view._scroll_update(virtual_size)
+
+
+__all__ = [
+    "PATCHES",
+    "RELIED_ON",
+    "HeaderTitle",
+    "Patch",
+    "draw_widgets",
+    "drawing_allowed",
+    "fast_tab_widths",
+    "fast_wrap_offsets",
+    "follows_bottom",
+    "hold_frames",
+    "install",
+    "installed",
+    "next_frame_now",
+    "original",
+    "release_frames",
+    "remember_copied",
+    "scroll_keeping_lines",
+    "scroll_update",
+    "shape_of",
+    "uninstall",
+]
+
+
+# -- the patches ----------------------------------------------------------------------
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global and attribute names `code` reads or sets, nested code included (where
+    Python versions inline comprehensions or not, the union is the same)."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
+
+
+def shape_of(obj: Any) -> str:
+    """A short fingerprint of a function's parameters and the names it uses (or a
+    class's `__slots__`): what a patch assumes of what it replaces or reads."""
+    if isinstance(obj, type):
+        text = repr(sorted(getattr(obj, "__slots__", ())))
+    else:
+        code: CodeType = obj.__code__
+        params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        text = repr((params, sorted(_names(code))))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Attributes of Textual replaced together. `shape` fingerprints (`shape_of`)
+    Textual's originals, then each object of `reads` (an attribute of a class or a
+    class), joined with ":"."""
+
+    name: str
+    owner: type | ModuleType
+    replacements: dict[str, Any]
+    reads: tuple[Any, ...]
+    shape: str
+
+    def originals(self) -> dict[str, Any]:
+        return {attr: _ORIGINALS[(self.owner, attr)] for attr in self.replacements}
+
+    def current_shape(self) -> str:
+        found = [
+            shape_of(original) for original in self.originals().values() if original is not _ABSENT
+        ]
+        return ":".join([*found, *(shape_of(read) for read in self.reads)])
+
+    def installed(self) -> bool:
+        return all(vars(self.owner).get(attr) is value for attr, value in self.replacements.items())
+
+    def fits(self) -> bool:
+        """Whether Textual's originals are those the patch was written for."""
+        return self.current_shape() == self.shape
+
+    def apply(self) -> None:
+        for attr, value in self.replacements.items():
+            setattr(self.owner, attr, value)
+
+    def uninstall(self) -> None:
+        for attr, original in self.originals().items():
+            if original is _ABSENT:
+                if attr in vars(self.owner):
+                    delattr(self.owner, attr)
+            else:
+                setattr(self.owner, attr, original)
+
+
+_ABSENT = object()
+_ORIGINALS: dict[tuple[Any, str], Any] = {}
+
+
+def original(owner: type | ModuleType, attr: str) -> Any:
+    """Textual's own `owner.attr`, patched or not."""
+    found = _ORIGINALS.get((owner, attr), _ABSENT)
+    return vars(owner)[attr] if found is _ABSENT else found
+
+
+def _patch(
+    name: str,
+    owner: type | ModuleType,
+    replacements: dict[str, Any],
+    shape: str,
+    reads: Iterable[Any] = (),
+) -> Patch:
+    for attr in replacements:
+        _ORIGINALS[(owner, attr)] = vars(owner).get(attr, _ABSENT)
+    return Patch(name, owner, replacements, tuple(reads), shape)
+
+
+PATCHES: tuple[Patch, ...] = (
+    _patch(
+        "undo-past-the-end",
+        TextArea,
+        {"scroll_cursor_visible": _scroll_to_a_cursor_inside},
+        "25771da19698",
+    ),
+    _patch(
+        "placeholder-without-room",
+        TextArea,
+        {"render_line": _placeholder_only_with_room},
+        "6831041bcf6d",
+    ),
+    _patch(
+        "rewrap-on-width",
+        TextArea,
+        {"_on_resize": _rewrap_on_a_new_width},
+        "6dd30c9cc0c1:132f867413b9",
+        reads=[_wrapped_document.WrappedDocument.wrap],
+    ),
+    _patch(
+        "reflow-maps",
+        Compositor,
+        {"reflow": _reflow_and_validate, "reflow_visible": _reflow_visible_from_the_drawn_map},
+        "5cfaeeb4e728:456a73572248:5714aebc8fe1",
+        reads=[Compositor.__init__],
+    ),
+    _patch(
+        "scrollview-size-once",
+        ScrollView,
+        {"_size_updated": _size_updated_if_changed},
+        "a81c0683f8d3",
+    ),
+    _patch(
+        "held-frames",
+        Screen,
+        {"_compositor_refresh": _refresh_unless_held},
+        "145f00e1646d:e6a17a4244fb",
+        reads=[Screen._on_timer_update],
+    ),
+    _patch(
+        "first-resume-unstyled",
+        Screen,
+        {"_on_screen_resume": _resumed_without_restyle_at_first},
+        "73f745874a97",
+    ),
+    _patch(
+        "ascii-wrap",
+        _wrapped_document,
+        {"compute_wrap_offsets": fast_wrap_offsets, "get_tab_widths": fast_tab_widths},
+        "83605a243684:57089cb9db2a:132f867413b9",
+        reads=[_wrapped_document.WrappedDocument.wrap],
+    ),
+    _patch(
+        "timer-grid",
+        Timer,
+        {"_run": _run_on_the_next_tick},
+        "6809b445b8c5:f05e357d6f39:ac550025821f",
+        reads=[Timer.__init__, Timer._tick],
+    ),
+    _patch(
+        "one-pass-reflow",
+        Screen,
+        {"_refresh_layout": _refresh_layout_once},
+        "3e7c16fe653b",
+    ),
+    _patch(
+        "one-pass-reflow",
+        Widget,
+        {"_size_updated": _size_updated_in_the_reflow},
+        "0842561acf72:66a591359605",
+        reads=[Widget._check_anchor],
+    ),
+    _patch(
+        "lazy-strip-caches",
+        Strip,
+        {"__init__": _strip_without_caches, "__getattr__": _strip_cache_when_used},
+        "1d1023c96631:2b458a1cdd9c",
+        reads=[Strip],
+    ),
+    _patch(
+        "lazy-component-styles",
+        Stylesheet,
+        {"_process_component_classes": _component_styles_when_read},
+        "e22be4699223:bb0e9e058ac1",
+        reads=[DOMNode.get_component_styles],
+    ),
+)
+
+# Names of patches to leave out, comma-separated ("all": every one): for measuring a
+# patch's gain against Textual's own code (docs/textual-patches.md).
+PATCHES_OFF_VARIABLE = "SLOP_TUI_TEXTUAL_PATCHES_OFF"
+
+
+def install(skip: Collection[str] | None = None) -> list[str]:
+    """Put every patch in place (installing twice changes nothing), except those named
+    in `skip` (by default the environment's SLOP_TUI_TEXTUAL_PATCHES_OFF) and those
+    whose target is not what they were written for (each warns and leaves Textual
+    alone). The names of the patches in place."""
+    if skip is None:
+        off = os.environ.get(PATCHES_OFF_VARIABLE, "")
+        skip = {name.strip() for name in off.split(",") if name.strip()}
+    done: list[str] = []
+    for name in dict.fromkeys(p.name for p in PATCHES):
+        parts = [p for p in PATCHES if p.name == name and not p.installed()]
+        if "all" in skip or name in skip:
+            continue
+        misfits = [p for p in parts if not p.fits()]
+        if misfits:
+            targets = ", ".join(
+                f"{p.owner.__name__}.{attr}" for p in misfits for attr in p.replacements
+            )
+            warnings.warn(
+                f"slop-tui: Textual's {targets} is not what the {name!r} patch was written "
+                "for (Textual 8.2.8): the patch is left out (docs/textual-patches.md)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
+        for patch in parts:
+            patch.apply()
+        done.append(name)
+    return done
+
+
+def uninstall(names: Collection[str] | None = None) -> None:
+    """Give Textual back its own code (for the patches named, or all of them)."""
+    for patch in PATCHES:
+        if names is None or patch.name in names:
+            patch.uninstall()
+
+
+def installed() -> list[str]:
+    """The names of the patches in place."""
+    return list(dict.fromkeys(p.name for p in PATCHES if p.installed()))

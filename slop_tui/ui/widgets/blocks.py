@@ -46,7 +46,6 @@ from textual.message import Message as TextualMessage
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static, TextArea
-from textual.widgets.markdown import MarkdownStream
 
 from slop_tui import message_parser
 from slop_tui.context.tiers import (
@@ -376,23 +375,40 @@ LIVE_INTERVAL = 0.2
 LIVE_ROOM = 8
 
 
-class LiveStream(MarkdownStream):
-    """A `MarkdownStream` paced to `interval`: fragments written meanwhile join the next append.
+class LiveStream:
+    """Textual's `MarkdownStream` paced to `interval`: fragments written meanwhile join
+    the next `append` of `markdown_widget`.
 
-    `stop` lets the last append finish and flushes what is pending; the base
-    class cancels the task, which can land in the middle of an append.
+    `stop` lets the last append finish and flushes what is pending; Textual's
+    cancels the task, which can land in the middle of an append.
     """
 
     def __init__(self, markdown_widget: Any, interval: float = LIVE_INTERVAL) -> None:
-        super().__init__(markdown_widget)
+        self.markdown_widget = markdown_widget
         self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self._written = asyncio.Event()
+        self._pending: list[str] = []
+        self._stopped = False
         self._closing = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def write(self, fragment: str) -> None:
+        if self._stopped:
+            raise RuntimeError("Can't write to the stream after it has stopped.")
+        if fragment:
+            self._pending.append(fragment)
+            self._written.set()
+            await asyncio.sleep(0)  # the task wakes up and appends
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
             self._closing.set()
-            self._new_markup.set()
+            self._written.set()
             await task
         self._stopped = True
 
@@ -407,14 +423,14 @@ class LiveStream(MarkdownStream):
         loop = asyncio.get_running_loop()
         ready = loop.time()  # the first fragment shows at once
         while True:
-            await self._new_markup.wait()
+            await self._written.wait()
             delay = ready - loop.time()
             if delay > 0 and not self._closing.is_set():
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._closing.wait(), delay)
             text = "".join(self._pending)
             self._pending.clear()
-            self._new_markup.clear()
+            self._written.clear()
             if text:
                 await self.markdown_widget.append(text)
             ready = loop.time() + self.interval
@@ -538,7 +554,7 @@ class LiveAnswer(RenderedLines):
     async def write(self, chunk: str) -> None:
         self.text_parts.append(chunk)
         if self.stream is None:
-            self.stream = LiveStream(self, self.interval)  # type: ignore[arg-type]
+            self.stream = LiveStream(self, self.interval)
             self.stream.start()
         await self.stream.write(neutralise(chunk))
 

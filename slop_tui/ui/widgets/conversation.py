@@ -28,6 +28,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.layout import DockArrangeResult
+from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -49,9 +50,6 @@ from slop_tui.ui.widgets.blocks import (
 if TYPE_CHECKING:
     from slop_tui.context.plan import ContextPlan
     from slop_tui.workspace import HistoryReader
-
-textual_fixes.install()  # every frame that follows a reply lays the screen out once, not twice
-
 
 # Seconds after a slice is mounted before the next page is built ahead (`_prepare_older`).
 PREPARE_DELAY = 1.0
@@ -186,7 +184,7 @@ class GroupBlocks(VerticalScroll):
         if y != self.scroll_y:
             self.set_reactive(Widget.scroll_y, y)
             self.set_reactive(Widget.scroll_target_y, y)
-            self.vertical_scrollbar._reactive_position = y
+            self.vertical_scrollbar.set_reactive(ScrollBar.position, y)
 
     # -- following a streamed answer ------------------------------------------
     #

@@ -217,7 +217,7 @@ class GroupLines(ScrollView):
         size = Size(region.width, len(self._rows))
         if size != self.virtual_size:
             self.virtual_size = size
-            self._scroll_update(size)
+            textual_fixes.scroll_update(self, size)
 
     def on_resize(self) -> None:
         self._lines.clear()

@@ -128,7 +128,8 @@ class PromptArea(TextArea):
 
     def action_newline(self) -> None:
         start, end = self.selection
-        self._replace_via_keyboard("\n", start, end)
+        if not self.read_only:
+            self.replace("\n", start, end, maintain_selection_offset=False)
 
     def action_complete(self) -> None:
         if not self.owner.accept_completion():

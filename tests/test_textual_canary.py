@@ -1,0 +1,116 @@
+"""The canary: every part of Textual that slop-tui patches, subclasses or reads
+(`textual_fixes.RELIED_ON`) is the one it was written for.
+
+A Textual upgrade changes some of these sources. The failure names each one and
+what depends on it: re-check that patch or helper against the new code (and its
+entry in docs/textual-patches.md, and its shape in `textual_fixes.PATCHES`), then
+put the new hash here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from importlib.metadata import version
+from typing import Any
+
+from slop_tui.ui import textual_fixes
+
+TEXTUAL = "8.2.8"  # pyproject.toml pins it exactly
+
+# sha256 of `inspect.getsource` (first 16 hex digits) of Textual's own code.
+PINNED = {
+    "textual.widgets._text_area.TextArea.scroll_cursor_visible": "44534aee08587a81",
+    "textual.widgets._text_area.TextArea._undo_batch": "56c81dd074b91368",
+    "textual.widgets._text_area.TextArea.render_line": "0fab1cf6e049e371",
+    "textual.widgets._text_area.TextArea._on_resize": "7d3b8c615b39bb26",
+    "textual.widgets._text_area.TextArea._refresh_size": "dddf5bc75815b9bd",
+    "textual.document._wrapped_document.WrappedDocument.wrap": "7e67ba98b0c41976",
+    "textual._wrap.compute_wrap_offsets": "3b70f925334dd097",
+    "textual.expand_tabs.get_tab_widths": "7f52116b9629a994",
+    "textual._compositor.Compositor.__init__": "b90c4793efe4e3a3",
+    "textual._compositor.Compositor.reflow": "a08580a81a779473",
+    "textual._compositor.Compositor.reflow_visible": "cac5dbc453489329",
+    "textual.scroll_view.ScrollView._size_updated": "1606ca15d9392999",
+    "textual.widget.Widget._scroll_update": "edb9f6257285830d",
+    "textual.screen.Screen._compositor_refresh": "7a40efe563816a06",
+    "textual.screen.Screen._on_screen_resume": "f39caa8ec4424d3c",
+    "textual.screen.Screen._on_timer_update": "421401660de142c5",
+    "textual.screen.Screen._refresh_layout": "889715478130b7e0",
+    "textual.widget.Widget._size_updated": "21ffb00b8a983315",
+    "textual.widget.Widget._check_anchor": "bc36a1643bb91616",
+    "textual.timer.Timer._run": "60c942a84c1a8765",
+    "textual.timer.Timer.__init__": "8ca147ea690cee4b",
+    "textual.strip.Strip.__init__": "ce1d8154dca8cfd7",
+    "textual.css.stylesheet.Stylesheet._process_component_classes": "852b5e4b93c6fc25",
+    "textual.dom.DOMNode.get_component_styles": "b92de91553e14e0d",
+    "textual.app.App._begin_batch": "d3e5faaf577ddb81",
+    "textual.app.App._end_batch": "588c75faa310d669",
+    "textual.app.App._background_screens": "d925a6b094052092",
+    "textual.app.App._display": "4b78dff6669a455c",
+    "textual.app.App.copy_to_clipboard": "f3e8b4ade76a09b5",
+    "textual._styles_cache.StylesCache": "d4cd25645aa07b66",
+    "textual.widgets._header.HeaderTitle": "f544742d8f4ba44f",
+}
+
+
+def _textuals_own(path: str) -> Any:
+    """The object `path` names, as Textual defines it (before any patch)."""
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        break
+    if split == len(parts):
+        return obj
+    for name in parts[split:-1]:
+        obj = getattr(obj, name)
+    found = textual_fixes.original(obj, parts[-1])
+    return found.fget if isinstance(found, property) else found
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+def test_the_pinned_textual_is_installed():
+    assert version("textual") == TEXTUAL, (
+        f"Textual {version('textual')} is installed, slop-tui's fixes were written for "
+        f"{TEXTUAL}: see tests/test_textual_canary.py and docs/textual-patches.md"
+    )
+
+
+def test_every_relied_on_part_is_pinned():
+    assert set(PINNED) == set(textual_fixes.RELIED_ON)
+
+
+def test_every_relied_on_part_of_textual_is_unchanged():
+    changed = [
+        f"{path} ({textual_fixes.RELIED_ON[path]})"
+        for path, pinned in PINNED.items()
+        if _digest(_textuals_own(path)) != pinned
+    ]
+    assert not changed, (
+        f"Textual's source changed since {TEXTUAL} in:\n  "
+        + "\n  ".join(changed)
+        + "\nRe-check what depends on each (slop_tui/ui/textual_fixes.py, "
+        "docs/textual-patches.md), measure the patch again, then update PINNED."
+    )
+
+
+def test_every_patch_finds_the_shape_it_was_written_for():
+    misfits = [patch.name for patch in textual_fixes.PATCHES if not patch.fits()]
+    assert not misfits, f"patches that would be left out on this Textual: {misfits}"
+
+
+def test_every_patched_attribute_is_relied_on():
+    """What a patch replaces has its source pinned above."""
+    for patch in textual_fixes.PATCHES:
+        for attr, original in patch.originals().items():
+            if attr == "__getattr__":  # added to Strip, not replaced
+                continue
+            path = f"{original.__module__}.{original.__qualname__}"
+            assert path in textual_fixes.RELIED_ON, path
