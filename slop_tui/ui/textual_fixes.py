@@ -96,8 +96,8 @@ One saving in a scroll of a Line API list (the group list, one line per group):
   whole as before.
 
 Three fixes to Textual's frame pacing, found tracing bench/screen.py's keys
-while a reply streams (docs/performance.md); the screen is drawn as before,
-only sooner or with less work:
+while a reply streams (bench/results/2026-11-26-startup-and-keys.md); the
+screen is drawn as before, only sooner or with less work:
 
 - `Timer._run` (every interval timer; the screen's frame timer is one) skips
   the ticks it missed while it was late or paused, and skipped one too many:
