@@ -5,7 +5,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench lint format docs
+# Test workers (pytest-xdist); docs/testing.md has the measured times.
+JOBS   ?= auto
+# The headless engine: what `make test-fast` runs (docs/testing.md, "Markers").
+FAST   := not ui and not snapshot and not subprocess and not slow
+
+.PHONY: run test test-fast bench lint format docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -18,7 +23,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS)
+
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -n $(JOBS) -m "$(FAST)"
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

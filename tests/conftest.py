@@ -1,13 +1,17 @@
-"""Shared fixtures: the fake LLM server, a loopback-only network guard, snapshot layout."""
+"""Shared fixtures: the fake LLM server, a loopback-only network guard, snapshot layout,
+and the markers every test gets from what it uses (docs/testing.md)."""
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import socket
 import ssl
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -15,12 +19,14 @@ import pytest_textual_snapshot as pts
 
 from tests.fakeserver import FakeLLMServer
 
+ROOT = Path(__file__).resolve().parent.parent
+
 # --- SVG snapshots in <repo>/snapshots/<test_module>/<test>.svg --------------------------
 # snap_compare looks SVGImageExtension up by its module-global name at call time, so
 # swapping the class here is enough (providers_testing.md §1.1). Because that folder is
 # outside tests/, partial runs need --snapshot-warn-unused (already in pyproject addopts).
 
-SNAPSHOT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
+SNAPSHOT_ROOT = ROOT / "snapshots"
 
 
 class _TopLevelSVG(pts.SVGImageExtension):
@@ -221,3 +227,122 @@ def fake_llm(
     assert not unscripted, "requests with no scripted reply: " + ", ".join(
         f"{r.method} {r.path}" for r in unscripted
     )
+
+
+# --- markers from what a test uses --------------------------------------------------------
+# Every test is marked by what it reaches, so a new test needs no decorator:
+#   snapshot    uses the snap_compare fixture (an SVG in snapshots/);
+#   ui          runs a Textual app (run_test / run_async / snap_compare);
+#   subprocess  starts a Python process (the CLI, a fault child, an import check);
+#   slow        listed in tests/slow_tests.txt (measured with --durations).
+# What a test uses is read from the compiled code of the test, its fixtures and every
+# function or class of the tests package they name (class _Reach).
+
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def _test_helper(obj: object) -> bool:
+    if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return False
+    return (getattr(obj, "__module__", "") or "").split(".")[0] in ("tests", "conftest")
+
+
+def _code_names(code: CodeType) -> set[str]:
+    """The global and attribute names a code object and its nested functions use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _code_names(const)
+    return names
+
+
+class _Reach:
+    """The names a test reaches: its function, its fixtures and, transitively, every
+    function or class of the tests package they name (read from the compiled code)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[object, tuple[set[str], list[object]]] = {}
+
+    def _read(self, obj: Any) -> tuple[set[str], list[object]]:
+        if obj not in self._cache:
+            names: set[str] = set()
+            if inspect.isclass(obj):
+                scope = vars(sys.modules[obj.__module__]) if obj.__module__ in sys.modules else {}
+                for member in vars(obj).values():
+                    member = getattr(member, "__func__", getattr(member, "fget", member))
+                    if inspect.isfunction(member):
+                        names |= _code_names(member.__code__)
+            else:
+                scope = obj.__globals__
+                names = _code_names(obj.__code__)
+            refs: list[object] = []
+            for name in names:
+                ref = scope.get(name)
+                if inspect.ismodule(ref) and ref.__name__.startswith("tests."):
+                    # `from tests import test_app` then `test_app.started(...)`
+                    refs += [vars(ref)[n] for n in names if _test_helper(vars(ref).get(n))]
+                elif _test_helper(ref):
+                    refs.append(ref)
+            self._cache[obj] = (names, refs)
+        return self._cache[obj]
+
+    def names(self, roots: list[object]) -> set[str]:
+        seen: set[int] = set()
+        found: set[str] = set()
+        stack = list(roots)
+        while stack:
+            obj = inspect.unwrap(stack.pop())  # the function behind a decorator's wrapper
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            names, refs = self._read(obj)
+            found |= names
+            stack.extend(refs)
+        return found
+
+
+def _slow_ids() -> set[str]:
+    if not SLOW_LIST.exists():
+        return set()
+    lines = (line.split("#", 1)[0].strip() for line in SLOW_LIST.read_text().splitlines())
+    return {line for line in lines if line}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reach = _Reach()
+    slow = _slow_ids()
+    for item in items:
+        fn = getattr(item, "function", None)
+        if fn is None:
+            continue
+        roots: list[object] = [fn]
+        info = getattr(item, "_fixtureinfo", None)
+        for defs in info.name2fixturedefs.values() if info else ():
+            func = defs[-1].func
+            if _test_helper(inspect.unwrap(func)):
+                roots.append(func)
+        names = reach.names(roots)
+        snapshot = "snap_compare" in item.fixturenames
+        if snapshot:
+            item.add_marker(pytest.mark.snapshot)
+        if snapshot or {"run_test", "run_async"} & names:
+            item.add_marker(pytest.mark.ui)
+        if {"sys", "executable"} <= names:
+            item.add_marker(pytest.mark.subprocess)
+        base = item.nodeid.split("[", 1)[0]
+        if item.nodeid in slow or base in slow:
+            item.add_marker(pytest.mark.slow)
+
+
+# --- no stray `:memory:` file -------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_memory_file() -> Iterator[None]:
+    """Fail the test during which a file named `:memory:` appears at the repository root
+    (SQLite's in-memory name taken as a path; the ledger refuses it)."""
+    stray = ROOT / ":memory:"
+    before = stray.exists()
+    yield
+    if not before and stray.exists():
+        pytest.fail(f"a file named ':memory:' appeared at {ROOT} during this test")

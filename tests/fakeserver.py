@@ -191,6 +191,8 @@ class RecordedRequest:
     model: str | None
     raw_body: bytes = b""
     disconnected: bool = False  # set when a write failed: the client went away (cancel)
+    # time.monotonic() when it was read: a clock shared with a child process that sent it
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -56,9 +56,10 @@ def spawn(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[s
     )
 
 
-def wait_until(pred: Callable[[], Any], what: str, timeout: float = 20.0, proc=None) -> Any:
+def wait_until(pred: Callable[[], Any], what: str, timeout: float = 120.0, proc=None) -> Any:
     """Poll `pred` until it returns something truthy; fail with `what` at the deadline
-    (or at once when `proc` exited: its stderr is in the message)."""
+    (or at once when `proc` exited: its stderr is in the message). The deadline only
+    bounds a hang: a child's start-up alone can take a minute on a loaded machine."""
     deadline = time.monotonic() + timeout
     while True:
         got = pred()

@@ -70,7 +70,7 @@ def test_a_wrapped_document_is_the_same_with_the_fast_path(monkeypatch):
         assert new.lines == old.lines
 
 
-async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount():
+async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount(tmp_path):
     """Skipping the first resume's restyle leaves every node styled as a full restyle
     styles it: the workspace's main screen and a dialog over it."""
     from textual.css.stylesheet import Stylesheet
@@ -92,7 +92,7 @@ async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount():
 
     Stylesheet.update_nodes = counted  # type: ignore[method-assign]
     try:
-        app = SlopApp(db=":memory:", user_themes=False, blink=False)
+        app = SlopApp(db=str(tmp_path / "slop.db"), user_themes=False, blink=False)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             main = app.screen

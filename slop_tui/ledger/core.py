@@ -52,6 +52,22 @@ def _chars_over_four(text: str) -> int:
     return (len(text) + 3) // 4 if text else 0
 
 
+def _refuse_sqlite_name(path: Path) -> None:
+    """Refuse SQLite's `:memory:` and `file:` URI names: SQLite would take them as a
+    plain file name here and create a file called `:memory:`.
+
+    The ledger is a file on purpose: another slop-tui process (`exec` beside the
+    TUI) and the `query_db` tool open it too, and it keeps every turn after exit.
+    """
+    name = path.name
+    if name == ":memory:" or name.startswith("file:"):
+        raise LedgerError(
+            f"the ledger must be a file, not SQLite's {name!r}; nothing was created. "
+            "For a throwaway ledger point --db or SLOP_DB at a temporary file, "
+            'e.g. --db "$(mktemp -d)/slop.db".'
+        )
+
+
 def _header_check(path: Path) -> None:
     """Refuse what is not a SQLite file (a FIFO, a folder, another format) without writing it."""
     try:
@@ -211,6 +227,7 @@ class LedgerBase:
     ):
         """Open (creating when missing) the ledger at `path` and migrate it forward."""
         p = Path(path).expanduser()
+        _refuse_sqlite_name(p)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
