@@ -148,6 +148,12 @@ _PROSE = re.compile(
     r"(?:\s+(?:for|of|to|on)\s+[^.,;:\n]{1,40}?)?"
     r"\s+(?:is|was|remains|became|is now|set to|changed to|reset to)\s+" + _PROSE_VALUE
 )
+# "password Tangerine!Basalt-88", "passphrase: …" without a verb: the value must look
+# like a credential of three kinds of character (upper, lower, digit, other).
+_PROSE_BARE = re.compile(
+    r"(?:pass(?:word|phrase|code))\b\s*(?:[:\-\u2013\u2014]\s*)?\s"
+    r"(?P<v>[^\s\"'`]{8,100})"
+)
 _PROSE_USE = re.compile(
     r"(?:with|use|using|try|enter)\s+(?:the\s+)?(?:password|passphrase|pin)\s+" + _PROSE_VALUE
 )
@@ -168,6 +174,7 @@ _PROSE_STOP = frozenset(
     mandatory enforced checked wrong. below above here there
     """.split()
 )
+_SENTENCE_END = ".,;:!?"
 _EXPRESSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:[.(\[]|$)")
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:your[_\-]|<|\$|%|\{|\*|\.\.\.|…)|your[_\-]?(?:api[_\-]?)?(?:key|token|secret)|"
@@ -213,6 +220,10 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
     quoted = m.group("quoted")
     value = quoted if quoted is not None else m.group("bare")
     group = "quoted" if quoted is not None else "bare"
+    if quoted is None:
+        # A full stop (or comma, …) that ends the sentence is not part of the value:
+        # `password=hunter2secret.` is no `obj.attr`.
+        value = value.rstrip(_SENTENCE_END)
     before = m.string[max(0, m.start() - 80) : m.start()]
     key = _KEY_START.search(before).group(0) + m.string[m.start() : m.start("sep")]  # type: ignore[union-attr]
     if key.strip("\"'").upper() in ("PWD", "OLDPWD"):
@@ -223,7 +234,10 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
         return None
     if m.group("tok") is not None and re.fullmatch(r"\d{1,7}", value.strip()):
         return None
-    return m.span(group)
+    if m.group("tok") is not None and quoted is None and re.fullmatch(r"[a-z]+", value):
+        return None  # "credentials: every variable …": a word of prose, no token
+    start = m.start(group)
+    return start, start + len(value)
 
 
 def _prose_value(m: re.Match[str]) -> tuple[int, int] | None:
@@ -236,6 +250,19 @@ def _prose_value(m: re.Match[str]) -> tuple[int, int] | None:
     if not value or _placeholder(value) or value.lower() in _NOT_SECRET:
         return None
     start = m.start(group)
+    return start, start + len(value)
+
+
+def _bare_prose_value(m: re.Match[str]) -> tuple[int, int] | None:
+    value = m.group("v").rstrip(_SENTENCE_END)
+    kinds = sum(bool(re.search(p, value)) for p in (r"[a-z]", r"[A-Z]", r"\d", r"[^A-Za-z0-9]"))
+    if kinds < 3 or not _credential_like(value) or _placeholder(value) or value == REDACTED:
+        return None
+    if value[0] in "$<{[(%*/~" or "://" in value or value.startswith(("./", "../")):
+        return None
+    if any(c in value for c in "[](){}<>=") or _EXPRESSION.match(value) and "." in value:
+        return None  # `password: Optional[str] = None`, `password: self.Hash`: code
+    start = m.start("v")
     return start, start + len(value)
 
 
@@ -277,6 +304,7 @@ _RULES = (
     ),
     ("prose", _PROSE, _prose_value, _PROSE_TRIGGERS, True),
     ("prose", _PROSE_USE, _prose_value, _PROSE_TRIGGERS, True),
+    ("prose", _PROSE_BARE, _bare_prose_value, _PROSE_TRIGGERS, True),
 )
 
 
