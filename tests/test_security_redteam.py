@@ -1,0 +1,172 @@
+"""The trust boundary's second pass: what a red team got through, tried again as it ran it.
+
+A scripted hostile model calls real tools through the real CLI (`slop-tui ask` /
+`exec` in a child process, bubblewrap where it runs); then the file system, the
+ledger and what every server received are checked. Shares the set-up of
+`test_security_boundary.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
+from tests.test_security_boundary import (  # noqa: F401  (fixtures)
+    GIT_ENV,
+    USER_KEY,
+    Project,
+    _host_git,
+    evil,
+    needs_bwrap,
+    project,
+    sent_text,
+    tool_message,
+)
+
+FILE_KEY = "sk-proj-F1leK3y-" + "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc"
+AWS_FILE_SECRET = "aws_secret_access_key = " + "Mq7Rk2Zt9Lw4Xn8Vb3Hc6Jd1Fg5Ps0Ye2Ua7Ti9"
+BASHRC_KEY = "sk-proj-Bashrc-" + "Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8"
+
+
+def _results(project: Project, db: Path | None = None) -> list[str]:
+    return [
+        c
+        for (c,) in project.rows(
+            "SELECT content FROM messages WHERE role='tool' ORDER BY id", db=db
+        )
+    ]
+
+
+def _ledger_text(db: Path) -> str:
+    """Every byte of the ledger and its siblings, as text (a key anywhere shows)."""
+    out = []
+    for p in db.parent.glob(db.name + "*"):
+        out.append(p.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+# --- 1 and 10: symlinked config and credential folders, shell start-up files ---------------
+
+
+@needs_bwrap
+def test_symlinked_user_config_aws_folder_and_shell_startup_files_stay_hidden(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """A dotfiles manager makes the user config and `~/.aws` symlinks; `.bashrc` exports a
+    key. The shell reads none of them, and no key reaches the ledger or the next request."""
+    dotfiles = project.home / "dotfiles"
+    (dotfiles / "aws").mkdir(parents=True)
+    real_config = dotfiles / "slop-config.toml"
+    real_config.write_text(
+        project.user_config.read_text()
+        + f'[providers.other]\nkind = "openai"\nbase_url = "{project.fake.openai_base_url}"\n'
+        + f'api_key = "{FILE_KEY}"\n'
+    )
+    project.user_config.unlink()
+    project.user_config.symlink_to(real_config)
+    (dotfiles / "aws" / "credentials").write_text(f"[default]\n{AWS_FILE_SECRET}\n")
+    (project.home / ".aws").symlink_to(dotfiles / "aws")
+    (project.home / ".bashrc").write_text(f"export OPENAI_API_KEY={BASHRC_KEY}\n")
+    (project.home / ".profile").write_text(f"export OPENAI_API_KEY={BASHRC_KEY}\n")
+    probe = (
+        'cat "$HOME/config.toml"; cat ~/dotfiles/slop-config.toml; cat ~/.aws/credentials; '
+        "cat ~/dotfiles/aws/credentials; cat ~/.bashrc ~/.profile; bash -lc 'echo $OPENAI_API_KEY';"
+        " echo probe-done"
+    )
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": probe})]), Reply(text="ok")
+    )
+    r = project.ask("look around", "--approve", "all")
+    assert r.returncode == 0, r.stderr
+    out = project.tool_results()["execute_bash"]
+    assert "probe-done" in out
+    for secret in (FILE_KEY, AWS_FILE_SECRET, BASHRC_KEY, "api_key", "aws_secret"):
+        assert secret not in out, (secret, out)
+        assert secret not in sent_text(fake_llm), secret
+        assert secret not in _ledger_text(project.db), secret
+    # The files themselves are untouched on the host.
+    assert FILE_KEY in real_config.read_text()
+    assert project.user_config.is_symlink()
+
+
+# --- 2: a ledger inside the project ----------------------------------------------------------
+
+
+@needs_bwrap
+def test_the_shell_cannot_create_a_journal_next_to_a_ledger_inside_the_project(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """`--db data/ledger.db` (a layout the docs use) and `--db ledger.db` in the root: the
+    shell writes a crafted `-journal` (SQLite would roll it into the ledger at the next
+    open). Refused in both; every session is there after the next open; no stray file."""
+    for where in ("data/ledger.db", "ledger.db"):
+        db = project.root / where
+        crafted = f"printf 'crafted journal' > {where}-journal && echo journal-written; "
+        crafted += f"rm -f {where}-journal 2>/dev/null; ls -a {Path(where).parent}; echo end"
+        fake_llm.enqueue(Reply(text="first"))
+        assert project.ask("remember this", "--db", str(db)).returncode == 0
+        fake_llm.enqueue(
+            Reply(tool_calls=[FakeToolCall("execute_bash", {"command": crafted})]),
+            Reply(text="ok"),
+        )
+        r = project.ask("tidy", "--approve", "all", "--db", str(db))
+        assert r.returncode == 0, r.stderr
+        out = _results(project, db)[-1]
+        assert "end" in out and "journal-written" not in out, out
+        assert not os.path.lexists(f"{db}-journal"), where  # nothing left behind
+        assert project.rows("PRAGMA integrity_check", db=db) == [("ok",)]
+        prompts = [
+            c
+            for (c,) in project.rows(
+                "SELECT content FROM messages WHERE role='user' ORDER BY id", db=db
+            )
+        ]
+        assert prompts == ["remember this", "tidy"], prompts
+        listed = project.exec("/message list", "--db", str(db))
+        assert listed.returncode == 0 and "remember this" in listed.stdout
+    # The rest of the project stays writable.
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": "echo x > made.txt"})]),
+        Reply(text="ok"),
+    )
+    assert (
+        project.ask("write", "--approve", "all", "--db", str(project.root / "ledger.db")).returncode
+        == 0
+    )
+    assert (project.root / "made.txt").read_text() == "x\n"
+
+
+# --- 11: unknown tool arguments --------------------------------------------------------------
+
+
+def test_an_unknown_tool_argument_is_refused_naming_the_valid_ones(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """`"timeout": 2` instead of `timeout_seconds`: the command ran the full time. Now it
+    is not run, and the model is told in one line which arguments there are."""
+    fake_llm.enqueue(
+        Reply(
+            tool_calls=[
+                FakeToolCall(
+                    "execute_bash", {"command": "sleep 30; echo x > slept.txt", "timeout": 2}
+                )
+            ]
+        ),
+        Reply(text="ok"),
+    )
+    start = time.monotonic()
+    r = project.ask("wait", "--approve", "all")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - start < 25
+    assert not (project.root / "slept.txt").exists()
+    said = tool_message(fake_llm, "execute_bash")
+    assert said == (
+        "### TOOL_RESULT: execute_bash\nError: execute_bash: unknown argument 'timeout'; "
+        "the valid ones are command, timeout_seconds\n\n---"
+    ), said
+    rows = project.rows("SELECT status FROM messages WHERE role='tool'")
+    assert rows == [("error",)]
