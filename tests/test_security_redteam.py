@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -170,3 +169,68 @@ def test_an_unknown_tool_argument_is_refused_naming_the_valid_ones(
     ), said
     rows = project.rows("SELECT status FROM messages WHERE role='tool'")
     assert rows == [("error",)]
+
+
+# --- 8 and 9: exports --------------------------------------------------------------------
+
+_ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\x9d0;title\x9c"
+
+
+def test_exports_carry_no_terminal_escapes(project: Project, fake_llm: FakeLLMServer) -> None:
+    """The model's text and a tool's output hold OSC 52 (write the clipboard), a screen
+    clear and C1 controls; `cat`-ing either export must not run them."""
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("read_file", {"path": "evil.txt"})]),
+        Reply(text=f"done {_ESCAPES} end"),
+    )
+    (project.root / "evil.txt").write_text(f"data {_ESCAPES}\n")
+    assert project.ask("read evil.txt", "--approve", "all").returncode == 0
+    assert project.exec("/export markdown").returncode == 0
+    assert project.exec("/export json").returncode == 0
+    folder = project.root / ".slop" / "exports"
+    md = next(folder.glob("*.md")).read_bytes().decode("utf-8")
+    raw = next(folder.glob("*.json")).read_bytes().decode("utf-8")
+    for text in (md, raw):
+        assert not any(c in text for c in "\x1b\x07\x9b\x9c\x9d"), repr(text)
+    assert "␛]52;c;cHduZWQ=" in md and "done " in md
+    doc = json.loads(raw)  # the JSON still parses to the exact text
+    contents = [m["content"] for m in doc["messages"]]
+    assert f"done {_ESCAPES} end" in contents
+    assert any(f"data {_ESCAPES}" in c for c in contents)
+
+
+@needs_bwrap
+def test_export_stays_inside_the_project(project: Project, fake_llm: FakeLLMServer) -> None:
+    """The model plants `notes.md` as a symlink to a file outside the project; the user's
+    `/export markdown notes.md --force` must not write there, nor `../x.md`."""
+    outside = project.root.parent / "outside"
+    outside.mkdir()
+    victim = outside / "victim.md"
+    victim.write_text("precious\n")
+    fake_llm.enqueue(
+        Reply(
+            tool_calls=[
+                FakeToolCall("execute_bash", {"command": f"ln -s {victim} notes.md; ln -s .. up"})
+            ]
+        ),
+        Reply(text="ok"),
+    )
+    assert project.ask("set up", "--approve", "all").returncode == 0
+    assert (project.root / "notes.md").is_symlink()
+    for line in (
+        "/export markdown notes.md --force",
+        "/export markdown notes.md",
+        "/export markdown ../x.md",
+        "/export json up/y.json",
+        f"/export json {outside}/z.json",
+    ):
+        r = project.exec(line)
+        assert r.returncode != 0 and "outside the project root" in r.stderr, (line, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.md"]
+    assert not (project.root.parent / "x.md").exists()
+    # Inside the project it works, through a folder too.
+    (project.root / "docs").mkdir()
+    assert project.exec("/export markdown docs").returncode == 0
+    assert list((project.root / "docs").glob("*.md"))
