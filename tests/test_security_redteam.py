@@ -13,18 +13,21 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
-from tests.test_security_boundary import (  # noqa: F401  (fixtures)
-    GIT_ENV,
-    USER_KEY,
+from tests.test_security_boundary import (
     Project,
-    _host_git,
-    evil,
     needs_bwrap,
-    project,
     sent_text,
     tool_message,
 )
+
+
+@pytest.fixture
+def project(tmp_path: Path, fake_llm: FakeLLMServer) -> Project:
+    return Project(tmp_path, fake_llm)
+
 
 FILE_KEY = "sk-proj-F1leK3y-" + "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc"
 AWS_FILE_SECRET = "aws_secret_access_key = " + "Mq7Rk2Zt9Lw4Xn8Vb3Hc6Jd1Fg5Ps0Ye2Ua7Ti9"
