@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
-from slop_tui.context import extract_scratchpad_signal, extract_state
+from slop_tui.context import extract_scratchpad_signal, extract_state, redact_secrets
 from slop_tui.context.budget import LEVEL_OK
 from slop_tui.context.guards import (
     STEP_ELIDE,
@@ -927,8 +927,8 @@ class Orchestrator:
         if state:
             await ws.ledger.add_state(ws.session, gid, state)
         pad = extract_scratchpad_signal(reply.text)
-        if pad is not None:
-            await ws.ledger.set_scratchpad(ws.session, pad)
+        if pad is not None:  # sent with every request: no key lives on in it
+            await ws.ledger.set_scratchpad(ws.session, redact_secrets(pad))
         if not reply.complete:
             await send(
                 Notice(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,82 @@ def test_disguised_poisoned_memos_wait_and_memo_bodies_cannot_forge_a_header(
     assert not any(line.lstrip(" -").startswith("[memo 99") for line in lines)
     quoted = json.dumps(_POISONS["forged header"], ensure_ascii=False)
     assert any(line.endswith(quoted) and "saved by the model" in line for line in lines), lines
+
+
+# --- 7: the scratchpad ---------------------------------------------------------------------
+
+CORPUS = tomllib.loads(
+    (Path(__file__).parent / "data" / "secrets_corpus.toml").read_text(encoding="utf-8")
+)
+PLANTED = [p for p in CORPUS["positive"] if len(p["secret"]) >= 12][:20]
+
+
+def _pad(project: Project, session: str = "main") -> str:
+    rows = project.rows("SELECT scratchpad FROM sessions WHERE name = ?", (session,))
+    return rows[0][0] if rows else ""
+
+
+def _leaked(text: str) -> list[str]:
+    return [p["name"] for p in PLANTED if p["secret"] in text]
+
+
+def test_no_secret_lives_on_in_the_scratchpad_unless_the_user_insists(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """The 20 planted shapes, written by the tool (update and append) and by the
+    `SCRATCHPAD:` signal, and by the user (`set`, the editor): none is stored, none is sent
+    again. The user's own text is kept as typed only with --keep-secrets, and said so."""
+    half = len(PLANTED) // 2
+    update = "\n".join(p["text"] for p in PLANTED[:half])
+    append = "\n".join(p["text"] for p in PLANTED[half:])
+    fake_llm.enqueue(
+        Reply(
+            tool_calls=[
+                FakeToolCall("manage_scratchpad", {"action": "update", "content": update}),
+            ]
+        ),
+        Reply(
+            tool_calls=[FakeToolCall("manage_scratchpad", {"action": "append", "content": append})]
+        ),
+        Reply(text="noted"),
+    )
+    assert project.ask("keep notes", "--session", "main").returncode == 0
+    pad = _pad(project)
+    assert _leaked(pad) == [] and pad.count("[REDACTED]") >= len(PLANTED), pad
+    assert "Secrets in it were replaced by [REDACTED]" in tool_message(
+        fake_llm, "manage_scratchpad"
+    )
+    signal = "All done.\nSCRATCHPAD:\n" + "\n".join(p["text"] for p in PLANTED)
+    fake_llm.enqueue(Reply(text=signal))
+    assert project.ask("update the pad", "--session", "main").returncode == 0
+    pad = _pad(project)
+    assert _leaked(pad) == [] and "[REDACTED]" in pad
+    fake_llm.enqueue(Reply(text="ok"))
+    assert project.ask("next", "--session", "main").returncode == 0
+    layers = [
+        m["content"]
+        for m in fake_llm.chat_requests[-1].body["messages"]
+        if isinstance(m.get("content"), str) and "## Active Scratchpad" in m["content"]
+    ]
+    assert layers and "[REDACTED]" in layers[0].split("## Active Scratchpad\n")[-1]
+    assert _leaked(layers[0]) == []  # the pad as sent (the model's own old reply aside)
+    # The user's own writes: redacted and told, unless they insist.
+    typed = "db: password=hunter2secret. and DB_PASS=Zx9kq2mm."
+    r = project.exec(f"/session scratchpad set {typed}", "--session", "main")
+    assert (
+        r.returncode == 0 and "replaced by [REDACTED]" in r.stdout and "--keep-secrets" in r.stdout
+    )
+    assert "hunter2secret" not in _pad(project) and "Zx9kq2mm" not in _pad(project)
+    r = project.exec(f"/session scratchpad set --keep-secrets {typed}", "--session", "main")
+    assert r.returncode == 0 and "kept as typed" in r.stdout
+    assert _pad(project) == typed
+    shown = project.exec("/session scratchpad show", "--session", "main").stdout
+    assert "kept as typed" in shown
+    editor = project.root.parent / "editor.sh"
+    editor.write_text(f"#!/bin/sh\nprintf '%s\\n' 'token: {PLANTED[0]['secret']}' > \"$1\"\n")
+    editor.chmod(0o755)
+    r = project.run(
+        "exec", "--session", "main", "/session scratchpad edit", env=project.env(EDITOR=str(editor))
+    )
+    assert r.returncode == 0 and "[REDACTED]" in r.stdout, r.stdout + r.stderr
+    assert PLANTED[0]["secret"] not in _pad(project)

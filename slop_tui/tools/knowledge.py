@@ -52,7 +52,10 @@ async def manage_scratchpad(args: dict[str, Any], ctx: ToolContext) -> str:
         return text if text else "Scratchpad is empty."
     if "content" not in args:
         raise ToolError(f"manage_scratchpad: 'content' is required for {action}")
-    content: str = args["content"]
+    # The scratchpad is sent with every request and outlives /undo: no key the model
+    # read in a tool output may live on in it.
+    content = redact_secrets(args["content"])
+    note = " Secrets in it were replaced by [REDACTED]." if content != args["content"] else ""
     async with _lock(ledger):
         if action == "update":
             new = content
@@ -63,7 +66,7 @@ async def manage_scratchpad(args: dict[str, Any], ctx: ToolContext) -> str:
             new = old + sep + content
         await ledger.set_scratchpad(ctx.session, new)
     verb = "updated" if action == "update" else "appended to"
-    return f"Scratchpad {verb} ({len(new)} characters)."
+    return f"Scratchpad {verb} ({len(new)} characters).{note}"
 
 
 # --- memos -------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from textual.widget import WidgetError
 from textual.widgets import Header, Input, Markdown, Static, TextArea
 from textual.widgets._header import HeaderTitle
 
+from slop_tui.context.redact import redact_secrets
 from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.text import keep_lines, neutralise
@@ -863,6 +864,8 @@ class SlopApp(App):
         result = await dispatch(target, f"/session scratchpad set {event.text}")
         if not result.ok:
             self.notify(result.text, severity="error", timeout=10)
+        elif "[REDACTED]" in result.text:  # shown, not a silent change
+            self.notify(result.text, severity="warning", timeout=10)
         await self.refresh_context()
 
     @on(ContextPreview.JsonRequested)
@@ -1049,8 +1052,8 @@ class SlopApp(App):
         if ws is None or not pads:
             return
         pad = pads.first()
-        if pad.dirty:
-            await ws.ledger.set_scratchpad(pad.session or ws.session, pad.text)
+        if pad.dirty:  # as `/session scratchpad set` stores it: no secret kept
+            await ws.ledger.set_scratchpad(pad.session or ws.session, redact_secrets(pad.text))
 
     async def on_unmount(self) -> None:
         self.collector.stop()
