@@ -46,8 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slop_tui.safe_text import neutralise
-from slop_tui.tools.files import SKIP_DIRS
-from slop_tui.tools.paths import REPOSITORY_NAMES, is_repository
+from slop_tui.tools.paths import REPOSITORY_NAMES, SKIP_DIRS, is_repository
 
 GIT = ".git"
 HEAD = "HEAD"

@@ -30,7 +30,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from slop_tui.tools.base import ToolError
+from slop_tui.tools.errors import ToolError
 
 BINARY_SNIFF_BYTES = 8192
 MAX_TEXT_BYTES = 100 * 1024 * 1024  # read_file / apply_patch refuse bigger files
@@ -59,6 +59,8 @@ def resolve_inside(root: Path, raw: str, tool: str) -> Path:
 
 
 PROTECTED_DIRS = (".git", ".slop")
+# Folders the listing and search tools do not enter.
+SKIP_DIRS = frozenset({".git", ".venv", "__pycache__", "node_modules", ".slop"})
 _LEDGER_SIBLINGS = ("", "-wal", "-shm", "-journal")
 # The names git's own test for "this folder is a repository" looks at.
 REPOSITORY_NAMES = ("HEAD", "objects", "refs", "commondir")
