@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -18,7 +19,9 @@ import pytest
 
 from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
 from tests.test_security_boundary import (
+    GIT_ENV,
     Project,
+    _host_git,
     needs_bwrap,
     sent_text,
     tool_message,
@@ -376,3 +379,122 @@ def test_no_secret_lives_on_in_the_scratchpad_unless_the_user_insists(
     )
     assert r.returncode == 0 and "[REDACTED]" in r.stdout, r.stdout + r.stderr
     assert PLANTED[0]["secret"] not in _pad(project)
+
+
+# --- 3 and 4: what git config points at; repositories under node_modules ----------------------
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=True
+    )
+
+
+@needs_bwrap
+def test_paths_the_git_config_runs_are_protected_from_the_shell_and_the_file_tools(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """Husky-style `core.hooksPath=.githooks` (tracked), an fsmonitor script, a filter, an
+    included config and `core.sshCommand` in the project: the shell can neither rewrite
+    the ones there nor create the missing ones; the file tools refuse them; the user's
+    next `git status` and `git commit` run nothing the model wrote."""
+    root = project.root
+    _git(root, "init", "-q", ".")
+    for args in (
+        ("config", "user.email", "u@example.com"),
+        ("config", "user.name", "U"),
+        ("config", "core.hooksPath", ".githooks"),
+        ("config", "core.fsmonitor", ".git-tools/fsmon.sh"),
+        ("config", "filter.lfsish.clean", "./scripts/clean.sh %f"),
+        ("config", "core.sshCommand", "sh ./tools/ssh.sh"),
+        ("config", "include.path", "../.gitconfig-project"),
+    ):
+        _git(root, *args)
+    hooks = root / ".githooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (hooks / "pre-commit").chmod(0o755)
+    (root / ".git-tools").mkdir()
+    fsmon = root / ".git-tools" / "fsmon.sh"
+    fsmon.write_text("#!/bin/sh\nexit 1\n")
+    fsmon.chmod(0o755)
+    included = root / ".gitconfig-project"
+    included.write_text("[core]\n\tautocrlf = false\n")
+    (root / "a.txt").write_text("a\n")
+    watched = {p: p.read_bytes() for p in (hooks / "pre-commit", fsmon, included)}
+    attack = r"""
+printf '#!/bin/sh\ntouch PWNED_HOOK\n' > .githooks/pre-commit 2>/dev/null || echo hook-refused
+printf '#!/bin/sh\ntouch PWNED_FSM\n' > .git-tools/fsmon.sh 2>/dev/null || echo fsmon-refused
+printf '[core]\n\tfsmonitor = touch PWNED_INC; false\n' >> .gitconfig-project 2>/dev/null || echo include-refused
+mkdir -p scripts tools
+printf '#!/bin/sh\ntouch PWNED_FILTER\ncat\n' > scripts/clean.sh && chmod +x scripts/clean.sh
+printf 'touch PWNED_SSH\n' > tools/ssh.sh
+echo attack-done
+"""
+    files = [
+        FakeToolCall("write_file", {"path": ".githooks/post-checkout", "content": "touch PWNED"}),
+        FakeToolCall(
+            "apply_patch",
+            {"path": ".git-tools/fsmon.sh", "patches": [{"find": "exit 1", "replace": "id"}]},
+        ),
+        FakeToolCall("write_file", {"path": ".gitconfig-project", "content": "[core]\n"}),
+        FakeToolCall("write_file", {"path": "scripts/clean.sh", "content": "touch PWNED"}),
+    ]
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": attack})]),
+        Reply(tool_calls=files),
+        Reply(text="ok"),
+    )
+    db = root.parent / "ledger" / "slop.db"
+    r = project.ask("set up hooks", "--approve", "all", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    results = _results(project, db)
+    out = results[0]
+    for said in ("hook-refused", "fsmon-refused", "include-refused", "attack-done"):
+        assert said in out, (said, out)
+    for content in results[1:]:
+        assert "off limits" in content and "git config names" in content, content
+    assert {p: p.read_bytes() for p in watched} == watched
+    # What the command created where the config points was moved out, not left for git.
+    assert not (root / "scripts" / "clean.sh").exists()
+    assert not (root / "tools" / "ssh.sh").exists()
+    assert not (root / ".githooks" / "post-checkout").exists()
+    kept = {p.name for p in (root / ".slop" / "git-quarantine").rglob("*")}
+    assert {"clean.sh", "ssh.sh"} <= kept, kept
+    # The user's next git status and commit run nothing the model wrote.
+    _git(root, "add", "a.txt")
+    _git(root, "commit", "-qm", "first")
+    _host_git(root, root.parent)
+    assert not list(root.rglob("PWNED*"))
+
+
+@needs_bwrap
+def test_a_repository_created_under_node_modules_is_moved_out(
+    project: Project, fake_llm: FakeLLMServer
+) -> None:
+    """The walks skip `node_modules` for speed; a repository a command creates there (with
+    an fsmonitor) is still moved out after it. One that was there before stays."""
+    root = project.root
+    (root / "node_modules" / "pkg").mkdir(parents=True)
+    _git(root / "node_modules", "init", "-q", "old")
+    old_config = (root / "node_modules" / "old" / ".git" / "config").read_bytes()
+    time.sleep(1.2)  # the old one's time stamps lie before the command
+    plant = (
+        "git init -q node_modules/pkg/sub && "
+        "git -C node_modules/pkg/sub config core.fsmonitor 'touch PWNED_NM; false' && echo made"
+    )
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": plant})]), Reply(text="ok")
+    )
+    db = root.parent / "ledger" / "slop.db"
+    r = project.ask("install", "--approve", "all", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    out = _results(project, db)[0]
+    assert "made" in out and "node_modules/pkg/sub/.git" in out, out
+    assert not os.path.lexists(root / "node_modules" / "pkg" / "sub" / ".git")
+    status = _host_git(root / "node_modules" / "pkg" / "sub", root.parent)
+    assert "not a git repository" in status.stderr
+    assert not list(root.rglob("PWNED*"))
+    kept = [p for p in (root / ".slop" / "git-quarantine").rglob("config")]
+    assert any("PWNED_NM" in p.read_text() for p in kept)
+    assert (root / "node_modules" / "old" / ".git" / "config").read_bytes() == old_config
