@@ -15,7 +15,8 @@
    statement names `memos_fts`, so the worker first builds the index of the
    visible memos, 1,000 here). Median and range of N runs.
 3. The shell sandbox's git scan (`slop_tui/tools/gitdirs.py`), run before and
-   after every sandboxed command: its time on trees of 100 to 19,000 folders,
+   after every sandboxed command: its time on trees of 100 to 19,000 folders
+   (and, the walk after a command entering `node_modules`, with one beside them),
    and a whole sandboxed `execute_bash true` on each, with and (side by side,
    the scans replaced by empty ones) without them.
    Side by side, the same kind of `instr` call run the old way, in-process with
@@ -236,6 +237,23 @@ async def git_scan_table(runs: int) -> None:
                 await ledger.close()
         name = f"{folders:,} folders, {folders * files:,} files, 20 nested repositories"
         print(f"| {name} | {_ms(scans)} | {shell} | {bare} |")
+    # The walk after a command also enters node_modules (and the other package folders).
+    print("\n| project | scan before a command | scan after it (enters node_modules) |")
+    print("|---|---|---|")
+    for modules in (2_000, MAX_DIRS // 2):
+        folder = Path(tempfile.mkdtemp(prefix="slop-bench-gitscan-"))
+        _tree(folder, 100, 10, repos=20)
+        _tree(folder / "node_modules", modules, 2, repos=0)
+        before, after = [], []
+        for _ in range(runs):
+            start = time.perf_counter()
+            found = gitdirs.scan(folder)
+            before.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            gitdirs.scan(folder, trusted=found)
+            after.append(time.perf_counter() - start)
+        name = f"100 folders, 20 repositories, node_modules of {modules:,} folders"
+        print(f"| {name} | {_ms(before)} | {_ms(after)} |")
 
 
 async def _shell_times(ctx: ToolContext, runs: int) -> list[float]:
