@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -60,10 +62,17 @@ def _ledger_text(db: Path) -> str:
 
 @needs_bwrap
 def test_symlinked_user_config_aws_folder_and_shell_startup_files_stay_hidden(
-    project: Project, fake_llm: FakeLLMServer
+    project: Project, fake_llm: FakeLLMServer, request: pytest.FixtureRequest
 ) -> None:
     """A dotfiles manager makes the user config and `~/.aws` symlinks; `.bashrc` exports a
-    key. The shell reads none of them, and no key reaches the ledger or the next request."""
+    key. The shell reads none of them, and no key reaches the ledger or the next request.
+
+    The home folder is made outside /tmp (the sandbox's /tmp is private, so a home in it
+    would be hidden whatever the rules)."""
+    home = Path(tempfile.mkdtemp(prefix="slop-test-home-", dir=Path.home()))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    (home / "config.toml").write_text(project.user_config.read_text())
+    project.home, project.user_config = home, home / "config.toml"
     dotfiles = project.home / "dotfiles"
     (dotfiles / "aws").mkdir(parents=True)
     real_config = dotfiles / "slop-config.toml"
