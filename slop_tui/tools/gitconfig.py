@@ -56,7 +56,7 @@ def read_config(path: Path) -> list[tuple[str, str]]:
     for raw in lines:
         line = raw.strip()
         while line.endswith("\\") and not line.endswith("\\\\"):
-            line = line[:-1] + next(lines, "").strip()
+            line = line[:-1] + next(lines, "").rstrip()  # kept as git keeps it
         if not line or line[0] in "#;":
             continue
         if line.startswith("["):
@@ -99,6 +99,8 @@ def _value(text: str) -> str:
             out.append({"n": "\n", "t": "\t", "b": "\b"}.get(text[i], text[i]))
         elif c in "#;" and not quoted:
             break
+        elif c.isspace() and not quoted:
+            out.append(" ")  # git keeps each blank outside quotes as a space
         else:
             out.append(c)
         i += 1
@@ -173,8 +175,10 @@ def git_dir(entry: Path) -> Path | None:
     """The git directory a `.git` entry stands for: the folder itself, a symlink's
     target, or the folder a `gitdir: …` file names."""
     try:
+        if entry.is_symlink():
+            return _resolved(entry)
         if entry.is_dir():
-            return entry.resolve()
+            return entry  # under a resolved root already: no symlink to follow
         text = entry.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
@@ -198,11 +202,38 @@ def config_files(gitdir: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
+# (git dir, worktree) -> (the config files' signatures, their exec_paths): a scan runs
+# before and after every sandboxed command, and configs seldom change.
+_SEEN: dict[tuple[Path, Path], tuple[tuple, list[Path]]] = {}
+_SEEN_MAX = 512
+
+
+def _signature(files: list[Path]) -> tuple:
+    """What changes when a file is written, created or removed (a missing one counts)."""
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            out.append((str(f), None))
+            continue
+        out.append((str(f), st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 def repository_exec_paths(gitdir: Path, worktree: Path) -> list[Path]:
-    """`exec_paths` of every config file of one repository."""
+    """`exec_paths` of every config file of one repository (read again when one of its
+    files, or a file one of them names, changed or appeared)."""
+    files = config_files(gitdir)
+    seen = _SEEN.get((gitdir, worktree))
+    if seen is not None and seen[0] == _signature([*files, *seen[1]]):
+        return seen[1]
     out: list[Path] = []
-    for config in config_files(gitdir):
+    for config in files:
         out += exec_paths(config, worktree)
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[(gitdir, worktree)] = (_signature([*files, *out]), out)
     return out
 
 
