@@ -90,6 +90,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.tools import KIND_SHELL, approval_decision, get_tool, run_tool
+from slop_tui.tools.args import argument_problem
 from slop_tui.tools.base import ToolContext, ToolResult, error_result
 from slop_tui.workspace import Workspace
 
@@ -887,6 +888,9 @@ class Orchestrator:
                 f"{call.arguments_error}; the call was not run. Send it again with the "
                 "arguments as one JSON object.",
             )
+        problem = argument_problem(tool, call.arguments)
+        if problem is not None:  # refused before anyone is asked: it cannot run as sent
+            return error_result(call.name, problem)
         decision = approval_decision(
             tool, self.approve, self.session_allowed, sandboxed=self.ws.sandbox.available
         )

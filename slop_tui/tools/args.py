@@ -65,6 +65,16 @@ def parse_arguments(name: str, raw: dict[str, Any] | str | None) -> dict[str, An
     return dict(raw)
 
 
+def argument_problem(tool: Tool, raw: dict[str, Any] | str | None) -> str | None:
+    """Why a call's arguments cannot run (the one-line `ToolError` message), or None:
+    checked before anyone is asked to approve the call."""
+    try:
+        validate(tool, parse_arguments(tool.name, raw))
+    except ToolError as exc:
+        return exc.message
+    return None
+
+
 def validate(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     """Checked arguments with schema defaults filled in; raises `ToolError`."""
     return _object(tool.name, tool.parameters, args, prefix="")
