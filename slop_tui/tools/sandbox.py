@@ -10,10 +10,16 @@ context chose it). Inside the sandbox it sees:
   (hidden: the ledger holds every session, the project config could redirect
   a provider);
 - the rest of the file system read-only, with the ledger file (wherever
-  `--db` put it), slop-tui's config folder (keys, trusted folders) and the
+  `--db` put it), slop-tui's config folder (keys, trusted folders), the
   usual credential stores of the home folder (`~/.aws`, `~/.ssh`,
-  `~/.netrc`, …) hidden, a private `/tmp` and an empty `/run` (no Docker,
-  D-Bus or ssh-agent socket);
+  `~/.netrc`, …) and its shell start-up files and histories (`~/.bashrc`,
+  `~/.zsh_history`, …) hidden, each at its resolved path (a dotfiles
+  manager's symlink is followed by bwrap too), a private `/tmp` and an empty
+  `/run` (no Docker, D-Bus or ssh-agent socket);
+- when the ledger lives in the project, no sibling of it (`-journal`, `-wal`,
+  `-shm`) can be created: SQLite would roll a crafted journal into the ledger
+  at its next open. Its folder is read-only; in the project root itself an
+  empty read-only file stands in for each missing one while the command runs;
 - its own PID namespace and a private `/proc`: slop-tui's process, whose
   environment and memory hold the provider keys, does not exist in there;
 - an environment without credentials (`shell_env`: every variable named by a
