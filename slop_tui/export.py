@@ -11,6 +11,12 @@ An export leaves the ledger for files people share, so secrets are redacted
 the Markdown document as a whole, the JSON object string by string (so it
 stays valid JSON). The ledger itself keeps every byte; `/message show` and
 copying a message give the exact text.
+
+An export is a file people `cat`, so neither form carries a terminal control
+sequence: the Markdown goes through `neutralise` (ESC, C1 controls, bidi
+overrides made visible: `␛]52;…` cannot write the clipboard), the JSON through
+`escape_json` (those code points as JSON `\\u` escapes, so it parses to the
+same text).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from slop_tui.records import (
     Session,
     StateVersion,
 )
+from slop_tui.safe_text import escape_json, neutralise
 
 JSON_FORMAT = "slop-tui.session"
 JSON_VERSION = 1
@@ -192,7 +199,7 @@ def session_markdown(
         lines.append("")
         for m in rows:
             lines += [message_markdown(m), ""]
-    return redact_secrets("\n".join(lines).rstrip("\n") + "\n")
+    return neutralise(redact_secrets("\n".join(lines).rstrip("\n") + "\n"))
 
 
 def _group_heading(gid: int | None, rows: Sequence[Message]) -> str:
@@ -255,7 +262,7 @@ def _redacted(value: object) -> object:
 
 
 def dumps_json(data: dict) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return escape_json(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
 __all__ = [

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
-from slop_tui.context import extract_scratchpad_signal, extract_state
+from slop_tui.context import extract_scratchpad_signal, extract_state, redact_secrets
 from slop_tui.context.budget import LEVEL_OK
 from slop_tui.context.guards import (
     STEP_ELIDE,
@@ -91,6 +91,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.tools import KIND_SHELL, approval_decision, get_tool, run_tool
+from slop_tui.tools.args import argument_problem
 from slop_tui.tools.base import ToolContext, ToolResult, error_result
 from slop_tui.workspace import Workspace
 
@@ -898,6 +899,9 @@ class Orchestrator:
                 f"{call.arguments_error}; the call was not run. Send it again with the "
                 "arguments as one JSON object.",
             )
+        problem = argument_problem(tool, call.arguments)
+        if problem is not None:  # refused before anyone is asked: it cannot run as sent
+            return error_result(call.name, problem)
         decision = approval_decision(
             tool, self.approve, self.session_allowed, sandboxed=self.ws.sandbox.available
         )
@@ -938,8 +942,8 @@ class Orchestrator:
         if state:
             await ws.ledger.add_state(ws.session, gid, state)
         pad = extract_scratchpad_signal(reply.text)
-        if pad is not None:
-            await ws.ledger.set_scratchpad(ws.session, pad)
+        if pad is not None:  # sent with every request: no key lives on in it
+            await ws.ledger.set_scratchpad(ws.session, redact_secrets(pad))
         if not reply.complete:
             await send(
                 Notice(

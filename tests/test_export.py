@@ -212,7 +212,7 @@ async def test_export_to_a_given_path(ws, tmp_path):
     (tmp_path / "out dir").mkdir()
     result = await dispatch(ws, '/export json "out dir/s.json"')
     assert result.ok and (tmp_path / "out dir" / "s.json").is_file()
-    absolute = tmp_path / "abs.md"
+    absolute = tmp_path.resolve() / "abs.md"
     assert (await dispatch(ws, f"/export markdown {absolute}")).ok and absolute.is_file()
     into_folder = await dispatch(ws, "/export json 'out dir'")  # a folder: default name inside
     assert into_folder.data == str(tmp_path / "out dir" / "my_session.json")

@@ -111,10 +111,14 @@ async def test_argument_errors_are_one_friendly_line(
     assert "\n" not in body(result)
 
 
-async def test_empty_arguments_and_unknown_extras(ctx: ToolContext) -> None:
+async def test_empty_arguments_and_unknown_ones_refused(ctx: ToolContext) -> None:
     for raw in (None, "", "  ", {}):
         assert (await run_tool("list_directory", raw, ctx)).ok
-    assert (await run_tool("list_directory", {"path": ".", "verbose": True}, ctx)).ok
+    result = await run_tool("list_directory", {"path": ".", "verbose": True}, ctx)
+    assert not result.ok
+    assert body(result) == (
+        "Error: list_directory: unknown argument 'verbose'; the valid ones are path, depth"
+    )
 
 
 async def test_unexpected_exceptions_become_error_results(

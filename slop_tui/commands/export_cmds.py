@@ -2,7 +2,8 @@
 
 Without a PATH the file goes to a folder of its own, `.slop/exports/` in the
 project, never next to the project's files (a session named `README` or
-`package` would otherwise meet `README.md` or `package.json`). An existing file
+`package` would otherwise meet `README.md` or `package.json`). A PATH stays
+inside the project (no `..` out of it, no symlink leading out). An existing file
 is never overwritten without `--force`; the TUI asks before it adds it.
 """
 
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok
+from slop_tui.tools.base import ToolError
+from slop_tui.tools.paths import resolve_inside
 
 CAT = "Sessions"
 USAGE = "/export markdown|json [PATH] [--force]"
@@ -56,12 +59,18 @@ EXPORTS_DIR = Path(".slop") / "exports"
 
 def export_path(project_root: Path, session: str, ext: str, path: str | None) -> Path:
     """Where the export goes: PATH (relative to the project root; a folder gets the
-    default name inside it) or <root>/.slop/exports/<session>.<ext>."""
+    default name inside it) or <root>/.slop/exports/<session>.<ext>.
+
+    PATH must stay inside the project once `..` and symlinks are resolved (a link the
+    model planted must not carry the session's text elsewhere), as `/handoff export`."""
     default = f"{safe_filename(session)}.{ext}"
+    root = Path(project_root).resolve()
     if path is None:
-        return Path(project_root) / EXPORTS_DIR / default
-    target = Path(path).expanduser()
-    target = target if target.is_absolute() else Path(project_root) / target
+        return root / EXPORTS_DIR / default
+    try:
+        target = resolve_inside(root, path, "/export")
+    except ToolError as exc:
+        raise CommandError(exc.message.removeprefix("/export: ")) from None
     return target / default if target.is_dir() else target
 
 

@@ -15,6 +15,7 @@ from slop_tui.commands.base import (
     split_first,
 )
 from slop_tui.context import extract_keywords, rank_memos, redact_secrets
+from slop_tui.context.memos import memo_tags
 from slop_tui.ledger import snippet
 from slop_tui.records import EDIT_MEMO_REMOVE, EDIT_SKILL_REMOVE, Changed
 
@@ -22,6 +23,12 @@ CAT = "Memory & skills"
 # Memos are sent with every request that matches them, in every session: like
 # summaries and handoffs they never hold a secret (`redact_secrets`).
 REDACTED_NOTE = " Secrets in it were replaced by [REDACTED]."
+
+
+def _dropped_note(dropped: list[str]) -> str:
+    if not dropped:
+        return ""
+    return f" Tags left out (they would match nearly every request): {', '.join(dropped)}."
 
 
 def _memo_form(tags: tuple[str, ...], content: str) -> str:
@@ -112,7 +119,9 @@ async def memo_add(ws, args: str) -> CommandResult:
         raise UsageError("tags and content are needed. Usage: /memo add TAG[,TAG…] CONTENT")
     clean = redact_secrets(content.strip())
     note = REDACTED_NOTE if clean != content.strip() else ""
-    memo = await ws.ledger.add_memo(clean, tags_text.split(","))
+    tags, dropped = memo_tags(tags_text.split(","))
+    note += _dropped_note(dropped)
+    memo = await ws.ledger.add_memo(clean, tags)
     return ok(
         f"Saved memo {memo.id} [{', '.join(memo.tags)}].{note}", changed=Changed.MEMOS, data=memo
     )
@@ -138,6 +147,8 @@ async def memo_edit(ws, args: str) -> CommandResult:
         )
     clean = redact_secrets(content)
     note = REDACTED_NOTE if clean != content else ""
+    tags, dropped = memo_tags(tags)
+    note += _dropped_note(dropped)
     await ws.ledger.update_memo(memo.id, clean, tags)
     return ok(f"Memo {memo.id} updated.{note}", changed=Changed.MEMOS)
 

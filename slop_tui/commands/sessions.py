@@ -15,6 +15,7 @@ from slop_tui.commands.base import (
     refuse_while_running,
     split_first,
 )
+from slop_tui.context.redact import contains_secret, redact_secrets
 from slop_tui.records import DEFAULT_SESSION, Changed
 
 CAT = "Sessions"
@@ -134,11 +135,32 @@ async def session_clone(ws, args: str) -> CommandResult:
     return ok(f"Cloned '{source}' to '{name}' and switched to it.", changed=Changed.SESSION)
 
 
+SCRATCHPAD_USAGE = "/session scratchpad [show | edit [--keep-secrets] | set [--keep-secrets] TEXT]"
+KEEP_SECRETS = "--keep-secrets"
+
+
+async def _store_scratchpad(ws, text: str, keep: bool, verb: str) -> CommandResult:
+    """Store the user's scratchpad text: secrets replaced by [REDACTED] (it is sent with
+    every request) unless the user insists with --keep-secrets; either way they are told."""
+    clean = text if keep else redact_secrets(text)
+    await ws.ledger.set_scratchpad(ws.session, clean)
+    note = ""
+    if clean != text:
+        note = (
+            " Secrets in it were replaced by [REDACTED] (it is sent with every request); "
+            f"add {KEEP_SECRETS} to keep them as typed."
+        )
+    elif keep and contains_secret(text):
+        note = " It holds secrets, kept as typed: they are sent with every request."
+    return ok(f"Scratchpad {verb} ({len(clean)} characters).{note}", changed=Changed.SCRATCHPAD)
+
+
 @command(
     "session",
     "scratchpad",
-    "/session scratchpad [show | edit | set TEXT]",
-    "Show, edit ($EDITOR) or set this session's scratchpad.",
+    SCRATCHPAD_USAGE,
+    "Show, edit ($EDITOR) or set this session's scratchpad (secrets in it are replaced "
+    f"by [REDACTED] unless {KEEP_SECRETS} is given).",
     CAT,
 )
 async def session_scratchpad(ws, args: str) -> CommandResult:
@@ -146,22 +168,25 @@ async def session_scratchpad(ws, args: str) -> CommandResult:
     sess = await ws.current()
     if op in ("", "show", "read"):
         body = sess.scratchpad or "(empty)"
+        if contains_secret(sess.scratchpad):
+            body += "\n\n(it holds secrets kept as typed: they are sent with every request)"
         return ok(f"## Scratchpad [{ws.session}]\n\n{body}", data=sess.scratchpad)
     if op == "set":
         text = args.strip()[3:].lstrip(" ")
-        await ws.ledger.set_scratchpad(ws.session, text)
-        return ok(f"Scratchpad set ({len(text)} characters).", changed=Changed.SCRATCHPAD)
+        keep = text == KEEP_SECRETS or text.startswith(KEEP_SECRETS + " ")
+        if keep:
+            text = text[len(KEEP_SECRETS) :].lstrip(" ")
+        return await _store_scratchpad(ws, text, keep, "set")
     if op == "edit":
+        if rest.strip() not in ("", KEEP_SECRETS):
+            raise UsageError(f"unknown option '{rest.strip()}'. Usage: {SCRATCHPAD_USAGE}")
         edited = edit_in_editor(ws, sess.scratchpad, ".md")
         if edited is None:
             raise CommandError("the editor failed; the scratchpad was not changed.")
         if edited == sess.scratchpad:
             return ok("No changes made.")
-        await ws.ledger.set_scratchpad(ws.session, edited)
-        return ok(f"Scratchpad saved ({len(edited)} characters).", changed=Changed.SCRATCHPAD)
-    raise UsageError(
-        "unknown scratchpad operation. Usage: /session scratchpad [show | edit | set TEXT]"
-    )
+        return await _store_scratchpad(ws, edited, rest.strip() == KEEP_SECRETS, "saved")
+    raise UsageError(f"unknown scratchpad operation. Usage: {SCRATCHPAD_USAGE}")
 
 
 @command(

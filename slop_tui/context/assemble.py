@@ -32,6 +32,7 @@ from slop_tui.context.layout import (
     check_layout,
     placement,
 )
+from slop_tui.context.memos import quoted_body
 from slop_tui.context.prompt import (
     LAYER_FILES,
     LAYER_FOCUS,
@@ -138,12 +139,13 @@ MEMO_ORIGIN = {
 
 
 def _memo_line(memo: Memo) -> str:
-    # Continuation lines are indented so a multi-line memo stays one list item.
-    body = memo.content.strip().replace("\n", "\n  ")
     tags = json.dumps(list(memo.tags), ensure_ascii=False)
     origin = MEMO_ORIGIN.get(memo.source)
-    label = f"memo {memo.id}, {origin}" if origin else f"memo {memo.id}"
-    return f"- [{label}] {tags} {body}\n"
+    if origin:  # quoted whole: a line of it cannot pass for a memo header or a turn
+        return f"- [memo {memo.id}, {origin}] {tags} {quoted_body(memo.content)}\n"
+    # Continuation lines are indented so a multi-line memo stays one list item.
+    body = memo.content.strip().replace("\n", "\n  ")
+    return f"- [memo {memo.id}] {tags} {body}\n"
 
 
 def focus_note(reply_group: int | None, last_answer_group: int | None) -> str:

@@ -7,8 +7,11 @@ order, so the rule is testable without SQLite.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 from slop_tui.records import Memo, Message
@@ -49,10 +52,105 @@ _INSTRUCTION = re.compile(
 )
 
 
+# Paraphrases of the same orders, a forged memo header or conversation turn, and the
+# usual payloads (send the keys somewhere, pipe a download into a shell).
+_PARAPHRASE = re.compile(
+    r"(?i:\b(?:pay no (?:attention|heed)|stop following|no longer (?:follow|obey)|"
+    r"(?:throw|set) (?:away|aside)|do not follow|don't follow)\b[^.\n]{0,40}?"
+    r"\b(?:instructions?|rules|guidelines|prompts?|directions|guidance|orders)\b)"
+    r"|(?i:\b(?:disregard|forget|ignore)\s+(?:everything|all of (?:it|that|this)|what "
+    r"(?:you were|you've been|you have been) (?:told|given)))"
+    r"|(?i:\byour (?:new|real|true|actual|updated) (?:instructions?|task|goal|role|orders|"
+    r"purpose|objective)\b)"
+    r"|(?i:\b(?:always|never) (?:reply|respond|answer|mention|reveal|tell|say|comply)\b"
+    r"[^.\n]{0,60}?\b(?:user|anyone|regardless)\b)"
+    r"|(?i:\b(?:the user (?:has )?(?:already )?(?:authori[sz]ed|approved|wants you to)|"
+    r"without (?:asking|telling|informing|confirmation from) the user)\b)"
+    r"|(?i:\b(?:send|post|upload|exfiltrate|leak|forward|email|print|reveal|dump)\b[^.\n]{0,30}?"
+    r"\b(?:api[ _-]?keys?|secrets?|credentials|tokens?|passwords?|env(?:ironment)? "
+    r"variables|ssh keys?)\b)"
+    r"|(?i:\b(?:curl|wget)\b[^\n|]{0,200}\|\s*(?:ba|z)?sh\b)"
+    r"|(?im:^\W{0,6}\[?\s*memo\s+\d+\s*,\s*saved by)"
+    r"|(?im:^\W{0,6}(?:system|developer|assistant)\s*:)"
+)
+
+
+def normalise_for_check(text: str) -> str:
+    """`text` as the instruction check reads it: NFKC (full-width and compatibility
+    forms), no format characters (zero-width spaces and joiners, bidi marks: Unicode
+    category Cf), and letters that look like Latin ones (Cyrillic `Ѕ`, Greek `ο`: the
+    Unicode confusables table) folded to them."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    if text.isascii():
+        return text
+    fold = _confusable_fold()
+    return "".join(fold.get(c, c) for c in text)
+
+
+@functools.cache
+def _confusable_fold() -> dict[str, str]:
+    """Each non-ASCII character whose confusable is one ASCII letter or digit -> that one
+    (loaded once, when a text first holds a non-ASCII character: 0.3 s)."""
+    from confusable_homoglyphs import utils
+
+    out: dict[str, str] = {}
+    for char, glyphs in utils.load("confusables.json").items():
+        if len(char) != 1 or char.isascii():
+            continue
+        for glyph in glyphs:
+            c = glyph.get("c", "")
+            if len(c) == 1 and c.isascii() and c.isalnum():
+                out[char] = c
+                break
+    return out
+
+
 def instruction_shaped(text: str) -> str | None:
-    """The phrase that makes `text` read like an instruction to the model, or None."""
-    m = _INSTRUCTION.search(text)
+    """The phrase that makes `text` read like an instruction to the model, or None.
+
+    The text is normalised first (`normalise_for_check`), so zero-width characters and
+    look-alike letters do not hide a phrase; the phrase returned is the normalised one."""
+    plain = normalise_for_check(text)
+    m = _INSTRUCTION.search(plain) or _PARAPHRASE.search(plain)
     return " ".join(m.group(0).split()) if m else None
+
+
+# Tags that would match nearly every prompt: stop words, words of two letters or fewer,
+# and the words every coding request holds. Left out of a memo's tags when it is saved,
+# and never counted as a hit for one saved before.
+TAG_STOP_WORDS = STOP_WORDS | frozenset(
+    """
+    the and you how why who what are was can for not but all any its our out use get
+    set new one two add fix run see way
+    code file files help info general misc note notes thing things stuff question answer
+    task work project make using user model data text please thanks
+    """.split()
+)
+
+
+def useful_tag(tag: str) -> bool:
+    """Whether a tag may select a memo (see `TAG_STOP_WORDS`)."""
+    t = tag.strip().lower()
+    return len(t) > 2 and t not in TAG_STOP_WORDS
+
+
+def memo_tags(tags: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(the tags to store, those left out): lower-cased, de-duplicated, no stop words."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for tag in tags:
+        t = tag.strip().lower()
+        if not t or t in kept or t in dropped:
+            continue
+        (kept if useful_tag(t) else dropped).append(t)
+    return kept, dropped
+
+
+def quoted_body(text: str) -> str:
+    """A memo's body as one JSON string: its lines cannot begin a forged memo header or
+    a turn of the conversation, whatever they hold."""
+    return json.dumps(text.strip(), ensure_ascii=False)
 
 
 # Everything that is not a word character or a slash separates words:
@@ -93,8 +191,9 @@ def tag_matches(keyword: str, tag: str) -> bool:
 
 
 def tag_hits(keywords: Iterable[str], memo: Memo) -> int:
-    """How many keywords match at least one tag of the memo."""
-    return sum(1 for k in keywords if any(tag_matches(k, t) for t in memo.tags))
+    """How many keywords match at least one useful tag of the memo (`useful_tag`)."""
+    tags = [t for t in memo.tags if useful_tag(t)]
+    return sum(1 for k in keywords if any(tag_matches(k, t) for t in tags))
 
 
 def rank_memos(

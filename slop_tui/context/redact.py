@@ -14,14 +14,22 @@ span it finds with `[REDACTED]`):
   AWS `AKIA…`/`ASIA…`, GitHub `ghp_…`/`gho_…`/`ghu_…`/`ghs_…`/`ghr_…`/
   `github_pat_…`, GitLab `glpat-…` and friends, Slack `xox?-…`/`xapp-…`,
   Stripe `sk_live_…`/`rk_…`/`whsec_…`, JWTs, npm, PyPI, Hugging Face,
-  SendGrid, DigitalOcean, Shopify and Telegram tokens;
+  SendGrid, DigitalOcean, Shopify, Telegram, CircleCI, Docker Hub, Vault,
+  Terraform Cloud, Heroku, Linear and Postman tokens, age secret keys;
 - webhook URLs whose path is the credential (Slack, Discord);
 - the credential of an `Authorization: Bearer|Basic|Token …` header, of a
   bearer token anywhere, and of a `scheme://user:password@host` URL;
 - the value of a secret-looking assignment (`password=…`, `DB_PASS=…`,
   `MYSQL_PWD=…`, `*_TOKEN=…`, `*_KEY=…`, `"client_secret": "…"`,
   `--password X`, a `.netrc` line, a Docker `"auth"`), keeping the key;
-- prose passwords ("the admin password is hunter2", "use passphrase X").
+- passwords on a command line (`curl -u user:…`, `mysql -p…`, `sshpass -p …`,
+  `aws configure set aws_secret_access_key …`) and an Azure SAS URL's `sig=`;
+- prose passwords ("the admin password is hunter2", "use passphrase X",
+  "password Tangerine!Basalt-88": without a verb the value must hold three kinds
+  of character).
+
+A value that ends a sentence loses its full stop first (`password=hunter2secret.`
+is a literal, not `obj.attr`).
 
 Normal code survives: an assignment whose value is an expression
 (`token = tokenizer.encode(x)`), a variable (`api_key=api_key`,
@@ -100,6 +108,14 @@ TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
             ("shpat_", "shpca_", "shppa_", "shpss_"),
         ),
         ("telegram", rf"(?<!\d)\d{{8,10}}:AA{_URLSAFE}{{33}}(?!{_URLSAFE})", (":AA",)),
+        ("circleci", r"CCIPAT_[A-Za-z0-9]{20,}_[a-f0-9]{40}", ("CCIPAT_",)),
+        ("docker-hub", rf"dckr_pat_{_URLSAFE}{{20,}}", ("dckr_pat_",)),
+        ("vault", rf"hv[sbr]\.{_URLSAFE}{{24,}}", ("hvs.", "hvb.", "hvr.")),
+        ("terraform-cloud", rf"[A-Za-z0-9]{{14}}\.atlasv1\.{_URLSAFE}{{60,}}", (".atlasv1.",)),
+        ("heroku", rf"HRKU-{_URLSAFE}{{58,}}", ("HRKU-",)),
+        ("linear", r"lin_api_[A-Za-z0-9]{40}", ("lin_api_",)),
+        ("postman", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", ("PMAK-",)),
+        ("age", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",)),
     )
 )
 # URLs whose path carries the credential: group 1 is the secret part.
@@ -138,6 +154,15 @@ _ASSIGNMENT = re.compile(
 )
 _KEY_START = re.compile(r"[A-Za-z0-9_\-.]*$")
 _FLAG = re.compile(r"--(?i:password|passwd|token|api-key|secret|auth-token)[= ]\s*(\S+)")
+# Command lines that carry a password or key as an argument (group 1).
+_COMMAND_SECRET = re.compile(
+    r"\bcurl\b[^\n]*?\s(?:-u|--user)\s+[\"']?[^\s:\"']+:([^\s\"'@]+)"
+    r"|\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\"']{3,})"
+    r"|\bsshpass\s+-p\s*[\"']?([^\s\"']+)"
+    r"|\baws\s+configure\s+set\s+(?:aws_secret_access_key|aws_session_token)\s+(\S+)"
+)
+# An Azure shared access signature: the `sig=` of a URL.
+_SAS = re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,})")
 _NETRC = re.compile(r"machine\s+\S+\s+login\s+\S+\s+password\s+(\S+)")
 _DOCKER_AUTH = re.compile(r"\"auth\"\s*:\s*\"([A-Za-z0-9+/=]{16,})\"")
 # Prose: "the admin password is hunter2", "password for the VPN is 'x y z'", "PIN is 4821",
@@ -146,7 +171,14 @@ _PROSE_VALUE = r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,100})(?P=q)|(?P<v>[^\s\"'`]+
 _PROSE = re.compile(
     r"(?:pass(?:word|phrase|code)|pin(?: code)?)\b"
     r"(?:\s+(?:for|of|to|on)\s+[^.,;:\n]{1,40}?)?"
-    r"\s+(?:is|was|remains|became|is now|set to|changed to|reset to)\s+" + _PROSE_VALUE
+    r"\s+(?:(?:is|was|has been)\s+(?:now\s+)?(?:changed|set|reset|updated)\s+to|is now|"
+    r"was|is|remains|became|set to|changed to|reset to)\s+" + _PROSE_VALUE
+)
+# "password Tangerine!Basalt-88", "passphrase: …" without a verb: the value must look
+# like a credential of three kinds of character (upper, lower, digit, other).
+_PROSE_BARE = re.compile(
+    r"(?:pass(?:word|phrase|code))\b\s*(?:[:,\-\u2013\u2014]\s*)?\s"
+    r"(?P<v>[^\s\"'`]{8,100})"
 )
 _PROSE_USE = re.compile(
     r"(?:with|use|using|try|enter)\s+(?:the\s+)?(?:password|passphrase|pin)\s+" + _PROSE_VALUE
@@ -165,9 +197,10 @@ _PROSE_STOP = frozenset(
     changed unknown blank null none ok fine visible hidden shown masked saved sent in on at for
     of to from your my our their his her its this that still now also only being used generated
     provided given rotated secure insecure sufficient case-sensitive managed kept protected
-    mandatory enforced checked wrong. below above here there
+    mandatory enforced checked wrong. below above here there default
     """.split()
 )
+_SENTENCE_END = ".,;:!?"
 _EXPRESSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:[.(\[]|$)")
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:your[_\-]|<|\$|%|\{|\*|\.\.\.|…)|your[_\-]?(?:api[_\-]?)?(?:key|token|secret)|"
@@ -213,6 +246,10 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
     quoted = m.group("quoted")
     value = quoted if quoted is not None else m.group("bare")
     group = "quoted" if quoted is not None else "bare"
+    if quoted is None:
+        # A full stop (or comma, …) that ends the sentence is not part of the value:
+        # `password=hunter2secret.` is no `obj.attr`.
+        value = value.rstrip(_SENTENCE_END)
     before = m.string[max(0, m.start() - 80) : m.start()]
     key = _KEY_START.search(before).group(0) + m.string[m.start() : m.start("sep")]  # type: ignore[union-attr]
     if key.strip("\"'").upper() in ("PWD", "OLDPWD"):
@@ -223,7 +260,10 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
         return None
     if m.group("tok") is not None and re.fullmatch(r"\d{1,7}", value.strip()):
         return None
-    return m.span(group)
+    if m.group("tok") is not None and quoted is None and re.fullmatch(r"[a-z]+", value):
+        return None  # "credentials: every variable …": a word of prose, no token
+    start = m.start(group)
+    return start, start + len(value)
 
 
 def _prose_value(m: re.Match[str]) -> tuple[int, int] | None:
@@ -233,9 +273,25 @@ def _prose_value(m: re.Match[str]) -> tuple[int, int] | None:
         value, group = m.group("v").rstrip(".,;:!?)"), "v"
         if value.lower() in _PROSE_STOP or _DESCRIBED.match(value) or value == REDACTED:
             return None
+        after = m.string[m.start("v") + len(value) : m.start("v") + len(value) + 2]
+        if re.fullmatch(r"[a-z]+", value) and re.fullmatch(r"\s[A-Za-z]", after):
+            return None  # "changed to meet the policy": a word the sentence goes on from
     if not value or _placeholder(value) or value.lower() in _NOT_SECRET:
         return None
     start = m.start(group)
+    return start, start + len(value)
+
+
+def _bare_prose_value(m: re.Match[str]) -> tuple[int, int] | None:
+    value = m.group("v").rstrip(_SENTENCE_END)
+    kinds = sum(bool(re.search(p, value)) for p in (r"[a-z]", r"[A-Z]", r"\d", r"[^A-Za-z0-9]"))
+    if kinds < 3 or not _credential_like(value) or _placeholder(value) or value == REDACTED:
+        return None
+    if value[0] in "$<{[(%*/~" or "://" in value or value.startswith(("./", "../")):
+        return None
+    if any(c in value for c in "[](){}<>=") or _EXPRESSION.match(value) and "." in value:
+        return None  # `password: Optional[str] = None`, `password: self.Hash`: code
+    start = m.start("v")
     return start, start + len(value)
 
 
@@ -267,6 +323,8 @@ _RULES = (
     ("url-password", _URL_CREDENTIALS, _group, ("://",), False),
     ("flag", _FLAG, _group, ("--",), False),
     ("netrc", _NETRC, _group, ("machine",), True),
+    ("command", _COMMAND_SECRET, _group, ("curl", "mysql", "sshpass", "aws"), False),
+    ("sas", _SAS, _group, ("sig=",), False),
     ("docker-auth", _DOCKER_AUTH, _group, ('"auth"',), False),
     (
         "assignment",
@@ -277,6 +335,7 @@ _RULES = (
     ),
     ("prose", _PROSE, _prose_value, _PROSE_TRIGGERS, True),
     ("prose", _PROSE_USE, _prose_value, _PROSE_TRIGGERS, True),
+    ("prose", _PROSE_BARE, _bare_prose_value, _PROSE_TRIGGERS, True),
 )
 
 

@@ -11,7 +11,9 @@ file or ledger row could hold it.
 
 Leniency, on purpose: integral floats (`5.0`) and digit strings (`"5"`) are
 accepted as integers because models send them; `null` for an optional
-argument means "not given"; unknown arguments are ignored.
+argument means "not given". An unknown argument is refused, naming the valid ones
+(`execute_bash: unknown argument 'timeout'; its arguments are command,
+timeout_seconds`): ignored, a misspelt limit would silently not apply.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ def parse_arguments(name: str, raw: dict[str, Any] | str | None) -> dict[str, An
     return dict(raw)
 
 
+def argument_problem(tool: Tool, raw: dict[str, Any] | str | None) -> str | None:
+    """Why a call's arguments cannot run (the one-line `ToolError` message), or None:
+    checked before anyone is asked to approve the call."""
+    try:
+        validate(tool, parse_arguments(tool.name, raw))
+    except ToolError as exc:
+        return exc.message
+    return None
+
+
 def validate(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     """Checked arguments with schema defaults filled in; raises `ToolError`."""
     return _object(tool.name, tool.parameters, args, prefix="")
@@ -71,9 +83,13 @@ def validate(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
 def _object(tool: str, schema: dict[str, Any], value: dict[str, Any], prefix: str) -> dict:
     props: dict[str, Any] = schema.get("properties", {})
     out: dict[str, Any] = {}
+    unknown = [key for key in value if key not in props]
+    if unknown:
+        names = ", ".join(repr(f"{prefix}{k}") for k in unknown)
+        valid = ", ".join(f"{prefix}{k}" for k in props) or "none"
+        what = "argument" if len(unknown) == 1 else "arguments"
+        raise ToolError(f"{tool}: unknown {what} {names}; the valid ones are {valid}")
     for key, val in value.items():
-        if key not in props:
-            continue  # ignored, not an error: models add harmless extras
         if val is None:
             continue  # null means "not given"; `required` below catches it
         out[key] = _check(tool, props[key], val, f"{prefix}{key}")

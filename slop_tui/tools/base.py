@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.tiers import cut_middle
 from slop_tui.records import STATUS_COMPLETED, STATUS_ERROR
+from slop_tui.tools.errors import ToolError
 
 if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
     from slop_tui.ledger import Ledger
@@ -28,26 +29,8 @@ KIND_WRITE = "write"
 KIND_SHELL = "shell"
 KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL)
 
-ERROR_PREFIX = "Error: "
 RESULT_HEADER = "### TOOL_RESULT: "
 RESULT_FOOTER = "\n\n---"
-
-
-class ToolError(Exception):
-    """A failure reported to the model as `Error: <message>`, optionally with detail.
-
-    `detail` is output that helps the model recover (a failing command's
-    stdout/stderr); it follows the one-line message.
-    """
-
-    def __init__(self, message: str, detail: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.detail = detail
-
-    def body(self) -> str:
-        text = ERROR_PREFIX + self.message
-        return f"{text}\n{self.detail}" if self.detail else text
 
 
 @dataclass

@@ -17,6 +17,7 @@ from slop_tui.safe_text import escape_json, has_unsafe
 from slop_tui.tools.base import KIND_READ, KIND_WRITE, ToolContext, ToolError, tool
 from slop_tui.tools.paths import (
     BINARY_SNIFF_BYTES,
+    SKIP_DIRS,
     binary_refusal,
     display,
     open_regular,
@@ -27,7 +28,6 @@ from slop_tui.tools.paths import (
 
 MAX_READ_LINES = 2000
 MAX_LIST_ENTRIES = 2000
-SKIP_DIRS = frozenset({".git", ".venv", "__pycache__", "node_modules", ".slop"})
 PREVIEW_LINES = 3
 
 

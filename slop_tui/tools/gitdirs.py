@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slop_tui.safe_text import neutralise
-from slop_tui.tools.files import SKIP_DIRS
-from slop_tui.tools.paths import REPOSITORY_NAMES, is_repository
+from slop_tui.tools import gitconfig
+from slop_tui.tools.paths import REPOSITORY_NAMES, SKIP_DIRS, is_repository
 
 GIT = ".git"
 HEAD = "HEAD"
@@ -57,6 +57,9 @@ WALK_SKIP = SKIP_DIRS | {
     ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".cache",
     "venv", "target", ".gradle", ".terraform",
 }  # fmt: skip
+# Of those, the ones package managers fill, where a command may well create a folder
+# (and so a repository): the walk after a command enters them too.
+HEAVY_DIRS = frozenset({"node_modules", ".venv", "venv", "target"})
 MAX_WALK_DIRS = 20_000
 # The entries of a git directory bound read-only when the project root itself is one
 # (the root cannot be bound read-only as a whole).
@@ -80,6 +83,10 @@ class GitScan:
     markers: dict[Path, Identity] = field(default_factory=dict)
     complete: bool = True  # False: the walk stopped at MAX_WALK_DIRS
     taken: float = 0.0  # time.time() when the walk began
+    # Paths in the project the repositories' git config makes git run or read
+    # (`gitconfig.exec_paths`: a hooksPath folder, an fsmonitor script, an included
+    # config), each with whether it existed when the scan was made.
+    configured: dict[Path, bool] = field(default_factory=dict)
 
     @property
     def readonly(self) -> tuple[Path, ...]:
@@ -100,6 +107,7 @@ class GitScan:
                     out.append(target)
             else:
                 out.append(marker)
+        out += [p for p, existed in self.configured.items() if existed and _exists(p)]
         return tuple(dict.fromkeys(out))
 
 
@@ -142,10 +150,12 @@ def scan(root: Path, trusted: GitScan | None = None) -> GitScan:
     root = Path(root).resolve()
     top = str(root)
     taken = time.time()
+    after = trusted is not None
     markers: dict[Path, Identity] = {}
     stack, seen = [top], 0  # paths as str: a Path per folder doubled the walk's time
-    while stack:
-        folder = stack.pop()
+    heavy: list[str] = []  # entered last, with what is left of the walk's budget
+    while stack or heavy:
+        folder = stack.pop() if stack else heavy.pop()
         seen += 1
         if seen > MAX_WALK_DIRS:
             return GitScan(root, markers, complete=False, taken=taken)
@@ -168,11 +178,36 @@ def scan(root: Path, trusted: GitScan | None = None) -> GitScan:
                 if entry.name == GIT:
                     st = entry.stat(follow_symlinks=False)
                     markers[Path(entry.path)] = _identity(entry.path, st)
-                elif entry.is_dir(follow_symlinks=False) and entry.name not in WALK_SKIP:
-                    stack.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    if entry.name not in WALK_SKIP:
+                        stack.append(entry.path)
+                    elif after and entry.name in HEAVY_DIRS:
+                        heavy.append(entry.path)
             except OSError:
                 continue
-    return GitScan(root, markers, taken=taken)
+    return GitScan(root, markers, taken=taken, configured=configured_paths(root, markers))
+
+
+def configured_paths(root: Path, markers: dict[Path, Identity]) -> dict[Path, bool]:
+    """`GitScan.configured`: what the git config of each repository found (and of the
+    one the project lies in) names for git to run or read, inside the project."""
+    repos: list[tuple[Path | None, Path]] = []
+    for marker in markers:
+        if marker.name == HEAD:
+            repos.append((marker.parent, marker.parent))
+        else:
+            repos.append((gitconfig.git_dir(marker), marker.parent))
+    if root / GIT not in markers and (outer := gitconfig.enclosing_git(root)) is not None:
+        repos.append((gitconfig.git_dir(outer), outer.parent))
+    slop = root / ".slop"
+    found: dict[Path, bool] = {}
+    for gitdir, worktree in repos:
+        if gitdir is None:
+            continue
+        for path in gitconfig.repository_exec_paths(gitdir, worktree):
+            if path != root and path.is_relative_to(root) and not path.is_relative_to(slop):
+                found[path] = _exists(path)
+    return found
 
 
 def _name(entry: os.DirEntry) -> str:
@@ -187,8 +222,12 @@ def sweep(before: GitScan, run: str) -> list[Moved]:
     new = sorted(
         m
         for m, ident in after.markers.items()
-        if before.markers.get(m) != ident and (before.complete or _changed_since(m, before))
+        if before.markers.get(m) != ident
+        and ((before.complete and not _in_heavy(root, m)) or _changed_since(m, before))
     )
+    # A hooks folder, fsmonitor script or included config the config names that was
+    # not there before: the command made it for git to run.
+    new += sorted(p for p, existed in before.configured.items() if not existed and _exists(p))
     if not new:
         return []
     folder = root / QUARANTINE / run
@@ -214,6 +253,12 @@ def sweep(before: GitScan, run: str) -> list[Moved]:
     if any(m.to is not None for m in moved):
         _readme(root, folder, moved)
     return moved
+
+
+def _in_heavy(root: Path, marker: Path) -> bool:
+    """Whether a marker lies in a heavy folder, which only the walk after a command enters
+    (so the scan before it does not know the repositories already there)."""
+    return any(part in HEAVY_DIRS for part in marker.relative_to(root).parts[:-1])
 
 
 def _changed_since(marker: Path, before: GitScan) -> bool:
@@ -272,7 +317,7 @@ def begin(found: GitScan) -> GitScan:
     project.runs += 1
     base = project.baseline.markers
     trusted = {m: i for m, i in found.markers.items() if base.get(m) == i}
-    return GitScan(found.root, trusted, found.complete)
+    return GitScan(found.root, trusted, found.complete, found.taken, found.configured)
 
 
 def end(root: Path) -> None:

@@ -8,7 +8,7 @@ import json
 import weakref
 from typing import Any
 
-from slop_tui.context.memos import instruction_shaped, rank_memos, tag_matches
+from slop_tui.context.memos import instruction_shaped, memo_tags, rank_memos, tag_matches
 from slop_tui.context.redact import redact_secrets
 from slop_tui.ledger import LedgerError, normalise_tags
 from slop_tui.records import MEMO_MODEL
@@ -52,7 +52,10 @@ async def manage_scratchpad(args: dict[str, Any], ctx: ToolContext) -> str:
         return text if text else "Scratchpad is empty."
     if "content" not in args:
         raise ToolError(f"manage_scratchpad: 'content' is required for {action}")
-    content: str = args["content"]
+    # The scratchpad is sent with every request and outlives /undo: no key the model
+    # read in a tool output may live on in it.
+    content = redact_secrets(args["content"])
+    note = " Secrets in it were replaced by [REDACTED]." if content != args["content"] else ""
     async with _lock(ledger):
         if action == "update":
             new = content
@@ -63,7 +66,7 @@ async def manage_scratchpad(args: dict[str, Any], ctx: ToolContext) -> str:
             new = old + sep + content
         await ledger.set_scratchpad(ctx.session, new)
     verb = "updated" if action == "update" else "appended to"
-    return f"Scratchpad {verb} ({len(new)} characters)."
+    return f"Scratchpad {verb} ({len(new)} characters).{note}"
 
 
 # --- memos -------------------------------------------------------------------------------
@@ -92,14 +95,17 @@ async def save_memo(args: dict[str, Any], ctx: ToolContext) -> str | Reply:
     content: str = args["content"]
     clean = redact_secrets(content)
     shape = instruction_shaped(clean)
+    tags, dropped = memo_tags(args["tags"])
     try:
         memo = await ctx.ledger.add_memo(
-            clean, args["tags"], source=MEMO_MODEL, quarantined=shape is not None
+            clean, tags, source=MEMO_MODEL, quarantined=shape is not None
         )
     except LedgerError as exc:
         raise ToolError(f"save_memo: {exc}") from None
     tags = ", ".join(memo.tags) or "(none)"
     note = " Secrets in it were replaced by [REDACTED]." if clean != content else ""
+    if dropped:
+        note += f" Tags left out (they would match nearly every request): {', '.join(dropped)}."
     if shape is None:
         return f"Memo {memo.id} saved. Tags: {tags}.{note}"
     return Reply(

@@ -18,8 +18,11 @@ code at the user's next `git status` or start), any folder git takes as a
 repository itself (`is_repository`: a bare one, `HEAD` with `objects/` and
 `refs/`), and a write that would make a folder one (`HEAD`, `objects/`, `refs/`
 or `commondir` completing the set: text files are enough, and git would then
-run the `core.fsmonitor` of a `config` written next to them), and the ledger
-file with its `-wal`, `-shm` and `-journal` siblings wherever `--db` put it.
+run the `core.fsmonitor` of a `config` written next to them), the ledger
+file with its `-wal`, `-shm` and `-journal` siblings wherever `--db` put it,
+and what the project's git config names for git to run or read (a
+`core.hooksPath` folder, an fsmonitor script, an included config:
+`gitconfig.exec_paths`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from slop_tui.tools.base import ToolError
+from slop_tui.tools import gitconfig
+from slop_tui.tools.errors import ToolError
 
 BINARY_SNIFF_BYTES = 8192
 MAX_TEXT_BYTES = 100 * 1024 * 1024  # read_file / apply_patch refuse bigger files
@@ -59,6 +63,8 @@ def resolve_inside(root: Path, raw: str, tool: str) -> Path:
 
 
 PROTECTED_DIRS = (".git", ".slop")
+# Folders the listing and search tools do not enter.
+SKIP_DIRS = frozenset({".git", ".venv", "__pycache__", "node_modules", ".slop"})
 _LEDGER_SIBLINGS = ("", "-wal", "-shm", "-journal")
 # The names git's own test for "this folder is a repository" looks at.
 REPOSITORY_NAMES = ("HEAD", "objects", "refs", "commondir")
@@ -90,7 +96,24 @@ def protected(root: Path, path: Path, ledger: Path | None = None) -> str | None:
         db = Path(ledger).resolve()
         if path.parent == db.parent and any(path.name == db.name + s for s in _LEDGER_SIBLINGS):
             return "it is slop-tui's ledger"
+    for target in _configured(root):
+        if path == target or path.is_relative_to(target):
+            return (
+                f"the repository's git config names '{display(root, target)}' for git to run "
+                "or read (core.hooksPath, core.fsmonitor, a filter, an include, …)"
+            )
     return None
+
+
+def _configured(root: Path) -> list[Path]:
+    """What the git config of the repository the project is in names for git to run or
+    read, inside the project (`gitconfig.exec_paths`)."""
+    entry = gitconfig.enclosing_git(root)
+    gitdir = gitconfig.git_dir(entry) if entry is not None else None
+    if gitdir is None:
+        return []
+    found = gitconfig.repository_exec_paths(gitdir, entry.parent)
+    return [p for p in found if p != root and p.is_relative_to(root)]
 
 
 def repository_problem(root: Path, parts: tuple[str, ...]) -> str | None:

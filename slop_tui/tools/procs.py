@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slop_tui.tools.base import ToolError
+from slop_tui.tools.errors import ToolError
 
 TERM_GRACE = 0.5  # SIGTERM, then SIGKILL for whatever is left after this long
 LINGER_GRACE = 0.2  # after the command exits, how long background jobs may hold its output

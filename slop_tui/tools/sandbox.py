@@ -10,10 +10,16 @@ context chose it). Inside the sandbox it sees:
   (hidden: the ledger holds every session, the project config could redirect
   a provider);
 - the rest of the file system read-only, with the ledger file (wherever
-  `--db` put it), slop-tui's config folder (keys, trusted folders) and the
+  `--db` put it), slop-tui's config folder (keys, trusted folders), the
   usual credential stores of the home folder (`~/.aws`, `~/.ssh`,
-  `~/.netrc`, …) hidden, a private `/tmp` and an empty `/run` (no Docker,
-  D-Bus or ssh-agent socket);
+  `~/.netrc`, …) and its shell start-up files and histories (`~/.bashrc`,
+  `~/.zsh_history`, …) hidden, each at its resolved path (a dotfiles
+  manager's symlink is followed by bwrap too), a private `/tmp` and an empty
+  `/run` (no Docker, D-Bus or ssh-agent socket);
+- when the ledger lives in the project, no sibling of it (`-journal`, `-wal`,
+  `-shm`) can be created: SQLite would roll a crafted journal into the ledger
+  at its next open. Its folder is read-only; in the project root itself an
+  empty read-only file stands in for each missing one while the command runs;
 - its own PID namespace and a private `/proc`: slop-tui's process, whose
   environment and memory hold the provider keys, does not exist in there;
 - an environment without credentials (`shell_env`: every variable named by a
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,13 +73,29 @@ _SECRET_SUFFIXES = ("_KEY", "_PASS", "_PWD", "_AUTH")
 # wait for credentials.
 _ENV_OVERRIDES = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
-# Credential stores in the home folder, hidden from the sandbox when they exist.
+# Credential stores in the home folder, hidden from the sandbox when they exist (a
+# symlinked one by its target: dotfiles managers link them).
 HOME_SECRETS = (
     ".aws", ".ssh", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube", ".azure",
     ".npmrc", ".pypirc", ".config/gcloud", ".config/gh", ".config/hub", ".config/git/credentials",
     ".terraform.d", ".cargo/credentials", ".cargo/credentials.toml", ".password-store",
-    ".local/share/keyrings",
+    ".local/share/keyrings", ".gitconfig", ".config/git/config", ".pgpass", ".my.cnf",
+    ".s3cfg", ".boto", ".oci", ".vault-token", ".config/doctl", ".config/hcloud",
+    ".config/rclone", ".config/op", ".config/configstore", ".config/huggingface",
+    ".cache/huggingface/token", ".huggingface", ".kaggle", ".databrickscfg", ".gem/credentials",
+    ".m2/settings.xml", ".gradle/gradle.properties", ".composer/auth.json",
+    ".config/composer/auth.json", ".terraformrc", ".config/pypoetry", ".local/share/python_keyring",
+    ".config/stripe", ".config/ngrok", ".fly", ".wrangler", ".netlify", ".vercel",
 )  # fmt: skip
+# Shell start-up files and histories: where keys are exported and typed.
+HOME_STARTUP = (
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc", ".config/fish",
+    ".envrc", ".env", ".bash_history", ".zsh_history", ".history", ".python_history",
+    ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history",
+    ".rediscli_history", ".lesshst", ".viminfo",
+)  # fmt: skip
+LEDGER_SIBLINGS = ("", "-wal", "-shm", "-journal")
 
 
 def is_secret_name(name: str) -> bool:
@@ -167,7 +190,13 @@ class Sandbox:
         hide = list(self.hidden)
         if ledger is not None:
             db = Path(ledger).resolve()
-            hide += [db.with_name(db.name + s) for s in ("", "-wal", "-shm", "-journal")]
+            hide += [db.with_name(db.name + s) for s in LEDGER_SIBLINGS]
+            if db.parent != root and db.parent.is_relative_to(root):
+                # Its folder read-only: a sibling the command would create (a crafted
+                # `-journal`) is rolled back into the ledger when it is next opened.
+                args += ["--ro-bind", str(db.parent), str(db.parent)]
+            for path in ledger_placeholders(root, db):  # in the root: bwrap creates each
+                args += ["--ro-bind", "/dev/null", str(path)]
         for path in hide:
             path = path.resolve()
             if root.is_relative_to(path) or path.is_relative_to(slop):
@@ -186,12 +215,43 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
+def ledger_placeholders(root: Path, ledger: Path | None) -> list[Path]:
+    """The ledger's missing siblings when it lives in the project root itself: the sandbox
+    puts an empty read-only file over each (bwrap creates it, `remove_placeholders`
+    takes it away after the command), so the command cannot create one."""
+    if ledger is None:
+        return []
+    db = Path(ledger).resolve()
+    if db.parent != Path(root).resolve():
+        return []
+    return [p for s in LEDGER_SIBLINGS if not os.path.lexists(p := db.with_name(db.name + s))]
+
+
+def remove_placeholders(paths: Iterable[Path]) -> None:
+    """Remove the empty files bwrap left for `ledger_placeholders`."""
+    for path in paths:
+        try:
+            st = path.lstat()
+            if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                path.unlink()
+        except OSError:
+            continue
+
+
 def hidden_paths(env: Mapping[str, str], secret_files: Iterable[Path] = ()) -> tuple[Path, ...]:
-    """The home folder's credential stores and `secret_files` (slop-tui's user config
-    and its trusted-folder record), where they exist."""
+    """The home folder's credential stores and shell start-up files, and `secret_files`
+    (slop-tui's user config and its trusted-folder record), where they exist, by their
+    resolved path: a symlinked one is hidden at its target (bwrap follows a link)."""
     home = Path(env.get("HOME") or Path.home())
-    out = [home / rel for rel in HOME_SECRETS] + [Path(p) for p in secret_files]
-    return tuple(p for p in out if p.exists() and not p.is_symlink())
+    out = [home / rel for rel in (*HOME_SECRETS, *HOME_STARTUP)] + [Path(p) for p in secret_files]
+    found: list[Path] = []
+    for path in out:
+        try:
+            if path.exists():
+                found.append(path.resolve())
+        except (OSError, RuntimeError):
+            continue
+    return tuple(dict.fromkeys(found))
 
 
 @lru_cache(maxsize=8)

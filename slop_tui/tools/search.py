@@ -33,10 +33,10 @@ from typing import Any
 
 from slop_tui.tools import gitdirs
 from slop_tui.tools.base import KIND_READ, ToolContext, ToolError, tool
-from slop_tui.tools.files import SKIP_DIRS
 from slop_tui.tools.paths import (
     BINARY_SNIFF_BYTES,
     PROTECTED_DIRS,
+    SKIP_DIRS,
     display,
     require_regular,
     resolve_for_tool,

@@ -12,7 +12,7 @@ from typing import Any
 from slop_tui.tools import gitdirs
 from slop_tui.tools.base import KIND_SHELL, ToolContext, ToolError, tool
 from slop_tui.tools.procs import ProcOutcome, run_process
-from slop_tui.tools.sandbox import shell_env
+from slop_tui.tools.sandbox import ledger_placeholders, remove_placeholders, shell_env
 
 __all__ = ["TOOLS", "execute_bash", "shell_env"]
 
@@ -64,11 +64,13 @@ async def execute_bash(args: dict[str, Any], ctx: ToolContext) -> str:
     found = await asyncio.to_thread(gitdirs.scan, root)
     trusted = gitdirs.begin(found)
     moved: list[gitdirs.Moved] = []
+    placeholders = ledger_placeholders(root, ctx.ledger.path)
     try:
         argv = ctx.sandbox.argv(argv, root=root, ledger=ctx.ledger.path, readonly=found.readonly)
         outcome = await _run(argv, ctx, timeout)
     finally:  # ended, failed, timed out or cancelled: its processes are gone
         try:
+            remove_placeholders(placeholders)
             moved = await asyncio.to_thread(gitdirs.sweep, trusted, gitdirs.run_id())
         finally:
             gitdirs.end(root)

@@ -623,6 +623,8 @@ class WorkspaceScreen(WorkspacePanes):
         result = await dispatch(target, f"/session scratchpad set {event.text}")
         if not result.ok:
             self.notify(result.text, severity="error", timeout=10)
+        elif "[REDACTED]" in result.text:  # shown, not a silent change
+            self.notify(result.text, severity="warning", timeout=10)
         await self.refresh_context()
 
     async def save_scratchpad(self) -> None:
@@ -632,8 +634,10 @@ class WorkspaceScreen(WorkspacePanes):
         if ws is None or not pads:
             return
         pad = pads.first()
-        if pad.dirty:
-            await ws.ledger.set_scratchpad(pad.session or ws.session, pad.text)
+        if pad.dirty:  # as `/session scratchpad set` stores it: no secret kept
+            from slop_tui.context.redact import redact_secrets
+
+            await ws.ledger.set_scratchpad(pad.session or ws.session, redact_secrets(pad.text))
 
     @on(ContextPreview.JsonRequested)
     def json_requested(self, _event: ContextPreview.JsonRequested) -> None:
