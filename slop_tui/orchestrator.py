@@ -469,6 +469,7 @@ class Orchestrator:
             guard = plan.guard
             assert guard is not None
         await self._log_guard(guard, plan.lane, send)
+        await ws.keep_elided(plan.request)
         if turn is not None:
             turn.elided = turn.elided | {
                 m.message_id

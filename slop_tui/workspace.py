@@ -50,6 +50,7 @@ from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
+from slop_tui.context.guards import TIER_ELIDED
 from slop_tui.context.memos import (
     extract_keywords,
     instruction_shaped,
@@ -90,6 +91,9 @@ KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
 KEY_THROTTLE = "throttle"
 KEY_TOKEN_FACTOR = "token_factor"
+# `elided:<session>`: ids of the tool results the guard ladder elided from the session's
+# requests (JSON); they stay elided in later requests until `/context unelide`.
+KEY_ELIDED = "elided"
 # o200k counts of the texts of the last exactly shown request, by digest (JSON);
 # named after the rank file, so other ranks never reuse them.
 KEY_TOKEN_COUNTS = f"token_counts:o200k:{O200K_SHA256[:16]}"
@@ -478,6 +482,7 @@ class Workspace:
         """
         choice = await self.provider_choice()
         strategy = strategy or choice.strategy
+        elided = elided | await self.elided_results()
         hide, show = (edit.hide, edit.show) if edit is not None else ((), ())
         sess = await self.current()
         window = await self._window_upto(sess, upto, hide, show)
@@ -555,6 +560,34 @@ class Workspace:
             request = replace(plan.request, notes=(*plan.request.notes, *notes))
             plan = replace(plan, request=request)
         return plan
+
+    async def elided_results(self) -> frozenset[int]:
+        """The tool results elided from this session's requests: they stay elided (or
+        deeper) in every later request, across turns, until `/context unelide`."""
+        raw = await self.ledger.get_setting(f"{KEY_ELIDED}:{self.session}")
+        return frozenset(int(v) for v in _json_list(raw) if v.isdigit())
+
+    async def keep_elided(self, request: Prompt) -> None:
+        """Remember the results `request` (about to be sent) carries elided; results that
+        left the request are forgotten (they are not sent anyway)."""
+        ids = sorted(
+            m.message_id
+            for m in request.messages
+            if m.tier == TIER_ELIDED and m.message_id is not None and not m.kind
+        )
+        if frozenset(ids) != await self.elided_results():
+            await self.ledger.set_setting(f"{KEY_ELIDED}:{self.session}", json.dumps(ids))
+
+    async def unelide(self, ids: Collection[int] | None = None) -> frozenset[int]:
+        """Send these elided results (None: all of them) again from the next request on;
+        returns the ids that were elided."""
+        now = await self.elided_results()
+        gone = now if ids is None else now & frozenset(ids)
+        if gone:
+            await self.ledger.set_setting(
+                f"{KEY_ELIDED}:{self.session}", json.dumps(sorted(now - gone))
+            )
+        return gone
 
     def _resume_text(self, state: str | None, sess: Session) -> str:
         """The `## Resuming` layer: the pending handoff, rebuilt from the current ledger

@@ -179,6 +179,36 @@ async def context_restore(ws, args: str) -> CommandResult:
 
 @command(
     "context",
+    "unelide",
+    "/context unelide [ID ...]",
+    "Send elided tool results again (all, or these message ids) from the next request on.",
+    CAT,
+)
+async def context_unelide(ws, args: str) -> CommandResult:
+    usage = "/context unelide [ID ...]"
+    words = args.split()
+    ids = [parse_int(w, "a message id", usage, minimum=1) for w in words] if words else None
+    elided = await ws.elided_results()
+    if ids is not None:
+        unknown = sorted(set(ids) - elided)
+        if unknown:
+            raise CommandError(
+                f"message(s) {', '.join(map(str, unknown))} are not elided; "
+                f"elided now: {', '.join(map(str, sorted(elided))) or 'none'}."
+            )
+    gone = await ws.unelide(ids)
+    if not gone:
+        return ok("No tool result is elided.")
+    return ok(
+        f"{len(gone)} elided tool result(s) are sent again from the next request on "
+        f"(messages {', '.join(map(str, sorted(gone)))}); the guard ladder may elide them "
+        "again when the request is too large.",
+        changed=("history",),
+    )
+
+
+@command(
+    "context",
     "rebuild",
     "/context rebuild",
     "Write a fresh STATE from the current window (asks the model when one is reachable).",

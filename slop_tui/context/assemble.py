@@ -122,6 +122,9 @@ class AssemblyInputs:
     tools: Sequence[ToolSpec] = ()  # enabled tools
     base_prompt: str | None = None  # None: guidelines.BASE_PROMPT
     summaries: Sequence[Summary] = ()  # active summaries of the session's current lane
+    # One line listing the rows that left the window and no summary covers yet (the
+    # strict window does not send them); it ends the summary layer.
+    unsummarized: str = ""
     files: Sequence[tuple[str, str]] = ()  # `/file add` set: (root-relative path, content)
     resume: str = ""  # handoff text; pass it for the first turn after a resume only
     quoted: str = ""  # text of the group the user replies to
@@ -206,9 +209,12 @@ def _layers(
     if memos:
         layers.append((LAYER_MEMOS, MEMOS_HEADER + "".join(_memo_line(m) for m in memos)))
     summaries = _lane_summaries(inputs)
-    if summaries:
-        blocks = "\n".join(_summary_block(s) for s in summaries)
-        layers.append((LAYER_SUMMARY, SUMMARY_HEADER + blocks))
+    index = inputs.unsummarized.strip()
+    if summaries or index:
+        blocks = [_summary_block(s) for s in summaries]
+        if index:
+            blocks.append(index + "\n")
+        layers.append((LAYER_SUMMARY, SUMMARY_HEADER + "\n".join(blocks)))
     if files:
         layers.append((LAYER_FILES, FILES_HEADER + "".join(f.text for f in files)))
     resume = inputs.resume.strip()

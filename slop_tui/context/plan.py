@@ -54,7 +54,7 @@ from slop_tui.context.assemble import (
     rough_tokens,
     window_note,
 )
-from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.budget import UNSUMMARIZED_INDEX, CompactionSettings, ModelInfo
 from slop_tui.context.guards import (
     TIER_ELIDED,
     GuardPlan,
@@ -204,6 +204,14 @@ class ContextPlan:
     pending_messages: int
     messages: Mapping[int, str] = field(default_factory=dict)  # message id -> label (sent groups)
     sent: frozenset[int] = frozenset()  # ledger ids of the rows the request carries
+    # Ids of the rows awaiting a summary that the request does not carry (the strict
+    # window lists them in one line): a summary of the request's older rows folds them
+    # in first, so it never stands for rows it did not read.
+    unsent_backlog: tuple[int, ...] = ()
+    # The last message id the head summary stands for in this request (None: its own
+    # end): a summary that reaches into the window while the window is sent whole
+    # stands only for the rows before it.
+    covered_upto: int | None = None
 
     # -- places ------------------------------------------------------------
 
@@ -214,7 +222,8 @@ class ContextPlan:
         if lane != self.lane:
             return GroupPlace(PLACE_OTHER_LANE)
         head = self.head
-        if head is not None and group_id <= head.last_message_id:
+        upto = self.covered_upto
+        if head is not None and group_id <= (upto if upto is not None else head.last_message_id):
             return GroupPlace(PLACE_SUMMARY, head.id)
         if group_id in self.window_groups:
             return GroupPlace(PLACE_WINDOW)
@@ -301,6 +310,14 @@ def _compaction_summary(
         if best is None or (s.last_message_id, s.id) > (best.last_message_id, best.id):
             best = s
     return best
+
+
+def _covered_upto(head: Summary | None, rows: Sequence[Message]) -> int | None:
+    """What the head summary stands for: up to its end, or up to the oldest sent group."""
+    if head is None:
+        return None
+    sent = [m.group_id for m in rows if m.group_id is not None]
+    return min(head.last_message_id, min(sent) - 1) if sent else head.last_message_id
 
 
 def _under_pressure(prompt: Prompt, s: CompactionSettings, model: ModelInfo | None) -> bool:
@@ -476,6 +493,40 @@ def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountToke
     return replace(prompt, messages=tuple(out))
 
 
+def unsummarized_index(rows: Sequence[Message], older: bool = False) -> str:
+    """The one line that stands for the rows that left the window and no summary covers
+    yet (the strict window sends none of them): which groups, how many messages, and the
+    `query_db` query that reads them. `older`: still older rows wait beyond these."""
+    if not rows:
+        return ""
+    groups = sorted({m.group_id for m in rows if m.group_id is not None})
+    first, last = min(m.id for m in rows), max(m.id for m in rows)
+    span = f"group {groups[0]}" if len(groups) == 1 else f"groups {groups[0]}–{groups[-1]}"
+    if older:
+        span += " and older ones"
+    return (
+        f"{span} ({len(rows)} message(s)): not summarized yet; query_db reads them: "
+        f'query_db(sql="SELECT id, role, content FROM messages WHERE id BETWEEN {first} '
+        f"AND {last} AND status != 'dropped'\")\n"
+    )
+
+
+def _short_form_tokens(
+    rows: Sequence[Message],
+    asm: AssemblyInputs,
+    ctx: ContextSettings,
+    count_tokens: CountTokens,
+) -> int:
+    """Tokens of `rows` in the short form (`pending_form`): how seed 002's token
+    threshold measures the rows awaiting a summary when they are not sent."""
+    if not rows:
+        return 0
+    alone = assemble_rows(replace(asm, summaries=()), rows, ctx, count_tokens, [])
+    groups = frozenset(m.group_id for m in rows if m.group_id is not None)
+    short = pending_form(alone, groups, count_tokens)
+    return sum(m.tokens for m in short.messages if not m.kind and m.group_id in groups)
+
+
 # -- labels of the rows that are sent --------------------------------------------------------
 
 
@@ -552,24 +603,42 @@ def build_plan(
     ]
     if not enabled:
         pending = []
-    waiting = enabled and not inputs.backlog_complete
+    # Seed 000's strict window: rows that left it reach the model through a summary,
+    # query_db, or the one-line index of what is not summarized yet; "short" sends them.
+    strict = comp.unsummarized == UNSUMMARIZED_INDEX
+    beyond_cap = enabled and not inputs.backlog_complete
 
     def assemble_with(rows: list[Message], summary: Summary | None) -> Prompt:
         notes = [window_note(window, groups, size)]
-        if pending:
+        index = ""
+        if pending and strict:
+            index = unsummarized_index(pending, older=beyond_cap)
+            notes.append(
+                f"not summarized yet: {len({m.group_id for m in pending})} group(s) that left "
+                "the window are listed in one line, not sent"
+            )
+        elif pending:
             notes.append(
                 f"pending: {len({m.group_id for m in pending})} group(s) that left the window "
                 "are sent until a summary covers them"
             )
         if summary is not None:
             notes.append(f"summary {summary.id} covers messages up to #{summary.last_message_id}")
-        with_summary = replace(asm, summaries=(summary,) if summary is not None else ())
+        with_summary = replace(
+            asm, summaries=(summary,) if summary is not None else (), unsummarized=index
+        )
         return assemble_rows(with_summary, rows, ctx, count_tokens, notes)
 
-    rows = [*pending, *window]
+    rows = list(window) if strict else [*pending, *window]
+    newest = groups[-1] if groups else None
+    if strict and pending and newest is not None:
+        # A compaction summary that reaches into the window also stands for the rows
+        # before it: better than their one-line index; the window is still sent whole.
+        deeper = _compaction_summary(summaries, lane, after, newest)
+        if deeper is not None and deeper.last_message_id >= pending[-1].id:
+            head, pending = deeper, []
     prompt = assemble_with(rows, head)
     # A compaction summary reaches into the window while the request needs it.
-    newest = groups[-1] if groups else None
     if enabled and newest is not None and _under_pressure(prompt, comp, settings.model):
         deeper = _compaction_summary(summaries, lane, after, newest)
         if deeper is not None:
@@ -597,15 +666,21 @@ def build_plan(
             unsendable=settings.model.max_input_tokens,
         )
 
-    pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
-    prompt = pending_form(prompt, pending_groups, count_tokens)
-    pending_tokens = sum(
-        m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
-    )
+    if strict:
+        pending_groups: frozenset[int] = frozenset()
+        pending_tokens = _short_form_tokens(pending, asm, ctx, count_tokens)
+        waiting = beyond_cap or bool(pending)
+    else:
+        pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
+        prompt = pending_form(prompt, pending_groups, count_tokens)
+        pending_tokens = sum(
+            m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
+        )
+        waiting = beyond_cap
     due, reason = (False, "")
     if enabled:
         due, reason = _due(
-            pending, pending_tokens, waiting, head, comp, inputs.now, inputs.stale_top
+            pending, pending_tokens, beyond_cap, head, comp, inputs.now, inputs.stale_top
         )
 
     request, guard = prompt, None
@@ -644,6 +719,8 @@ def build_plan(
         sent=frozenset(
             m.message_id for m in request.messages if m.message_id is not None and not m.kind
         ),
+        unsent_backlog=tuple(m.id for m in pending) if strict else (),
+        covered_upto=_covered_upto(head, rows),
     )
 
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 
 from slop_tui import message_parser
 from slop_tui.context.assemble import ANCHORS_HEADER, rough_tokens, summary_as_sent
+from slop_tui.context.constraints import REQUEST as _REQUEST
+from slop_tui.context.constraints import rule_span, rule_spans, value_span
 from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
@@ -388,25 +390,9 @@ _CODE_LINE = re.compile(
     r"^\s*(?:\d+\s*[:|│]\s*)?(?:except|raise|class|def|catch|throw|import|from|assert|"
     r"if|elif|return|with|try)\b"
 )
-_CONSTRAINT = re.compile(
-    r"(?i)\b(?:always|never|don'?t|don’t|do not|must(?:n'?t| not)?|mustn’t"
-    # the same said softly: "Please avoid force-pushing to main. Prefer rebase."
-    r"|avoid(?:ing)?|prefer(?:ably)?|refrain|make sure|be careful|ideally|stick (?:to|with)"
-    r"|stay away from|under no circumstances|(?:it'?s |it is )?(?:best|better) (?:not )?to"
-    r"|try not to|(?:you|we) (?:should(?:n'?t| not)?|ought to))\b"
-)
 _DECISION = re.compile(
     r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
     r"instead of|opted|settled on|agreed|we(?:'re| are) using)\b"
-)
-# A request or a question rather than a statement: its names are the task, not a fact.
-_REQUEST = re.compile(
-    r"(?i)^(?:(?:please|now|ok(?:ay)?|so|then|next|also|and|first)\b[\s,]+)*"
-    r"(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
-    r"summari[sz]e|tell|describe|review|fix|add|remove|delete|rename|refactor|test|try|"
-    r"go|continue|proceed|start|help|have a look|take a look|"
-    r"can|could|would|will|what(?:'s)?|where|which|how|why|who|when|should|is|are|do|does|"
-    r"did|have|has|let'?s|let’s|i\s+(?:need|want|would like|'d like))\b(?!-)"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Where a long sentence or line may be cut: between clauses.
@@ -414,7 +400,10 @@ _CLAUSE_BREAK = re.compile(r";\s*|:\s+|,\s+|\s+[—–-]\s+|\s+(?:and|but|so|bec
 # A user statement that corrects an earlier one ("Correction: ...", "... is 90 minutes now").
 _CORRECTION = re.compile(
     r"(?i)\b(?:correction|corrected|actually|update[ds]?|changed?|now|instead|no longer|"
-    r"from now on|rather than|any ?more|scratch that|turns out|revised?)\b"
+    r"from now on|rather than|any ?more|scratch that|turns out|revised?|"
+    # a value that moves: "the release moves from March 3 to March 17"
+    r"mov(?:es?|ed)|postponed|rescheduled|slipped|shifted|delayed|bumped|pushed (?:back|out)|"
+    r"(?:went|goes|dropped|rose|raised|lowered|increased|decreased|reduced) (?:from|to))\b"
 )
 _SUBJECT_WORD = re.compile(r"[a-z]{3,}")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -519,13 +508,35 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
+def _around(sentence: str, span: tuple[int, int], limit: int) -> str:
+    """The sentence (whitespace flattened), or when it is longer than `limit` the
+    clauses around `span` (see `_focus`)."""
+    flat = " ".join(sentence.split())
+    return flat if len(flat) <= limit else _focus(flat, *span, limit, forward=True)
+
+
 def _constraints(text: str) -> list[str]:
-    return [
-        c
-        for s in _sentences(text)
-        if _CONSTRAINT.search(s) and not s.endswith("?")
-        for c in _focus_on(s, _CONSTRAINT, MAX_ANCHOR_CHARS)
-    ]
+    """The user's rules, each as its sentence, or each cue's clauses when the sentence
+    is long (`constraints.rule_spans`)."""
+    out: list[str] = []
+    for s in _sentences(text):
+        for span in rule_spans(s):
+            piece = _around(s, span, MAX_ANCHOR_CHARS)
+            if piece not in out:
+                out.append(piece)
+    return out
+
+
+def _stated_values(text: str) -> list[str]:
+    """Values the user states with their subject ("The staging port is 8443."), each as
+    its sentence, or the clauses around the value when it is long."""
+    out = []
+    for s in _sentences(text):
+        if rule_span(s) is None:
+            span = value_span(s)
+            if span is not None:
+                out.append(_around(s, span, MAX_STATEMENT_CHARS))
+    return out
 
 
 def _decisions(text: str) -> list[str]:
@@ -825,6 +836,7 @@ def _user_items(text: str) -> list[Anchor]:
     prose = _FENCE.sub(" ", text)
     kept = [Anchor(KIND_CONSTRAINT, c, PRIORITY_KEEP) for c in _constraints(prose)]
     kept += [Anchor(KIND_DECISION, d, PRIORITY_KEEP) for d in _decisions(prose)]
+    kept += [Anchor(KIND_VALUE, v, PRIORITY_USER) for v in _stated_values(prose)]
     items = list(kept)
     for sentence in _sentences(prose):
         stated = not sentence.endswith("?") and not _REQUEST.match(sentence)
