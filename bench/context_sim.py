@@ -28,6 +28,9 @@ Policies, all on the same script and the same model window (128,000 tokens):
   after-reply compaction, rolling lane summaries with anchors), with one
   setting added, `[compaction] detector_model`, so the topic boundary can be
   found (without a detector model the engine never truncates at a boundary);
+- `default-short` (only with `--policy`): the same with `[compaction] unsummarized =
+  "short"`: rows that left the window are sent in a short form until a summary covers
+  them, instead of the strict window's one-line index;
 - `default-cache` (only with `--policy`): the same with `[context] layout = "cache"`.
 
 The guard ladder runs before every request for every policy (with compaction
@@ -147,6 +150,13 @@ POLICIES = {
         driver="truncate",
     ),
     "default": Policy("default", "slop-tui default (+ detector)", None, WINDOW, _DETECTOR),
+    "default-short": Policy(
+        "default-short",
+        "slop-tui, unsummarized rows sent short",
+        None,
+        WINDOW,
+        {**_DETECTOR, "unsummarized": "short"},
+    ),
     "default-cache": Policy(
         "default-cache",
         "slop-tui default, cache layout",

@@ -526,6 +526,7 @@ class Workspace:
             messages=window,
             strategy=strategy,
             state=state.content if state else None,
+            state_group=state.group_id if state else None,
             scratchpad=sess.scratchpad,
             memos=memos,
             skills=await self.skills(),

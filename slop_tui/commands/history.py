@@ -13,6 +13,7 @@ from slop_tui.commands.base import (
     parse_int,
     parse_options,
 )
+from slop_tui.commands.trash import describe
 from slop_tui.context import extract_state, render_prompt
 from slop_tui.ledger import snippet
 from slop_tui.records import EDIT_REMOVE, EDIT_UNDO
@@ -274,9 +275,10 @@ async def state_set(ws, args: str) -> CommandResult:
     text = args.strip()
     if not text:
         raise UsageError("the new STATE is needed. Usage: /state set TEXT")
-    version = await ws.ledger.add_state(ws.session, None, text)
+    version = await ws.ledger.set_state_by_hand(ws.session, text)
     return ok(
-        f"STATE saved as a new version ({version.id}, {len(text)} characters).",
+        f"STATE saved as a new version ({version.id}, {len(text)} characters); "
+        "/undo brings the previous one back.",
         changed=("state",),
         data=version,
     )
@@ -286,13 +288,23 @@ async def state_set(ws, args: str) -> CommandResult:
     "undo",
     None,
     "/undo",
-    "The last interaction leaves the context: its group goes to the trash and the STATE "
-    "before it returns (/redo brings it back).",
+    "Take back the newest edit: a STATE set by hand, a scratchpad write, an un-compaction "
+    "or an automatic drop made after the last interaction; else the last interaction "
+    "leaves the context (its group to the trash, the STATE before it returns). /redo "
+    "brings it back.",
     CAT,
 )
 async def undo(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/undo takes no arguments.")
+    edit = await ws.ledger.undo_value_edit(ws.session)
+    if edit is not None:
+        return ok(
+            f"Took back {describe(edit)} (/redo makes it again).",
+            changed=("history", "state", "session"),
+            data=edit,
+            revert="/redo",
+        )
     gid = await ws.ledger.last_group_id(ws.session)
     if gid is None:
         return ok("Nothing to undo.")

@@ -64,6 +64,8 @@ from slop_tui.records import MEMO_MODEL, MEMO_UNKNOWN, Memo, Message, Session, S
 BEGIN_MARKER = "## Begin Conversation History\n"
 END_MARKER = "## End of History\n\n### CURRENT REQUEST\n"
 STATE_HEADER = "## Global State (Anchor)\n"
+# Follows the STATE when the user corrected one of its values after it was written.
+STATE_CORRECTIONS = "Corrected by the user since this STATE was written (the later value wins):\n"
 SCRATCHPAD_HEADER = "## Active Scratchpad\n"
 MEMOS_HEADER = (
     "## Relevant Memos\n"
@@ -116,6 +118,10 @@ class AssemblyInputs:
     messages: Sequence[Message]  # the window rows; select_window is applied again
     strategy: str  # the target parsing strategy
     state: str | None = None
+    state_group: int | None = None  # the group whose answer wrote the STATE (None: by hand)
+    # The user's corrections since the STATE was written, each as its sentence: the
+    # state layer lists them after it (the later value wins).
+    state_corrections: Sequence[str] = ()
     scratchpad: str = ""
     memos: Sequence[Memo] = ()  # already ranked; at most max_memos are used
     skills: Sequence[Skill] = ()  # active skills, applied in this order
@@ -201,7 +207,10 @@ def _layers(
     ]
     state = (inputs.state or "").strip()
     if state:
-        layers.append((LAYER_STATE, STATE_HEADER + state + "\n"))
+        fixes = "".join(f"- {c}\n" for c in inputs.state_corrections)
+        if fixes:
+            fixes = STATE_CORRECTIONS + fixes
+        layers.append((LAYER_STATE, STATE_HEADER + state + "\n" + fixes))
     scratchpad = inputs.scratchpad.strip()
     if scratchpad:
         layers.append((LAYER_SCRATCHPAD, SCRATCHPAD_HEADER + scratchpad + "\n"))

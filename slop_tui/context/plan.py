@@ -65,6 +65,7 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.summaries import state_corrections
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -629,6 +630,12 @@ def build_plan(
         )
         return assemble_rows(with_summary, rows, ctx, count_tokens, notes)
 
+    # A value the user corrected after the STATE was written is flagged next to it.
+    if asm.state and asm.state_group is not None:
+        later = [m for m in window if m.group_id is not None and m.group_id > asm.state_group]
+        fixes = tuple(state_corrections(asm.state, later))
+        if fixes != tuple(asm.state_corrections):
+            asm = replace(asm, state_corrections=fixes)
     rows = list(window) if strict else [*pending, *window]
     newest = groups[-1] if groups else None
     if strict and pending and newest is not None:

@@ -318,6 +318,7 @@ STATEMENT_WHOLE_CHARS = 80
 MAX_TOOL_VALUES = 10
 MAX_TOOL_OUTLIERS = 3
 MAX_TOOL_ERRORS = 3
+MAX_TOOL_RULES = 3  # rules a tool output states in prose
 # A rolled summary keeps at most this many anchors (constraints and decisions beyond it).
 MAX_SUMMARY_ANCHORS = 60
 
@@ -699,6 +700,25 @@ def _is_bare_status(line: str) -> bool:
     return not (_EXCEPTION.search(line) or _ERROR_START.match(line) or " - " in line)
 
 
+# A line of prose in a tool output (a README, a contributing guide, a comment): words,
+# not code.
+_PROSE_LINE = re.compile(r"^[A-Za-z][^{}()\[\];=<>`|]*[.!]$")
+
+
+def _tool_rules(lines: Sequence[str]) -> list[Anchor]:
+    """Rules a tool output states in prose ("Releases: never bump the major version
+    without an RFC."), comment marks stripped: at most MAX_TOOL_RULES, as their line."""
+    out: list[Anchor] = []
+    for ln in lines:
+        flat = " ".join(_COMMENT.sub("", _LIST_MARK.sub("", ln)).split())
+        if len(flat.split()) < 4 or not _PROSE_LINE.match(flat) or not rule_spans(flat):
+            continue
+        out.append(Anchor(KIND_CONSTRAINT, _clip(flat), PRIORITY_TOOL))
+        if len(out) >= MAX_TOOL_RULES:
+            break
+    return _dedupe(out)
+
+
 def _tool_items(text: str) -> list[Anchor]:
     """Anchors of one tool output (or a pasted block): values first, a few error lines.
 
@@ -717,6 +737,7 @@ def _tool_items(text: str) -> list[Anchor]:
                 Anchor(kind, _focus(flat, start, end, MAX_STATEMENT_CHARS), PRIORITY_TOOL)
             )
     values = _dedupe(values)[:MAX_TOOL_VALUES]
+    values += _tool_rules(lines)
     have = [a.text for a in values]
     outliers = [
         o for o in _outliers(lines) if not any(o in h for h in have) and not _ERROR_NAME.search(o)
@@ -760,6 +781,29 @@ def supersedes(new: Anchor, old: Anchor) -> bool:
     was, now = _subject_words(old.text), _subject_words(new.text)
     shared = len(was & now)
     return shared >= 2 and shared * 5 >= 3 * len(was)
+
+
+_STATE_ITEM_BREAK = re.compile(r"[;,]\s+|\n+")
+_STATE_LABEL = re.compile(r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*")
+
+
+def state_corrections(state: str, messages: Sequence[AnyMessage]) -> list[str]:
+    """The user's statements in `messages` (written after the STATE) that correct one of
+    its items ("Technical Anchors: release March 3, port 8443" and then "the release
+    moved to March 17"): each as its sentence, in order (`supersedes`)."""
+    olds = []
+    for line in state.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        for piece in _STATE_ITEM_BREAK.split(_STATE_LABEL.sub("", line)):
+            if piece.strip():
+                olds.append(Anchor(KIND_VALUE, piece.strip(), PRIORITY_USER))
+    out: list[str] = []
+    users = [m for m in messages if m.role == "user" and not _engine(m)]
+    for new in extract_anchor_items(users):
+        if new.text not in out and any(supersedes(new, old) for old in olds):
+            out.append(new.text)
+    return out
 
 
 def supersede(items: Sequence[Anchor]) -> list[Anchor]:
