@@ -546,7 +546,6 @@ class Monkey:
         finally:
             con.close()
 
-
     @staticmethod
     def _value_edit_checks(con: sqlite3.Connection, result: MonkeyResult) -> None:
         """Journalled edits of values agree with the ledger: a STATE set by hand that

@@ -13,10 +13,41 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from slop_tui.commands import dispatch
+from slop_tui.orchestrator import Orchestrator
+from slop_tui.providers.retry import RetryPolicy
 from slop_tui.records import NewMessage
 from tests.fakeserver import FakeToolCall, Reply
-from tests.test_continuity_turns import _no_git, make, open_ws  # noqa: F401 (fixtures)
+from tests.test_continuity_turns import open_ws
+
+
+@pytest.fixture(autouse=True)
+def _no_git(tmp_path, monkeypatch):
+    # Handoffs look for a repository; keep them from finding one above tmp_path.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+
+
+@pytest.fixture
+async def make(tmp_path, fake_llm):
+    """make(**config) -> (ws, orch) on a workspace of the fake model; closed at the end."""
+    opened: list = []
+
+    async def _make(**kwargs):
+        ws = await open_ws(tmp_path, fake_llm, **kwargs)
+
+        async def no_sleep(_seconds: float) -> None:
+            return None
+
+        orch = Orchestrator(ws, retry_policy=RetryPolicy(max_retries=0), sleep=no_sleep)
+        opened.append((ws, orch))
+        return ws, orch
+
+    yield _make
+    for ws, orch in opened:
+        await orch.aclose()
+        await ws.close()
 
 
 def body_of(request) -> str:
@@ -46,9 +77,7 @@ def groups_sent(request) -> list[str]:
 # -- 1. the strict window ----------------------------------------------------------------
 
 
-async def test_the_next_request_holds_the_last_n_groups_and_one_line_for_the_rest(
-    make, fake_llm
-):
+async def test_the_next_request_holds_the_last_n_groups_and_one_line_for_the_rest(make, fake_llm):
     ws, orch = await make()
     for i in range(6):
         fake_llm.enqueue(Reply(text=f"answer {i}"))
@@ -115,7 +144,9 @@ async def test_elision_keeps_a_parallel_batch_whole_and_stays_across_turns(
         compaction={"keep_recent_messages": 50, "checkpoint_interval": 0},
         truncation={"full_fidelity_count": 20, "inactive_limit": 5000},
     )
-    body = "".join(f"line {n:03d} of a file that is read whole, padded to sixty\n" for n in range(64))
+    body = "".join(
+        f"line {n:03d} of a file that is read whole, padded to sixty\n" for n in range(64)
+    )
     names = [f"f{i}.txt" for i in range(7)]
     for name in names:
         (tmp_path / name).write_text(body)
