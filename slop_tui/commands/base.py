@@ -41,6 +41,9 @@ class CommandResult:
     # The command that reverts this edit (e.g. "/redo"): every surface announces it,
     # the TUI with its key (`announcement`).
     revert: str | None = None
+    # Long text (`/context show`): `slop-tui exec` on a terminal opens it in $EDITOR when
+    # it is taller than the screen (seed 000) instead of printing it.
+    page: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -137,8 +140,11 @@ def ok(
     changed: tuple[str, ...] = (),
     data: object = None,
     revert: str | None = None,
+    page: bool = False,
 ) -> CommandResult:
-    return CommandResult(ok=True, text=text, changed=frozenset(changed), data=data, revert=revert)
+    return CommandResult(
+        ok=True, text=text, changed=frozenset(changed), data=data, revert=revert, page=page
+    )
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

@@ -59,6 +59,21 @@ def _words(args: str, usage: str) -> list[str]:
         raise UsageError(f"{exc}. Usage: {usage}") from None
 
 
+def _file_paths(args: str, usage: str, root: Path) -> list[str]:
+    """The paths of a `/file` command: quotes group words, a backslash is a path
+    separator as Windows writes it (`src\\app.py` is `src/app.py`, seed 003), unless a
+    file of that exact name exists."""
+    lexer = shlex.shlex(args, posix=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""
+    lexer.commenters = ""
+    try:
+        words = list(lexer)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Usage: {usage}") from None
+    return [w.replace("\\", "/") if "\\" in w and not (root / w).exists() else w for w in words]
+
+
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M") if t else "-"
 
@@ -265,10 +280,10 @@ def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str,
 )
 async def file_add(ws, args: str) -> CommandResult:
     usage = "/file add PATH…"
-    paths = _words(args, usage)
+    root = project_root(ws)
+    paths = _file_paths(args, usage, root)
     if not paths:
         raise UsageError(f"at least one path is needed. Usage: {usage}")
-    root = project_root(ws)
     checked: dict[str, int] = {}
     for raw in paths:  # every path is checked before any is added
         shown, text = read_context_file(root, raw, "/file add")
@@ -289,11 +304,11 @@ async def file_add(ws, args: str) -> CommandResult:
 @command("file", "remove", "/file remove PATH", "Take a file out of the context.", CAT)
 async def file_remove(ws, args: str) -> CommandResult:
     usage = "/file remove PATH"
-    paths = _words(args, usage)
+    root = project_root(ws)
+    paths = _file_paths(args, usage, root)
     if len(paths) != 1:
         raise UsageError(f"one path is needed. Usage: {usage}")
     raw = paths[0]
-    root = project_root(ws)
     candidates = [raw]
     try:
         candidates.insert(0, display(root, resolve_inside(root, raw, "/file remove")))

@@ -9,6 +9,7 @@ from slop_tui.commands.base import (
     CommandResult,
     UsageError,
     command,
+    edit_in_editor,
     ok,
     parse_int,
     parse_options,
@@ -49,14 +50,17 @@ async def context_window(ws, args: str) -> CommandResult:
 @command(
     "context",
     "show",
-    "/context show [--json]",
+    "/context show [--json] [--editor]",
     "The exact next request: layer by layer with tokens, or the provider's JSON body.",
     CAT,
 )
 async def context_show(ws, args: str) -> CommandResult:
-    flag = args.strip()
-    if flag not in ("", "--json"):
-        raise UsageError("Usage: /context show [--json]")
+    words = args.split()
+    editor = "--editor" in words
+    flags = [w for w in words if w != "--editor"]
+    if flags not in ([], ["--json"]) or len(words) != len(set(words)):
+        raise UsageError("Usage: /context show [--json] [--editor]")
+    flag = flags[0] if flags else ""
     choice = await ws.provider_choice()
     prompt = await ws.prompt(choice.strategy)
     if flag == "--json":
@@ -67,9 +71,20 @@ async def context_show(ws, args: str) -> CommandResult:
             body = provider.request_body(prompt, choice.model)
         finally:
             await provider.aclose()
-        return ok(json.dumps(body, indent=2, ensure_ascii=False), data=body)
+        text = json.dumps(body, indent=2, ensure_ascii=False)
+        return _shown(ws, text, editor, ".json", body)
     header = f"# Context for session '{ws.session}' → {choice.name} ({choice.model})\n\n"
-    return ok(header + render_prompt(prompt), data=prompt)
+    return _shown(ws, header + render_prompt(prompt), editor, ".md", prompt)
+
+
+def _shown(ws, text: str, editor: bool, suffix: str, data: object) -> CommandResult:
+    """The text as the result (a terminal pages it into $EDITOR when it is taller than
+    the screen: `CommandResult.page`), or with `--editor` opened in $EDITOR at once."""
+    if not editor:
+        return ok(text, data=data, page=True)
+    if edit_in_editor(ws, text, suffix) is None:
+        raise CommandError("the editor failed; nothing was changed.")
+    return ok(f"Opened the context ({len(text.splitlines()):,} lines) in $EDITOR.", data=data)
 
 
 @command(
@@ -343,12 +358,18 @@ async def message_list(ws, args: str) -> CommandResult:
 async def message_show(ws, args: str) -> CommandResult:
     gid = await _group(ws, args, "/message show GID")
     msgs = await ws.ledger.group_messages(ws.session, gid)
+    snapshots = await ws.ledger.message_snapshots(ws.session, gid)
     parts = []
     for m in msgs:
         extra = f" {m.tool_name}" if m.tool_name else ""
-        parts.append(
-            f"#### #{m.id} {m.role}{extra} [{m.status}] ({m.tokens} tokens)\n\n{m.content}"
-        )
+        size = f"{m.tokens} tokens"
+        if m.id in snapshots:
+            prompt, completion = snapshots[m.id]
+            size += (
+                f" · {prompt + completion:,} tokens in context "
+                f"(prompt {prompt:,} + completion {completion:,})"
+            )
+        parts.append(f"#### #{m.id} {m.role}{extra} [{m.status}] ({size})\n\n{m.content}")
     return ok("\n\n".join(parts), data=msgs)
 
 

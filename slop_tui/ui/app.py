@@ -570,12 +570,15 @@ class SlopApp(App):
         # Without an OS sandbox every shell command asks first: say so where it is always seen.
         shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
         window = sess.window_size or "all"
+        config = self.workspace.config
+        # Started in a subfolder: the repository root's ledger is used, say which.
+        root = "" if config.started_in is None else f" · .slop/ of {config.project_root.name}/"
         room = max(20, self.size.width - 12)  # the header's icon and margins
         demo = choice.name == "demo"
         long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
         short = "demo" if demo else choice.model
         for label, win in ((long, "window"), (short, "win")):
-            text = f"{phase} · {session} · {label} · {win} {window}{lane}{shell}"
+            text = f"{phase} · {session} · {label} · {win} {window}{lane}{root}{shell}"
             if len(text) + len(self.TITLE) + 3 <= room:
                 self._title_shown(True)
                 return neutralise(text)
