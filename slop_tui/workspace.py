@@ -63,6 +63,7 @@ from slop_tui.context.plan import (
     PlanSettings,
     build_plan,
     head_summary,
+    named_lanes,
     pending_cap,
 )
 from slop_tui.context.prompt import Prompt, ToolSpec
@@ -94,6 +95,19 @@ KEY_TOKEN_FACTOR = "token_factor"
 # `elided:<session>`: ids of the tool results the guard ladder elided from the session's
 # requests (JSON); they stay elided in later requests until `/context unelide`.
 KEY_ELIDED = "elided"
+# `personality` (global), `personality:<session>`, `personality:<session>:<lane>`.
+KEY_PERSONALITY = "personality"
+
+
+def personality_keys(session: str, lane: str) -> list[tuple[str, str]]:
+    """(app_state key, source) of each personality level, the strongest first."""
+    return [
+        (f"{KEY_PERSONALITY}:{session}:{lane}", f"lane {lane}"),
+        (f"{KEY_PERSONALITY}:{session}", "session"),
+        (KEY_PERSONALITY, "global setting"),
+    ]
+
+
 # o200k counts of the texts of the last exactly shown request, by digest (JSON);
 # named after the rank file, so other ranks never reuse them.
 KEY_TOKEN_COUNTS = f"token_counts:o200k:{O200K_SHA256[:16]}"
@@ -512,7 +526,18 @@ class Workspace:
                 )
                 backlog, complete = _whole_groups(backlog, pending_cap(comp))
         state = await self.ledger.current_state(self.session)
-        keywords = extract_keywords(latest_user_text(window))
+        latest = latest_user_text(window)
+        keywords = extract_keywords(latest)
+        named: list[tuple[str, Summary]] = []
+        if comp.enabled and (
+            "lane" in latest or "topic" in latest or "thread" in latest or ":" in latest
+        ):
+            lanes = await self.ledger.summarized_lanes(self.session)
+            for lane in named_lanes(latest, lanes, sess.lane):
+                stored = await self.ledger.summaries(self.session, lane)
+                if stored:
+                    named.append((lane, max(stored, key=lambda x: (x.last_message_id, x.id))))
+        personality, source = await self.personality(sess)
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
@@ -536,6 +561,9 @@ class Workspace:
             quoted=quoted,
             quoted_group=reply_to,
             focus=focus_note(reply_to, _last_answer_group(window)),
+            personality=personality,
+            personality_source=source,
+            named_lanes=tuple(named),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -561,6 +589,16 @@ class Workspace:
             request = replace(plan.request, notes=(*plan.request.notes, *notes))
             plan = replace(plan, request=request)
         return plan
+
+    async def personality(self, sess: Session | None = None) -> tuple[str, str]:
+        """The effective personality and its source, by seed 002's precedence: the
+        lane's, else the session's, else the global one (`/personality set`)."""
+        sess = sess or await self.current()
+        for key, source in personality_keys(self.session, sess.lane):
+            text = (await self.ledger.get_setting(key) or "").strip()
+            if text:
+                return text, source
+        return "", ""
 
     async def elided_results(self) -> frozenset[int]:
         """The tool results elided from this session's requests: they stay elided (or

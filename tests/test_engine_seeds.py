@@ -236,6 +236,49 @@ async def test_a_correction_after_the_state_is_flagged_next_to_it(make, fake_llm
     assert "Corrected by the user" in system_of(fake_llm.last)  # until a new STATE
 
 
+# -- 7. personality, and another lane's summary when named ---------------------------
+
+
+async def test_personality_by_precedence_and_named_lanes_only(make, fake_llm):
+    ws, orch = await make()
+    assert (await dispatch(ws, "/personality set --global Be KIND-GLOBAL.")).ok
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("one")
+    system = system_of(fake_llm.last)
+    assert "## Personality (from the global setting)\nBe KIND-GLOBAL." in system
+    # The session's personality wins over the global one; the lane's over both.
+    assert (await dispatch(ws, "/personality set Be TERSE-SESSION.")).ok
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("two")
+    system = system_of(fake_llm.last)
+    assert "(from the session)\nBe TERSE-SESSION." in system and "KIND-GLOBAL" not in system
+    # It comes after the policy layers, before STATE and the history (seed 002's order).
+    assert system.index("## Conversation History Guidelines") < system.index("## Personality")
+    assert (await dispatch(ws, "/lane new deploy")).ok
+    assert (await dispatch(ws, "/personality set --lane Be BRIEF-LANE.")).ok
+    # A summary of the deploy lane, then back to main.
+    await ws.ledger.set_window(ws.session, 1)
+    for text in ("deploy step one", "deploy step two"):
+        fake_llm.enqueue(Reply(text="done"))
+        await orch.run_turn(text)
+    rows = [m.id for m in await ws.ledger.session_messages(ws.session) if m.lane == "topic:deploy"]
+    await ws.ledger.add_summary(ws.session, "topic:deploy", "lane", rows[:2], "DEPLOY-SUMMARY")
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and?")
+    assert "(from the lane topic:deploy)\nBe BRIEF-LANE." in system_of(fake_llm.last)
+    assert (await dispatch(ws, "/lane switch main")).ok
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("what about the parser?")
+    system = system_of(fake_llm.last)
+    assert "TERSE-SESSION" in system and "BRIEF-LANE" not in system
+    assert "DEPLOY-SUMMARY" not in system  # another lane: not retrieved by default
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("What did we settle in the deploy lane?")
+    system = system_of(fake_llm.last)
+    assert "### Lane topic:deploy (named in the current request)" in system
+    assert "DEPLOY-SUMMARY" in system
+
+
 # -- 5. edits of values are journalled -----------------------------------------------------
 
 

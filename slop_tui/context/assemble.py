@@ -37,6 +37,7 @@ from slop_tui.context.prompt import (
     LAYER_FOCUS,
     LAYER_GUIDELINES,
     LAYER_MEMOS,
+    LAYER_PERSONALITY,
     LAYER_QUOTED,
     LAYER_RESUME,
     LAYER_SCRATCHPAD,
@@ -73,6 +74,9 @@ MEMOS_HEADER = (
     "to the current context:\n"
 )
 SUMMARY_HEADER = "## Summary of earlier conversation\n"
+# Another lane's summary, only when the user named that lane in the current request.
+NAMED_LANE_HEADER = "### Lane {lane} (named in the current request)\n"
+PERSONALITY_HEADER = "## Personality (from the {source})\n"
 SUMMARY_SOURCE = (
     '[messages #{first}..#{last}; originals: query_db(sql="SELECT id, role, content '
     'FROM messages WHERE id BETWEEN {first} AND {last}")]\n'
@@ -131,6 +135,12 @@ class AssemblyInputs:
     # One line listing the rows that left the window and no summary covers yet (the
     # strict window does not send them); it ends the summary layer.
     unsummarized: str = ""
+    # The effective personality and where it comes from ("lane topic:x", "session",
+    # "global"): the first that is set wins (seed 002's precedence).
+    personality: str = ""
+    personality_source: str = ""
+    # Summaries of other lanes the user named in the current request: (lane, summary).
+    named_lanes: Sequence[tuple[str, Summary]] = ()
     files: Sequence[tuple[str, str]] = ()  # `/file add` set: (root-relative path, content)
     resume: str = ""  # handoff text; pass it for the first turn after a resume only
     quoted: str = ""  # text of the group the user replies to
@@ -205,6 +215,10 @@ def _layers(
         (LAYER_SYSTEM, guidelines.system_text(base, inputs.tools, inputs.skills)),
         (LAYER_GUIDELINES, guidelines.history_guidelines(inputs.session.name)),
     ]
+    personality = inputs.personality.strip()
+    if personality:
+        head = PERSONALITY_HEADER.format(source=inputs.personality_source or "session")
+        layers.append((LAYER_PERSONALITY, head + personality + "\n"))
     state = (inputs.state or "").strip()
     if state:
         fixes = "".join(f"- {c}\n" for c in inputs.state_corrections)
@@ -219,10 +233,14 @@ def _layers(
         layers.append((LAYER_MEMOS, MEMOS_HEADER + "".join(_memo_line(m) for m in memos)))
     summaries = _lane_summaries(inputs)
     index = inputs.unsummarized.strip()
-    if summaries or index:
-        blocks = [_summary_block(s) for s in summaries]
-        if index:
-            blocks.append(index + "\n")
+    blocks = [_summary_block(s) for s in summaries]
+    if index:
+        blocks.append(index + "\n")
+    blocks += [
+        NAMED_LANE_HEADER.format(lane=lane) + _summary_block(other)
+        for lane, other in inputs.named_lanes
+    ]
+    if blocks:
         layers.append((LAYER_SUMMARY, SUMMARY_HEADER + "\n".join(blocks)))
     if files:
         layers.append((LAYER_FILES, FILES_HEADER + "".join(f.text for f in files)))

@@ -41,6 +41,7 @@ Pure: no I/O. A group's messages stay together: places are decided per group.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -492,6 +493,32 @@ def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountToke
                     m = replace(m, text=text, tokens=tokens, native=native)
         out.append(m)
     return replace(prompt, messages=tuple(out))
+
+
+def named_lanes(text: str, lanes: Iterable[str], current: str) -> list[str]:
+    """The lanes other than `current` the user names in `text`: by their key
+    (`topic:deploy`, `reply:12`), or a topic's name next to the word lane, topic or
+    thread ("the deploy lane", "topic deploy"). Seed 002: another lane's summary is
+    retrieved only when the user refers to it explicitly."""
+    out = []
+    for lane in lanes:
+        if lane == current or lane in out:
+            continue
+        kind, _, name = lane.partition(":")
+        named = re.search(rf"(?<![\w:]){re.escape(lane)}(?![\w-])", text) is not None
+        if not named and kind == "topic" and len(name) >= 3:
+            word = re.escape(name)
+            named = (
+                re.search(
+                    rf"(?i)\b(?:lane|topic|thread)\s+[\"'`]?{word}\b"
+                    rf"|\b{word}[\"'`]?\s+(?:lane|topic|thread)\b",
+                    text,
+                )
+                is not None
+            )
+        if named:
+            out.append(lane)
+    return out
 
 
 def unsummarized_index(rows: Sequence[Message], older: bool = False) -> str:
