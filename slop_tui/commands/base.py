@@ -11,7 +11,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -213,7 +213,13 @@ def edit_in_editor(ws: Workspace, initial: str, suffix: str = ".md") -> str | No
     """Open text in the workspace's editor ($EDITOR by default); None if it failed."""
     if ws.editor is not None:
         return ws.editor(initial, suffix)
-    editor = ws.env.get("VISUAL") or ws.env.get("EDITOR") or "vi"
+    return run_editor(ws.env, initial, suffix)
+
+
+def run_editor(env: Mapping[str, str], initial: str, suffix: str = ".md") -> str | None:
+    """Open text in $VISUAL / $EDITOR (else vi) on a temporary file; the text after, or
+    None when the editor failed."""
+    editor = env.get("VISUAL") or env.get("EDITOR") or "vi"
     fd, path = tempfile.mkstemp(prefix="slop-", suffix=suffix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
