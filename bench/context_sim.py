@@ -3,7 +3,7 @@
     python bench/context_sim.py [--turns N] [--quick] [--policy NAME ...] [--json FILE]
 
 Replays the scripted coding session of `sim_script.py` (300 turns; tool
-outputs from 200 B to 50 KB produced by the real tools; 49 facts planted and
+outputs from 200 B to 50 KB produced by the real tools; 53 facts planted and
 asked about in the last fifth; a stress block of scripted phases that makes
 every path of the engine run) through the real engine: the real `Ledger` (a
 temporary SQLite file per policy), the real `Workspace` and the real

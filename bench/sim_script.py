@@ -11,7 +11,7 @@ A coding session on a made-up billing service. `build_plan(turns)` gives:
   takes (0-2 steps of 1-2 calls), the facts planted in it and the facts it
   asks about.
 
-49 facts, asked about in the last fifth (turns 240-300 of 300). 40 are planted
+53 facts, asked about in the last fifth (turns 240-300 of 300). 40 are planted
 in the first fifth (turns 1-60), 26 in the user's own words and 14 in tool
 outputs; 9 are harder (`HARD_FACTS`), planted where their `plant_at` says:
 a constraint at the end of a sentence of 270 characters and a value at the
@@ -19,7 +19,12 @@ end of another long one, softly worded constraints ("Please avoid
 force-pushing to main. Prefer rebase."), a fact only in a 45 KB log, a fact
 the model's STATE repeats for a while and then drops, a value stated early
 and corrected half-way (`superseded`: the earlier value must not be presented
-as current), and a fact planted late, when the summary's anchor list is full.
+as current), and a fact planted late, when the summary's anchor list is full;
+4 more (`ENGINE_FACTS`) in the middle of the session: a value that moves ("the
+release moved to March 17"), a softly worded rule ("I would rather you did not
+touch the CI config."), a value stated once in the middle of a long message,
+and a rule given only in a tool result (a contributing guide read with
+read_file).
 
 Each fact has a `key`: the verbatim string an answer needs, and `subjects`:
 the phrases that say what it is about. `Fact.metric()` is the fact as
