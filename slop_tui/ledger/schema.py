@@ -316,6 +316,12 @@ _VALUE_EDITS = [
         after_value TEXT
     )""",
     f"INSERT INTO edits_v2({_EDIT_COLUMNS}) SELECT {_EDIT_COLUMNS} FROM edits",
+    # Ids are never reused: the new table continues the old one's sequence.
+    "UPDATE sqlite_sequence SET seq = (SELECT seq FROM sqlite_sequence WHERE name = 'edits') "
+    "WHERE name = 'edits_v2' AND seq < (SELECT seq FROM sqlite_sequence WHERE name = 'edits')",
+    "INSERT INTO sqlite_sequence(name, seq) SELECT 'edits_v2', seq FROM sqlite_sequence "
+    "WHERE name = 'edits' AND NOT EXISTS "
+    "(SELECT 1 FROM sqlite_sequence WHERE name = 'edits_v2')",
     "DROP TABLE edits",
     "ALTER TABLE edits_v2 RENAME TO edits",
     "CREATE INDEX ix_edits_session ON edits(session_id, id)",
