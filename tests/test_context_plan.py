@@ -165,6 +165,20 @@ def test_the_strict_window_sends_only_its_groups_and_indexes_the_rest() -> None:
     assert places(covered, rows)[7] == "waiting" and places(covered, rows)[5] == "summary"
 
 
+def test_a_correction_waiting_outside_the_strict_window_makes_a_summary_due() -> None:
+    rows = history(6)
+    rows[6] = replace(rows[6], content="Correction: the webhook retry window is 90 minutes now.")
+    old = replace(
+        summary(1, last=4),
+        content="## Anchors kept verbatim\n- [value/1] The webhook retry window is 45 minutes.\n",
+    )
+    plan = plan_of(rows, 2, [old])  # groups 5 and 7 wait; group 7 holds the correction
+    assert plan.summary_due and "corrects a value of the summary" in plan.due_reason
+    # Without the correction the same rows are below the thresholds.
+    calm = plan_of(history(6), 2, [old])
+    assert not calm.summary_due
+
+
 def test_a_summary_covers_what_lies_before_it_and_the_rest_is_sent() -> None:
     rows = history(6)
     s = summary(1, last=6)  # groups 1, 3, 5

@@ -66,7 +66,7 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
-from slop_tui.context.summaries import state_corrections
+from slop_tui.context.summaries import corrects_summary, state_corrections
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -338,9 +338,11 @@ def _due(
     s: CompactionSettings,
     now: float,
     stale_top: int | None,
+    strict: bool = False,
 ) -> tuple[bool, str]:
-    """Seed 002's triggers over the rows awaiting a summary, and the rebuild of a
-    summary an edit took out of date."""
+    """Seed 002's triggers over the rows awaiting a summary, the rebuild of a summary an
+    edit took out of date, and (strict window: the rows are not sent) a correction of
+    a value the summary in the request holds."""
     if waiting:
         return True, "older rows than the ones sent wait for a summary"
     if not pending:
@@ -355,6 +357,10 @@ def _due(
     hours = s.lane_max_age_hours
     if hours > 0 and now and now - since > hours * 3600:
         return True, f"the last summary is older than {hours:g} h"
+    if strict and head is not None and corrects_summary(head.content, pending):
+        # The summary in the request holds a value the unsent rows correct: it would be
+        # presented as current until the thresholds are met.
+        return True, "a row awaiting a summary corrects a value of the summary"
     return False, ""
 
 
@@ -714,7 +720,7 @@ def build_plan(
     due, reason = (False, "")
     if enabled:
         due, reason = _due(
-            pending, pending_tokens, beyond_cap, head, comp, inputs.now, inputs.stale_top
+            pending, pending_tokens, beyond_cap, head, comp, inputs.now, inputs.stale_top, strict
         )
 
     request, guard = prompt, None
