@@ -556,6 +556,9 @@ def _short_form_tokens(
     if not rows:
         return 0
     alone = assemble_rows(replace(asm, summaries=()), rows, ctx, count_tokens, [])
+    # As the short form would send them: a pasted log of theirs cut like an older
+    # group's (`cut_older_pastes`), each tool result its pointer.
+    alone = cut_older_pastes(alone, ctx.truncation, count_tokens, every_group=True)
     groups = frozenset(m.group_id for m in rows if m.group_id is not None)
     short = pending_form(alone, groups, count_tokens)
     return sum(m.tokens for m in short.messages if not m.kind and m.group_id in groups)
