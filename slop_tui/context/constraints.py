@@ -44,6 +44,7 @@ _NEUTRAL = re.compile(
     r"(?:know|understand|think|see|get|remember|recall|care|mind|tell|find|reproduce)\b"
     r"|\b(?:always|never) \w+ed\b"
     r"|\bI (?:have|need|had|will have) to\b"
+    r"|\bthan (?:\w+ ){0,2}(?:should|must|ha(?:ve|s) to)\b"
 )
 
 _CUE = (
@@ -52,7 +53,7 @@ _CUE = (
     # The same said softly.
     r"\b(?:avoid(?:ing)?|prefer(?:ably|red)?|refrain|make sure|be careful|ideally|ensure"
     r"|stick (?:to|with)|stay away from|under no circumstances|if possible|try not to"
-    r"|(?:it'?s |it is |it would be )?(?:best|better) (?:not )?to|ought to|rather"
+    r"|(?:it'?s |it is |it would be )?(?:best|better) (?:not )?to|ought to|rather(?! than)"
     r"|let'?s (?:not|keep|stick|stay|avoid|always|never)|hands off)\b",
     # Modals and obligations ("I have to leave" is neutralised above).
     r"\b(?:ha(?:ve|s) to|needs? to|shall|should(?:n'?t| not)?|may (?:not|only|never)"
@@ -66,21 +67,26 @@ _CUE = (
     r"\b(?:from now on|going forward|at all times|no exceptions|remember (?:that|to)"
     r"|(?:it'?s|it is) (?:important|essential|crucial|critical|vital)|I insist|whatever you do"
     r"|(?:we|I) (?:want|need|expect) (?:no|zero|every|all|each|only)\b|not to \w+"
-    r"|(?:nowhere|nothing|no ?one|nobody) else|append-only|read-only|do (?:keep|use|leave)"
+    r"|(?:nowhere|nothing|no ?one|nobody) else|append-only|do (?:keep|use|leave)"
     r"|(?:our|the) (?:rule|convention|policy|standard)|I'?d like (?:the|all|every"
     r"|each|our|this|these|those|it|them) \w+ to|(?:I|we) (?:do not|don'?t|don’t) want)\b",
     # "X only", "nothing but X", "X, not Y".
     r"\b(?:use|touch|change|edit|modify|run|deploy|call|import|merge|commit|push) only\b"
     r"|\bonly (?:use|touch|change|edit|modify|run|deploy|call|import|merge|commit|push|ever)\b"
-    r"|\bnothing (?:but|else)\b"
-    r"|\b\w+, not (?!sure\b|really\b|yet\b|quite\b|bad\b|exactly\b|now\b)(?:a |the )?\w+",
+    r"|\bnothing (?:but|else)\b",
 )
 _RULE_CUE = re.compile("|".join(_CUE), re.I)
+# "X, not Y" ("Use tabs, not spaces."): a rule in a short sentence; in a long one it is
+# as often a turn of phrase ("careful is a feeling, not a process").
+_NOT_Y = re.compile(
+    r"(?i)\b\w+, not (?!sure\b|really\b|yet\b|quite\b|bad\b|exactly\b|now\b)(?:a |the )?\w+"
+)
+_NOT_Y_CHARS = 100
 
 # Sentence openings that set a rule: "Keep ...", "Leave X alone", "No X", "Only X", ...
 _OPENING = re.compile(
     r"(?i)^(?:"
-    r"keep (?!going|me\b|at it|up\b|trying|looking)"
+    r"keep (?!going|me\b|at it|up\b|trying|looking|in mind)"
     r"|leave\b.*\b(?:alone|as is|as-is|as they are|as it is|untouched|unchanged|intact|in place"
     r"|where (?:it is|they are))\b"
     r"|(?:preserve|retain|maintain|respect|honou?r|stay|stick|pin|target|limit|restrict"
@@ -132,7 +138,10 @@ def rule_spans(sentence: str) -> list[tuple[int, int]]:
     if _HEDGE.match(body):
         return []
     masked = _NEUTRAL.sub(lambda m: "#" * len(m.group(0)), flat)
-    return [(m.start(), m.end()) for m in _RULE_CUE.finditer(masked)]
+    spans = [(m.start(), m.end()) for m in _RULE_CUE.finditer(masked)]
+    if len(flat) <= _NOT_Y_CHARS:
+        spans += [(m.start(), m.end()) for m in _NOT_Y.finditer(masked)]
+    return sorted(spans)
 
 
 def rule_span(sentence: str) -> tuple[int, int] | None:
