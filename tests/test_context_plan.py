@@ -174,6 +174,11 @@ def test_a_correction_waiting_outside_the_strict_window_makes_a_summary_due() ->
     )
     plan = plan_of(rows, 2, [old])  # groups 5 and 7 wait; group 7 holds the correction
     assert plan.summary_due and "corrects a value of the summary" in plan.due_reason
+    # Until that summary is made, the index says so: the old value is not current.
+    assert (
+        "- corrected there (the later value wins): Correction: the webhook retry window is "
+        "90 minutes now." in plan.request.system_text
+    )
     # Without the correction the same rows are below the thresholds.
     calm = plan_of(history(6), 2, [old])
     assert not calm.summary_due

@@ -66,7 +66,7 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
-from slop_tui.context.summaries import corrects_summary, state_corrections
+from slop_tui.context.summaries import state_corrections, summary_corrections
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -338,7 +338,7 @@ def _due(
     s: CompactionSettings,
     now: float,
     stale_top: int | None,
-    strict: bool = False,
+    corrections: Sequence[str] = (),
 ) -> tuple[bool, str]:
     """Seed 002's triggers over the rows awaiting a summary, the rebuild of a summary an
     edit took out of date, and (strict window: the rows are not sent) a correction of
@@ -357,9 +357,9 @@ def _due(
     hours = s.lane_max_age_hours
     if hours > 0 and now and now - since > hours * 3600:
         return True, f"the last summary is older than {hours:g} h"
-    if strict and head is not None and corrects_summary(head.content, pending):
-        # The summary in the request holds a value the unsent rows correct: it would be
-        # presented as current until the thresholds are met.
+    if corrections:
+        # The summary in the request holds a value the unsent rows correct: the index
+        # lists the correction until a summary folds it in, which is due now.
         return True, "a row awaiting a summary corrects a value of the summary"
     return False, ""
 
@@ -527,10 +527,14 @@ def named_lanes(text: str, lanes: Iterable[str], current: str) -> list[str]:
     return out
 
 
-def unsummarized_index(rows: Sequence[Message], older: bool = False) -> str:
+def unsummarized_index(
+    rows: Sequence[Message], older: bool = False, corrections: Sequence[str] = ()
+) -> str:
     """The one line that stands for the rows that left the window and no summary covers
     yet (the strict window sends none of them): which groups, how many messages, and the
-    `query_db` query that reads them. `older`: still older rows wait beyond these."""
+    `query_db` query that reads them. `older`: still older rows wait beyond these.
+    `corrections`: the user's statements among them that correct a value of the summary
+    in the request, listed after the line so that value is not taken as current."""
     if not rows:
         return ""
     groups = sorted({m.group_id for m in rows if m.group_id is not None})
@@ -542,6 +546,7 @@ def unsummarized_index(rows: Sequence[Message], older: bool = False) -> str:
         f"{span} ({len(rows)} message(s)): not summarized yet; query_db reads them: "
         f'query_db(sql="SELECT id, role, content FROM messages WHERE id BETWEEN {first} '
         f"AND {last} AND status != 'dropped'\")\n"
+        + "".join(f"- corrected there (the later value wins): {c}\n" for c in corrections)
     )
 
 
@@ -644,12 +649,15 @@ def build_plan(
     # query_db, or the one-line index of what is not summarized yet; "short" sends them.
     strict = comp.unsummarized == UNSUMMARIZED_INDEX
     beyond_cap = enabled and not inputs.backlog_complete
+    fixes: list[str] = []  # the user's corrections of the summary among unsent rows
 
     def assemble_with(rows: list[Message], summary: Summary | None) -> Prompt:
         notes = [window_note(window, groups, size)]
-        index = ""
+        nonlocal fixes
+        index, fixes = "", []
         if pending and strict:
-            index = unsummarized_index(pending, older=beyond_cap)
+            fixes = summary_corrections(summary.content, pending) if summary is not None else []
+            index = unsummarized_index(pending, older=beyond_cap, corrections=fixes)
             notes.append(
                 f"not summarized yet: {len({m.group_id for m in pending})} group(s) that left "
                 "the window are listed in one line, not sent"
@@ -723,7 +731,14 @@ def build_plan(
     due, reason = (False, "")
     if enabled:
         due, reason = _due(
-            pending, pending_tokens, beyond_cap, head, comp, inputs.now, inputs.stale_top, strict
+            pending,
+            pending_tokens,
+            beyond_cap,
+            head,
+            comp,
+            inputs.now,
+            inputs.stale_top,
+            fixes,
         )
 
     request, guard = prompt, None

@@ -806,15 +806,15 @@ def state_corrections(state: str, messages: Sequence[AnyMessage]) -> list[str]:
     return out
 
 
-def corrects_summary(summary: str, messages: Sequence[AnyMessage]) -> bool:
-    """Whether a statement of the user in `messages` corrects an anchor `summary` keeps
-    (`supersedes`)."""
+def summary_corrections(summary: str, messages: Sequence[AnyMessage]) -> list[str]:
+    """The user's statements in `messages` that correct an anchor `summary` keeps
+    (`supersedes`), each as its sentence, in order."""
     olds = carried_anchor_items(summary)
     users = [m for m in messages if m.role == "user" and not _engine(m)]
     if not olds or not users:
-        return False
+        return []
     news = [a for a in extract_anchor_items(users) if _CORRECTION.search(a.text)]
-    return any(supersedes(new, old) for new in news for old in olds)
+    return [new.text for new in news if any(supersedes(new, old) for old in olds)]
 
 
 def supersede(items: Sequence[Anchor]) -> list[Anchor]:
