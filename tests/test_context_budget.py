@@ -150,7 +150,7 @@ def test_compaction_settings_defaults() -> None:
         s.lane_keep_recent,
         s.lane_min_messages,
         s.lane_max_anchors,
-    ) == (30, 2_500, 24.0, 0, 6, 60)
+    ) == (30, 2_500, 24.0, 0, 6, 80)
 
 
 def test_compaction_settings_from_mapping() -> None:

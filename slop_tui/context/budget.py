@@ -200,7 +200,7 @@ class CompactionSettings:
     lane_max_age_hours: float = 24.0
     lane_keep_recent: int = 0
     lane_min_messages: int = 6
-    lane_max_anchors: int = 60
+    lane_max_anchors: int = 80
     own_message_max_pct: int = 50
     checkpoint_interval: int = 5
     unsummarized: str = UNSUMMARIZED_INDEX

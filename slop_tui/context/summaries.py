@@ -320,7 +320,7 @@ MAX_TOOL_OUTLIERS = 3
 MAX_TOOL_ERRORS = 3
 MAX_TOOL_RULES = 3  # rules a tool output states in prose
 # A rolled summary keeps at most this many anchors (constraints and decisions beyond it).
-MAX_SUMMARY_ANCHORS = 60
+MAX_SUMMARY_ANCHORS = 80
 
 
 @dataclass(frozen=True, slots=True)
