@@ -3,7 +3,7 @@
     python bench/context_sim.py [--turns N] [--quick] [--policy NAME ...] [--json FILE]
 
 Replays the scripted coding session of `sim_script.py` (300 turns; tool
-outputs from 200 B to 50 KB produced by the real tools; 49 facts planted and
+outputs from 200 B to 50 KB produced by the real tools; 53 facts planted and
 asked about in the last fifth; a stress block of scripted phases that makes
 every path of the engine run) through the real engine: the real `Ledger` (a
 temporary SQLite file per policy), the real `Workspace` and the real
@@ -28,6 +28,9 @@ Policies, all on the same script and the same model window (128,000 tokens):
   after-reply compaction, rolling lane summaries with anchors), with one
   setting added, `[compaction] detector_model`, so the topic boundary can be
   found (without a detector model the engine never truncates at a boundary);
+- `default-short` (only with `--policy`): the same with `[compaction] unsummarized =
+  "short"`: rows that left the window are sent in a short form until a summary covers
+  them, instead of the strict window's one-line index;
 - `default-cache` (only with `--policy`): the same with `[context] layout = "cache"`.
 
 The guard ladder runs before every request for every policy (with compaction
@@ -147,6 +150,13 @@ POLICIES = {
         driver="truncate",
     ),
     "default": Policy("default", "slop-tui default (+ detector)", None, WINDOW, _DETECTOR),
+    "default-short": Policy(
+        "default-short",
+        "slop-tui, unsummarized rows sent short",
+        None,
+        WINDOW,
+        {**_DETECTOR, "unsummarized": "short"},
+    ),
     "default-cache": Policy(
         "default-cache",
         "slop-tui default, cache layout",

@@ -11,7 +11,7 @@ A coding session on a made-up billing service. `build_plan(turns)` gives:
   takes (0-2 steps of 1-2 calls), the facts planted in it and the facts it
   asks about.
 
-49 facts, asked about in the last fifth (turns 240-300 of 300). 40 are planted
+53 facts, asked about in the last fifth (turns 240-300 of 300). 40 are planted
 in the first fifth (turns 1-60), 26 in the user's own words and 14 in tool
 outputs; 9 are harder (`HARD_FACTS`), planted where their `plant_at` says:
 a constraint at the end of a sentence of 270 characters and a value at the
@@ -19,7 +19,12 @@ end of another long one, softly worded constraints ("Please avoid
 force-pushing to main. Prefer rebase."), a fact only in a 45 KB log, a fact
 the model's STATE repeats for a while and then drops, a value stated early
 and corrected half-way (`superseded`: the earlier value must not be presented
-as current), and a fact planted late, when the summary's anchor list is full.
+as current), and a fact planted late, when the summary's anchor list is full;
+4 more (`ENGINE_FACTS`) in the middle of the session: a value that moves ("the
+release moved to March 17"), a softly worded rule ("I would rather you did not
+touch the CI config."), a value stated once in the middle of a long message,
+and a rule given only in a tool result (a contributing guide read with
+read_file).
 
 Each fact has a `key`: the verbatim string an answer needs, and `subjects`:
 the phrases that say what it is about. `Fact.metric()` is the fact as
@@ -370,9 +375,48 @@ HARD_FACTS = (
          subjects=("settlement batches",), plant_at=0.3, size=45_000),
 )
 
+# A long message of the user that states one value, once, in its middle.
+LONG_HANDOVER = (
+    "A handover note from the platform team, since they moved the staging cluster last "
+    "week and the wiki has not caught up. The new cluster sits behind the same load "
+    "balancer as before, the certificates were renewed on the way, and the old hostnames "
+    "keep answering for a while so nothing breaks at once. Most services came over without "
+    "trouble; the reporting jobs needed a new service account and the queue consumers a "
+    "larger memory limit, both done. The staging port is 8443. Anything that still points "
+    "at the old address will keep working until the end of the quarter, when the old "
+    "cluster is switched off for good, so there is no rush, but new code should use the "
+    "new address from the start. They also asked us to tell them about anything odd we "
+    "see in the logs, since the monitoring on the new cluster is still being tuned and "
+    "some of the alerts are noisier than they should be. "
+)
+
+# Facts of the kinds the strict window, the rule detector and the corrections were built
+# for: a corrected value, a softly worded rule, a value stated once in a long message, a
+# constraint given only in a tool result.
+ENGINE_FACTS = (
+    Fact("release", "date", "user", "March 17",
+         "When is the release?",
+         plant="Heads up: the release moved to March 17.",
+         earlier="The release is on March 3.",
+         subjects=("release",), superseded=("March 3",), plant_at=0.45),
+    Fact("ci-config", "constraint", "user", "did not touch the CI config",
+         "Is there a part of the repository I asked you to keep out of?",
+         plant="I would rather you did not touch the CI config.",
+         subjects=("CI config",), plant_at=0.35),
+    Fact("staging-port", "port", "user", "8443",
+         "Which port does staging use?",
+         plant=LONG_HANDOVER, subjects=("staging port",), plant_at=0.5),
+    Fact("major-version", "constraint", "tool", "never bump the major version",
+         "What did the contributing guide say about version numbers?",
+         path="CONTRIBUTING.md", tool="read_file",
+         line="# Releases: never bump the major version without an RFC.",
+         ask="Read CONTRIBUTING.md before we change the packaging.",
+         subjects=("major version",), plant_at=0.6),
+)
+
 # fmt: on
 
-FACTS = USER_FACTS + TOOL_FACTS + HARD_FACTS
+FACTS = USER_FACTS + TOOL_FACTS + HARD_FACTS + ENGINE_FACTS
 N_FACTS = len(FACTS)
 assert len({f.fid for f in FACTS}) == N_FACTS
 

@@ -121,10 +121,28 @@ async def _run_exec(args: argparse.Namespace) -> int:
     finally:
         await ws.close()
     if result.ok:
-        if result.text:
+        if result.text and not (result.page and _paged(ws, result.text)):
             print(result.announcement())
         return EXIT_OK
     return _fail(result.text, result.exit_code)
+
+
+def _paged(ws, text: str) -> bool:
+    """Open `text` in $EDITOR when stdout is a terminal and the text is taller than it
+    (seed 000's `/context show`); whether it was shown that way."""
+    import shutil
+
+    from slop_tui.commands.base import CommandError, edit_in_editor
+
+    if not sys.stdout.isatty():
+        return False
+    if len(text.splitlines()) <= shutil.get_terminal_size().lines:
+        return False
+    try:
+        return edit_in_editor(ws, text, ".md") is not None
+    except CommandError as exc:
+        print(f"slop-tui: {exc}", file=sys.stderr)
+        return False
 
 
 async def _run_ask(args: argparse.Namespace) -> int:

@@ -82,6 +82,9 @@ class Config:
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
     user_config_dir: Path | None = None  # where the trusted-folder record lives
+    # The folder slop-tui was started in when it is a subfolder of the project (a git
+    # repository whose root holds the ledger); None when started in the project root.
+    started_in: Path | None = None
 
     @property
     def max_iterations(self) -> int:
@@ -252,7 +255,8 @@ def load_config(
     from slop_tui.trust import sensitive, trust_state, untrusted_warning
 
     env = os.environ if env is None else env
-    cwd = (cwd or Path.cwd()).resolve()
+    started = (cwd or Path.cwd()).resolve()
+    cwd = project_root_for(started, env) if not (db or env.get("SLOP_DB")) else started
     warnings: list[str] = []
     user_path, project_path = user_config_path(env), cwd / ".slop" / "config.toml"
     merged: dict[str, Any] = {}
@@ -292,4 +296,25 @@ def load_config(
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,
+        started_in=started if started != cwd else None,
     )
+
+
+def project_root_for(cwd: Path, env: Mapping[str, str]) -> Path:
+    """Where the project is: `cwd`, or, when `cwd` is a subfolder of a git repository
+    whose root holds a ledger (`.slop/slop.db`) and `cwd` has no `.slop/` of its own,
+    that root, so one repository keeps one ledger. The search stops at the folders of
+    `GIT_CEILING_DIRECTORIES`, as git's does."""
+    if (cwd / ".slop").exists():
+        return cwd
+    ceilings = {
+        Path(p).expanduser().resolve()
+        for p in env.get("GIT_CEILING_DIRECTORIES", "").split(os.pathsep)
+        if p.strip()
+    }
+    for parent in cwd.parents:
+        if parent in ceilings:
+            break
+        if (parent / ".git").exists():
+            return parent if (parent / DEFAULT_DB).is_file() else cwd
+    return cwd

@@ -83,7 +83,6 @@ from slop_tui.providers.base import Provider, ProviderReply, TextDelta, Thinking
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
 from slop_tui.records import (
     STATUS_COMPLETED,
-    STATUS_DROPPED,
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
     Handoff,
@@ -475,6 +474,7 @@ class Orchestrator:
             guard = plan.guard
             assert guard is not None
         await self._log_guard(guard, plan.lane, send)
+        await ws.keep_elided(plan.request)
         if turn is not None:
             turn.sent_plan = plan
             turn.elided = turn.elided | {
@@ -534,10 +534,10 @@ class Orchestrator:
         own = sum(m.tokens for m in prompt.messages if m.group_id == turn.gid)
         msg = f"The request cannot be sent: {plan.reason}."
         if own and plan.tokens_after - own <= plan.max_input_tokens:
-            await ws.ledger.set_group_dropped(ws.session, turn.gid, True)
+            await ws.ledger.set_aside_group(ws.session, turn.gid)
             msg += (
                 f" Group {turn.gid} ({own:,} tokens) alone is too large, so it was set aside "
-                f"(/context restore {turn.gid} brings it back)."
+                f"(/undo or /context restore {turn.gid} brings it back)."
             )
         else:
             sizes = prompt.layer_tokens()
@@ -976,9 +976,7 @@ class Orchestrator:
         victims = [last] + [
             m for m in window if m.role == "tool" and m.tool_call_id in ids and m.id > last.id
         ]
-        for m in victims:
-            await ws.ledger.set_message_status(m.id, STATUS_DROPPED)
-        return len(victims)
+        return await ws.ledger.auto_drop_messages(ws.session, [m.id for m in victims])
 
     # -- STATE rebuild -------------------------------------------------------
 

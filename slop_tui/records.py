@@ -353,6 +353,13 @@ EDIT_TRASH_RESTORE = "trash_restore"  # /trash restore, /redo: rows back from th
 EDIT_EMPTY = "empty"  # /trash empty: the only hard delete
 EDIT_MEMO_REMOVE = "memo_remove"  # /memo remove: a memo to the trash
 EDIT_SKILL_REMOVE = "skill_remove"  # /skill delete: a skill to the trash
+EDIT_STATE_SET = "state_set"  # /state set: a STATE version written by hand
+EDIT_SCRATCHPAD = "scratchpad"  # a scratchpad write (command, SCRATCHPAD: signal, tool)
+EDIT_UNCOMPACT = "uncompact"  # /context uncompact: summaries discarded
+EDIT_AUTO_DROP = "auto_drop"  # the engine dropped rows on its own (a 400 fix, an overflow)
+# Edits of values: /undo takes the newest back (when it is newer than the last
+# interaction), /redo makes it again.
+VALUE_EDIT_KINDS = (EDIT_STATE_SET, EDIT_SCRATCHPAD, EDIT_UNCOMPACT, EDIT_AUTO_DROP)
 EDIT_KINDS = (
     EDIT_UNDO,
     EDIT_REMOVE,
@@ -365,6 +372,7 @@ EDIT_KINDS = (
     EDIT_EMPTY,
     EDIT_MEMO_REMOVE,
     EDIT_SKILL_REMOVE,
+    *VALUE_EDIT_KINDS,
 )
 # What an edit is now: in effect, reverted (by /redo, /trash restore, /context restore),
 # or its trashed rows were deleted by /trash empty.

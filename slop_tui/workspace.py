@@ -50,6 +50,7 @@ from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
+from slop_tui.context.guards import TIER_ELIDED
 from slop_tui.context.memos import (
     extract_keywords,
     instruction_shaped,
@@ -62,6 +63,7 @@ from slop_tui.context.plan import (
     PlanSettings,
     build_plan,
     head_summary,
+    named_lanes,
     pending_cap,
 )
 from slop_tui.context.prompt import Prompt, ToolSpec
@@ -94,6 +96,22 @@ KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
 KEY_THROTTLE = "throttle"
 KEY_TOKEN_FACTOR = "token_factor"
+# `elided:<session>`: ids of the tool results the guard ladder elided from the session's
+# requests (JSON); they stay elided in later requests until `/context unelide`.
+KEY_ELIDED = "elided"
+# `personality` (global), `personality:<session>`, `personality:<session>:<lane>`.
+KEY_PERSONALITY = "personality"
+
+
+def personality_keys(session: str, lane: str) -> list[tuple[str, str]]:
+    """(app_state key, source) of each personality level, the strongest first."""
+    return [
+        (f"{KEY_PERSONALITY}:{session}:{lane}", f"lane {lane}"),
+        (f"{KEY_PERSONALITY}:{session}", "session"),
+        (KEY_PERSONALITY, "global setting"),
+    ]
+
+
 # o200k counts of the texts of the last exactly shown request, by digest (JSON);
 # named after the rank file, so other ranks never reuse them.
 KEY_TOKEN_COUNTS = f"token_counts:o200k:{O200K_SHA256[:16]}"
@@ -535,6 +553,7 @@ class Workspace:
         """
         choice = await self.provider_choice()
         strategy = strategy or choice.strategy
+        elided = elided | await self.elided_results()
         hide, show = (edit.hide, edit.show) if edit is not None else ((), ())
         sess = await self.current()
         window = await self._window_upto(sess, upto, hide, show)
@@ -564,7 +583,18 @@ class Workspace:
                 )
                 backlog, complete = _whole_groups(backlog, pending_cap(comp))
         state = await self.ledger.current_state(self.session)
-        keywords = extract_keywords(latest_user_text(window))
+        latest = latest_user_text(window)
+        keywords = extract_keywords(latest)
+        named: list[tuple[str, Summary]] = []
+        if comp.enabled and (
+            "lane" in latest or "topic" in latest or "thread" in latest or ":" in latest
+        ):
+            lanes = await self.ledger.summarized_lanes(self.session)
+            for lane in named_lanes(latest, lanes, sess.lane):
+                stored = await self.ledger.summaries(self.session, lane)
+                if stored:
+                    named.append((lane, max(stored, key=lambda x: (x.last_message_id, x.id))))
+        personality, source = await self.personality(sess)
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
@@ -578,6 +608,7 @@ class Workspace:
             messages=window,
             strategy=strategy,
             state=state.content if state else None,
+            state_group=state.group_id if state else None,
             scratchpad=sess.scratchpad,
             memos=memos,
             skills=await self.skills(),
@@ -587,6 +618,9 @@ class Workspace:
             quoted=quoted,
             quoted_group=reply_to,
             focus=focus_note(reply_to, _last_answer_group(window)),
+            personality=personality,
+            personality_source=source,
+            named_lanes=tuple(named),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -612,6 +646,44 @@ class Workspace:
             request = replace(plan.request, notes=(*plan.request.notes, *notes))
             plan = replace(plan, request=request)
         return plan
+
+    async def personality(self, sess: Session | None = None) -> tuple[str, str]:
+        """The effective personality and its source, by seed 002's precedence: the
+        lane's, else the session's, else the global one (`/personality set`)."""
+        sess = sess or await self.current()
+        for key, source in personality_keys(self.session, sess.lane):
+            text = (await self.ledger.get_setting(key) or "").strip()
+            if text:
+                return text, source
+        return "", ""
+
+    async def elided_results(self) -> frozenset[int]:
+        """The tool results elided from this session's requests: they stay elided (or
+        deeper) in every later request, across turns, until `/context unelide`."""
+        raw = await self.ledger.get_setting(f"{KEY_ELIDED}:{self.session}")
+        return frozenset(int(v) for v in _json_list(raw) if v.isdigit())
+
+    async def keep_elided(self, request: Prompt) -> None:
+        """Remember the results `request` (about to be sent) carries elided; results that
+        left the request are forgotten (they are not sent anyway)."""
+        ids = sorted(
+            m.message_id
+            for m in request.messages
+            if m.tier == TIER_ELIDED and m.message_id is not None and not m.kind
+        )
+        if frozenset(ids) != await self.elided_results():
+            await self.ledger.set_setting(f"{KEY_ELIDED}:{self.session}", json.dumps(ids))
+
+    async def unelide(self, ids: Collection[int] | None = None) -> frozenset[int]:
+        """Send these elided results (None: all of them) again from the next request on;
+        returns the ids that were elided."""
+        now = await self.elided_results()
+        gone = now if ids is None else now & frozenset(ids)
+        if gone:
+            await self.ledger.set_setting(
+                f"{KEY_ELIDED}:{self.session}", json.dumps(sorted(now - gone))
+            )
+        return gone
 
     def _resume_text(self, state: str | None, sess: Session) -> str:
         """The `## Resuming` layer: the pending handoff, rebuilt from the current ledger

@@ -126,6 +126,10 @@ def _commands(rng: random.Random, gids: list[int], sessions: list[str], trash: l
             "/help",
             "/nope",
             "/undo now",
+            f"/state set Goal: monkey business {rng.randint(0, 9)}",
+            f"/session scratchpad set - [ ] monkey step {rng.randint(0, 9)}",
+            f"/context uncompact {rng.randint(1, 5)}",
+            "/context unelide",
             f"/trash restore {rng.choice(['x', '-1', '99999999999999999999'])}",
         ]
     )
@@ -228,6 +232,8 @@ class MonkeyModel:
         roll = rng.random()
         if roll < 0.30:
             state = "\n### STATE\nGoal: keep going" if rng.random() < 0.5 else ""
+            if rng.random() < 0.3:  # a scratchpad write by signal (journalled, undoable)
+                state += f"\nSCRATCHPAD:\n- [ ] step {rng.randint(0, 9)}"
             return Reply(text=f"Here is an answer.{state}", delay=delay, chunk_size=6)
         if roll < 0.55:
             return Reply(tool_calls=[self._call() for _ in range(rng.randint(1, 2))])
@@ -533,11 +539,40 @@ class Monkey:
             ).fetchall()
             if bad:
                 result.violations.append(f"session totals wrong: {bad}")
+            self._value_edit_checks(con, result)
             left = con.execute("SELECT COUNT(*) FROM app_state WHERE key LIKE 'inflight/%'")
             if left.fetchone()[0]:
                 result.violations.append("an in-flight record was left behind")
         finally:
             con.close()
+
+    @staticmethod
+    def _value_edit_checks(con: sqlite3.Connection, result: MonkeyResult) -> None:
+        """Journalled edits of values agree with the ledger: a STATE set by hand that
+        /undo took back is not current, one in effect is live (or in the trash with its
+        session's history); a session's scratchpad is what its newest scratchpad edit
+        still in effect wrote (or, all taken back, what the first one replaced)."""
+        live = {r[0] for r in con.execute("SELECT id FROM state_versions")}
+        for edit, state, version in con.execute(
+            "SELECT id, state, row_id FROM edits WHERE kind='state_set'"
+        ):
+            if state == "reverted" and version in live:
+                result.violations.append(f"edit {edit}: an undone STATE is still live")
+        pads = dict(con.execute("SELECT name, scratchpad FROM sessions"))
+        for name, pad in pads.items():
+            edits = con.execute(
+                "SELECT state, before_value, after_value FROM edits "
+                "WHERE kind='scratchpad' AND session_id=? ORDER BY id",
+                (name,),
+            ).fetchall()
+            if not edits:
+                continue
+            done = [after for state, _, after in edits if state == "done"]
+            want = done[-1] if done else edits[0][1]
+            if pad != want:
+                result.violations.append(
+                    f"session {name!r}: scratchpad {pad!r} is not its journal's {want!r}"
+                )
 
 
 __all__ = ["Monkey", "MonkeyResult", "check_gemini", "check_openai"]

@@ -280,9 +280,10 @@ async def test_context_log_and_uncompact(ws):
     await dispatch(ws, "/context window 1")
     g1 = await add_group(ws, "old question", "old answer")
     g2 = await add_group(ws, "new question", "new answer")
-    # g1 left the window; no summary covers it yet, so it is sent word for word
+    # g1 left the window; no summary covers it yet: one line lists it, it is not sent
     before = await ws.prompt("openai")
-    assert "old question" in render_prompt(before)
+    assert "old question" not in render_prompt(before)
+    assert f"group {g1} (2 message(s)): not summarized yet" in before.system_text
     ids = [m.id for m in await ws.ledger.group_messages(ws.session, g1)]
     summary = await ws.ledger.add_summary(ws.session, "main", "lane", ids, "it was old")
     await ws.ledger.log_compaction(

@@ -98,7 +98,6 @@ def test_user_stated_values(text, key) -> None:
         ("Open src/billing/mod_003.py and explain how load_invoice works.", "load_invoice"),
         ("Let's rename sync_account to something clearer.", "sync_account"),
         ("I need to find where the credit_note logic lives.", "credit_note"),
-        ("The port is 8000:6432 on the host.", "6432 on"),  # a host:port is no count
         ("Which 3 files changed?", "3 files"),
     ],
 )
@@ -106,6 +105,13 @@ def test_requests_and_questions_are_not_facts(text, absent) -> None:
     found = _user(text)
     assert not _has(found, absent, PRIORITY_USER)
     assert not any(p == PRIORITY_KEEP for p in found.values())
+
+
+def test_a_host_port_is_no_count_and_its_sentence_is_kept() -> None:
+    # "6432 on" is no count of anything; the sentence says what the value is.
+    assert _user("The port is 8000:6432 on the host.") == {
+        "The port is 8000:6432 on the host.": PRIORITY_USER
+    }
 
 
 def test_plain_prose_and_bare_numbers_are_not_anchors() -> None:

@@ -150,7 +150,7 @@ def test_compaction_settings_defaults() -> None:
         s.lane_keep_recent,
         s.lane_min_messages,
         s.lane_max_anchors,
-    ) == (30, 2_500, 24.0, 0, 6, 60)
+    ) == (30, 2_500, 24.0, 0, 6, 80)
 
 
 def test_compaction_settings_from_mapping() -> None:
@@ -287,8 +287,13 @@ def _inputs(**kw) -> AssemblyInputs:
 
 def test_default_layout_layer_order_and_placement() -> None:
     p = assemble(_inputs())
-    assert [la.name for la in p.layers] == list(LAYER_ORDER)
+    assert [la.name for la in p.layers] == [n for n in LAYER_ORDER if n != "personality"]
     assert [la.placement for la in p.layers] == ["system"] * 8 + ["context"] * 2
+    # A personality is the third layer, in the system text, with its source named.
+    both = assemble(_inputs(personality="Be terse.", personality_source="lane topic:x"))
+    assert [la.name for la in both.layers] == list(LAYER_ORDER)
+    assert both.layers[2].text == "\n## Personality (from the lane topic:x)\nBe terse.\n"
+    assert both.layers[2].placement == "system"
     # System text: every system layer, blank-line separated, first one without.
     assert p.system_text == "".join(la.text for la in p.layers if la.placement == "system")
     summary = p.layers[5].text

@@ -392,7 +392,6 @@ def test_extract_anchors_exact() -> None:
         ("path", "/var/log/app/server.log", 1),  # absolute: stated even in a request
         ("path", "docs/notes.md", 3),  # a tool-call argument
         # A statement keeps its values with what they are about: one anchor each.
-        ("url", "Docs: https://example.com/docs/api?x=1.", 1),
         ("number", "port 8080", 1),
         (
             "number",
@@ -400,6 +399,8 @@ def test_extract_anchors_exact() -> None:
             1,
         ),
         ("number", "localhost:5432", 3),  # said by the assistant
+        # "Label: value" is a value stated with its subject (constraints.value_span).
+        ("value", "Docs: https://example.com/docs/api?x=1.", 1),
         (
             "identifier",
             "Use CompactionSettings from slop_tui.context.budget and keep max_history_tokens.",

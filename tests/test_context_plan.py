@@ -95,6 +95,11 @@ def plan_of(
     return build_plan(inputs, settings)
 
 
+# The rows that left the window sent in their short form until a summary covers them
+# (`[compaction] unsummarized = "short"`); the default is the strict window.
+SHORT = CompactionSettings(unsummarized="short")
+
+
 def text_of(plan) -> str:
     return render_prompt(plan.request)
 
@@ -112,7 +117,7 @@ def places(plan, rows) -> dict[int, str]:
 
 def test_rows_that_left_the_window_are_sent_until_a_summary_covers_them() -> None:
     rows = history(6)  # groups 1, 3, 5, 7, 9, 11
-    plan = plan_of(rows, 2)
+    plan = plan_of(rows, 2, compaction=SHORT)
     assert plan.window_groups == {9, 11} and plan.pending_groups == {1, 3, 5, 7}
     assert places(plan, rows) == {
         1: "pending",
@@ -129,10 +134,60 @@ def test_rows_that_left_the_window_are_sent_until_a_summary_covers_them() -> Non
     assert "pending" in plan.layer_tokens()
 
 
+def test_the_strict_window_sends_only_its_groups_and_indexes_the_rest() -> None:
+    rows = history(6)  # groups 1, 3, 5, 7, 9, 11
+    plan = plan_of(rows, 2)
+    assert plan.window_groups == {9, 11} and plan.pending_groups == frozenset()
+    assert places(plan, rows) == {
+        1: "waiting",
+        3: "waiting",
+        5: "waiting",
+        7: "waiting",
+        9: "window",
+        11: "window",
+    }
+    text = text_of(plan)
+    sent = [m for m in plan.request.messages if m.kind is None]
+    assert {m.group_id for m in sent} == {9, 11}
+    assert "question 3" not in text and "question 4" in text and "question 5" in text
+    # One line stands for the eight rows that are neither sent nor summarized.
+    index = "groups 1–7 (8 message(s)): not summarized yet; query_db reads them"
+    assert text.count(index) == 1
+    assert "WHERE id BETWEEN 1 AND 8 AND status != 'dropped'" in text
+    # Seed 002's thresholds measure them as the short form would send them.
+    assert plan.pending_messages == 8 and plan.pending_tokens > 0 and not plan.summary_due
+    many = plan_of(rows, 2, compaction=CompactionSettings(lane_max_messages=7))
+    assert many.summary_due and "8 messages await a summary" in many.due_reason
+    # With a summary over groups 1-5, the index lists group 7 alone.
+    covered = plan_of(rows, 2, [summary(1, last=6)])
+    assert "SUMMARY-1" in text_of(covered)
+    assert "group 7 (2 message(s)): not summarized yet" in text_of(covered)
+    assert places(covered, rows)[7] == "waiting" and places(covered, rows)[5] == "summary"
+
+
+def test_a_correction_waiting_outside_the_strict_window_makes_a_summary_due() -> None:
+    rows = history(6)
+    rows[6] = replace(rows[6], content="Correction: the webhook retry window is 90 minutes now.")
+    old = replace(
+        summary(1, last=4),
+        content="## Anchors kept verbatim\n- [value/1] The webhook retry window is 45 minutes.\n",
+    )
+    plan = plan_of(rows, 2, [old])  # groups 5 and 7 wait; group 7 holds the correction
+    assert plan.summary_due and "corrects a value of the summary" in plan.due_reason
+    # Until that summary is made, the index says so: the old value is not current.
+    assert (
+        "- corrected there (the later value wins): Correction: the webhook retry window is "
+        "90 minutes now." in plan.request.system_text
+    )
+    # Without the correction the same rows are below the thresholds.
+    calm = plan_of(history(6), 2, [old])
+    assert not calm.summary_due
+
+
 def test_a_summary_covers_what_lies_before_it_and_the_rest_is_sent() -> None:
     rows = history(6)
     s = summary(1, last=6)  # groups 1, 3, 5
-    plan = plan_of(rows, 2, [s])
+    plan = plan_of(rows, 2, [s], compaction=SHORT)
     assert plan.head == s
     assert places(plan, rows) == {
         1: "summary",
@@ -151,17 +206,17 @@ def test_a_summary_covers_what_lies_before_it_and_the_rest_is_sent() -> None:
 def test_widening_brings_rows_back_word_for_word_and_narrowing_reuses_a_summary() -> None:
     rows = history(8)  # groups 1, 3, ..., 15
     first, second = summary(1, last=4), summary(2, last=10)  # 1-3, then 1-9
-    narrow = plan_of(rows, 2, [first, second])
+    narrow = plan_of(rows, 2, [first, second], compaction=SHORT)
     assert narrow.head == second
     # Full history: no summary, every row in the window, word for word.
-    full = plan_of(rows, 0, [first, second])
+    full = plan_of(rows, 0, [first, second], compaction=SHORT)
     assert full.head is None and full.pending_groups == frozenset()
     assert set(places(full, rows).values()) == {PLACE_WINDOW}
     assert all(f"question {g}" in text_of(full) for g in range(8))
     assert "SUMMARY" not in text_of(full)
     # A window of 5 starts at group 7: the newer summary reaches into it, so the older
     # one (whose span still fits) is reused, and groups 5 and 7... are sent.
-    five = plan_of(rows, 5, [first, second])
+    five = plan_of(rows, 5, [first, second], compaction=SHORT)
     assert five.head == first
     assert places(five, rows) == {
         1: "summary",
@@ -174,8 +229,8 @@ def test_widening_brings_rows_back_word_for_word_and_narrowing_reuses_a_summary(
         15: "window",
     }
     # Narrowing to 3 and widening to 5 again: five groups in the window.
-    assert len(plan_of(rows, 3, [first, second]).window_groups) == 3
-    assert plan_of(rows, 5, [first, second]).window_groups == five.window_groups
+    assert len(plan_of(rows, 3, [first, second], compaction=SHORT).window_groups) == 3
+    assert plan_of(rows, 5, [first, second], compaction=SHORT).window_groups == five.window_groups
 
 
 def test_head_summary_is_the_newest_valid_one_wholly_before_the_window() -> None:
@@ -434,7 +489,7 @@ def test_rows_awaiting_a_summary_send_pointers_and_answers_without_state() -> No
         *[replace(m, id=m.id + 10, group_id=(m.group_id or 0) + 10) for m in tool_rows()[:1]],
         replace(answer(12, 11, "Done." + STATE_BLOCK), payload='{"role": "assistant"}'),
     ]
-    plan = plan_of(rows, 1, tools=TOOLS)
+    plan = plan_of(rows, 1, tools=TOOLS, compaction=SHORT)
     assert plan.pending_groups == {1} and plan.window_groups == {11}
     sent = {m.message_id: m for m in plan.request.messages}
     assert sent[3].tier == "pointer" and sent[3].text == elided_pointer(3)

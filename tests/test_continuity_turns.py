@@ -445,9 +445,9 @@ async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_
 
 
 async def test_below_the_thresholds_rows_are_sent_until_a_summary_is_due(make, fake_llm):
-    """Seed 002's thresholds: no summary call per turn; what left the window and is
-    not summarized yet stays in the request word for word (no limbo)."""
-    ws, orch = await make()
+    """Seed 002's thresholds: no summary call per turn; with `unsummarized = "short"`
+    what left the window and is not summarized yet stays in the request (no limbo)."""
+    ws, orch = await make(compaction={"unsummarized": "short"})
     await ws.ledger.set_window(ws.session, 2)
     await history(ws, 3, 5)
     for i in range(4):
@@ -679,7 +679,9 @@ async def test_an_edit_under_a_summary_leaves_no_trace_in_any_layer(make, fake_l
     # At once: the summary holding it is out of date, nothing of it is sent.
     assert await ws.ledger.summaries(ws.session) == []
     text = render_prompt(await ws.prompt("openai"))
-    assert "PLAN-X" not in text and "keep this" in text  # the rest is sent word for word
+    # The rest left the strict window: one line says where it is, until a summary.
+    assert "PLAN-X" not in text and "keep this" not in text
+    assert "not summarized yet; query_db reads them" in text
     # The upkeep after the edit makes a new summary from today's rows only.
     fake_llm.enqueue(Reply(text="<summary>CLEAN-SUMMARY</summary>"))
     await orch.upkeep()

@@ -11,7 +11,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,9 @@ class CommandResult:
     # The command that reverts this edit (e.g. "/redo"): every surface announces it,
     # the TUI with its key (`announcement`).
     revert: str | None = None
+    # Long text (`/context show`): `slop-tui exec` on a terminal opens it in $EDITOR when
+    # it is taller than the screen (seed 000) instead of printing it.
+    page: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -139,8 +142,9 @@ def ok(
     changed: Changed = Changed.NONE,
     data: object = None,
     revert: str | None = None,
+    page: bool = False,
 ) -> CommandResult:
-    return CommandResult(ok=True, text=text, changed=changed, data=data, revert=revert)
+    return CommandResult(ok=True, text=text, changed=changed, data=data, revert=revert, page=page)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -209,7 +213,13 @@ def edit_in_editor(ws: Workspace, initial: str, suffix: str = ".md") -> str | No
     """Open text in the workspace's editor ($EDITOR by default); None if it failed."""
     if ws.editor is not None:
         return ws.editor(initial, suffix)
-    editor = ws.env.get("VISUAL") or ws.env.get("EDITOR") or "vi"
+    return run_editor(ws.env, initial, suffix)
+
+
+def run_editor(env: Mapping[str, str], initial: str, suffix: str = ".md") -> str | None:
+    """Open text in $VISUAL / $EDITOR (else vi) on a temporary file; the text after, or
+    None when the editor failed."""
+    editor = env.get("VISUAL") or env.get("EDITOR") or "vi"
     fd, path = tempfile.mkstemp(prefix="slop-", suffix=suffix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -23,7 +23,7 @@ from slop_tui.commands.base import (
     split_first,
 )
 from slop_tui.continuity.handoff import handoff_markdown, record_handoff
-from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane
+from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane, snippet
 from slop_tui.records import (
     DEFAULT_LANE,
     SUMMARY_DISCARDED,
@@ -58,6 +58,21 @@ def _words(args: str, usage: str) -> list[str]:
         return shlex.split(args)
     except ValueError as exc:
         raise UsageError(f"{exc}. Usage: {usage}") from None
+
+
+def _file_paths(args: str, usage: str, root: Path) -> list[str]:
+    """The paths of a `/file` command: quotes group words, a backslash is a path
+    separator as Windows writes it (`src\\app.py` is `src/app.py`, seed 003), unless a
+    file of that exact name exists."""
+    lexer = shlex.shlex(args, posix=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""
+    lexer.commenters = ""
+    try:
+        words = list(lexer)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Usage: {usage}") from None
+    return [w.replace("\\", "/") if "\\" in w and not (root / w).exists() else w for w in words]
 
 
 def _when(t: float) -> str:
@@ -268,10 +283,10 @@ def read_context_file(root: Path, path: str, label: str = "/file") -> tuple[str,
 )
 async def file_add(ws, args: str) -> CommandResult:
     usage = "/file add PATH…"
-    paths = _words(args, usage)
+    root = project_root(ws)
+    paths = _file_paths(args, usage, root)
     if not paths:
         raise UsageError(f"at least one path is needed. Usage: {usage}")
-    root = project_root(ws)
     checked: dict[str, int] = {}
     for raw in paths:  # every path is checked before any is added
         shown, text = read_context_file(root, raw, "/file add")
@@ -292,11 +307,11 @@ async def file_add(ws, args: str) -> CommandResult:
 @command("file", "remove", "/file remove PATH", "Take a file out of the context.", CAT)
 async def file_remove(ws, args: str) -> CommandResult:
     usage = "/file remove PATH"
-    paths = _words(args, usage)
+    root = project_root(ws)
+    paths = _file_paths(args, usage, root)
     if len(paths) != 1:
         raise UsageError(f"one path is needed. Usage: {usage}")
     raw = paths[0]
-    root = project_root(ws)
     candidates = [raw]
     try:
         candidates.insert(0, display(root, resolve_inside(root, raw, "/file remove")))
@@ -440,3 +455,74 @@ async def context_uncompact(ws, args: str) -> CommandResult:
     else:
         text = f"Discarded summary {sid}{lane}{later}; it was not in the request."
     return ok(text, changed=Changed.HISTORY, data=n)
+
+
+# -- personality ------------------------------------------------------------------------
+
+_LEVELS = {"--lane": 0, "--global": 2}
+
+
+def _personality_level(args: str, usage: str) -> tuple[int, str]:
+    """(level: 0 lane, 1 session, 2 global; the text) of a `/personality` argument."""
+    words = args.strip().split(None, 1)
+    if words and words[0].startswith("--"):
+        if words[0] not in _LEVELS:
+            raise UsageError(f"unknown option {words[0]}. Usage: {usage}")
+        return _LEVELS[words[0]], words[1].strip() if len(words) > 1 else ""
+    return 1, args.strip()
+
+
+@command(
+    "personality",
+    "show",
+    "/personality show",
+    "The personality the model is given (seed 002: the lane's, else the session's, else the "
+    "global one) and each level.",
+    CAT,
+)
+async def personality_show(ws, args: str) -> CommandResult:
+    if args.strip():
+        raise UsageError("/personality show takes no arguments.")
+    sess = await ws.current()
+    text, source = await ws.personality(sess)
+    lines = [f"In effect: {f'the {source}' if source else 'none'}."]
+    for key, where in workspace.personality_keys(ws.session, sess.lane):
+        value = (await ws.ledger.get_setting(key) or "").strip()
+        lines.append(f"- {where}: {snippet(value, 80) if value else '(not set)'}")
+    return ok("\n".join(lines), data=text)
+
+
+@command(
+    "personality",
+    "set",
+    "/personality set [--lane|--global] TEXT",
+    "Set the personality of this session (or of its current lane, or of every session).",
+    CAT,
+)
+async def personality_set(ws, args: str) -> CommandResult:
+    usage = "/personality set [--lane|--global] TEXT"
+    level, text = _personality_level(args, usage)
+    if not text:
+        raise UsageError(f"the personality text is needed. Usage: {usage}")
+    sess = await ws.current()
+    key, where = workspace.personality_keys(ws.session, sess.lane)[level]
+    await ws.ledger.set_setting(key, text)
+    return ok(f"Personality of the {where} set ({len(text)} characters).", changed=Changed.CONTEXT)
+
+
+@command(
+    "personality",
+    "clear",
+    "/personality clear [--lane|--global]",
+    "Remove the personality of this session (or of its lane, or the global one).",
+    CAT,
+)
+async def personality_clear(ws, args: str) -> CommandResult:
+    usage = "/personality clear [--lane|--global]"
+    level, rest = _personality_level(args, usage)
+    if rest:
+        raise UsageError(f"no text is taken. Usage: {usage}")
+    sess = await ws.current()
+    key, where = workspace.personality_keys(ws.session, sess.lane)[level]
+    await ws.ledger.set_setting(key, "")
+    return ok(f"Personality of the {where} cleared.", changed=Changed.CONTEXT)

@@ -9,10 +9,12 @@ from slop_tui.commands.base import (
     CommandResult,
     UsageError,
     command,
+    edit_in_editor,
     ok,
     parse_int,
     parse_options,
 )
+from slop_tui.commands.trash import describe
 from slop_tui.context import extract_state, render_prompt
 from slop_tui.ledger import snippet
 from slop_tui.records import EDIT_REMOVE, EDIT_UNDO, Changed
@@ -48,14 +50,17 @@ async def context_window(ws, args: str) -> CommandResult:
 @command(
     "context",
     "show",
-    "/context show [--json]",
+    "/context show [--json] [--editor]",
     "The exact next request: layer by layer with tokens, or the provider's JSON body.",
     CAT,
 )
 async def context_show(ws, args: str) -> CommandResult:
-    flag = args.strip()
-    if flag not in ("", "--json"):
-        raise UsageError("Usage: /context show [--json]")
+    words = args.split()
+    editor = "--editor" in words
+    flags = [w for w in words if w != "--editor"]
+    if flags not in ([], ["--json"]) or len(words) != len(set(words)):
+        raise UsageError("Usage: /context show [--json] [--editor]")
+    flag = flags[0] if flags else ""
     choice = await ws.provider_choice()
     prompt = await ws.prompt(choice.strategy)
     if flag == "--json":
@@ -66,9 +71,20 @@ async def context_show(ws, args: str) -> CommandResult:
             body = provider.request_body(prompt, choice.model)
         finally:
             await provider.aclose()
-        return ok(json.dumps(body, indent=2, ensure_ascii=False), data=body)
+        text = json.dumps(body, indent=2, ensure_ascii=False)
+        return _shown(ws, text, editor, ".json", body)
     header = f"# Context for session '{ws.session}' → {choice.name} ({choice.model})\n\n"
-    return ok(header + render_prompt(prompt), data=prompt)
+    return _shown(ws, header + render_prompt(prompt), editor, ".md", prompt)
+
+
+def _shown(ws, text: str, editor: bool, suffix: str, data: object) -> CommandResult:
+    """The text as the result (a terminal pages it into $EDITOR when it is taller than
+    the screen: `CommandResult.page`), or with `--editor` opened in $EDITOR at once."""
+    if not editor:
+        return ok(text, data=data, page=True)
+    if edit_in_editor(ws, text, suffix) is None:
+        raise CommandError("the editor failed; nothing was changed.")
+    return ok(f"Opened the context ({len(text.splitlines()):,} lines) in $EDITOR.", data=data)
 
 
 @command(
@@ -179,6 +195,36 @@ async def context_restore(ws, args: str) -> CommandResult:
 
 @command(
     "context",
+    "unelide",
+    "/context unelide [ID ...]",
+    "Send elided tool results again (all, or these message ids) from the next request on.",
+    CAT,
+)
+async def context_unelide(ws, args: str) -> CommandResult:
+    usage = "/context unelide [ID ...]"
+    words = args.split()
+    ids = [parse_int(w, "a message id", usage, minimum=1) for w in words] if words else None
+    elided = await ws.elided_results()
+    if ids is not None:
+        unknown = sorted(set(ids) - elided)
+        if unknown:
+            raise CommandError(
+                f"message(s) {', '.join(map(str, unknown))} are not elided; "
+                f"elided now: {', '.join(map(str, sorted(elided))) or 'none'}."
+            )
+    gone = await ws.unelide(ids)
+    if not gone:
+        return ok("No tool result is elided.")
+    return ok(
+        f"{len(gone)} elided tool result(s) are sent again from the next request on "
+        f"(messages {', '.join(map(str, sorted(gone)))}); the guard ladder may elide them "
+        "again when the request is too large.",
+        changed=Changed.HISTORY,
+    )
+
+
+@command(
+    "context",
     "rebuild",
     "/context rebuild",
     "Write a fresh STATE from the current window (asks the model when one is reachable).",
@@ -244,9 +290,10 @@ async def state_set(ws, args: str) -> CommandResult:
     text = args.strip()
     if not text:
         raise UsageError("the new STATE is needed. Usage: /state set TEXT")
-    version = await ws.ledger.add_state(ws.session, None, text)
+    version = await ws.ledger.set_state_by_hand(ws.session, text)
     return ok(
-        f"STATE saved as a new version ({version.id}, {len(text)} characters).",
+        f"STATE saved as a new version ({version.id}, {len(text)} characters); "
+        "/undo brings the previous one back.",
         changed=Changed.STATE,
         data=version,
     )
@@ -256,13 +303,23 @@ async def state_set(ws, args: str) -> CommandResult:
     "undo",
     None,
     "/undo",
-    "The last interaction leaves the context: its group goes to the trash and the STATE "
-    "before it returns (/redo brings it back).",
+    "Take back the newest edit: a STATE set by hand, a scratchpad write, an un-compaction "
+    "or an automatic drop made after the last interaction; else the last interaction "
+    "leaves the context (its group to the trash, the STATE before it returns). /redo "
+    "brings it back.",
     CAT,
 )
 async def undo(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/undo takes no arguments.")
+    edit = await ws.ledger.undo_value_edit(ws.session)
+    if edit is not None:
+        return ok(
+            f"Took back {describe(edit)} (/redo makes it again).",
+            changed=Changed.HISTORY | Changed.STATE | Changed.SESSION,
+            data=edit,
+            revert="/redo",
+        )
     gid = await ws.ledger.last_group_id(ws.session)
     if gid is None:
         return ok("Nothing to undo.")
@@ -301,12 +358,18 @@ async def message_list(ws, args: str) -> CommandResult:
 async def message_show(ws, args: str) -> CommandResult:
     gid = await _group(ws, args, "/message show GID")
     msgs = await ws.ledger.group_messages(ws.session, gid)
+    snapshots = await ws.ledger.message_snapshots(ws.session, gid)
     parts = []
     for m in msgs:
         extra = f" {m.tool_name}" if m.tool_name else ""
-        parts.append(
-            f"#### #{m.id} {m.role}{extra} [{m.status}] ({m.tokens} tokens)\n\n{m.content}"
-        )
+        size = f"{m.tokens} tokens"
+        if m.id in snapshots:
+            prompt, completion = snapshots[m.id]
+            size += (
+                f" · {prompt + completion:,} tokens in context "
+                f"(prompt {prompt:,} + completion {completion:,})"
+            )
+        parts.append(f"#### #{m.id} {m.role}{extra} [{m.status}] ({size})\n\n{m.content}")
     return ok("\n\n".join(parts), data=msgs)
 
 

@@ -51,12 +51,18 @@ async def session_activate(ws, args: str) -> CommandResult:
 @command(
     "session",
     "list",
-    "/session list",
-    "Sessions with groups, messages, tokens, last use and first prompt.",
+    "/session list [--all]",
+    "Sessions that have history, with groups, messages, tokens, last use and first "
+    "prompt; --all also those without.",
     CAT,
 )
 async def session_list(ws, args: str) -> CommandResult:
-    rows = await ws.ledger.list_sessions()
+    flag = args.strip()
+    if flag not in ("", "--all"):
+        raise UsageError("Usage: /session list [--all]")
+    stored = await ws.ledger.list_sessions()
+    rows = [r for r in stored if flag or r.messages or r.name == ws.session]
+    hidden = len(stored) - len(rows)
     names = [r.name for r in rows]
     lines = [
         "| | session | groups | messages | tokens | last used | first prompt |",
@@ -71,6 +77,8 @@ async def session_list(ws, args: str) -> CommandResult:
         )
     if ws.session not in names:
         lines.append(f"| ✓ | {ws.session} | 0 | 0 | 0 | - | (not written yet) |")
+    if hidden:
+        lines += ["", f"{hidden} session(s) without history not shown; /session list --all."]
     return ok("\n".join(lines), data=[asdict(r) for r in rows])
 
 

@@ -23,12 +23,17 @@ from slop_tui.commands.base import (
 )
 from slop_tui.ledger import snippet
 from slop_tui.records import (
+    EDIT_AUTO_DROP,
     EDIT_CLEAR,
     EDIT_DROP,
     EDIT_MEMO_REMOVE,
     EDIT_RETRY,
+    EDIT_SCRATCHPAD,
     EDIT_SESSION_REMOVE,
     EDIT_SKILL_REMOVE,
+    EDIT_STATE_SET,
+    EDIT_UNCOMPACT,
+    VALUE_EDIT_KINDS,
     Changed,
     Edit,
 )
@@ -46,8 +51,21 @@ _WHAT = {
 }
 
 
+_VALUE_EDITS = {
+    EDIT_STATE_SET: "the STATE set by hand",
+    EDIT_SCRATCHPAD: "the scratchpad write",
+    EDIT_UNCOMPACT: "the un-compaction",
+}
+
+
 def describe(edit: Edit) -> str:
     """What an edit took away, for one line: `group 12 of 's'`, `session 's'`, ..."""
+    if edit.kind in _VALUE_EDITS:
+        return f"{_VALUE_EDITS[edit.kind]} of session '{edit.session}'"
+    if edit.kind == EDIT_AUTO_DROP and edit.group_id is None:
+        return f"the {edit.messages} message(s) the engine dropped in session '{edit.session}'"
+    if edit.kind == EDIT_AUTO_DROP:
+        return f"the drop of group {edit.group_id} of session '{edit.session}' by the engine"
     if edit.kind == EDIT_MEMO_REMOVE:
         return f"the memo '{snippet(edit.label, 40)}'"
     if edit.kind == EDIT_SKILL_REMOVE:
@@ -68,8 +86,9 @@ def _when(ts: float) -> str:
     None,
     "/redo",
     "Bring back the newest thing an edit took away (/undo, /message remove, /context drop, "
-    "/session clear or remove, /memo remove, /skill delete); again for the one before; a new "
-    "turn ends the chain.",
+    "/session clear or remove, /memo remove, /skill delete), or make again the STATE, "
+    "scratchpad, un-compaction or automatic drop /undo took back; again for the one before; "
+    "a new turn ends the chain.",
     CAT,
 )
 async def redo(ws, args: str) -> CommandResult:
@@ -83,6 +102,8 @@ async def redo(ws, args: str) -> CommandResult:
         )
     await ws.reload_pending_handoff()
     verb = "Restored" if edit.kind == EDIT_DROP else "Brought back"
+    if edit.kind in VALUE_EDIT_KINDS:
+        verb = "Made again"
     text = f"{verb} {describe(edit)}"
     if edit.group_id is not None and edit.messages:
         text += f" ({edit.messages} messages)"

@@ -38,6 +38,7 @@ from slop_tui.context.prompt import (
     LAYER_FOCUS,
     LAYER_GUIDELINES,
     LAYER_MEMOS,
+    LAYER_PERSONALITY,
     LAYER_QUOTED,
     LAYER_RESUME,
     LAYER_SCRATCHPAD,
@@ -65,6 +66,8 @@ from slop_tui.records import MEMO_MODEL, MEMO_UNKNOWN, Memo, Message, Session, S
 BEGIN_MARKER = "## Begin Conversation History\n"
 END_MARKER = "## End of History\n\n### CURRENT REQUEST\n"
 STATE_HEADER = "## Global State (Anchor)\n"
+# Follows the STATE when the user corrected one of its values after it was written.
+STATE_CORRECTIONS = "Corrected by the user since this STATE was written (the later value wins):\n"
 SCRATCHPAD_HEADER = "## Active Scratchpad\n"
 MEMOS_HEADER = (
     "## Relevant Memos\n"
@@ -72,6 +75,9 @@ MEMOS_HEADER = (
     "to the current context:\n"
 )
 SUMMARY_HEADER = "## Summary of earlier conversation\n"
+# Another lane's summary, only when the user named that lane in the current request.
+NAMED_LANE_HEADER = "### Lane {lane} (named in the current request)\n"
+PERSONALITY_HEADER = "## Personality (from the {source})\n"
 SUMMARY_SOURCE = (
     '[messages #{first}..#{last}; originals: query_db(sql="SELECT id, role, content '
     'FROM messages WHERE id BETWEEN {first} AND {last}")]\n'
@@ -117,12 +123,25 @@ class AssemblyInputs:
     messages: Sequence[Message]  # the window rows; select_window is applied again
     strategy: str  # the target parsing strategy
     state: str | None = None
+    state_group: int | None = None  # the group whose answer wrote the STATE (None: by hand)
+    # The user's corrections since the STATE was written, each as its sentence: the
+    # state layer lists them after it (the later value wins).
+    state_corrections: Sequence[str] = ()
     scratchpad: str = ""
     memos: Sequence[Memo] = ()  # already ranked; at most max_memos are used
     skills: Sequence[Skill] = ()  # active skills, applied in this order
     tools: Sequence[ToolSpec] = ()  # enabled tools
     base_prompt: str | None = None  # None: guidelines.BASE_PROMPT
     summaries: Sequence[Summary] = ()  # active summaries of the session's current lane
+    # One line listing the rows that left the window and no summary covers yet (the
+    # strict window does not send them); it ends the summary layer.
+    unsummarized: str = ""
+    # The effective personality and where it comes from ("lane topic:x", "session",
+    # "global"): the first that is set wins (seed 002's precedence).
+    personality: str = ""
+    personality_source: str = ""
+    # Summaries of other lanes the user named in the current request: (lane, summary).
+    named_lanes: Sequence[tuple[str, Summary]] = ()
     files: Sequence[tuple[str, str]] = ()  # `/file add` set: (root-relative path, content)
     resume: str = ""  # handoff text; pass it for the first turn after a resume only
     quoted: str = ""  # text of the group the user replies to
@@ -198,9 +217,16 @@ def _layers(
         (LAYER_SYSTEM, guidelines.system_text(base, inputs.tools, inputs.skills)),
         (LAYER_GUIDELINES, guidelines.history_guidelines(inputs.session.name)),
     ]
+    personality = inputs.personality.strip()
+    if personality:
+        head = PERSONALITY_HEADER.format(source=inputs.personality_source or "session")
+        layers.append((LAYER_PERSONALITY, head + personality + "\n"))
     state = (inputs.state or "").strip()
     if state:
-        layers.append((LAYER_STATE, STATE_HEADER + state + "\n"))
+        fixes = "".join(f"- {c}\n" for c in inputs.state_corrections)
+        if fixes:
+            fixes = STATE_CORRECTIONS + fixes
+        layers.append((LAYER_STATE, STATE_HEADER + state + "\n" + fixes))
     scratchpad = inputs.scratchpad.strip()
     if scratchpad:
         layers.append((LAYER_SCRATCHPAD, SCRATCHPAD_HEADER + scratchpad + "\n"))
@@ -208,9 +234,16 @@ def _layers(
     if memos:
         layers.append((LAYER_MEMOS, MEMOS_HEADER + "".join(_memo_line(m) for m in memos)))
     summaries = _lane_summaries(inputs)
-    if summaries:
-        blocks = "\n".join(_summary_block(s) for s in summaries)
-        layers.append((LAYER_SUMMARY, SUMMARY_HEADER + blocks))
+    index = inputs.unsummarized.strip()
+    blocks = [_summary_block(s) for s in summaries]
+    if index:
+        blocks.append(index + "\n")
+    blocks += [
+        NAMED_LANE_HEADER.format(lane=lane) + _summary_block(other)
+        for lane, other in inputs.named_lanes
+    ]
+    if blocks:
+        layers.append((LAYER_SUMMARY, SUMMARY_HEADER + "\n".join(blocks)))
     if files:
         layers.append((LAYER_FILES, FILES_HEADER + "".join(f.text for f in files)))
     resume = inputs.resume.strip()

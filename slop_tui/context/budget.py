@@ -154,6 +154,12 @@ def model_info(model: str, overrides: Mapping[str, Any] | None = None) -> ModelI
     return ModelInfo(model, window, output, source)
 
 
+# How rows that left the window and no summary covers yet reach the model.
+UNSUMMARIZED_INDEX = "index"  # not sent: one line in the summary layer says where they are
+UNSUMMARIZED_SHORT = "short"  # sent in a short form (results as pointers) until summarized
+UNSUMMARIZED_MODES = (UNSUMMARIZED_INDEX, UNSUMMARIZED_SHORT)
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionSettings:
     """Config table `[compaction]`; see docs/context.md.
@@ -166,6 +172,9 @@ class CompactionSettings:
     Lane summaries (seed 002): the rows that left the window are sent until a
     summary covers them; one is due past `lane_max_messages`, `lane_max_tokens`
     (as sent) or `lane_max_age_hours` since the last (`context.plan`).
+    With `unsummarized = "index"` (seed 000's strict window, the default) those rows
+    are not sent: the summary layer lists them in one line with the `query_db` query
+    that reads them; `"short"` sends them in a short form until a summary covers them.
     `lane_max_anchors` caps the rolled summary's anchors (the user's
     constraints and decisions beyond it). `lane_keep_recent` and
     `lane_min_messages` are accepted for old configs and not used. The current
@@ -191,9 +200,10 @@ class CompactionSettings:
     lane_max_age_hours: float = 24.0
     lane_keep_recent: int = 0
     lane_min_messages: int = 6
-    lane_max_anchors: int = 60
+    lane_max_anchors: int = 80
     own_message_max_pct: int = 50
     checkpoint_interval: int = 5
+    unsummarized: str = UNSUMMARIZED_INDEX
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -201,6 +211,13 @@ class CompactionSettings:
             if f.name == "enabled":
                 if not isinstance(value, bool):
                     raise ValueError(f"compaction.enabled must be true or false, got {value!r}")
+            elif f.name == "unsummarized":
+                if value not in UNSUMMARIZED_MODES:
+                    raise ValueError(
+                        "compaction.unsummarized must be "
+                        + " or ".join(f'"{m}"' for m in UNSUMMARIZED_MODES)
+                        + f", got {value!r}"
+                    )
             elif f.name in ("detector_model", "summary_model"):
                 if not isinstance(value, str):
                     raise ValueError(f"compaction.{f.name} must be a string, got {value!r}")

@@ -177,14 +177,30 @@ def middle_out(n: int, percent: int) -> list[int]:
 
 
 def _tool_candidates(prompt: Prompt) -> list[int]:
-    """Indices of the tool results that may be elided: all but the newest, the one the
-    model just asked for."""
+    """Indices of the tool results that may be elided: all but the results of the newest
+    assistant message that called tools (what the model just asked for, a parallel
+    batch of calls included), and all but the newest result when no such message is
+    in the request."""
+    msgs = prompt.messages
     found = [
         i
-        for i, m in enumerate(prompt.messages)
-        if m.role == "tool" and m.message_id is not None and m.kind is None
+        for i, m in enumerate(msgs)
+        if m.role == "tool" and m.message_id is not None and not m.kind
     ]
-    return found[:-1]
+    caller = next(
+        (
+            i
+            for i in range(len(msgs) - 1, -1, -1)
+            if msgs[i].role == "assistant" and msgs[i].tool_calls
+        ),
+        None,
+    )
+    if caller is None:
+        return found[:-1]
+    asked = {c.id for c in msgs[caller].tool_calls}
+    newest = [i for i in found if i > caller and msgs[i].tool_call_id in asked]
+    keep = set(newest) if newest else set(found[-1:])
+    return [i for i in found if i not in keep]
 
 
 def elide_messages(

@@ -41,6 +41,7 @@ Pure: no I/O. A group's messages stay together: places are decided per group.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,7 +55,7 @@ from slop_tui.context.assemble import (
     rough_tokens,
     window_note,
 )
-from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.budget import UNSUMMARIZED_INDEX, CompactionSettings, ModelInfo
 from slop_tui.context.guards import (
     TIER_ELIDED,
     GuardPlan,
@@ -65,6 +66,7 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.summaries import state_corrections, summary_corrections
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -204,6 +206,14 @@ class ContextPlan:
     pending_messages: int
     messages: Mapping[int, str] = field(default_factory=dict)  # message id -> label (sent groups)
     sent: frozenset[int] = frozenset()  # ledger ids of the rows the request carries
+    # Ids of the rows awaiting a summary that the request does not carry (the strict
+    # window lists them in one line): a summary of the request's older rows folds them
+    # in first, so it never stands for rows it did not read.
+    unsent_backlog: tuple[int, ...] = ()
+    # The last message id the head summary stands for in this request (None: its own
+    # end): a summary that reaches into the window while the window is sent whole
+    # stands only for the rows before it.
+    covered_upto: int | None = None
 
     # -- places ------------------------------------------------------------
 
@@ -214,7 +224,8 @@ class ContextPlan:
         if lane != self.lane:
             return GroupPlace(PLACE_OTHER_LANE)
         head = self.head
-        if head is not None and group_id <= head.last_message_id:
+        upto = self.covered_upto
+        if head is not None and group_id <= (upto if upto is not None else head.last_message_id):
             return GroupPlace(PLACE_SUMMARY, head.id)
         if group_id in self.window_groups:
             return GroupPlace(PLACE_WINDOW)
@@ -303,6 +314,14 @@ def _compaction_summary(
     return best
 
 
+def _covered_upto(head: Summary | None, rows: Sequence[Message]) -> int | None:
+    """What the head summary stands for: up to its end, or up to the oldest sent group."""
+    if head is None:
+        return None
+    sent = [m.group_id for m in rows if m.group_id is not None]
+    return min(head.last_message_id, min(sent) - 1) if sent else head.last_message_id
+
+
 def _under_pressure(prompt: Prompt, s: CompactionSettings, model: ModelInfo | None) -> bool:
     if prompt.history_tokens > s.compaction_trigger_tokens:
         return True
@@ -319,9 +338,11 @@ def _due(
     s: CompactionSettings,
     now: float,
     stale_top: int | None,
+    corrections: Sequence[str] = (),
 ) -> tuple[bool, str]:
-    """Seed 002's triggers over the rows awaiting a summary, and the rebuild of a
-    summary an edit took out of date."""
+    """Seed 002's triggers over the rows awaiting a summary, the rebuild of a summary an
+    edit took out of date, and (strict window: the rows are not sent) a correction of
+    a value the summary in the request holds."""
     if waiting:
         return True, "older rows than the ones sent wait for a summary"
     if not pending:
@@ -336,6 +357,10 @@ def _due(
     hours = s.lane_max_age_hours
     if hours > 0 and now and now - since > hours * 3600:
         return True, f"the last summary is older than {hours:g} h"
+    if corrections:
+        # The summary in the request holds a value the unsent rows correct: the index
+        # lists the correction until a summary folds it in, which is due now.
+        return True, "a row awaiting a summary corrects a value of the summary"
     return False, ""
 
 
@@ -476,6 +501,74 @@ def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountToke
     return replace(prompt, messages=tuple(out))
 
 
+def named_lanes(text: str, lanes: Iterable[str], current: str) -> list[str]:
+    """The lanes other than `current` the user names in `text`: by their key
+    (`topic:deploy`, `reply:12`), or a topic's name next to the word lane, topic or
+    thread ("the deploy lane", "topic deploy"). Seed 002: another lane's summary is
+    retrieved only when the user refers to it explicitly."""
+    out = []
+    for lane in lanes:
+        if lane == current or lane in out:
+            continue
+        kind, _, name = lane.partition(":")
+        named = re.search(rf"(?<![\w:]){re.escape(lane)}(?![\w-])", text) is not None
+        if not named and kind == "topic" and len(name) >= 3:
+            word = re.escape(name)
+            named = (
+                re.search(
+                    rf"(?i)\b(?:lane|topic|thread)\s+[\"'`]?{word}\b"
+                    rf"|\b{word}[\"'`]?\s+(?:lane|topic|thread)\b",
+                    text,
+                )
+                is not None
+            )
+        if named:
+            out.append(lane)
+    return out
+
+
+def unsummarized_index(
+    rows: Sequence[Message], older: bool = False, corrections: Sequence[str] = ()
+) -> str:
+    """The one line that stands for the rows that left the window and no summary covers
+    yet (the strict window sends none of them): which groups, how many messages, and the
+    `query_db` query that reads them. `older`: still older rows wait beyond these.
+    `corrections`: the user's statements among them that correct a value of the summary
+    in the request, listed after the line so that value is not taken as current."""
+    if not rows:
+        return ""
+    groups = sorted({m.group_id for m in rows if m.group_id is not None})
+    first, last = min(m.id for m in rows), max(m.id for m in rows)
+    span = f"group {groups[0]}" if len(groups) == 1 else f"groups {groups[0]}–{groups[-1]}"
+    if older:
+        span += " and older ones"
+    return (
+        f"{span} ({len(rows)} message(s)): not summarized yet; query_db reads them: "
+        f'query_db(sql="SELECT id, role, content FROM messages WHERE id BETWEEN {first} '
+        f"AND {last} AND status != 'dropped'\")\n"
+        + "".join(f"- corrected there (the later value wins): {c}\n" for c in corrections)
+    )
+
+
+def _short_form_tokens(
+    rows: Sequence[Message],
+    asm: AssemblyInputs,
+    ctx: ContextSettings,
+    count_tokens: CountTokens,
+) -> int:
+    """Tokens of `rows` in the short form (`pending_form`): how seed 002's token
+    threshold measures the rows awaiting a summary when they are not sent."""
+    if not rows:
+        return 0
+    alone = assemble_rows(replace(asm, summaries=()), rows, ctx, count_tokens, [])
+    # As the short form would send them: a pasted log of theirs cut like an older
+    # group's (`cut_older_pastes`), each tool result its pointer.
+    alone = cut_older_pastes(alone, ctx.truncation, count_tokens, every_group=True)
+    groups = frozenset(m.group_id for m in rows if m.group_id is not None)
+    short = pending_form(alone, groups, count_tokens)
+    return sum(m.tokens for m in short.messages if not m.kind and m.group_id in groups)
+
+
 # -- labels of the rows that are sent --------------------------------------------------------
 
 
@@ -552,24 +645,51 @@ def build_plan(
     ]
     if not enabled:
         pending = []
-    waiting = enabled and not inputs.backlog_complete
+    # Seed 000's strict window: rows that left it reach the model through a summary,
+    # query_db, or the one-line index of what is not summarized yet; "short" sends them.
+    strict = comp.unsummarized == UNSUMMARIZED_INDEX
+    beyond_cap = enabled and not inputs.backlog_complete
+    fixes: list[str] = []  # the user's corrections of the summary among unsent rows
 
     def assemble_with(rows: list[Message], summary: Summary | None) -> Prompt:
         notes = [window_note(window, groups, size)]
-        if pending:
+        nonlocal fixes
+        index, fixes = "", []
+        if pending and strict:
+            fixes = summary_corrections(summary.content, pending) if summary is not None else []
+            index = unsummarized_index(pending, older=beyond_cap, corrections=fixes)
+            notes.append(
+                f"not summarized yet: {len({m.group_id for m in pending})} group(s) that left "
+                "the window are listed in one line, not sent"
+            )
+        elif pending:
             notes.append(
                 f"pending: {len({m.group_id for m in pending})} group(s) that left the window "
                 "are sent until a summary covers them"
             )
         if summary is not None:
             notes.append(f"summary {summary.id} covers messages up to #{summary.last_message_id}")
-        with_summary = replace(asm, summaries=(summary,) if summary is not None else ())
+        with_summary = replace(
+            asm, summaries=(summary,) if summary is not None else (), unsummarized=index
+        )
         return assemble_rows(with_summary, rows, ctx, count_tokens, notes)
 
-    rows = [*pending, *window]
+    # A value the user corrected after the STATE was written is flagged next to it.
+    if asm.state and asm.state_group is not None:
+        later = [m for m in window if m.group_id is not None and m.group_id > asm.state_group]
+        fixes = tuple(state_corrections(asm.state, later))
+        if fixes != tuple(asm.state_corrections):
+            asm = replace(asm, state_corrections=fixes)
+    rows = list(window) if strict else [*pending, *window]
+    newest = groups[-1] if groups else None
+    if strict and pending and newest is not None:
+        # A compaction summary that reaches into the window also stands for the rows
+        # before it: better than their one-line index; the window is still sent whole.
+        deeper = _compaction_summary(summaries, lane, after, newest)
+        if deeper is not None and deeper.last_message_id >= pending[-1].id:
+            head, pending = deeper, []
     prompt = assemble_with(rows, head)
     # A compaction summary reaches into the window while the request needs it.
-    newest = groups[-1] if groups else None
     if enabled and newest is not None and _under_pressure(prompt, comp, settings.model):
         deeper = _compaction_summary(summaries, lane, after, newest)
         if deeper is not None:
@@ -597,15 +717,28 @@ def build_plan(
             unsendable=settings.model.max_input_tokens,
         )
 
-    pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
-    prompt = pending_form(prompt, pending_groups, count_tokens)
-    pending_tokens = sum(
-        m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
-    )
+    if strict:
+        pending_groups: frozenset[int] = frozenset()
+        pending_tokens = _short_form_tokens(pending, asm, ctx, count_tokens)
+        waiting = beyond_cap or bool(pending)
+    else:
+        pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
+        prompt = pending_form(prompt, pending_groups, count_tokens)
+        pending_tokens = sum(
+            m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
+        )
+        waiting = beyond_cap
     due, reason = (False, "")
     if enabled:
         due, reason = _due(
-            pending, pending_tokens, waiting, head, comp, inputs.now, inputs.stale_top
+            pending,
+            pending_tokens,
+            beyond_cap,
+            head,
+            comp,
+            inputs.now,
+            inputs.stale_top,
+            fixes,
         )
 
     request, guard = prompt, None
@@ -644,6 +777,8 @@ def build_plan(
         sent=frozenset(
             m.message_id for m in request.messages if m.message_id is not None and not m.kind
         ),
+        unsent_backlog=tuple(m.id for m in pending) if strict else (),
+        covered_upto=_covered_upto(head, rows),
     )
 
 

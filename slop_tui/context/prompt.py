@@ -14,6 +14,7 @@ from slop_tui.records import ToolCall
 # Layer names, in the order they appear in a request (default layout).
 LAYER_SYSTEM = "system"  # base prompt, available tools, active skills
 LAYER_GUIDELINES = "guidelines"  # history guidelines
+LAYER_PERSONALITY = "personality"  # how to speak: lane > session > global (seed 002)
 LAYER_STATE = "state"  # the Global Anchor (### STATE)
 LAYER_SCRATCHPAD = "scratchpad"
 LAYER_MEMOS = "memos"
@@ -27,6 +28,7 @@ LAYER_HISTORY = "history"  # the conversation messages (not part of the system t
 LAYER_ORDER = (
     LAYER_SYSTEM,
     LAYER_GUIDELINES,
+    LAYER_PERSONALITY,
     LAYER_STATE,
     LAYER_SCRATCHPAD,
     LAYER_MEMOS,

@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 
 from slop_tui import message_parser
 from slop_tui.context.assemble import ANCHORS_HEADER, rough_tokens, summary_as_sent
+from slop_tui.context.constraints import REQUEST as _REQUEST
+from slop_tui.context.constraints import rule_span, rule_spans, value_span
 from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
@@ -316,8 +318,9 @@ STATEMENT_WHOLE_CHARS = 80
 MAX_TOOL_VALUES = 10
 MAX_TOOL_OUTLIERS = 3
 MAX_TOOL_ERRORS = 3
+MAX_TOOL_RULES = 3  # rules a tool output states in prose
 # A rolled summary keeps at most this many anchors (constraints and decisions beyond it).
-MAX_SUMMARY_ANCHORS = 60
+MAX_SUMMARY_ANCHORS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,25 +391,9 @@ _CODE_LINE = re.compile(
     r"^\s*(?:\d+\s*[:|│]\s*)?(?:except|raise|class|def|catch|throw|import|from|assert|"
     r"if|elif|return|with|try)\b"
 )
-_CONSTRAINT = re.compile(
-    r"(?i)\b(?:always|never|don'?t|don’t|do not|must(?:n'?t| not)?|mustn’t"
-    # the same said softly: "Please avoid force-pushing to main. Prefer rebase."
-    r"|avoid(?:ing)?|prefer(?:ably)?|refrain|make sure|be careful|ideally|stick (?:to|with)"
-    r"|stay away from|under no circumstances|(?:it'?s |it is )?(?:best|better) (?:not )?to"
-    r"|try not to|(?:you|we) (?:should(?:n'?t| not)?|ought to))\b"
-)
 _DECISION = re.compile(
     r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
     r"instead of|opted|settled on|agreed|we(?:'re| are) using)\b"
-)
-# A request or a question rather than a statement: its names are the task, not a fact.
-_REQUEST = re.compile(
-    r"(?i)^(?:(?:please|now|ok(?:ay)?|so|then|next|also|and|first)\b[\s,]+)*"
-    r"(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
-    r"summari[sz]e|tell|describe|review|fix|add|remove|delete|rename|refactor|test|try|"
-    r"go|continue|proceed|start|help|have a look|take a look|"
-    r"can|could|would|will|what(?:'s)?|where|which|how|why|who|when|should|is|are|do|does|"
-    r"did|have|has|let'?s|let’s|i\s+(?:need|want|would like|'d like))\b(?!-)"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Where a long sentence or line may be cut: between clauses.
@@ -414,7 +401,10 @@ _CLAUSE_BREAK = re.compile(r";\s*|:\s+|,\s+|\s+[—–-]\s+|\s+(?:and|but|so|bec
 # A user statement that corrects an earlier one ("Correction: ...", "... is 90 minutes now").
 _CORRECTION = re.compile(
     r"(?i)\b(?:correction|corrected|actually|update[ds]?|changed?|now|instead|no longer|"
-    r"from now on|rather than|any ?more|scratch that|turns out|revised?)\b"
+    r"from now on|rather than|any ?more|scratch that|turns out|revised?|"
+    # a value that moves: "the release moves from March 3 to March 17"
+    r"mov(?:es?|ed)|postponed|rescheduled|slipped|shifted|delayed|bumped|pushed (?:back|out)|"
+    r"(?:went|goes|dropped|rose|raised|lowered|increased|decreased|reduced) (?:from|to))\b"
 )
 _SUBJECT_WORD = re.compile(r"[a-z]{3,}")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -519,13 +509,35 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
+def _around(sentence: str, span: tuple[int, int], limit: int) -> str:
+    """The sentence (whitespace flattened), or when it is longer than `limit` the
+    clauses around `span` (see `_focus`)."""
+    flat = " ".join(sentence.split())
+    return flat if len(flat) <= limit else _focus(flat, *span, limit, forward=True)
+
+
 def _constraints(text: str) -> list[str]:
-    return [
-        c
-        for s in _sentences(text)
-        if _CONSTRAINT.search(s) and not s.endswith("?")
-        for c in _focus_on(s, _CONSTRAINT, MAX_ANCHOR_CHARS)
-    ]
+    """The user's rules, each as its sentence, or each cue's clauses when the sentence
+    is long (`constraints.rule_spans`)."""
+    out: list[str] = []
+    for s in _sentences(text):
+        for span in rule_spans(s):
+            piece = _around(s, span, MAX_ANCHOR_CHARS)
+            if piece not in out:
+                out.append(piece)
+    return out
+
+
+def _stated_values(text: str) -> list[str]:
+    """Values the user states with their subject ("The staging port is 8443."), each as
+    its sentence, or the clauses around the value when it is long."""
+    out = []
+    for s in _sentences(text):
+        if rule_span(s) is None:
+            span = value_span(s)
+            if span is not None:
+                out.append(_around(s, span, MAX_STATEMENT_CHARS))
+    return out
 
 
 def _decisions(text: str) -> list[str]:
@@ -688,6 +700,25 @@ def _is_bare_status(line: str) -> bool:
     return not (_EXCEPTION.search(line) or _ERROR_START.match(line) or " - " in line)
 
 
+# A line of prose in a tool output (a README, a contributing guide, a comment): words,
+# not code.
+_PROSE_LINE = re.compile(r"^[A-Za-z][^{}()\[\];=<>`|]*[.!]$")
+
+
+def _tool_rules(lines: Sequence[str]) -> list[Anchor]:
+    """Rules a tool output states in prose ("Releases: never bump the major version
+    without an RFC."), comment marks stripped: at most MAX_TOOL_RULES, as their line."""
+    out: list[Anchor] = []
+    for ln in lines:
+        flat = " ".join(_COMMENT.sub("", _LIST_MARK.sub("", ln)).split())
+        if len(flat.split()) < 4 or not _PROSE_LINE.match(flat) or not rule_spans(flat):
+            continue
+        out.append(Anchor(KIND_CONSTRAINT, _clip(flat), PRIORITY_TOOL))
+        if len(out) >= MAX_TOOL_RULES:
+            break
+    return _dedupe(out)
+
+
 def _tool_items(text: str) -> list[Anchor]:
     """Anchors of one tool output (or a pasted block): values first, a few error lines.
 
@@ -706,6 +737,7 @@ def _tool_items(text: str) -> list[Anchor]:
                 Anchor(kind, _focus(flat, start, end, MAX_STATEMENT_CHARS), PRIORITY_TOOL)
             )
     values = _dedupe(values)[:MAX_TOOL_VALUES]
+    values += _tool_rules(lines)
     have = [a.text for a in values]
     outliers = [
         o for o in _outliers(lines) if not any(o in h for h in have) and not _ERROR_NAME.search(o)
@@ -749,6 +781,40 @@ def supersedes(new: Anchor, old: Anchor) -> bool:
     was, now = _subject_words(old.text), _subject_words(new.text)
     shared = len(was & now)
     return shared >= 2 and shared * 5 >= 3 * len(was)
+
+
+_STATE_ITEM_BREAK = re.compile(r"[;,]\s+|\n+")
+_STATE_LABEL = re.compile(r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*")
+
+
+def state_corrections(state: str, messages: Sequence[AnyMessage]) -> list[str]:
+    """The user's statements in `messages` (written after the STATE) that correct one of
+    its items ("Technical Anchors: release March 3, port 8443" and then "the release
+    moved to March 17"): each as its sentence, in order (`supersedes`)."""
+    olds = []
+    for line in state.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        for piece in _STATE_ITEM_BREAK.split(_STATE_LABEL.sub("", line)):
+            if piece.strip():
+                olds.append(Anchor(KIND_VALUE, piece.strip(), PRIORITY_USER))
+    out: list[str] = []
+    users = [m for m in messages if m.role == "user" and not _engine(m)]
+    for new in extract_anchor_items(users):
+        if new.text not in out and any(supersedes(new, old) for old in olds):
+            out.append(new.text)
+    return out
+
+
+def summary_corrections(summary: str, messages: Sequence[AnyMessage]) -> list[str]:
+    """The user's statements in `messages` that correct an anchor `summary` keeps
+    (`supersedes`), each as its sentence, in order."""
+    olds = carried_anchor_items(summary)
+    users = [m for m in messages if m.role == "user" and not _engine(m)]
+    if not olds or not users:
+        return []
+    news = [a for a in extract_anchor_items(users) if _CORRECTION.search(a.text)]
+    return [new.text for new in news if any(supersedes(new, old) for old in olds)]
 
 
 def supersede(items: Sequence[Anchor]) -> list[Anchor]:
@@ -825,6 +891,7 @@ def _user_items(text: str) -> list[Anchor]:
     prose = _FENCE.sub(" ", text)
     kept = [Anchor(KIND_CONSTRAINT, c, PRIORITY_KEEP) for c in _constraints(prose)]
     kept += [Anchor(KIND_DECISION, d, PRIORITY_KEEP) for d in _decisions(prose)]
+    kept += [Anchor(KIND_VALUE, v, PRIORITY_USER) for v in _stated_values(prose)]
     items = list(kept)
     for sentence in _sentences(prose):
         stated = not sentence.endswith("?") and not _REQUEST.match(sentence)

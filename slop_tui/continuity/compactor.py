@@ -257,7 +257,8 @@ class Compactor:
         """Summarise `step.message_ids` of the planned request before sending it."""
         ws = self.ws
         prompt = plan.request
-        rows = await ws.ledger.messages_by_ids(step.message_ids)
+        ids = [*plan.unsent_backlog, *step.message_ids]
+        rows = await ws.ledger.messages_by_ids(ids)
         request, target = await self._request(rows, model, prompt.strategy, plan.head)
         text, fallback = await self._summary_text(request, target, rows, PURPOSE_COMPACTION)
         content = await self._rolled_text(text, rows, plan.head)
@@ -266,7 +267,7 @@ class Compactor:
             lane=plan.lane,
             kind=KIND_GUARD,
             case=CASE_SUMMARIZE,
-            ids=step.message_ids,
+            ids=ids,
             content=content,
             trigger=trigger,
             detail=f"{step.detail}; {how}",
@@ -324,7 +325,10 @@ class Compactor:
             await notify("done", CASE_NONE, before, before, decision.reason, job)
             return CompactionResult(CASE_NONE, before, before, decision.reason)
         covered_ids = set(decision.covered_ids)
-        covered = [r for r in rows if r.id in covered_ids]
+        # Rows awaiting a summary that the request does not carry come first: the new
+        # summary stands for them too, so it must read them.
+        unsent = await ws.ledger.messages_by_ids(plan.unsent_backlog)
+        covered = [*unsent, *(r for r in rows if r.id in covered_ids)]
         fallback = False
         if decision.case == CASE_TRUNCATE:
             text, kind, how = truncate_summary(decision), KIND_TRUNCATE, "no model call"
@@ -338,7 +342,7 @@ class Compactor:
             lane=plan.lane,
             kind=kind,
             case=decision.case,
-            ids=decision.covered_ids,
+            ids=[*plan.unsent_backlog, *decision.covered_ids],
             content=content,
             trigger=trigger,
             detail=f"{decision.reason}; {len(covered)} message(s) summarised; {how}",

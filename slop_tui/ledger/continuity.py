@@ -441,6 +441,15 @@ class ContinuityMixin(LedgerBase):
 
     # -- lanes -------------------------------------------------------------
 
+    async def summarized_lanes(self, session: str) -> list[str]:
+        """The lanes of the session that have a valid summary."""
+        rows = await self._all(
+            f"SELECT DISTINCT lane FROM summaries WHERE session_id=? "
+            f"AND superseded = {SUMMARY_VALID} ORDER BY lane",
+            (session,),
+        )
+        return [r["lane"] for r in rows]
+
     async def lanes(self, session: str) -> list[LaneInfo]:
         """Every lane with messages in the session: `main` first, then newest first."""
         rows = await self._all(

@@ -11,6 +11,12 @@ messages, and whether it is still in effect), so it can be inverted:
   memo or a skill.
 - `/context drop` and `/context restore` change statuses in place (soft drop);
   they are journalled all the same.
+- Edits of values (`VALUE_EDIT_KINDS`): a STATE set by hand, a scratchpad
+  write (the command, the `SCRATCHPAD:` signal, the tool), `/context
+  uncompact`, and the drops the engine makes on its own (the tool exchange a
+  provider rejected, a group set aside because it alone cannot fit). `/undo`
+  takes the newest one back when it is newer than the last interaction
+  (`undo_value_edit`), which puts it on the redo stack; `/redo` makes it again.
 
 The trash keeps rows byte for byte in shadow tables `trash_<table>`: the live
 table's columns (same declared types, so every value keeps its type, NULs and
@@ -47,6 +53,7 @@ from slop_tui.ledger.core import LedgerError, now
 from slop_tui.ledger.history import new_prompt
 from slop_tui.ledger.inflight import KEY_PREFIX, InflightMixin, owner_alive
 from slop_tui.records import (
+    EDIT_AUTO_DROP,
     EDIT_CLEAR,
     EDIT_DONE,
     EDIT_DROP,
@@ -56,11 +63,19 @@ from slop_tui.records import (
     EDIT_REMOVE,
     EDIT_RESTORE,
     EDIT_REVERTED,
+    EDIT_SCRATCHPAD,
     EDIT_SESSION_REMOVE,
     EDIT_SKILL_REMOVE,
+    EDIT_STATE_SET,
     EDIT_TRASH_RESTORE,
+    EDIT_UNCOMPACT,
+    SUMMARY_DISCARDED,
+    SUMMARY_VALID,
+    VALUE_EDIT_KINDS,
     Edit,
     Message,
+    Session,
+    StateVersion,
 )
 
 TRASH_PREFIX = "trash_"
@@ -195,11 +210,27 @@ class EditsMixin(InflightMixin, ContinuityMixin):
         groups: int = 0,
         trashed: bool = False,
         redoable: bool = False,
+        row_id: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
     ) -> int:
         cur = await db.execute(
             """INSERT INTO edits(session_id, kind, group_id, message_count, group_count,
-                   trashed, redoable, created_at) VALUES (?,?,?,?,?,?,?,?)""",
-            (session, kind, group_id, messages, groups, int(trashed), int(redoable), now()),
+                   trashed, redoable, created_at, row_id, before_value, after_value)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
+            (
+                session,
+                kind,
+                group_id,
+                messages,
+                groups,
+                int(trashed),
+                int(redoable),
+                now(),
+                row_id,
+                before,
+                after,
+            ),
         )
         return cur.lastrowid
 
@@ -623,15 +654,187 @@ class EditsMixin(InflightMixin, ContinuityMixin):
         assert found is not None
         return found
 
-    async def redo(self) -> Edit | None:
-        """`/redo`: revert the newest edit on the redo stack; that edit (None: empty stack)."""
+    # -- edits of values -------------------------------------------------------------------
+
+    async def set_state_by_hand(self, session: str, content: str) -> StateVersion:
+        """`/state set`: a new STATE version without a group, journalled."""
+        t = now()
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)
+            cur = await db.execute(
+                "INSERT INTO state_versions(session_id, group_id, content, created_at) "
+                "VALUES (?,?,?,?)",
+                (session, None, content, t),
+            )
+            sid = cur.lastrowid
+            await self._journal(db, session, EDIT_STATE_SET, row_id=sid)
+        return StateVersion(sid, session, None, content, t)
+
+    async def set_scratchpad(self, name: str, text: str) -> Session:  # type: ignore[override]
+        """A scratchpad write, journalled (what it replaced and what it wrote)."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, name)
+            cur = await db.execute("SELECT scratchpad FROM sessions WHERE name=?", (name,))
+            before = (await cur.fetchone())[0]
+            if before != text:
+                await db.execute(
+                    "UPDATE sessions SET scratchpad=?, updated_at=? WHERE name=?",
+                    (text, now(), name),
+                )
+                await self._journal(db, name, EDIT_SCRATCHPAD, before=before, after=text)
+        return await self.session_or_default(name)
+
+    async def discard_summary(self, session: str, summary_id: int) -> int:
+        """`/context uncompact`, journalled: the summary and every later valid one of its
+        lane are discarded; how many."""
+        async with self.transaction() as db:
+            row = await self._summary_row(db, session, summary_id)
+            cur = await db.execute(
+                f"SELECT id FROM summaries WHERE session_id=? AND lane=? "
+                f"AND superseded = {SUMMARY_VALID} AND (id = ? OR id > ?) ORDER BY id",
+                (session, row["lane"], summary_id, summary_id),
+            )
+            ids = [r[0] for r in await cur.fetchall()]
+            if not ids:
+                return 0
+            await self._set_summaries(db, ids, SUMMARY_DISCARDED)
+            await self._journal(
+                db, session, EDIT_UNCOMPACT, row_id=summary_id, after=json.dumps(ids)
+            )
+            return len(ids)
+
+    async def _set_summaries(self, db, ids: Sequence[int], state: int) -> None:
+        marks = ",".join("?" * len(ids))
+        await db.execute(f"UPDATE summaries SET superseded=? WHERE id IN ({marks})", (state, *ids))
+
+    async def set_aside_group(self, session: str, group_id: int) -> int:
+        """The engine drops a group on its own (it alone cannot fit), journalled; rows
+        changed."""
+        async with self.transaction() as db:
+            changed = await self._set_dropped(db, session, group_id, True)
+            if changed:
+                await self._journal(
+                    db, session, EDIT_AUTO_DROP, group_id=group_id, messages=changed, groups=1
+                )
+            return changed
+
+    async def auto_drop_messages(self, session: str, ids: Sequence[int]) -> int:
+        """The engine drops rows on its own (a tool exchange the provider rejected),
+        journalled with each row's status before; rows changed."""
+        if not ids:
+            return 0
+        async with self.transaction() as db:
+            marks = ",".join("?" * len(ids))
+            cur = await db.execute(
+                f"SELECT id, status FROM messages WHERE session_id=? AND id IN ({marks}) "
+                "AND status != 'dropped'",
+                (session, *ids),
+            )
+            before = {str(i): status for i, status in await cur.fetchall()}
+            if not before:
+                return 0
+            await self._mark_dropped(db, [int(i) for i in before])
+            await self._journal(
+                db, session, EDIT_AUTO_DROP, messages=len(before), after=json.dumps(before)
+            )
+            return len(before)
+
+    async def _mark_dropped(self, db, ids: Sequence[int]) -> None:
+        marks = ",".join("?" * len(ids))
+        await db.execute(
+            f"UPDATE messages SET status_before=status, status='dropped' WHERE id IN ({marks})",
+            tuple(ids),
+        )
+
+    async def undo_value_edit(self, session: str) -> Edit | None:
+        """`/undo` of an edit of a value: the newest one of `session` still in effect, when
+        it is newer than the session's last message (else None: /undo takes the last
+        interaction back). It goes on the redo stack."""
         row = await self._one(
-            "SELECT id, session_id, kind, group_id FROM edits WHERE redoable=1 "
-            "ORDER BY id DESC LIMIT 1"
+            "SELECT id, kind, group_id, row_id, before_value, after_value, created_at "
+            "FROM edits WHERE session_id=? AND state='done' AND kind IN ("
+            + ",".join(f"'{k}'" for k in VALUE_EDIT_KINDS)
+            + ") ORDER BY id DESC LIMIT 1",
+            (session,),
         )
         if row is None:
             return None
-        edit_id, session, kind, group_id = row
+        edit_id, kind, group_id, row_id, before, after, at = row
+        newest = await self._one(
+            "SELECT MAX(created_at) FROM messages WHERE session_id=?", (session,)
+        )
+        if newest is not None and newest[0] is not None and newest[0] > at:
+            return None
+        async with self.transaction() as db:
+            await self._apply_value_edit(
+                db, session, edit_id, kind, group_id, before, after, undo=True
+            )
+            await db.execute(
+                f"UPDATE edits SET state='{EDIT_REVERTED}', redoable=1 WHERE id=?", (edit_id,)
+            )
+        return await self._found(edit_id)
+
+    async def _apply_value_edit(
+        self,
+        db,
+        session: str,
+        edit_id: int,
+        kind: str,
+        group_id: int | None,
+        before: str | None,
+        after: str | None,
+        *,
+        undo: bool,
+    ) -> None:
+        """Take an edit of a value back (`undo`) or make it again."""
+        if kind == EDIT_STATE_SET:
+            if undo:
+                row = await db.execute("SELECT row_id FROM edits WHERE id=?", (edit_id,))
+                (version,) = await row.fetchone()
+                await self._move(db, edit_id, "state_versions", "id=?", (version,))
+            else:
+                await self._bring_back(db, edit_id, "state_versions")
+        elif kind == EDIT_SCRATCHPAD:
+            await db.execute(
+                "UPDATE sessions SET scratchpad=?, updated_at=? WHERE name=?",
+                ((before if undo else after) or "", now(), session),
+            )
+        elif kind == EDIT_UNCOMPACT:
+            ids = [int(i) for i in json.loads(after or "[]")]
+            if ids:
+                await self._set_summaries(db, ids, SUMMARY_VALID if undo else SUMMARY_DISCARDED)
+        elif kind == EDIT_AUTO_DROP and group_id is not None:
+            await self._set_dropped(db, session, group_id, not undo)
+        elif kind == EDIT_AUTO_DROP:
+            statuses = {int(k): v for k, v in json.loads(after or "{}").items()}
+            if undo:
+                for mid, status in statuses.items():
+                    await db.execute(
+                        "UPDATE messages SET status=? WHERE id=? AND status='dropped'",
+                        (status, mid),
+                    )
+            else:
+                await self._mark_dropped(db, list(statuses))
+
+    async def redo(self) -> Edit | None:
+        """`/redo`: revert the newest edit on the redo stack; that edit (None: empty stack).
+        An edit of a value that /undo took back is made again."""
+        row = await self._one(
+            "SELECT id, session_id, kind, group_id, before_value, after_value FROM edits "
+            "WHERE redoable=1 ORDER BY id DESC LIMIT 1"
+        )
+        if row is None:
+            return None
+        edit_id, session, kind, group_id, before, after = row
+        if kind in VALUE_EDIT_KINDS:
+            async with self.transaction() as db:
+                await self._apply_value_edit(
+                    db, session, edit_id, kind, group_id, before, after, undo=False
+                )
+                await db.execute(
+                    f"UPDATE edits SET state='{EDIT_DONE}', redoable=0 WHERE id=?", (edit_id,)
+                )
+            return await self._found(edit_id)
         if kind == EDIT_DROP:
             async with self.transaction() as db:
                 changed = await self._set_dropped(db, session, group_id, False)

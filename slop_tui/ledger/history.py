@@ -467,6 +467,35 @@ class HistoryMixin(LedgerBase):
         )
         return [_message(*r) for r in rows]
 
+    async def message_snapshots(self, session: str, group_id: int) -> dict[int, tuple[int, int]]:
+        """Seed 000's token snapshot of the group's messages: for each assistant message,
+        (prompt, completion) tokens of the provider call that produced it (the group's
+        calls in order, one per assistant message); each tool result shares the snapshot
+        of the assistant message that called it. Messages without a recorded call have
+        none."""
+        calls = await self._tuples(
+            "SELECT prompt_tokens, completion_tokens FROM usage "
+            "WHERE session_id=? AND group_id=? AND purpose=? ORDER BY id",
+            (session, group_id, PURPOSE_TURN),
+        )
+        rows = await self._tuples(
+            "SELECT id, role FROM messages WHERE session_id=? AND group_id=? "
+            "AND status != 'interrupted' ORDER BY id",
+            (session, group_id),
+        )
+        out: dict[int, tuple[int, int]] = {}
+        made = iter(calls)
+        current: tuple[int, int] | None = None
+        for mid, role in rows:
+            if role == "assistant":
+                current = next(made, None)
+                if current is None:
+                    break
+                out[mid] = (int(current[0]), int(current[1]))
+            elif role == "tool" and current is not None:
+                out[mid] = (int(current[0]), int(current[1]))
+        return out
+
     async def last_group_id(self, session: str, *, visible: bool = True) -> int | None:
         """The newest group; with `visible`, the newest one not dropped (what /undo takes)."""
         hidden = " AND status != 'dropped'" if visible else ""

@@ -287,6 +287,48 @@ _GROUP_LIST_INDEX = [
     "ON messages(session_id, group_id, status, lane, tokens, created_at)",
 ]
 
+# Edits of values, journalled like the edits of the history so /undo and /redo
+# bring each back: a STATE set by hand (`row_id`: its version), a scratchpad write
+# (`before_value` / `after_value`: the texts), `/context uncompact` (`after_value`:
+# the discarded summary ids, JSON), and the drops the engine makes on its own
+# (`group_id`: a group set aside; `after_value`: {message id: status before}, JSON).
+# SQLite cannot change a CHECK constraint in place: the table is made again.
+_VALUE_EDIT_KINDS = _EDIT_KINDS + ",'state_set','scratchpad','uncompact','auto_drop'"
+_EDIT_COLUMNS = (
+    "id, session_id, kind, group_id, row_id, message_count, group_count, trashed, state, "
+    "redoable, reverts, created_at"
+)
+_VALUE_EDITS = [
+    f"""CREATE TABLE edits_v2(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK(kind IN ({_VALUE_EDIT_KINDS})),
+        group_id INTEGER,
+        row_id INTEGER,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        group_count INTEGER NOT NULL DEFAULT 0,
+        trashed INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL DEFAULT 'done' CHECK(state IN ('done','reverted','emptied')),
+        redoable INTEGER NOT NULL DEFAULT 0,
+        reverts INTEGER,
+        created_at REAL NOT NULL,
+        before_value TEXT,
+        after_value TEXT
+    )""",
+    f"INSERT INTO edits_v2({_EDIT_COLUMNS}) SELECT {_EDIT_COLUMNS} FROM edits",
+    # Ids are never reused: the new table continues the old one's sequence.
+    "UPDATE sqlite_sequence SET seq = (SELECT seq FROM sqlite_sequence WHERE name = 'edits') "
+    "WHERE name = 'edits_v2' AND seq < (SELECT seq FROM sqlite_sequence WHERE name = 'edits')",
+    "INSERT INTO sqlite_sequence(name, seq) SELECT 'edits_v2', seq FROM sqlite_sequence "
+    "WHERE name = 'edits' AND NOT EXISTS "
+    "(SELECT 1 FROM sqlite_sequence WHERE name = 'edits_v2')",
+    "DROP TABLE edits",
+    "ALTER TABLE edits_v2 RENAME TO edits",
+    "CREATE INDEX ix_edits_session ON edits(session_id, id)",
+    "CREATE INDEX ix_edits_redo ON edits(id) WHERE redoable = 1",
+    "CREATE INDEX ix_edits_trash ON edits(id) WHERE trashed = 1 AND state = 'done'",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -294,5 +336,6 @@ MIGRATIONS: list[list[str]] = [
     _MEMO_PROVENANCE,
     _EDIT_JOURNAL,
     _GROUP_LIST_INDEX,
+    _VALUE_EDITS,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

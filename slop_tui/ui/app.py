@@ -202,6 +202,7 @@ class SlopApp(App):
             self.workspace = await Workspace.open(
                 config, self._session_arg, env=self._env, defer_writes=True
             )
+            self.workspace.editor = self._edit_outside
             await self._show_workspace(config)
         except LedgerError as exc:  # e.g. a database with damaged pages: one banner
             if self.workspace is not None:
@@ -318,6 +319,19 @@ class SlopApp(App):
             if active.binding.id == binding_id:
                 return key
         return default
+
+    def _edit_outside(self, text: str, suffix: str) -> str | None:
+        """$EDITOR for the commands that open one (`/context show --editor`, `/session
+        scratchpad edit`, ...), with the app suspended so the editor has the terminal."""
+        from textual.app import SuspendNotSupported
+
+        from slop_tui.commands.base import run_editor
+
+        try:
+            with self.suspend():
+                return run_editor(self.workspace.env, text, suffix)
+        except SuspendNotSupported:
+            return None
 
     # -- commands, the palette and the dialogs ---------------------------------
 

@@ -9,25 +9,27 @@ TITLE = "slop-tui"
 
 
 def status_line(
-    phase: str, session: str, choice, sess, *, sandboxed: bool, width: int
+    phase: str, session: str, choice, sess, *, sandboxed: bool, width: int, root: str = ""
 ) -> tuple[str, bool]:
     """The header's line and whether the app's name still fits beside it.
 
     What the app is doing first (idle, streaming, running tools, retrying in N s,
     summarizing, compacting), then the session, the provider and model, the window.
     Shortened to fit the header's width: the words go first, then the app's name,
-    then the end of the line."""
+    then the end of the line. `root`: the repository whose `.slop/` is used, when
+    slop-tui was started in a subfolder of it."""
     phase = phase or "idle"
     lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
     # Without an OS sandbox every shell command asks first: say so where it is always seen.
     shell = "" if sandboxed else " · shell: NO SANDBOX"
     window = sess.window_size or "all"
+    root = f" · .slop/ of {root}/" if root else ""
     room = max(20, width - 12)  # the header's icon and margins
     demo = choice.name == "demo"
     long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
     short = "demo" if demo else choice.model
     for label, win in ((long, "window"), (short, "win")):
-        text = f"{phase} · {session} · {label} · {win} {window}{lane}{shell}"
+        text = f"{phase} · {session} · {label} · {win} {window}{lane}{root}{shell}"
         if len(text) + len(TITLE) + 3 <= room:
             return neutralise(text), True
     return neutralise(text), False

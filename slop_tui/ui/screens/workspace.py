@@ -273,6 +273,8 @@ class WorkspacePanes(Screen):
             sess,
             sandboxed=ws.sandbox.available,
             width=self.app.size.width,
+            # Started in a subfolder: the repository root's ledger is used, say which.
+            root="" if ws.config.started_in is None else ws.config.project_root.name,
         )
         self.app.set_header(text, TITLE if titled else "")
 
