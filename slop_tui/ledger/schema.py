@@ -287,6 +287,25 @@ _GROUP_LIST_INDEX = [
     "ON messages(session_id, group_id, status, lane, tokens, created_at)",
 ]
 
+# Cost in money: each usage row carries the reasoning tokens the provider
+# reported, whether it reported usage at all (`reported` 0: the counts are not
+# known, not zero), and its cost in USD by part, priced when the call was
+# recorded (NULL: the model's price was unknown; never a made-up figure).
+# `cost_saved` is what the cached input would have cost uncached, minus what it
+# cost. The day's spend is summed over `created_at`.
+_USAGE_COST = [
+    "ALTER TABLE usage ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE usage ADD COLUMN reported INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE usage ADD COLUMN cost_input REAL",
+    "ALTER TABLE usage ADD COLUMN cost_cached REAL",
+    "ALTER TABLE usage ADD COLUMN cost_output REAL",
+    "ALTER TABLE usage ADD COLUMN cost_reasoning REAL",
+    "ALTER TABLE usage ADD COLUMN cost_saved REAL",
+    "ALTER TABLE usage ADD COLUMN cost_total REAL",
+    "ALTER TABLE usage ADD COLUMN price_source TEXT",
+    "CREATE INDEX ix_usage_created ON usage(created_at)",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -294,5 +313,6 @@ MIGRATIONS: list[list[str]] = [
     _MEMO_PROVENANCE,
     _EDIT_JOURNAL,
     _GROUP_LIST_INDEX,
+    _USAGE_COST,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

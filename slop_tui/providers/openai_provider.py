@@ -197,6 +197,7 @@ class _Assembly:
             payload = dumps({"role": "assistant", "content": text or None, "tool_calls": calls})
         usage = self.usage
         details = getattr(usage, "prompt_tokens_details", None)
+        output_details = getattr(usage, "completion_tokens_details", None)
         return ProviderReply(
             text=text,
             tool_calls=payload_tool_calls(STRATEGY_OPENAI, text, payload),
@@ -207,6 +208,8 @@ class _Assembly:
             cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
             complete=self.finish in _COMPLETE_FINISH,
             thinking="".join(self.thinking),
+            reasoning_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
+            usage_reported=usage is not None,
         )
 
 

@@ -570,6 +570,8 @@ class SlopApp(App):
         # Without an OS sandbox every shell command asks first: say so where it is always seen.
         shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
         window = sess.window_size or "all"
+        cost = self.workspace.cost_label()  # the session's cost in money, once it has calls
+        lane += f" · {cost}" if cost else ""
         room = max(20, self.size.width - 12)  # the header's icon and margins
         demo = choice.name == "demo"
         long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
