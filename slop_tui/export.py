@@ -25,13 +25,13 @@ from slop_tui.context.redact import redact_secrets
 from slop_tui.message_parser import assistant_text, tool_calls
 from slop_tui.records import (
     DEFAULT_LANE,
+    PURPOSE_TURN,
     STATUS_COMPLETED,
     STATUS_DROPPED,
     STATUS_ERROR,
     STATUS_INTERRUPTED,
     STATUS_SUMMARIZED,
     STATUS_TOOL_CALL,
-    PURPOSE_TURN,
     Message,
     Session,
     Spend,

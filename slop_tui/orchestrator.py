@@ -77,9 +77,9 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     UsageEvent,
 )
 from slop_tui.ledger import LedgerError, TurnJournal
+from slop_tui.pricing import BUDGET_OVER, BUDGET_WARN
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
-from slop_tui.pricing import BUDGET_OVER, BUDGET_WARN
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
 from slop_tui.records import (
     STATUS_COMPLETED,

@@ -93,7 +93,11 @@ def _override_problem(entry: Mapping[str, Any]) -> str | None:
         if key not in entry:
             continue
         value = entry[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             return f"{key} = {value!r} is not a number of USD per million tokens"
         if value < 0:
             return f"{key} = {value!r} is negative"

@@ -423,9 +423,7 @@ async def _cost_lines(ws) -> list[str]:
     for key, title in (("lane", "lane"), ("turn", "turn (group)"), ("day", "day")):
         rows = await ws.ledger.spend_by(ws.session, key)
         lines += ["", f"| {title} | calls | cost | cache saved |", "|---|---|---|---|"]
-        lines += [
-            f"| {k} | {s.calls} | {spend_text(s)} | {format_usd(s.saved)} |" for k, s in rows
-        ]
+        lines += [f"| {k} | {s.calls} | {spend_text(s)} | {format_usd(s.saved)} |" for k, s in rows]
     lines += [
         "",
         "| call | group | purpose | model | prompt | cached | output | reasoning | cost "

@@ -13,23 +13,22 @@ from slop_tui.ledger.core import LedgerBase, LedgerError, now
 from slop_tui.records import (
     DEFAULT_LANE,
     DEFAULT_WINDOW,
+    PURPOSE_TURN,
     STATUS_DROPPED,
     STATUS_SUMMARIZED,
     GroupSummary,
-    PURPOSE_TURN,
     HistoryHit,
     Message,
     NewMessage,
     Session,
     SessionSummary,
-    StateVersion,
     Spend,
+    StateVersion,
     Usage,
     UsageCost,
     UsageTotal,
 )
 from slop_tui.slotted import positional_builder
-
 
 # Every column of a usage row but its id, session and group (`copy_session` copies them).
 _USAGE_COPY = (
@@ -853,9 +852,7 @@ class HistoryMixin(LedgerBase):
             (session,) if session is not None else (),
         )
         return [
-            UsageTotal(
-                r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"], *_spend(r, 6)
-            )
+            UsageTotal(r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"], *_spend(r, 6))
             for r in rows
         ]
 
