@@ -398,6 +398,7 @@ class Orchestrator:
             if turn.resume is not None and not turn.consumed:
                 await ws.ledger.mark_handoff_consumed(turn.resume.id)
                 turn.consumed = True
+            ws.note_sent(prompt)
             await ws.record_call(provider, model, reply, gid)
             if not reply.usage_reported:
                 await send(Notice(text=NO_USAGE_NOTICE.format(provider=provider.name)))

@@ -50,6 +50,7 @@ from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
 from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
+from slop_tui.context.layout import Stability, sent_layers
 from slop_tui.context.memos import (
     extract_keywords,
     instruction_shaped,
@@ -153,6 +154,8 @@ class Workspace:
     _sandbox: Sandbox | None = field(default=None, repr=False)
     # `open` was given a session other than the stored one and has not stored it yet.
     _session_unsaved: bool = field(default=False, repr=False)
+    # Each session's stability tracker (`note_sent`; the `cache` layout's promotions).
+    stability: dict[str, Stability] = field(default_factory=dict, repr=False)
     # Each session's spend as last read (`current`, `record_call`): the header's cost.
     spend_shown: dict[str, Spend] = field(default_factory=dict, repr=False)
 
@@ -357,10 +360,13 @@ class Workspace:
             return lookup_model_info(model)
 
     def context_settings(self) -> ContextSettings:
-        """`[truncation]` and `[context] layout`; an unknown layout gives a warning."""
+        """`[truncation]` and `[context] layout`; an unknown layout gives a warning. The
+        layers the stability tracker found stable go with them (`cache` layout)."""
         layout = self.config.context.get("layout", "default")
+        tracker = self.stability.get(self.session)
+        stable = tracker.stable() if tracker is not None else frozenset()
         try:
-            return ContextSettings(truncation=self.truncation(), layout=layout)
+            return ContextSettings(truncation=self.truncation(), layout=layout, stable=stable)
         except (TypeError, ValueError) as exc:
             self._warn(f"[context] {exc}; using the default layout.")
             return ContextSettings(truncation=self.truncation())
@@ -429,6 +435,12 @@ class Workspace:
         self.spend_shown[self.session] = session
         day = await self.ledger.spend_since(_local_midnight())
         return check_budget(session, day, session_limit, daily_limit)
+
+    def note_sent(self, prompt: Prompt) -> None:
+        """The stability tracker after a request of the session was sent (seed 003: it
+        lives in memory and starts empty in each process)."""
+        tracker = self.stability.get(self.session, Stability())
+        self.stability[self.session] = tracker.update(sent_layers(prompt))
 
     def cost_label(self) -> str:
         """The session's cost for the header ("" before any call)."""

@@ -263,7 +263,9 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 _answer("The parser is in `src/parser.py`; binding powers are in `BP`."),
             ],
         )
-        await ledger.record_usage(s, g4.id, "demo", "slop-demo", 1600, 700, cached_tokens=900, cost=DEMO_COST)
+        await ledger.record_usage(
+            s, g4.id, "demo", "slop-demo", 1600, 700, cached_tokens=900, cost=DEMO_COST
+        )
         g5 = await ledger.append_user(s, "Run the test suite")
         await ledger.append(
             s,
@@ -277,14 +279,18 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 ),
             ],
         )
-        await ledger.record_usage(s, g5.id, "demo", "slop-demo", 2100, 90, cached_tokens=1500, cost=DEMO_COST)
+        await ledger.record_usage(
+            s, g5.id, "demo", "slop-demo", 2100, 90, cached_tokens=1500, cost=DEMO_COST
+        )
         g6 = await ledger.append_user(s, "Fix the failing precedence test")
         await ledger.append(
             s,
             g6.id,
             [_answer("Lowering the unary binding power to 25 so that", STATUS_INTERRUPTED)],
         )
-        await ledger.record_usage(s, g6.id, "demo", "slop-demo", 2300, 12, cached_tokens=2000, cost=DEMO_COST)
+        await ledger.record_usage(
+            s, g6.id, "demo", "slop-demo", 2300, 12, cached_tokens=2000, cost=DEMO_COST
+        )
         g7 = await ledger.append_user(s, "Summarize what changed for the changelog")
         await ledger.append(
             s,
@@ -296,7 +302,9 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 )
             ],
         )
-        await ledger.record_usage(s, g7.id, "demo", "slop-demo", 2400, 80, cached_tokens=2200, cost=DEMO_COST)
+        await ledger.record_usage(
+            s, g7.id, "demo", "slop-demo", 2400, 80, cached_tokens=2200, cost=DEMO_COST
+        )
         await ledger.set_group_dropped(s, g2.id, True)
         # groups 1 and 3 fall outside the window: sent until a summary covers them
         await ledger.set_window(s, 4)
