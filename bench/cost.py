@@ -211,7 +211,7 @@ def report(runs: list[list[Run]], model: str, turns: int) -> str:
     window_cost = None
     if "window" in by:
         window_cost = statistics.median(r.per_100(model) for r in by["window"])
-    for name, rs in by.items():
+    for rs in by.values():
         first = rs[0]
         ok, n = first.answerable
         lines.append(
