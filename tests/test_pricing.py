@@ -384,3 +384,15 @@ def test_headless_ask_refuses_over_the_daily_limit(tmp_path, fake_llm):
     assert "Not sent: Today's calls have cost $0.0030" in second.stderr
     assert "daily_cost_limit" in second.stderr and "nobody to ask (headless)" in second.stderr
     assert len(fake_llm.chat_requests) == 1
+
+
+def test_bad_budget_values_are_one_line_each_and_leave_the_limit_off(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[budget]\nsession_cost_limit = -1\ndaily_cost_limit = "lots"\nmonthly = 3\n')
+    config = load_config(db=str(tmp_path / "x.db"), env={"SLOP_CONFIG": str(cfg)}, cwd=tmp_path)
+    assert [w.removeprefix(f"{cfg}: ") for w in config.warnings] == [
+        "'budget.session_cost_limit' = -1 must be a finite number, at least 0; using the default.",
+        "'budget.daily_cost_limit' has the wrong type; ignored.",
+        "unknown key 'budget.monthly' ignored.",
+    ]
+    assert config.budget == {}
