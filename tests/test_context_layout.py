@@ -3,6 +3,8 @@ the cached tiers' breakpoints, and `cache_control` on the wire (real SDK, fake s
 
 from __future__ import annotations
 
+import contextlib
+
 from slop_tui.context.assemble import AssemblyInputs, ContextSettings, assemble
 from slop_tui.context.layout import (
     LAYOUT_CACHE,
@@ -101,13 +103,23 @@ def test_breakpoints_end_each_non_empty_cached_tier():
     assert cache_breakpoints(lean, limit=1).messages == ()
 
 
-async def test_stable_scratchpad_moves_into_the_pinned_message(tmp_path, fake_llm):
-    env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": fake_llm.openai_base_url}
+@contextlib.asynccontextmanager
+async def cache_layout(tmp_path, fake_llm, **env):
+    """A workspace with `[context] layout = "cache"` and its orchestrator."""
+    env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": fake_llm.openai_base_url, **env}
     (tmp_path / "user.toml").write_text('[context]\nlayout = "cache"\n')
     env["SLOP_CONFIG"] = str(tmp_path / "user.toml")
     ws = await open_workspace(tmp_path, env=env)
     orch = Orchestrator(ws)
     try:
+        yield ws, orch
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+async def test_stable_scratchpad_moves_into_the_pinned_message(tmp_path, fake_llm):
+    async with cache_layout(tmp_path, fake_llm) as (ws, orch):
         await ws.ledger.set_scratchpad(ws.session, "1. read the code\n2. fix the bug")
         for n in range(STABLE_AFTER + 2):
             fake_llm.enqueue(Reply(text=f"answer {n}\n\n### STATE\nGoal: step {n}"))
@@ -128,22 +140,11 @@ async def test_stable_scratchpad_moves_into_the_pinned_message(tmp_path, fake_ll
         )
         assert f"Goal: step {STABLE_AFTER}" in context
         assert "Goal: step" not in holder(last)["content"]
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_cache_control_parts_for_an_openrouter_anthropic_model(tmp_path, fake_llm):
-    env = {
-        "OPENAI_API_KEY": "x",
-        "OPENAI_BASE_URL": fake_llm.openai_base_url,
-        "OPENAI_MODEL": "anthropic/claude-sonnet-4.5",
-    }
-    (tmp_path / "user.toml").write_text('[context]\nlayout = "cache"\n')
-    env["SLOP_CONFIG"] = str(tmp_path / "user.toml")
-    ws = await open_workspace(tmp_path, env=env)
-    orch = Orchestrator(ws)
-    try:
+    model = {"OPENAI_MODEL": "anthropic/claude-sonnet-4.5"}
+    async with cache_layout(tmp_path, fake_llm, **model) as (ws, orch):
         await ws.ledger.set_scratchpad(ws.session, "keep going")
         for n in range(2):
             fake_llm.enqueue(Reply(text=f"answer {n}\n\n### STATE\nGoal: g{n}"))
@@ -166,9 +167,6 @@ async def test_cache_control_parts_for_an_openrouter_anthropic_model(tmp_path, f
         assert marked[-1] == context - 1
         assert sent[marked[-1]]["content"][0]["text"].endswith("answer 0\n\n### STATE\nGoal: g0")
         assert all(not isinstance(m["content"], list) for m in sent[context:])
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_openai_models_get_no_cache_control(tmp_path, fake_llm):

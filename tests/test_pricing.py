@@ -3,6 +3,7 @@ real SDKs against the wire-format server, `/stats`, export, and the `[budget]` g
 
 from __future__ import annotations
 
+import contextlib
 import json
 from decimal import Decimal
 
@@ -187,17 +188,23 @@ def env_for(fake_llm, model: str = "gpt-4o-mini", **extra) -> dict[str, str]:
     }
 
 
-async def _workspace(tmp_path, fake_llm, config: str = "", **env):
+@contextlib.asynccontextmanager
+async def turns(tmp_path, fake_llm, config: str = "", confirm_spend=None, **env):
+    """A workspace (with `config` as the user's config.toml) and its orchestrator."""
     if config:
         (tmp_path / "user.toml").write_text(config)
         env["SLOP_CONFIG"] = str(tmp_path / "user.toml")
-    return await open_workspace(tmp_path, env=env_for(fake_llm, **env))
+    ws = await open_workspace(tmp_path, env=env_for(fake_llm, **env))
+    orch = Orchestrator(ws, confirm_spend=confirm_spend)
+    try:
+        yield ws, orch
+    finally:
+        await orch.aclose()
+        await ws.close()
 
 
 async def test_openai_cached_and_reasoning_tokens_are_priced_into_the_row(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm)
-    orch = Orchestrator(ws)
-    try:
+    async with turns(tmp_path, fake_llm) as (ws, orch):
         fake_llm.enqueue(
             Reply(
                 text="ok",
@@ -219,16 +226,11 @@ async def test_openai_cached_and_reasoning_tokens_are_priced_into_the_row(tmp_pa
         assert "| gpt-4o-mini | 1 | 40000 | 900 | 30720 |" in stats
         assert f"the cache saved {format_usd(usage.cost.saved)}" in stats
         assert ws.cost_label() == format_usd(usage.cost.total)
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_gemini_cached_content_tokens_are_read(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm)
-    await ws.ledger.set_provider(ws.session, "gemini", "gemini-2.5-flash")
-    orch = Orchestrator(ws)
-    try:
+    async with turns(tmp_path, fake_llm) as (ws, orch):
+        await ws.ledger.set_provider(ws.session, "gemini", "gemini-2.5-flash")
         fake_llm.enqueue(
             Reply(text="ok", prompt_tokens=8_000, cached_tokens=6_000, completion_tokens=100)
         )
@@ -239,15 +241,10 @@ async def test_gemini_cached_content_tokens_are_read(tmp_path, fake_llm):
         # gemini-2.5-flash: $0.30 input, $0.03 cached input, $2.50 output per 1M tokens.
         expected = (2_000 * 0.30 + 6_000 * 0.03 + 100 * 2.50) / 1e6
         assert usage.cost is not None and usage.cost.total == pytest.approx(expected)
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_a_provider_that_reports_no_usage(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm)
-    orch = Orchestrator(ws)
-    try:
+    async with turns(tmp_path, fake_llm) as (ws, orch):
         fake_llm.enqueue(Reply(text="an answer", usage=False))
         events = []
         out = await orch.run_turn("hello", events.append)
@@ -260,15 +257,10 @@ async def test_a_provider_that_reports_no_usage(tmp_path, fake_llm):
         assert "| turn | gpt-4o-mini | 0 | 0 | 0 | 0 | no usage reported |" in stats
         assert "Session: 1 without usage in 1 call(s)" in stats
         assert ws.cost_label() == "1 without usage"
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_unknown_model_is_price_unknown_everywhere(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm, model="house-model-7")
-    orch = Orchestrator(ws)
-    try:
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, orch):
         fake_llm.enqueue(Reply(text="ok", prompt_tokens=1000, completion_tokens=10))
         assert (await orch.run_turn("hello")).error is None
         assert (await ws.ledger.last_usage(ws.session)).cost is None
@@ -280,15 +272,10 @@ async def test_unknown_model_is_price_unknown_everywhere(tmp_path, fake_llm):
         await dispatch(ws, f"/export json {path}")
         [row] = json.loads(path.read_text())["usage"]
         assert row["cost"] is None and row["prompt_tokens"] == 1000
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 async def test_export_carries_the_cost(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm)
-    orch = Orchestrator(ws)
-    try:
+    async with turns(tmp_path, fake_llm) as (ws, orch):
         fake_llm.enqueue(Reply(text="ok", prompt_tokens=10_000, completion_tokens=100))
         await orch.run_turn("hello")
         total = (await ws.ledger.last_usage(ws.session)).cost.total
@@ -298,9 +285,6 @@ async def test_export_carries_the_cost(tmp_path, fake_llm):
         assert f"- Cost: {format_usd(total)} in 1 call(s), background $0.00" in md.read_text()
         [row] = json.loads(js.read_text())["usage"]
         assert row["cost"]["input"] + row["cost"]["output"] == pytest.approx(total)
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 # -- the spending guard ----------------------------------------------------------------
@@ -335,7 +319,6 @@ async def _spend(ws, cost: float, purpose: str = "turn") -> None:
 
 
 async def test_budget_notice_at_80_and_a_question_at_100(tmp_path, fake_llm):
-    ws = await _workspace(tmp_path, fake_llm, config="[budget]\nsession_cost_limit = 1.0\n")
     asked: list[str] = []
     answers = [False, True]
 
@@ -343,8 +326,8 @@ async def test_budget_notice_at_80_and_a_question_at_100(tmp_path, fake_llm):
         asked.append(text)
         return answers.pop(0)
 
-    orch = Orchestrator(ws, confirm_spend=confirm)
-    try:
+    config = "[budget]\nsession_cost_limit = 1.0\n"
+    async with turns(tmp_path, fake_llm, config, confirm) as (ws, orch):
         await _spend(ws, 0.80, purpose="summary")  # background calls count
         fake_llm.enqueue(Reply(text="first"))
         events = []
@@ -365,9 +348,6 @@ async def test_budget_notice_at_80_and_a_question_at_100(tmp_path, fake_llm):
         fake_llm.enqueue(Reply(text="third"))
         assert (await orch.run_turn("three")).error is None
         assert len(asked) == 2 and fake_llm.last_chat.messages[-1]["content"].endswith("three")
-    finally:
-        await orch.aclose()
-        await ws.close()
 
 
 def test_headless_ask_refuses_over_the_daily_limit(tmp_path, fake_llm):
