@@ -117,8 +117,6 @@ def check_layout(layout: str) -> str:
 PROMOTABLE = (LAYER_MEMOS, LAYER_SCRATCHPAD, LAYER_RESUME, LAYER_STATE)
 # Requests a layer must stay unchanged before it is promoted.
 STABLE_AFTER = 3
-# Order of the layers inside the pinned message of the `cache` layout.
-_PINNED_ORDER = (LAYER_SUMMARY, LAYER_FILES, *PROMOTABLE)
 
 
 def placement(layer: str, layout: str, stable: Iterable[str] = ()) -> str:
@@ -130,18 +128,21 @@ def placement(layer: str, layout: str, stable: Iterable[str] = ()) -> str:
 
 
 def layer_order(names: Sequence[str], layout: str, stable: Iterable[str] = ()) -> list[str]:
-    """`names` (in LAYER_ORDER) in sending order: in the `cache` layout the pinned
-    message holds the least changing layers first."""
-    if layout != LAYOUT_CACHE:
+    """`names` (in LAYER_ORDER) in sending order: in the `cache` layout the layers the
+    tracker promoted follow the summary and the files (what changes least comes
+    first in the pinned message); everything else keeps LAYER_ORDER."""
+    promoted = [
+        n for n in PROMOTABLE if n in names and placement(n, layout, stable) == PLACEMENT_PINNED
+    ]
+    if not promoted:
         return list(names)
-    stable = set(stable)
-
-    def rank(name: str) -> int:
-        if placement(name, layout, stable) == PLACEMENT_PINNED:
-            return _PINNED_ORDER.index(name)
-        return -1  # system text and context message keep LAYER_ORDER
-
-    return sorted(names, key=rank)
+    rest = [n for n in names if n not in promoted]
+    after = max((i for i, n in enumerate(rest) if n in (LAYER_SUMMARY, LAYER_FILES)), default=-1)
+    if after < 0:  # no summary, no files: the promoted layers open the pinned message
+        after = max(
+            (i for i, n in enumerate(rest) if n in (LAYER_SYSTEM, LAYER_GUIDELINES)), default=-1
+        )
+    return rest[: after + 1] + promoted + rest[after + 1 :]
 
 
 def _digest(text: str) -> str:
