@@ -38,6 +38,8 @@ _KNOWN = {
     "tools": dict,
     "models": dict,
     "compaction": dict,
+    "prices": dict,  # [prices.MODEL] input / output / cached_input, USD per million tokens
+    "budget": dict,
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -49,6 +51,8 @@ _TOOLS_KEYS = {
     "shell_network": bool,  # the sandboxed shell may use the network
 }
 _CONTEXT_KEYS = {"window": int, "layout": str}
+# USD; a limit is off when absent.
+_BUDGET_KEYS = {"session_cost_limit": (int, float), "daily_cost_limit": (int, float)}
 # An hour: about max_iterations (50) steps of a minute each. A turn past it is
 # almost always stuck (a model calling the same slow tool again and again).
 DEFAULT_TURN_TIMEOUT = 3600.0
@@ -60,6 +64,8 @@ _MINIMUM = {
     "tools.query_time_limit": 0.1,
     "tools.turn_timeout": 0.1,
     "context.window": 0,
+    "budget.session_cost_limit": 0,
+    "budget.daily_cost_limit": 0,
 }
 
 
@@ -78,6 +84,8 @@ class Config:
     tools: Mapping[str, Any] = field(default_factory=dict)
     models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME] window overrides
     compaction: Mapping[str, Any] = field(default_factory=dict)
+    prices: Mapping[str, Any] = field(default_factory=dict)  # valid [prices] overrides only
+    budget: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
@@ -194,7 +202,11 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
             )
             continue
         clean[key] = value
-    for table, spec in (("tools", _TOOLS_KEYS), ("context", _CONTEXT_KEYS)):
+    for table, spec in (
+        ("tools", _TOOLS_KEYS),
+        ("context", _CONTEXT_KEYS),
+        ("budget", _BUDGET_KEYS),
+    ):
         if table in clean:
             checked = {}
             for k, v in clean[table].items():
@@ -221,6 +233,12 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
         except (TypeError, ValueError) as exc:
             warnings.append(f"{path}: [truncation] {exc}; using the default limits.")
             clean.pop("truncation")
+    if "prices" in clean:
+        from slop_tui.pricing import parse_overrides
+
+        valid, errors = parse_overrides(clean["prices"])
+        warnings.extend(f"{path}: {error}" for error in errors)
+        clean["prices"] = {k: v for k, v in clean["prices"].items() if k in valid}
     if "keymap" in clean:
         for k, v in clean["keymap"].items():
             if not isinstance(v, str):
@@ -293,6 +311,8 @@ def load_config(
         tools=merged.get("tools", {}),
         models=merged.get("models", {}),
         compaction=merged.get("compaction", {}),
+        prices=merged.get("prices", {}),
+        budget=merged.get("budget", {}),
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,

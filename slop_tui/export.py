@@ -31,6 +31,7 @@ from slop_tui.context.redact import redact_secrets
 from slop_tui.message_parser import assistant_text, tool_calls
 from slop_tui.records import (
     DEFAULT_LANE,
+    PURPOSE_TURN,
     STATUS_COMPLETED,
     STATUS_DROPPED,
     STATUS_ERROR,
@@ -39,7 +40,9 @@ from slop_tui.records import (
     STATUS_TOOL_CALL,
     Message,
     Session,
+    Spend,
     StateVersion,
+    Usage,
 )
 from slop_tui.safe_text import escape_json, neutralise
 
@@ -156,6 +159,7 @@ def session_markdown(
     *,
     session: Session | None = None,
     exported_at: float | None = None,
+    usage: Sequence[Usage] = (),
 ) -> str:
     """The whole session as one Markdown document.
 
@@ -174,6 +178,8 @@ def session_markdown(
         lines += [f"- Provider / model: {model}", f"- Window: {window}", f"- Lane: {session.lane}"]
     n_groups = sum(1 for gid, _ in groups if gid is not None)
     tokens = sum(m.tokens for m in messages)
+    if usage:
+        lines.append(f"- Cost: {usage_cost_line(usage)}")
     lines += [
         f"- Groups: {n_groups} · messages: {len(messages)} · tokens: {tokens}",
         f"- STATE versions: {len(versions)}",
@@ -202,6 +208,28 @@ def session_markdown(
     return neutralise(redact_secrets("\n".join(lines).rstrip("\n") + "\n"))
 
 
+def usage_cost_line(usage: Sequence[Usage]) -> str:
+    """The calls' cost in one line: total, background part, cache saving, what is unknown."""
+    from slop_tui.pricing import format_usd, spend_text
+
+    def spend(rows: Sequence[Usage]) -> Spend:
+        known = [u.cost for u in rows if u.cost is not None]
+        return Spend(
+            calls=len(rows),
+            cost=sum(c.total for c in known),
+            saved=sum(c.saved for c in known),
+            unpriced=sum(1 for u in rows if u.cost is None and u.reported),
+            unreported=sum(1 for u in rows if not u.reported),
+        )
+
+    whole = spend(usage)
+    back = spend([u for u in usage if u.purpose != PURPOSE_TURN])
+    return (
+        f"{spend_text(whole)} in {whole.calls} call(s), background {spend_text(back)}; "
+        f"the cache saved {format_usd(whole.saved)}"
+    )
+
+
 def _group_heading(gid: int | None, rows: Sequence[Message]) -> str:
     if gid is None:
         return "## Outside any group"
@@ -223,6 +251,7 @@ def session_json(
     *,
     session: Session | None = None,
     exported_at: float | None = None,
+    usage: Sequence[Usage] = (),
 ) -> dict:
     """The whole session as a JSON-ready dict: every field of every row, nothing dropped
     (secrets redacted in every string)."""
@@ -246,6 +275,8 @@ def session_json(
         "scratchpad": scratchpad,
         "state_versions": [asdict(v) for v in _versions(session_name, state)],
         "messages": [asdict(m) for m in sorted(messages, key=lambda m: m.id)],
+        # Every provider call with its tokens and cost in USD (`cost` null: price unknown).
+        "usage": [asdict(u) for u in sorted(usage, key=lambda u: u.id)],
     }
     return _redacted(doc)  # type: ignore[return-value]
 

@@ -78,6 +78,7 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     UsageEvent,
 )
 from slop_tui.ledger import LedgerError, TurnJournal
+from slop_tui.pricing import BUDGET_OVER, BUDGET_WARN
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
@@ -109,6 +110,11 @@ MAX_SUMMARIES_PER_JOB = 2
 # context variable, so background work scheduled after the turn does not inherit it.
 _TURN_UNTIL: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "turn_until", default=None
+)
+
+NO_USAGE_NOTICE = (
+    "{provider} reported no usage for this call: its tokens and cost are unknown and not "
+    "counted (/stats lists such calls as 'without usage')."
 )
 
 REBUILD_INSTRUCTION = (
@@ -154,6 +160,7 @@ class Orchestrator:
         *,
         approve: str = "reads",
         approver: Approver | None = None,
+        confirm_spend: Callable[[str], Awaitable[bool]] | None = None,
         provider_factory: Callable[..., Provider] = create_provider,
         retry_policy: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
@@ -161,6 +168,8 @@ class Orchestrator:
         self.ws = ws
         self.approve = approve
         self.approver = approver
+        # Asked, with the budget line, before a turn once a `[budget]` limit is reached.
+        self.confirm_spend = confirm_spend
         self.provider_factory = provider_factory
         self.retry_policy = retry_policy or RetryPolicy()
         self.sleep = sleep
@@ -276,6 +285,8 @@ class Orchestrator:
         await self.wait_background()  # a compaction still running takes effect first
         for warning in ws.pop_warnings():
             await send(Notice(text=f"Configuration: {warning}"))
+        if not await self._within_budget(send, outcome):
+            return False
         resume = ws.pending_handoff
         if resume is not None and resume.session != ws.session:
             resume = None
@@ -297,6 +308,27 @@ class Orchestrator:
         await asyncio.shield(journal.close())  # the turn's rows are stored
         self._schedule_background(turn, reply.text)
         return True
+
+    async def _within_budget(self, send, outcome: TurnOutcome) -> bool:
+        """`[budget]`: a notice from 80 % of a limit; at 100 % the turn runs only when
+        `confirm_spend` says yes (headless: never). A turn that does not run keeps its
+        prompt, marked failed (`/retry` sends it again)."""
+        check = await self.ws.budget_check()
+        if check.level == BUDGET_WARN:
+            await send(Notice(text=f"Spending: {check.text}"))
+        if check.level != BUDGET_OVER:
+            return True
+        if self.confirm_spend is not None and await self.confirm_spend(check.text):
+            await send(Notice(text=f"Spending: {check.text} Sent anyway, as you confirmed."))
+            return True
+        how = "declined" if self.confirm_spend is not None else "nobody to ask (headless)"
+        msg = (
+            f"Not sent: {check.text} The prompt is kept ({how}); raise the limit in "
+            "config.toml [budget], or confirm to send it (/retry)."
+        )
+        await send(ErrorEvent(error_kind="budget", message=msg))
+        outcome.error = msg
+        return False
 
     async def _turn_ended(self, send, outcome: TurnOutcome) -> None:
         """The turn's deadline passed: one line; what it produced is already stored."""
@@ -371,15 +403,10 @@ class Orchestrator:
             if turn.resume is not None and not turn.consumed:
                 await ws.ledger.mark_handoff_consumed(turn.resume.id)
                 turn.consumed = True
-            await ws.ledger.record_usage(
-                ws.session,
-                gid,
-                provider.name,
-                model,
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                reply.cached_tokens,
-            )
+            ws.note_sent(prompt)
+            await ws.record_call(provider, model, reply, gid)
+            if not reply.usage_reported:
+                await send(Notice(text=NO_USAGE_NOTICE.format(provider=provider.name)))
             await ws.learn_tokens(prompt.request_tokens, reply.prompt_tokens)
             await send(
                 UsageEvent(
@@ -686,16 +713,7 @@ class Orchestrator:
         if reply is None:
             return None
         gid = await ws.ledger.last_group_id(ws.session)
-        await ws.ledger.record_usage(
-            ws.session,
-            gid,
-            provider.name,
-            model,
-            reply.prompt_tokens,
-            reply.completion_tokens,
-            reply.cached_tokens,
-            purpose=purpose,
-        )
+        await ws.record_call(provider, model, reply, gid, purpose=purpose)
         if reply.tool_calls or not reply.text.strip():
             return None
         return reply.text
@@ -1001,16 +1019,7 @@ class Orchestrator:
         if reply is None:
             return None
         gid = await self.ws.ledger.last_group_id(self.ws.session)
-        await self.ws.ledger.record_usage(
-            self.ws.session,
-            gid,
-            provider.name,
-            model,
-            reply.prompt_tokens,
-            reply.completion_tokens,
-            reply.cached_tokens,
-            purpose="rebuild",
-        )
+        await self.ws.record_call(provider, model, reply, gid, purpose="rebuild")
         state = extract_state(reply.text)
         if not state:
             return None

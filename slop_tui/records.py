@@ -145,8 +145,29 @@ class StateVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageCost:
+    """One call's cost in USD, by part (see slop_tui/pricing.py); `source` says where
+    the price came from (`genai-prices`, `config`, `demo`)."""
+
+    input: float
+    cached: float
+    output: float
+    reasoning: float
+    saved: float
+    source: str
+
+    @property
+    def total(self) -> float:
+        return self.input + self.cached + self.output + self.reasoning
+
+
+PURPOSE_TURN = "turn"
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
-    """One provider call."""
+    """One provider call. `cost` None: the model's price is unknown (or the provider
+    reported no usage, `reported` False); never a made-up figure."""
 
     id: int
     session: str
@@ -157,6 +178,10 @@ class Usage:
     completion_tokens: int
     cached_tokens: int
     created_at: float
+    reasoning_tokens: int = 0
+    reported: bool = True
+    cost: UsageCost | None = None
+    purpose: str = PURPOSE_TURN
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +194,29 @@ class UsageTotal:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    cost: float = 0.0  # USD, of the calls whose price is known
+    saved: float = 0.0  # USD the cached input saved
+    unpriced: int = 0  # calls whose model has no known price
+    unreported: int = 0  # calls the provider reported no usage for
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What a set of calls cost: `cost` sums the calls whose price is known; `unpriced`
+    and `unreported` count the others, so a total is never shown as complete when
+    it is not. `background` (summaries, compaction, rebuilds) is part of the totals."""
+
+    calls: int = 0
+    cost: float = 0.0
+    saved: float = 0.0
+    unpriced: int = 0
+    unreported: int = 0
+    background: Spend | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every call has a known cost."""
+        return not self.unpriced and not self.unreported
 
 
 MEMO_USER = "user"

@@ -51,6 +51,7 @@ from slop_tui.context.assemble import focus_note
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.budget import model_info as lookup_model_info
 from slop_tui.context.guards import TIER_ELIDED
+from slop_tui.context.layout import Stability, sent_layers
 from slop_tui.context.memos import (
     extract_keywords,
     instruction_shaped,
@@ -75,8 +76,18 @@ from slop_tui.continuity.handoff import (
     resume_text,
 )
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
+from slop_tui.pricing import (
+    BUDGET_OK,
+    BudgetCheck,
+    Rates,
+    check_budget,
+    parse_overrides,
+    price_call,
+    spend_text,
+)
 from slop_tui.records import (
     DEFAULT_SESSION,
+    PURPOSE_TURN,
     STATUS_COMPLETED,
     STATUS_ERROR,
     Changed,
@@ -85,8 +96,10 @@ from slop_tui.records import (
     Session,
     SessionSummary,
     Skill,
+    Spend,
     StateVersion,
     Summary,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -163,6 +176,10 @@ class Workspace:
     _sandbox: Sandbox | None = field(default=None, repr=False)
     # `open` was given a session other than the stored one and has not stored it yet.
     _session_unsaved: bool = field(default=False, repr=False)
+    # Each session's stability tracker (`note_sent`; the `cache` layout's promotions).
+    stability: dict[str, Stability] = field(default_factory=dict, repr=False)
+    # Each session's spend as last read (`current`, `record_call`): the header's cost.
+    spend_shown: dict[str, Spend] = field(default_factory=dict, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -322,6 +339,8 @@ class Workspace:
         self._sandbox = None
 
     async def current(self) -> Session:
+        """The session's settings; the session's spend (`cost_label`) is read with them."""
+        self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return await self.ledger.session_or_default(self.session)
 
     def for_session(self, name: str) -> Workspace:
@@ -416,13 +435,92 @@ class Workspace:
             return lookup_model_info(model)
 
     def context_settings(self) -> ContextSettings:
-        """`[truncation]` and `[context] layout`; an unknown layout gives a warning."""
+        """`[truncation]` and `[context] layout`; an unknown layout gives a warning. The
+        layers the stability tracker found stable go with them (`cache` layout)."""
         layout = self.config.context.get("layout", "default")
+        tracker = self.stability.get(self.session)
+        stable = tracker.stable() if tracker is not None else frozenset()
         try:
-            return ContextSettings(truncation=self.truncation(), layout=layout)
+            return ContextSettings(truncation=self.truncation(), layout=layout, stable=stable)
         except (TypeError, ValueError) as exc:
             self._warn(f"[context] {exc}; using the default layout.")
             return ContextSettings(truncation=self.truncation())
+
+    # -- cost and the spending guard ------------------------------------------
+
+    def price_overrides(self) -> dict[str, Rates]:
+        """The valid `[prices]` overrides (config loading reported the others)."""
+        return parse_overrides(self.config.prices)[0]
+
+    def budget_limits(self) -> tuple[float | None, float | None]:
+        """`[budget]` (session_cost_limit, daily_cost_limit) in USD; None: no limit."""
+        limits = [self.config.budget.get(k) for k in ("session_cost_limit", "daily_cost_limit")]
+        return tuple(None if v is None else float(v) for v in limits)  # type: ignore[return-value]
+
+    async def record_call(
+        self,
+        provider,
+        model: str,
+        reply,
+        group_id: int | None,
+        *,
+        purpose: str = PURPOSE_TURN,
+    ) -> Usage:
+        """Store one provider call's usage with its cost (None: price unknown, or the
+        provider reported no usage). The first price lookup loads the price table
+        (about a second), in a thread."""
+        import asyncio
+
+        cfg = getattr(provider, "config", None)
+        cost = None
+        if reply.usage_reported:
+            cost = await asyncio.to_thread(
+                price_call,
+                model=model,
+                kind=getattr(cfg, "kind", "openai"),
+                base_url=getattr(cfg, "base_url", None),
+                prompt_tokens=reply.prompt_tokens,
+                cached_tokens=reply.cached_tokens,
+                completion_tokens=reply.completion_tokens,
+                reasoning_tokens=reply.reasoning_tokens,
+                overrides=self.price_overrides(),
+            )
+        usage = await self.ledger.record_usage(
+            self.session,
+            group_id,
+            provider.name,
+            model,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cached_tokens,
+            purpose=purpose,
+            reasoning_tokens=reply.reasoning_tokens,
+            reported=reply.usage_reported,
+            cost=cost,
+        )
+        self.spend_shown[self.session] = await self.ledger.spend(self.session)
+        return usage
+
+    async def budget_check(self) -> BudgetCheck:
+        """The session's and today's spend against `[budget]`."""
+        session_limit, daily_limit = self.budget_limits()
+        if session_limit is None and daily_limit is None:
+            return BudgetCheck(BUDGET_OK)
+        session = await self.ledger.spend(self.session)
+        self.spend_shown[self.session] = session
+        day = await self.ledger.spend_since(_local_midnight())
+        return check_budget(session, day, session_limit, daily_limit)
+
+    def note_sent(self, prompt: Prompt) -> None:
+        """The stability tracker after a request of the session was sent (seed 003: it
+        lives in memory and starts empty in each process)."""
+        tracker = self.stability.get(self.session, Stability())
+        self.stability[self.session] = tracker.update(sent_layers(prompt))
+
+    def cost_label(self) -> str:
+        """The session's cost for the header ("" before any call)."""
+        spend = self.spend_shown.get(self.session)
+        return "" if spend is None or not spend.calls else spend_text(spend)
 
     # -- the shell's sandbox -------------------------------------------------
 
@@ -839,6 +937,12 @@ class Edit:
         """Whether the edit takes this summary out of date (as `Ledger.history_changed`
         does: a summary whose span reaches an edited group)."""
         return any(summary.overlaps(g) for g in self.hide | self.show)
+
+
+def _local_midnight() -> float:
+    """Today's start in local time, as a time stamp (the day of `daily_cost_limit`)."""
+    t = time.localtime()
+    return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
 
 
 def _whole_groups(rows: list[Message], limit: int) -> tuple[list[Message], bool]:

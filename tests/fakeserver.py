@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
     "FakeLLMServer",
+    "PrefixCache",
     "FakeToolCall",
     "RecordedRequest",
     "Reply",
@@ -132,6 +133,8 @@ class Reply:
     - ``in_stream_error``: a message (or a full error object) sent as an SSE event after the
       content, in place of the finish.
     - ``done=False``: omit OpenAI's ``data: [DONE]`` but keep the finish reason.
+    - ``usage=False``: the provider reports no usage (no OpenAI usage chunk even when
+      asked for, no Gemini ``usageMetadata``), as some compatible servers do.
     """
 
     text: str | list[str] = ""
@@ -154,6 +157,7 @@ class Reply:
     content_type: str | None = None
     in_stream_error: str | dict[str, Any] | None = None
     done: bool = True
+    usage: bool = True
 
     def text_deltas(self) -> list[str]:
         return _split(self.text, self.chunk_size)
@@ -718,7 +722,7 @@ def _openai_events(
     if reply.finish_reason == "":
         return events
     events.append(chunk({}, _openai_finish(reply)))
-    if include_usage:
+    if include_usage and reply.usage:
         events.append({**base, "choices": [], "usage": _openai_usage(reply)})
     if reply.done:
         events.append("[DONE]")
@@ -811,14 +815,15 @@ def _gemini_events(req: RecordedRequest, reply: Reply) -> list[dict[str, Any] | 
         cand: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
         if last and finishing:
             cand["finishReason"] = finish
-        events.append(
-            {
-                "candidates": [cand],
-                "usageMetadata": _gemini_usage(reply, last),
-                "modelVersion": req.model or "fake-model",
-                "responseId": "fake-resp",
-            }
-        )
+        event = {
+            "candidates": [cand],
+            "usageMetadata": _gemini_usage(reply, last),
+            "modelVersion": req.model or "fake-model",
+            "responseId": "fake-resp",
+        }
+        if not reply.usage:
+            del event["usageMetadata"]
+        events.append(event)
     if reply.in_stream_error is not None:
         events.append(_in_stream_error("gemini", reply.in_stream_error))
     return events
@@ -849,6 +854,72 @@ def _gemini_merged(events: list[dict[str, Any] | str]) -> dict[str, Any]:
 
 
 # -- helpers for tests ----------------------------------------------------------------
+
+
+class PrefixCache:
+    """Prompt caching the way OpenAI documents it, for a reply factory.
+
+    A request's prompt is its tool declarations, then its messages (or Gemini's
+    system instruction and contents), in order, as tokens. A cached prefix is
+    served when at least `minimum` (1,024) leading tokens equal those of a request
+    seen before; the hit grows in `step` (128) token blocks. `reply(req)` returns
+    a `Reply` with `prompt_tokens` and `cached_tokens` set, and remembers the
+    request. `count` turns text into tokens (a list of ids); `retention` requests
+    are remembered, newest first (the provider keeps a few minutes of entries).
+    """
+
+    def __init__(
+        self,
+        count: Callable[[str], list[int]],
+        *,
+        minimum: int = 1024,
+        step: int = 128,
+        retention: int = 64,
+        reply: Callable[[RecordedRequest], Reply] | None = None,
+    ) -> None:
+        self.count, self.minimum, self.step, self.retention = count, minimum, step, retention
+        self.make = reply or (lambda req: Reply(text="ok"))
+        self.seen: deque[list[int]] = deque(maxlen=retention)
+        self.log: list[tuple[int, int]] = []  # (prompt tokens, cached tokens) per request
+
+    @staticmethod
+    def prompt_parts(body: dict[str, Any]) -> list[str]:
+        """The request's cacheable parts in sending order, one text each."""
+        parts = [json.dumps(t, sort_keys=True) for t in body.get("tools") or []]
+        if "systemInstruction" in body:
+            parts.append(json.dumps(body["systemInstruction"], sort_keys=True))
+        for m in body.get("messages") or body.get("contents") or []:
+            parts.append(json.dumps(m, sort_keys=True))
+        return parts
+
+    def cached(self, tokens: list[int]) -> int:
+        best = 0
+        for old in self.seen:
+            lo, hi = 0, min(len(old), len(tokens))  # old[:lo] == tokens[:lo]
+            if old[:hi] == tokens[:hi]:
+                lo = hi
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if old[:mid] == tokens[:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            best = max(best, lo)
+        if best < self.minimum:
+            return 0
+        return best - best % self.step
+
+    def __call__(self, req: RecordedRequest) -> Reply:
+        body = req.body if isinstance(req.body, dict) else {}
+        tokens: list[int] = []
+        for part in self.prompt_parts(body):
+            tokens += self.count(part)
+        hit = self.cached(tokens)
+        self.seen.appendleft(tokens)
+        self.log.append((len(tokens), hit))
+        reply = self.make(req)
+        reply.prompt_tokens, reply.cached_tokens = len(tokens), hit
+        return reply
 
 
 def b64(data: bytes) -> str:

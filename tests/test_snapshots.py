@@ -31,6 +31,7 @@ from slop_tui.records import (
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
     NewMessage,
+    UsageCost,
 )
 from slop_tui.ui.app import SlopApp
 from tests.fakeserver import wait_for
@@ -206,6 +207,9 @@ SCRATCHPAD = """\
 - `expect()` raises ParseError with the column
 """
 
+# What the offline demo's calls cost (slop_tui.pricing prices the demo at $0).
+DEMO_COST = UsageCost(0.0, 0.0, 0.0, 0.0, 0.0, "demo")
+
 
 async def _write_history(db: str, *, theme: str | None = None) -> None:
     """Three sessions; the current one has dropped, outside-window and in-window groups."""
@@ -231,19 +235,19 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 _answer("Public API: `tokenize`, `peek` and `expect`."),
             ],
         )
-        await ledger.record_usage(s, g1.id, "demo", "slop-demo", 900, 60)
+        await ledger.record_usage(s, g1.id, "demo", "slop-demo", 900, 60, cost=DEMO_COST)
         g2 = await ledger.append_user(s, "Why does parse_expr recurse twice on unary minus?")
         await ledger.append(
             s, g2.id, [_answer("Because `parse_unary` calls `parse_expr` for its operand.")]
         )
-        await ledger.record_usage(s, g2.id, "demo", "slop-demo", 1100, 40)
+        await ledger.record_usage(s, g2.id, "demo", "slop-demo", 1100, 40, cost=DEMO_COST)
         g3 = await ledger.append_user(s, "Sketch a Pratt parser for the expression grammar")
         await ledger.append(
             s,
             g3.id,
             [_answer("Provider error: 429 Too Many Requests (retried 3 times)", STATUS_ERROR)],
         )
-        await ledger.record_usage(s, g3.id, "demo", "slop-demo", 1250, 0)
+        await ledger.record_usage(s, g3.id, "demo", "slop-demo", 1250, 0, cost=DEMO_COST)
         g4 = await ledger.append_user(s, "Write the new parser to src/parser.py")
         await ledger.append(
             s,
@@ -259,7 +263,9 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 _answer("The parser is in `src/parser.py`; binding powers are in `BP`."),
             ],
         )
-        await ledger.record_usage(s, g4.id, "demo", "slop-demo", 1600, 700, cached_tokens=900)
+        await ledger.record_usage(
+            s, g4.id, "demo", "slop-demo", 1600, 700, cached_tokens=900, cost=DEMO_COST
+        )
         g5 = await ledger.append_user(s, "Run the test suite")
         await ledger.append(
             s,
@@ -273,14 +279,18 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 ),
             ],
         )
-        await ledger.record_usage(s, g5.id, "demo", "slop-demo", 2100, 90, cached_tokens=1500)
+        await ledger.record_usage(
+            s, g5.id, "demo", "slop-demo", 2100, 90, cached_tokens=1500, cost=DEMO_COST
+        )
         g6 = await ledger.append_user(s, "Fix the failing precedence test")
         await ledger.append(
             s,
             g6.id,
             [_answer("Lowering the unary binding power to 25 so that", STATUS_INTERRUPTED)],
         )
-        await ledger.record_usage(s, g6.id, "demo", "slop-demo", 2300, 12, cached_tokens=2000)
+        await ledger.record_usage(
+            s, g6.id, "demo", "slop-demo", 2300, 12, cached_tokens=2000, cost=DEMO_COST
+        )
         g7 = await ledger.append_user(s, "Summarize what changed for the changelog")
         await ledger.append(
             s,
@@ -292,7 +302,9 @@ async def _write_history(db: str, *, theme: str | None = None) -> None:
                 )
             ],
         )
-        await ledger.record_usage(s, g7.id, "demo", "slop-demo", 2400, 80, cached_tokens=2200)
+        await ledger.record_usage(
+            s, g7.id, "demo", "slop-demo", 2400, 80, cached_tokens=2200, cost=DEMO_COST
+        )
         await ledger.set_group_dropped(s, g2.id, True)
         # groups 1 and 3 fall outside the window: sent until a summary covers them
         await ledger.set_window(s, 4)

@@ -100,7 +100,7 @@ async def test_bar_legend_sparkline_and_cached_line():
     app = GaugeApp()
     async with app.run_test(size=(50, 20)) as pilot:
         gauge = app.query_one(TokenGauge)
-        gauge.update_from(prompt_of(20_000, tools=(TOOL,)), 50_000, [100, 900, 400], cached=750)
+        gauge.update_from(prompt_of(20_000, tools=(TOOL,)), 50_000, [100, 900, 400], cached=300)
         await pilot.pause()
         bar = app.query_one(GaugeBar)
         lines = str(bar.render()).splitlines()
@@ -121,7 +121,8 @@ async def test_bar_legend_sparkline_and_cached_line():
         assert app.query_one(Sparkline).data == [100, 900, 400]
         assert "last 400 · max 900" in str(app.query_one("#gauge-series", Static).render())
         cached = app.query_one("#gauge-cached", Static)
-        assert cached.display and "750" in str(cached.render())
+        # The share is of the last call's prompt (the series' last value).
+        assert str(cached.render()) == "cached in the last call: 300 tokens (75 % of its prompt)"
         background = app.query_one("#gauge-background", Static)
         assert not background.display  # no background call yet
         gauge.update_from(prompt_of(20_000), 50_000, [], background=(3, 4_200))

@@ -123,9 +123,16 @@ async def export(ws, args: str) -> CommandResult:
     messages = await ws.ledger.session_messages(ws.session)
     versions = await ws.ledger.state_versions(ws.session)
     sess = await ws.current()
+    usage = await ws.ledger.recent_usage(ws.session, limit=-1)
     build = session_markdown if ext == "md" else session_json
     doc = build(
-        messages, ws.session, versions, sess.scratchpad, session=sess, exported_at=time.time()
+        messages,
+        ws.session,
+        versions,
+        sess.scratchpad,
+        session=sess,
+        exported_at=time.time(),
+        usage=usage,
     )
     text = doc if isinstance(doc, str) else dumps_json(doc)
     write_new_file(path, text, force=force)

@@ -17,7 +17,7 @@ from slop_tui.commands.base import (
 from slop_tui.commands.trash import describe
 from slop_tui.context import extract_state, render_prompt
 from slop_tui.ledger import snippet
-from slop_tui.records import EDIT_REMOVE, EDIT_UNDO, Changed
+from slop_tui.records import EDIT_REMOVE, EDIT_UNDO, Changed, Spend
 
 CAT = "Context & history"
 
@@ -417,23 +417,28 @@ async def history_search(ws, args: str) -> CommandResult:
     "stats",
     None,
     "/stats",
-    "Usage per model, tool calls, skill activations and the shell's sandbox.",
+    "Usage and cost per model, lane, turn, call and day; tool calls, skills, the sandbox.",
     CAT,
     aliases=("usage",),
 )
 async def stats(ws, args: str) -> CommandResult:
+    from slop_tui.pricing import format_usd, spend_text
+
     totals = await ws.ledger.usage_totals(ws.session)
     lines = [f"## Usage for session '{ws.session}'"]
     if totals:
         lines += [
-            "| provider | model | calls | prompt | completion | cached |",
-            "|---|---|---|---|---|---|",
+            "| provider | model | calls | prompt | completion | cached | cost | cache saved |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {t.provider} | {t.model} | {t.calls} | {t.prompt_tokens} | "
-            f"{t.completion_tokens} | {t.cached_tokens} |"
+            f"{t.completion_tokens} | {t.cached_tokens} | "
+            f"{spend_text(Spend(t.calls, t.cost, t.saved, t.unpriced, t.unreported))} | "
+            f"{format_usd(t.saved)} |"
             for t in totals
         ]
+        lines += ["", *await _cost_lines(ws)]
     else:
         lines.append("No usage recorded yet.")
     purposes = await ws.ledger.usage_by_purpose(ws.session)
@@ -461,6 +466,48 @@ async def stats(ws, args: str) -> CommandResult:
             "folder (`slop-tui trust`)."
         )
     return ok("\n".join(lines), data=totals)
+
+
+async def _cost_lines(ws) -> list[str]:
+    """The session's cost, and its cost per lane, turn, day and call (newest first)."""
+    from slop_tui.pricing import PRICE_UNKNOWN, format_usd, spend_text
+
+    spend = await ws.ledger.spend(ws.session)
+    back = spend.background or Spend()
+    lines = [
+        "## Cost",
+        f"Session: {spend_text(spend)} in {spend.calls} call(s); background calls "
+        f"(summaries, compaction, rebuilds): {spend_text(back) if back.calls else '$0.00'} in "
+        f"{back.calls} call(s); the cache saved {format_usd(spend.saved)}.",
+    ]
+    check = await ws.budget_check()
+    if check.text:
+        lines.append(f"Budget: {check.text}")
+    for key, title in (("lane", "lane"), ("turn", "turn (group)"), ("day", "day")):
+        rows = await ws.ledger.spend_by(ws.session, key)
+        lines += ["", f"| {title} | calls | cost | cache saved |", "|---|---|---|---|"]
+        lines += [f"| {k} | {s.calls} | {spend_text(s)} | {format_usd(s.saved)} |" for k, s in rows]
+    lines += [
+        "",
+        "| call | group | purpose | model | prompt | cached | output | reasoning | cost "
+        "(input + cached + output + reasoning) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for u in await ws.ledger.recent_usage(ws.session):
+        c = u.cost
+        if not u.reported:
+            cost = "no usage reported"
+        elif c is None:
+            cost = PRICE_UNKNOWN
+        else:
+            parts = " + ".join(format_usd(v) for v in (c.input, c.cached, c.output, c.reasoning))
+            cost = f"{format_usd(c.total)} ({parts})"
+        lines.append(
+            f"| {u.id} | {u.group_id if u.group_id is not None else '-'} | {u.purpose} | "
+            f"{u.model} | {u.prompt_tokens} | {u.cached_tokens} | {u.completion_tokens} | "
+            f"{u.reasoning_tokens} | {cost} |"
+        )
+    return lines
 
 
 @command("schema", None, "/schema", "The ledger's CREATE statements.", CAT)

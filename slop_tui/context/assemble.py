@@ -30,6 +30,7 @@ from slop_tui.context.layout import (
     LAYOUT_DEFAULT,
     MESSAGE_HEADERS,
     check_layout,
+    layer_order,
     placement,
 )
 from slop_tui.context.memos import quoted_body
@@ -38,6 +39,7 @@ from slop_tui.context.prompt import (
     LAYER_FOCUS,
     LAYER_GUIDELINES,
     LAYER_MEMOS,
+    LAYER_ORDER,
     LAYER_PERSONALITY,
     LAYER_QUOTED,
     LAYER_RESUME,
@@ -110,6 +112,9 @@ class ContextSettings:
     window: int | None = None
     max_memos: int = 5
     layout: str = LAYOUT_DEFAULT  # "default" | "cache" (config `[context] layout`)
+    # Layers the stability tracker promoted (`layout.Stability.stable`): the `cache`
+    # layout sends them in the pinned message.
+    stable: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         check_layout(self.layout)
@@ -272,13 +277,19 @@ def _lane_summaries(inputs: AssemblyInputs) -> list[Summary]:
 
 
 def _placed_layers(
-    named: Sequence[tuple[str, str]], layout: str, count_tokens: CountTokens
+    named: Sequence[tuple[str, str]],
+    layout: str,
+    count_tokens: CountTokens,
+    stable: frozenset[str] = frozenset(),
 ) -> tuple[Layer, ...]:
-    """Layers with their placement; one blank line between layers of one placement."""
+    """Layers with their placement, in sending order (`layout.layer_order`); one blank
+    line between layers of one placement."""
+    texts = dict(named)
     seen: set[str] = set()
     out = []
-    for name, text in named:
-        where = placement(name, layout)
+    for name in layer_order(list(texts), layout, stable):
+        text = texts[name]
+        where = placement(name, layout, stable)
         if where in seen:
             text = "\n" + text
         seen.add(where)
@@ -405,9 +416,13 @@ def assemble_rows(
     if files:
         total = sum(f.tokens for f in files)
         notes.append(f"files: {len(files)} file(s), {total} tokens")
-    layers = _placed_layers(_layers(inputs, settings, files), settings.layout, count_tokens)
+    layers = _placed_layers(
+        _layers(inputs, settings, files), settings.layout, count_tokens, settings.stable
+    )
     if settings.layout != LAYOUT_DEFAULT:
-        notes.append(f"layout: {settings.layout}")
+        promoted = [n for n in LAYER_ORDER if n in settings.stable]
+        extra = f" (pinned as stable: {', '.join(promoted)})" if promoted else ""
+        notes.append(f"layout: {settings.layout}{extra}")
     return Prompt(
         layers=layers,
         messages=tuple(place_engine_messages(messages, layers, count_tokens)),

@@ -13,6 +13,7 @@ from slop_tui.ledger.core import LedgerBase, LedgerError, now
 from slop_tui.records import (
     DEFAULT_LANE,
     DEFAULT_WINDOW,
+    PURPOSE_TURN,
     STATUS_DROPPED,
     STATUS_SUMMARIZED,
     GroupSummary,
@@ -21,13 +22,69 @@ from slop_tui.records import (
     NewMessage,
     Session,
     SessionSummary,
+    Spend,
     StateVersion,
     Usage,
+    UsageCost,
     UsageTotal,
 )
 from slop_tui.slotted import positional_builder
 
-PURPOSE_TURN = "turn"  # `usage.purpose` of the conversation's own requests
+# Every column of a usage row but its id, session and group (`copy_session` copies them).
+_USAGE_COPY = (
+    "provider, model, prompt_tokens, completion_tokens, cached_tokens, created_at, purpose, "
+    "reasoning_tokens, reported, cost_input, cost_cached, cost_output, cost_reasoning, "
+    "cost_saved, cost_total, price_source"
+)
+# Spend of a set of usage rows: known cost, cached saving, calls whose price is
+# unknown, calls the provider reported no usage for (`_spend` reads them back).
+_COST_SUMS = (
+    "COALESCE(SUM(cost_total), 0), COALESCE(SUM(cost_saved), 0), "
+    "SUM(CASE WHEN cost_total IS NULL AND reported THEN 1 ELSE 0 END), "
+    "SUM(CASE WHEN reported THEN 0 ELSE 1 END)"
+)
+
+_BG = f"purpose != '{PURPOSE_TURN}'"
+# The same sums over the background calls only, after their count.
+_BACKGROUND_SUMS = (
+    f"SUM({_BG}), COALESCE(SUM(CASE WHEN {_BG} THEN cost_total END), 0), "
+    f"COALESCE(SUM(CASE WHEN {_BG} THEN cost_saved END), 0), "
+    f"SUM(CASE WHEN {_BG} AND cost_total IS NULL AND reported THEN 1 ELSE 0 END), "
+    f"SUM(CASE WHEN {_BG} AND NOT reported THEN 1 ELSE 0 END)"
+)
+
+
+def _usage(row) -> Usage:
+    cost = None
+    if row["cost_total"] is not None:
+        cost = UsageCost(
+            row["cost_input"],
+            row["cost_cached"],
+            row["cost_output"],
+            row["cost_reasoning"],
+            row["cost_saved"],
+            row["price_source"] or "",
+        )
+    return Usage(
+        row["id"],
+        row["session_id"],
+        row["group_id"],
+        row["provider"],
+        row["model"],
+        row["prompt_tokens"],
+        row["completion_tokens"],
+        row["cached_tokens"],
+        row["created_at"],
+        row["reasoning_tokens"],
+        bool(row["reported"]),
+        cost,
+        row["purpose"],
+    )
+
+
+def _spend(row, start: int) -> tuple[float, float, int, int]:
+    return (row[start], row[start + 1], row[start + 2] or 0, row[start + 3] or 0)
+
 
 # Texts longer than this are token-counted in a thread (see `HistoryMixin._counted`).
 THREAD_COUNT_CHARS = 50_000
@@ -225,10 +282,8 @@ class HistoryMixin(LedgerBase):
                 (target, delta, source),
             )
             await db.execute(
-                """INSERT INTO usage(session_id, group_id, provider, model, prompt_tokens,
-                       completion_tokens, cached_tokens, created_at)
-                   SELECT ?, group_id + ?, provider, model, prompt_tokens, completion_tokens,
-                       cached_tokens, created_at FROM usage WHERE session_id=? ORDER BY id""",
+                f"""INSERT INTO usage(session_id, group_id, {_USAGE_COPY})
+                   SELECT ?, group_id + ?, {_USAGE_COPY} FROM usage WHERE session_id=? ORDER BY id""",
                 (target, delta, source),
             )
             await db.execute(
@@ -743,17 +798,24 @@ class HistoryMixin(LedgerBase):
         cached_tokens: int = 0,
         *,
         purpose: str = PURPOSE_TURN,
+        reasoning_tokens: int = 0,
+        reported: bool = True,
+        cost: UsageCost | None = None,
     ) -> Usage:
         """Store one provider call; `purpose` is `turn` for the conversation's own
         requests, else what the background call was for (`summary`, `compaction`,
-        `boundary`, `rebuild`)."""
+        `boundary`, `rebuild`). `cost` None: price unknown; `reported` False: the
+        provider sent no usage, so the counts are unknown (stored as 0)."""
         t = now()
+        c = cost
         async with self.transaction() as db:
             await self._ensure_session(db, session)
             cur = await db.execute(
                 """INSERT INTO usage(session_id, group_id, provider, model, prompt_tokens,
-                       completion_tokens, cached_tokens, created_at, purpose)
-                   VALUES (?,?,?,?,?,?,?,?,?)""",
+                       completion_tokens, cached_tokens, created_at, purpose, reasoning_tokens,
+                       reported, cost_input, cost_cached, cost_output, cost_reasoning,
+                       cost_saved, cost_total, price_source)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 (
                     session,
                     group_id,
@@ -764,6 +826,13 @@ class HistoryMixin(LedgerBase):
                     cached_tokens,
                     t,
                     purpose,
+                    reasoning_tokens,
+                    int(reported),
+                    *(
+                        (c.input, c.cached, c.output, c.reasoning, c.saved, c.total, c.source)
+                        if c is not None
+                        else (None,) * 7
+                    ),
                 ),
             )
         return Usage(
@@ -776,6 +845,10 @@ class HistoryMixin(LedgerBase):
             completion_tokens,
             cached_tokens,
             t,
+            reasoning_tokens,
+            reported,
+            cost,
+            purpose,
         )
 
     async def background_usage(self, session: str) -> tuple[int, int, int]:
@@ -802,32 +875,68 @@ class HistoryMixin(LedgerBase):
         where = "WHERE session_id = ?" if session is not None else ""
         rows = await self._all(
             f"""SELECT provider, model, COUNT(*) AS calls, SUM(prompt_tokens) AS p,
-                   SUM(completion_tokens) AS c, SUM(cached_tokens) AS k FROM usage {where}
+                   SUM(completion_tokens) AS c, SUM(cached_tokens) AS k, {_COST_SUMS}
+                FROM usage {where}
                 GROUP BY provider, model ORDER BY provider, model""",
             (session,) if session is not None else (),
         )
         return [
-            UsageTotal(r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"]) for r in rows
+            UsageTotal(r["provider"], r["model"], r["calls"], r["p"], r["c"], r["k"], *_spend(r, 6))
+            for r in rows
         ]
 
-    async def last_usage(self, session: str) -> Usage | None:
-        """The newest provider call of a session (the gauge shows its cached tokens)."""
+    async def spend(self, session: str) -> Spend:
+        """The session's spend: every call, and its background calls apart."""
         row = await self._one(
-            "SELECT * FROM usage WHERE session_id=? ORDER BY id DESC LIMIT 1", (session,)
+            f"""SELECT COUNT(*), {_COST_SUMS}, {_BACKGROUND_SUMS}
+               FROM usage WHERE session_id = ?""",
+            (session,),
         )
-        if row is None:
-            return None
-        return Usage(
-            row["id"],
-            row["session_id"],
-            row["group_id"],
-            row["provider"],
-            row["model"],
-            row["prompt_tokens"],
-            row["completion_tokens"],
-            row["cached_tokens"],
-            row["created_at"],
+        return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
+
+    async def spend_since(self, since: float) -> Spend:
+        """What every session spent since `since` (a time stamp): the day's spend.
+        A call copied with its session (`copy_session`) counts once."""
+        row = await self._one(
+            f"""SELECT COUNT(*), {_COST_SUMS} FROM (
+                   SELECT DISTINCT created_at, provider, model, prompt_tokens,
+                       completion_tokens, reported, cost_total, cost_saved
+                   FROM usage WHERE created_at >= ?)""",
+            (since,),
         )
+        return Spend(row[0], *_spend(row, 1))
+
+    async def spend_by(self, session: str, key: str, limit: int = 10) -> list[tuple[str, Spend]]:
+        """The session's spend per `call`, `turn` (group), `lane` or `day` (local
+        date), newest first, at most `limit` rows."""
+        lane = (
+            "(SELECT m.lane FROM messages m WHERE m.session_id = u.session_id "
+            "AND m.group_id = u.group_id ORDER BY m.id LIMIT 1)"
+        )
+        column = {
+            "call": "CAST(u.id AS TEXT)",
+            "turn": "COALESCE(CAST(u.group_id AS TEXT), '-')",
+            "lane": f"COALESCE({lane}, '-')",
+            "day": "date(u.created_at, 'unixepoch', 'localtime')",
+        }[key]
+        rows = await self._all(
+            f"""SELECT {column} AS k, MAX(u.id) AS newest, COUNT(*), {_COST_SUMS}
+               FROM usage u WHERE u.session_id = ? GROUP BY k ORDER BY newest DESC LIMIT ?""",
+            (session, limit),
+        )
+        return [(r[0], Spend(r[2], *_spend(r, 3))) for r in rows]
+
+    async def last_usage(self, session: str) -> Usage | None:
+        """The newest provider call of a session (the gauge shows its cached share)."""
+        rows = await self.recent_usage(session, 1)
+        return rows[0] if rows else None
+
+    async def recent_usage(self, session: str, limit: int = 10) -> list[Usage]:
+        """The session's newest provider calls, newest first (`limit` -1: all of them)."""
+        rows = await self._all(
+            "SELECT * FROM usage WHERE session_id=? ORDER BY id DESC LIMIT ?", (session, limit)
+        )
+        return [_usage(r) for r in rows]
 
     async def prompt_token_series(self, session: str, limit: int = 50) -> list[int]:
         """Prompt tokens of the last provider calls, oldest first (the gauge's sparkline)."""

@@ -329,6 +329,25 @@ _VALUE_EDITS = [
     "CREATE INDEX ix_edits_trash ON edits(id) WHERE trashed = 1 AND state = 'done'",
 ]
 
+# Cost in money: each usage row carries the reasoning tokens the provider
+# reported, whether it reported usage at all (`reported` 0: the counts are not
+# known, not zero), and its cost in USD by part, priced when the call was
+# recorded (NULL: the model's price was unknown; never a made-up figure).
+# `cost_saved` is what the cached input would have cost uncached, minus what it
+# cost. The day's spend is summed over `created_at`.
+_USAGE_COST = [
+    "ALTER TABLE usage ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE usage ADD COLUMN reported INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE usage ADD COLUMN cost_input REAL",
+    "ALTER TABLE usage ADD COLUMN cost_cached REAL",
+    "ALTER TABLE usage ADD COLUMN cost_output REAL",
+    "ALTER TABLE usage ADD COLUMN cost_reasoning REAL",
+    "ALTER TABLE usage ADD COLUMN cost_saved REAL",
+    "ALTER TABLE usage ADD COLUMN cost_total REAL",
+    "ALTER TABLE usage ADD COLUMN price_source TEXT",
+    "CREATE INDEX ix_usage_created ON usage(created_at)",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -337,5 +356,6 @@ MIGRATIONS: list[list[str]] = [
     _EDIT_JOURNAL,
     _GROUP_LIST_INDEX,
     _VALUE_EDITS,
+    _USAGE_COST,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -79,6 +79,11 @@ class ProviderReply:
     cached_tokens: int = 0
     complete: bool = True
     thinking: str = ""
+    # Part of `completion_tokens` the model spent reasoning (OpenAI
+    # `completion_tokens_details.reasoning_tokens`, Gemini thoughts).
+    reasoning_tokens: int = 0
+    # False when the provider sent no usage at all: the counts are unknown, not zero.
+    usage_reported: bool = True
 
 
 StreamItem = TextDelta | ThinkingDelta | ProviderReply

@@ -111,7 +111,8 @@ class _Assembly:
         usage = self.usage
         completion = int(getattr(usage, "candidates_token_count", 0) or 0)
         # Thoughts are billed as output, as OpenAI counts reasoning tokens.
-        completion += int(getattr(usage, "thoughts_token_count", 0) or 0)
+        thoughts = int(getattr(usage, "thoughts_token_count", 0) or 0)
+        completion += thoughts
         calls = payload_tool_calls(strategy, text, payload)
         return ProviderReply(
             text=text,
@@ -123,6 +124,8 @@ class _Assembly:
             cached_tokens=int(getattr(usage, "cached_content_token_count", 0) or 0),
             complete=self.finish in _COMPLETE_FINISH,
             thinking="".join(self.thinking),
+            reasoning_tokens=thoughts,
+            usage_reported=usage is not None,
         )
 
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from slop_tui.context.layout import cache_breakpoints
 from slop_tui.context.prompt import Prompt, PromptMessage
 from slop_tui.providers.base import (
     IdleTimeout,
@@ -101,6 +102,37 @@ def openai_messages(prompt: Prompt) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": msg.text})
         else:
             out.append({"role": "user", "content": msg.text})
+    return out
+
+
+# Anthropic's breakpoint mark, as OpenRouter passes it on (at most 4 per request).
+CACHE_CONTROL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+
+
+def takes_cache_control(model: str) -> bool:
+    """A model that caches only at explicit breakpoints: an Anthropic model named the
+    way OpenRouter's (and LiteLLM's) OpenAI-compatible APIs name them,
+    `anthropic/<model>`, whatever the base URL. OpenAI and Gemini models cache
+    prefixes on their own."""
+    return model.lower().startswith("anthropic/")
+
+
+def with_breakpoints(messages: list[dict[str, Any]], prompt: Prompt) -> list[dict[str, Any]]:
+    """`messages` (from `openai_messages(prompt)`) with a `cache_control` mark on the text
+    part that ends each non-empty cached tier (`layout.cache_breakpoints`)."""
+    marks = cache_breakpoints(prompt, MAX_BREAKPOINTS)
+    offset = 1 if prompt.system_text else 0  # the system message comes first
+    at = [i + offset for i in marks.messages]
+    if marks.system:
+        at.insert(0, 0)
+    out = list(messages)
+    for i in at:
+        msg = dict(out[i])
+        text = msg.get("content")
+        if isinstance(text, str) and text:
+            msg["content"] = [{"type": "text", "text": text, "cache_control": dict(CACHE_CONTROL)}]
+            out[i] = msg
     return out
 
 
@@ -197,6 +229,7 @@ class _Assembly:
             payload = dumps({"role": "assistant", "content": text or None, "tool_calls": calls})
         usage = self.usage
         details = getattr(usage, "prompt_tokens_details", None)
+        output_details = getattr(usage, "completion_tokens_details", None)
         return ProviderReply(
             text=text,
             tool_calls=payload_tool_calls(STRATEGY_OPENAI, text, payload),
@@ -207,6 +240,8 @@ class _Assembly:
             cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
             complete=self.finish in _COMPLETE_FINISH,
             thinking="".join(self.thinking),
+            reasoning_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
+            usage_reported=usage is not None,
         )
 
 
@@ -256,9 +291,13 @@ class OpenAIProvider(Provider):
     # -- request ---------------------------------------------------------------------
 
     def request_body(self, prompt: Prompt, model: str | None = None) -> dict[str, Any]:
+        model = model or self.model
+        messages = openai_messages(prompt)
+        if takes_cache_control(model):
+            messages = with_breakpoints(messages, prompt)
         body: dict[str, Any] = {
-            "model": model or self.model,
-            "messages": openai_messages(prompt),
+            "model": model,
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
         }

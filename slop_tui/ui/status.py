@@ -9,7 +9,15 @@ TITLE = "slop-tui"
 
 
 def status_line(
-    phase: str, session: str, choice, sess, *, sandboxed: bool, width: int, root: str = ""
+    phase: str,
+    session: str,
+    choice,
+    sess,
+    *,
+    sandboxed: bool,
+    width: int,
+    root: str = "",
+    cost: str = "",
 ) -> tuple[str, bool]:
     """The header's line and whether the app's name still fits beside it.
 
@@ -17,9 +25,11 @@ def status_line(
     summarizing, compacting), then the session, the provider and model, the window.
     Shortened to fit the header's width: the words go first, then the app's name,
     then the end of the line. `root`: the repository whose `.slop/` is used, when
-    slop-tui was started in a subfolder of it."""
+    slop-tui was started in a subfolder of it; `cost`: the session's cost in money,
+    once it has calls."""
     phase = phase or "idle"
     lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
+    lane += f" · {cost}" if cost else ""
     # Without an OS sandbox every shell command asks first: say so where it is always seen.
     shell = "" if sandboxed else " · shell: NO SANDBOX"
     window = sess.window_size or "all"

@@ -206,7 +206,10 @@ class TurnController:
             ws = self.app.workspace
             # `ask_approval`, looked up now: a test may put its own in its place.
             self.orchestrator = Orchestrator(
-                ws, approve=ws.config.approve, approver=self.ask_approval
+                ws,
+                approve=ws.config.approve,
+                approver=self.ask_approval,
+                confirm_spend=self.confirm_spend,
             )
         return self.orchestrator
 
@@ -296,6 +299,18 @@ class TurnController:
             # The turn ended (its deadline passed) while the question was open: the
             # screen closes the dialog when the answer is withdrawn.
             request.answer.cancel()
+            raise
+
+    async def confirm_spend(self, text: str) -> bool:
+        """A `[budget]` limit is reached: send this turn anyway?"""
+        from slop_tui.ui.screens.dialogs import ConfirmScreen
+
+        dialog = ConfirmScreen("Spending limit reached", f"{text}\n\nSend this prompt anyway?")
+        try:
+            return bool(await self.app.push_screen_wait(dialog))
+        except asyncio.CancelledError:
+            if self.app.screen is dialog:
+                dialog.dismiss(False)
             raise
 
     def cancel(self) -> bool:

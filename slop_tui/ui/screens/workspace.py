@@ -275,6 +275,7 @@ class WorkspacePanes(Screen):
             width=self.app.size.width,
             # Started in a subfolder: the repository root's ledger is used, say which.
             root="" if ws.config.started_in is None else ws.config.project_root.name,
+            cost=ws.cost_label(),
         )
         self.app.set_header(text, TITLE if titled else "")
 

@@ -313,7 +313,10 @@ class TokenGauge(Widget):
         cached = self.query_one("#gauge-cached", Static)
         cached.display = self.cached is not None
         if self.cached is not None:
-            cached.update(f"cached in the last call: {self.cached:,} tokens")
+            # The series ends with the last call's prompt tokens: the share of it cached.
+            prompt = self.series[-1] if self.series else 0
+            share = f" ({100 * self.cached / prompt:.0f} % of its prompt)" if prompt > 0 else ""
+            cached.update(f"cached in the last call: {self.cached:,} tokens{share}")
         calls, tokens = self.background
         background = self.query_one("#gauge-background", Static)
         background.display = calls > 0

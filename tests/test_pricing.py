@@ -1,0 +1,378 @@
+"""Cost in money: the price table, `[prices]` overrides, usage rows priced through the
+real SDKs against the wire-format server, `/stats`, export, and the `[budget]` guard."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from decimal import Decimal
+
+import pytest
+
+from slop_tui.commands import dispatch
+from slop_tui.config import load_config
+from slop_tui.orchestrator import ErrorEvent, Notice, Orchestrator
+from slop_tui.pricing import (
+    BUDGET_OK,
+    BUDGET_OVER,
+    BUDGET_WARN,
+    PRICE_UNKNOWN,
+    check_budget,
+    format_usd,
+    parse_overrides,
+    price_call,
+)
+from slop_tui.records import Spend, UsageCost
+from tests.fakeserver import Reply
+from tests.workspace_fixtures import open_workspace
+
+MINI = {"input": 0.15, "cached": 0.075, "output": 0.60}  # gpt-4o-mini, USD per 1M tokens
+
+
+def mini_cost(prompt: int, cached: int, completion: int) -> float:
+    return ((prompt - cached) * MINI["input"] + cached * MINI["cached"]) / 1e6 + (
+        completion * MINI["output"] / 1e6
+    )
+
+
+def call(model: str, kind: str = "openai", base_url: str | None = None, **tokens):
+    counts = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0} | tokens
+    return price_call(model=model, kind=kind, base_url=base_url, **counts)
+
+
+# -- the table -------------------------------------------------------------------------
+
+
+def test_a_model_costs_the_same_whatever_the_base_url():
+    tokens = {"prompt_tokens": 200_000, "cached_tokens": 50_000, "completion_tokens": 4_000}
+    official = call("gpt-4o-mini", **tokens)
+    proxied = call("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", **tokens)
+    routed = call("openai/gpt-4o-mini", base_url="http://proxy.internal/v1", **tokens)
+    assert official is not None and official == proxied == routed
+    assert official.total == pytest.approx(mini_cost(200_000, 50_000, 4_000))
+    assert official.cached == pytest.approx(50_000 * MINI["cached"] / 1e6)
+    assert official.saved == pytest.approx(50_000 * (MINI["input"] - MINI["cached"]) / 1e6)
+
+
+def test_parts_add_up_to_the_tables_total_and_reasoning_is_output():
+    from genai_prices import Usage, calc_price
+
+    cost = call(
+        "gemini-2.5-pro",
+        kind="gemini",
+        prompt_tokens=300_000,  # above the 200k tier: the higher rates apply
+        cached_tokens=100_000,
+        completion_tokens=2_000,
+        reasoning_tokens=500,
+    )
+    table = calc_price(
+        Usage(input_tokens=300_000, cache_read_tokens=100_000, output_tokens=2_000),
+        "gemini-2.5-pro",
+        provider_id="google",
+    )
+    assert cost is not None
+    assert Decimal(str(cost.total)).quantize(Decimal("1e-9")) == table.total_price.quantize(
+        Decimal("1e-9")
+    )
+    assert cost.reasoning == pytest.approx(cost.output / 3)  # 500 of 2,000, 1,500 left
+    assert cost.input + cost.cached == pytest.approx(float(table.input_price))
+
+
+def test_openrouter_prices_by_its_own_catalogue():
+    cost = call(
+        "anthropic/claude-sonnet-4",
+        base_url="https://openrouter.ai/api/v1",
+        prompt_tokens=1_000_000,
+        cached_tokens=0,
+        completion_tokens=0,
+    )
+    assert cost is not None and cost.total == pytest.approx(3.0)  # $3 per 1M input tokens
+
+
+def test_unknown_model_has_no_price_and_the_demo_costs_nothing():
+    assert call("my-private-llm", base_url="http://10.0.0.5/v1", prompt_tokens=5) is None
+    assert format_usd(None) == PRICE_UNKNOWN
+    demo = call("slop-demo", kind="demo", prompt_tokens=500, completion_tokens=50)
+    assert demo is not None and demo.total == 0
+
+
+def test_the_price_table_is_never_fetched(monkeypatch):
+    from genai_prices import data_snapshot, update_prices
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the price table must not be fetched")
+
+    monkeypatch.setattr(update_prices.UpdatePrices, "start", refuse)
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", refuse)
+    assert call("gpt-4.1", prompt_tokens=10, completion_tokens=1) is not None
+    assert data_snapshot._custom_snapshot is None
+
+
+# -- [prices] overrides ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"input": -1, "output": 2},
+            "[prices.mine] input = -1 is negative; this price is ignored.",
+        ),
+        (
+            {"input": "cheap", "output": 2},
+            "[prices.mine] input = 'cheap' is not a number of USD per million tokens; "
+            "this price is ignored.",
+        ),
+        (
+            {"input": 1, "output": 2, "currency": "EUR"},
+            "[prices.mine] currency 'EUR' is not supported (prices are in USD); "
+            "this price is ignored.",
+        ),
+        (
+            {"input": 1},
+            "[prices.mine] needs output (USD per million tokens); this price is ignored.",
+        ),
+    ],
+)
+def test_a_bad_override_is_one_line_and_invents_no_figure(tmp_path, entry, message):
+    rates, errors = parse_overrides({"mine": entry, "good": {"input": 1, "output": 2}})
+    assert errors == [message] and list(rates) == ["good"]
+    # Through config.toml: the same line as a warning, the valid override kept.
+    cfg = tmp_path / "config.toml"
+    lines = ["[prices.mine]"] + [f"{k} = {json.dumps(v)}" for k, v in entry.items()]
+    lines += ["[prices.good]", "input = 1", "output = 2"]
+    cfg.write_text("\n".join(lines) + "\n")
+    config = load_config(db=str(tmp_path / "x.db"), env={"SLOP_CONFIG": str(cfg)}, cwd=tmp_path)
+    assert [w for w in config.warnings if "prices" in w] == [f"{cfg}: {message}"]
+    assert set(config.prices) == {"good"}
+    overrides = parse_overrides(config.prices)[0]
+    assert call("mine", base_url="http://x/v1", prompt_tokens=10) is None
+    priced = price_call(
+        model="good",
+        kind="openai",
+        base_url="http://x/v1",
+        prompt_tokens=1_000_000,
+        cached_tokens=0,
+        completion_tokens=1_000_000,
+        overrides=overrides,
+    )
+    assert priced is not None and priced.total == pytest.approx(3.0)
+
+
+def test_override_wins_and_cached_input_without_a_rate_pays_the_input_rate():
+    overrides, _ = parse_overrides({"gpt-4o-mini": {"input": 1.0, "output": 1.0}})
+    cost = price_call(
+        model="gpt-4o-mini",
+        kind="openai",
+        base_url=None,
+        prompt_tokens=1_000_000,
+        cached_tokens=400_000,
+        completion_tokens=0,
+        overrides=overrides,
+    )
+    assert cost is not None and cost.source == "config"
+    assert (cost.input, cost.cached, cost.saved) == pytest.approx((0.6, 0.4, 0.0))
+
+
+# -- usage rows through the real SDKs --------------------------------------------------
+
+
+def env_for(fake_llm, model: str = "gpt-4o-mini", **extra) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": "x",
+        "OPENAI_BASE_URL": fake_llm.openai_base_url,
+        "OPENAI_MODEL": model,
+        "GEMINI_API_KEY": "x",
+        "GEMINI_BASE_URL": fake_llm.gemini_base_url,
+        **extra,
+    }
+
+
+@contextlib.asynccontextmanager
+async def turns(tmp_path, fake_llm, config: str = "", confirm_spend=None, **env):
+    """A workspace (with `config` as the user's config.toml) and its orchestrator."""
+    if config:
+        (tmp_path / "user.toml").write_text(config)
+        env["SLOP_CONFIG"] = str(tmp_path / "user.toml")
+    ws = await open_workspace(tmp_path, env=env_for(fake_llm, **env))
+    orch = Orchestrator(ws, confirm_spend=confirm_spend)
+    try:
+        yield ws, orch
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+async def test_openai_cached_and_reasoning_tokens_are_priced_into_the_row(tmp_path, fake_llm):
+    async with turns(tmp_path, fake_llm) as (ws, orch):
+        fake_llm.enqueue(
+            Reply(
+                text="ok",
+                prompt_tokens=40_000,
+                cached_tokens=30_720,
+                completion_tokens=900,
+                reasoning_tokens=300,
+            )
+        )
+        out = await orch.run_turn("hello")
+        assert out.error is None
+        usage = await ws.ledger.last_usage(ws.session)
+        assert (usage.cached_tokens, usage.reasoning_tokens, usage.reported) == (30_720, 300, True)
+        assert usage.cost is not None and usage.cost.source == "genai-prices"
+        assert usage.cost.total == pytest.approx(mini_cost(40_000, 30_720, 900))
+        assert usage.cost.reasoning == pytest.approx(300 * MINI["output"] / 1e6)
+        assert usage.cost.saved == pytest.approx(30_720 * (MINI["input"] - MINI["cached"]) / 1e6)
+        stats = (await dispatch(ws, "/stats")).text
+        assert "| gpt-4o-mini | 1 | 40000 | 900 | 30720 |" in stats
+        assert f"the cache saved {format_usd(usage.cost.saved)}" in stats
+        assert ws.cost_label() == format_usd(usage.cost.total)
+
+
+async def test_gemini_cached_content_tokens_are_read(tmp_path, fake_llm):
+    async with turns(tmp_path, fake_llm) as (ws, orch):
+        await ws.ledger.set_provider(ws.session, "gemini", "gemini-2.5-flash")
+        fake_llm.enqueue(
+            Reply(text="ok", prompt_tokens=8_000, cached_tokens=6_000, completion_tokens=100)
+        )
+        assert (await orch.run_turn("hello")).error is None
+        assert fake_llm.last_chat.provider == "gemini"
+        usage = await ws.ledger.last_usage(ws.session)
+        assert (usage.prompt_tokens, usage.cached_tokens) == (8_000, 6_000)
+        # gemini-2.5-flash: $0.30 input, $0.03 cached input, $2.50 output per 1M tokens.
+        expected = (2_000 * 0.30 + 6_000 * 0.03 + 100 * 2.50) / 1e6
+        assert usage.cost is not None and usage.cost.total == pytest.approx(expected)
+
+
+async def test_a_provider_that_reports_no_usage(tmp_path, fake_llm):
+    async with turns(tmp_path, fake_llm) as (ws, orch):
+        fake_llm.enqueue(Reply(text="an answer", usage=False))
+        events = []
+        out = await orch.run_turn("hello", events.append)
+        assert out.error is None and out.text == "an answer"  # the answer is kept
+        [notice] = [e.text for e in events if isinstance(e, Notice) and "usage" in e.text]
+        assert notice.startswith("openai reported no usage for this call")
+        usage = await ws.ledger.last_usage(ws.session)
+        assert usage.reported is False and usage.cost is None
+        stats = (await dispatch(ws, "/stats")).text
+        assert "| turn | gpt-4o-mini | 0 | 0 | 0 | 0 | no usage reported |" in stats
+        assert "Session: 1 without usage in 1 call(s)" in stats
+        assert ws.cost_label() == "1 without usage"
+
+
+async def test_unknown_model_is_price_unknown_everywhere(tmp_path, fake_llm):
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, orch):
+        fake_llm.enqueue(Reply(text="ok", prompt_tokens=1000, completion_tokens=10))
+        assert (await orch.run_turn("hello")).error is None
+        assert (await ws.ledger.last_usage(ws.session)).cost is None
+        stats = (await dispatch(ws, "/stats")).text
+        assert "| house-model-7 | 1 | 1000 | 10 | 0 | 1 call price unknown |" in stats
+        assert "$" not in stats.split("## Cost")[1].split("| lane")[0].replace("$0.00", "")
+        assert ws.cost_label() == "1 call price unknown"
+        path = tmp_path / "out.json"
+        await dispatch(ws, f"/export json {path}")
+        [row] = json.loads(path.read_text())["usage"]
+        assert row["cost"] is None and row["prompt_tokens"] == 1000
+
+
+async def test_export_carries_the_cost(tmp_path, fake_llm):
+    async with turns(tmp_path, fake_llm) as (ws, orch):
+        fake_llm.enqueue(Reply(text="ok", prompt_tokens=10_000, completion_tokens=100))
+        await orch.run_turn("hello")
+        total = (await ws.ledger.last_usage(ws.session)).cost.total
+        md, js = tmp_path / "s.md", tmp_path / "s.json"
+        await dispatch(ws, f"/export markdown {md}")
+        await dispatch(ws, f"/export json {js}")
+        assert f"- Cost: {format_usd(total)} in 1 call(s), background $0.00" in md.read_text()
+        [row] = json.loads(js.read_text())["usage"]
+        assert row["cost"]["input"] + row["cost"]["output"] == pytest.approx(total)
+
+
+# -- the spending guard ----------------------------------------------------------------
+
+
+def test_budget_levels():
+    spent = Spend(calls=3, cost=0.85, background=Spend(calls=1, cost=0.05))
+    assert check_budget(spent, Spend(), None, None).level == BUDGET_OK
+    warn = check_budget(spent, Spend(), 1.0, None)
+    assert warn.level == BUDGET_WARN
+    assert warn.text == (
+        "This session has cost $0.85 ($0.05 of it background calls), 85 % of the $1.00 "
+        "limit ([budget] session_cost_limit)."
+    )
+    over = check_budget(spent, Spend(calls=9, cost=2.0), 1.0, 2.0)
+    assert over.level == BUDGET_OVER and "daily_cost_limit" in over.text
+    partial = check_budget(Spend(calls=2, cost=1.0, unpriced=1), Spend(), 1.0, None)
+    assert partial.text.endswith("; not counted: 1 call price unknown.")
+
+
+async def _spend(ws, cost: float, purpose: str = "turn") -> None:
+    await ws.ledger.record_usage(
+        ws.session,
+        None,
+        "openai",
+        "gpt-4o-mini",
+        1000,
+        10,
+        purpose=purpose,
+        cost=UsageCost(cost, 0, 0, 0, 0, "genai-prices"),
+    )
+
+
+async def test_budget_notice_at_80_and_a_question_at_100(tmp_path, fake_llm):
+    asked: list[str] = []
+    answers = [False, True]
+
+    async def confirm(text: str) -> bool:
+        asked.append(text)
+        return answers.pop(0)
+
+    config = "[budget]\nsession_cost_limit = 1.0\n"
+    async with turns(tmp_path, fake_llm, config, confirm) as (ws, orch):
+        await _spend(ws, 0.80, purpose="summary")  # background calls count
+        fake_llm.enqueue(Reply(text="first"))
+        events = []
+        assert (await orch.run_turn("one", events.append)).error is None
+        [warn] = [e.text for e in events if isinstance(e, Notice) and "Spending" in e.text]
+        assert "80 % of the $1.00 limit" in warn and "$0.80 of it background calls" in warn
+        await _spend(ws, 0.30)
+        # At 100 %: asked; "no" keeps the prompt as a failed one and sends nothing.
+        before = len(fake_llm.chat_requests)
+        events = []
+        out = await orch.run_turn("two", events.append)
+        assert len(asked) == 1 and "110 % of the $1.00 limit" in asked[0]
+        assert out.error.startswith("Not sent: This session has cost $1.10")
+        assert [e.error_kind for e in events if isinstance(e, ErrorEvent)] == ["budget"]
+        assert len(fake_llm.chat_requests) == before
+        assert "two" in [m.content for m in await ws.ledger.session_messages(ws.session)]
+        # "yes" sends it.
+        fake_llm.enqueue(Reply(text="third"))
+        assert (await orch.run_turn("three")).error is None
+        assert len(asked) == 2 and fake_llm.last_chat.messages[-1]["content"].endswith("three")
+
+
+def test_headless_ask_refuses_over_the_daily_limit(tmp_path, fake_llm):
+    from tests.test_cli import run
+
+    (tmp_path / "user.toml").write_text("[budget]\ndaily_cost_limit = 0.001\n")
+    env = env_for(fake_llm, SLOP_CONFIG=str(tmp_path / "user.toml"))
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)
+    fake_llm.enqueue(Reply(text="fine", prompt_tokens=20_000, completion_tokens=10))
+    first = run(["ask", "first question"], tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    second = run(["ask", "second question"], tmp_path, env)
+    assert second.returncode == 1
+    assert "Not sent: Today's calls have cost $0.0030" in second.stderr
+    assert "daily_cost_limit" in second.stderr and "nobody to ask (headless)" in second.stderr
+    assert len(fake_llm.chat_requests) == 1
+
+
+def test_bad_budget_values_are_one_line_each_and_leave_the_limit_off(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[budget]\nsession_cost_limit = -1\ndaily_cost_limit = "lots"\nmonthly = 3\n')
+    config = load_config(db=str(tmp_path / "x.db"), env={"SLOP_CONFIG": str(cfg)}, cwd=tmp_path)
+    assert [w.removeprefix(f"{cfg}: ") for w in config.warnings] == [
+        "'budget.session_cost_limit' = -1 must be a finite number, at least 0; using the default.",
+        "'budget.daily_cost_limit' has the wrong type; ignored.",
+        "unknown key 'budget.monthly' ignored.",
+    ]
+    assert config.budget == {}
