@@ -38,6 +38,7 @@ _KNOWN = {
     "tools": dict,
     "models": dict,
     "compaction": dict,
+    "network": dict,
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -48,7 +49,8 @@ _TOOLS_KEYS = {
     "sandbox": str,  # "auto" | "off" (execute_bash's OS sandbox)
     "shell_network": bool,  # the sandboxed shell may use the network
 }
-_CONTEXT_KEYS = {"window": int, "layout": str}
+_NETWORK_KEYS = {"allow_private": bool}  # URL context may fetch from private addresses
+_CONTEXT_KEYS = {"window": int, "layout": str, "repo_map_tokens": int, "file_tree_tokens": int}
 # An hour: about max_iterations (50) steps of a minute each. A turn past it is
 # almost always stuck (a model calling the same slow tool again and again).
 DEFAULT_TURN_TIMEOUT = 3600.0
@@ -78,6 +80,7 @@ class Config:
     tools: Mapping[str, Any] = field(default_factory=dict)
     models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME] window overrides
     compaction: Mapping[str, Any] = field(default_factory=dict)
+    network: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
@@ -112,6 +115,12 @@ class Config:
     @property
     def shell_network(self) -> bool:
         return self.tools.get("shell_network") is True
+
+    @property
+    def allow_private(self) -> bool:
+        """`[network] allow_private`: URL context may fetch from loopback and private
+        addresses (off by default: a page or the model could reach the local network)."""
+        return self.network.get("allow_private") is True
 
     @property
     def project_config(self) -> Path:
@@ -191,7 +200,11 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
             )
             continue
         clean[key] = value
-    for table, spec in (("tools", _TOOLS_KEYS), ("context", _CONTEXT_KEYS)):
+    for table, spec in (
+        ("tools", _TOOLS_KEYS),
+        ("context", _CONTEXT_KEYS),
+        ("network", _NETWORK_KEYS),
+    ):
         if table in clean:
             checked = {}
             for k, v in clean[table].items():
@@ -289,6 +302,7 @@ def load_config(
         tools=merged.get("tools", {}),
         models=merged.get("models", {}),
         compaction=merged.get("compaction", {}),
+        network=merged.get("network", {}),
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,

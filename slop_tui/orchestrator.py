@@ -509,7 +509,9 @@ class Orchestrator:
                 last_message_id=max(ids) if ids else None,
                 detail=step.detail + (f" (messages {', '.join(map(str, ids))})" if ids else ""),
             )
-            if kind == STEP_SHED:
+            if kind == STEP_SHED and not step.files:
+                await send(Notice(text=step.detail + " for this request"))
+            elif kind == STEP_SHED:
                 again = " ".join(step.files)
                 await send(
                     Notice(
@@ -796,6 +798,7 @@ class Orchestrator:
             cancel_event=cancel,
             sandbox=ws.sandbox,
             secret_env_names=ws.secret_env_names(),
+            allow_private=ws.config.allow_private,
         )
         limit = asyncio.Semaphore(max(1, ws.config.parallel_tools))
 

@@ -371,3 +371,17 @@ class Edit:
     label: str = ""  # the group's prompt, the session's first prompt, the memo or skill
     groups: int = 0  # groups the edit moved or changed
     row_id: int | None = None  # the memo or skill a knowledge edit moved
+
+
+@dataclass(frozen=True, slots=True)
+class UrlPage:
+    """A web page in a session's URL context (`/url add`), its text as Markdown."""
+
+    id: int
+    session: str
+    url: str
+    final_url: str
+    title: str
+    content: str
+    content_type: str
+    fetched_at: float

@@ -287,7 +287,8 @@ def _inputs(**kw) -> AssemblyInputs:
 
 def test_default_layout_layer_order_and_placement() -> None:
     p = assemble(_inputs())
-    assert [la.name for la in p.layers] == list(LAYER_ORDER)
+    sources = {"repo_map", "file_tree", "urls"}  # the repository and web layers: test_repomap
+    assert [la.name for la in p.layers] == [n for n in LAYER_ORDER if n not in sources]
     assert [la.placement for la in p.layers] == ["system"] * 8 + ["context"] * 2
     # System text: every system layer, blank-line separated, first one without.
     assert p.system_text == "".join(la.text for la in p.layers if la.placement == "system")

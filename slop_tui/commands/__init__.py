@@ -14,8 +14,10 @@ from slop_tui.commands import (  # noqa: F401  (registration)
     history,
     knowledge,
     models,
+    repo,
     sessions,
     trash,
+    url,
 )
 from slop_tui.commands.base import (
     CATEGORIES,

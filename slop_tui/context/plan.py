@@ -64,7 +64,7 @@ from slop_tui.context.guards import (
     plan_reduction,
 )
 from slop_tui.context.isolation import message_tokens, same_family
-from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.prompt import ENGINE_KINDS, KIND_PAIR, Prompt, PromptMessage
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -246,6 +246,8 @@ class ContextPlan:
         counts = {layer.name: layer.tokens for layer in self.request.layers}
         history = pending = 0
         for m in self.request.messages:
+            if m.kind == KIND_PAIR:
+                continue  # a pair layer's tokens are its two messages'
             if m.kind in ENGINE_KINDS:
                 names = [la.name for la in self.request.layers if la.placement == m.kind]
                 if names:

@@ -13,6 +13,9 @@ from slop_tui.records import ToolCall
 
 # Layer names, in the order they appear in a request (default layout).
 LAYER_SYSTEM = "system"  # base prompt, available tools, active skills
+LAYER_REPO_MAP = "repo_map"  # `## Repository Structure`: the ranked symbol map
+LAYER_FILE_TREE = "file_tree"  # `## Repository Files`: a user/assistant pair of its own
+LAYER_URLS = "urls"  # `## URL Context`: `/url add` pages, a user/assistant pair of its own
 LAYER_GUIDELINES = "guidelines"  # history guidelines
 LAYER_STATE = "state"  # the Global Anchor (### STATE)
 LAYER_SCRATCHPAD = "scratchpad"
@@ -26,6 +29,9 @@ LAYER_HISTORY = "history"  # the conversation messages (not part of the system t
 
 LAYER_ORDER = (
     LAYER_SYSTEM,
+    LAYER_REPO_MAP,
+    LAYER_FILE_TREE,
+    LAYER_URLS,
     LAYER_GUIDELINES,
     LAYER_STATE,
     LAYER_SCRATCHPAD,
@@ -44,13 +50,17 @@ LAYER_ORDER = (
 PLACEMENT_SYSTEM = "system"
 PLACEMENT_PINNED = "pinned"
 PLACEMENT_CONTEXT = "context"
-PLACEMENTS = (PLACEMENT_SYSTEM, PLACEMENT_PINNED, PLACEMENT_CONTEXT)
+# A layer sent as its own user/assistant pair at the head of the conversation (the
+# layer's text is the user message; the assistant acknowledges it).
+PLACEMENT_PAIR = "pair"
+PLACEMENTS = (PLACEMENT_SYSTEM, PLACEMENT_PINNED, PLACEMENT_CONTEXT, PLACEMENT_PAIR)
 
 KIND_PINNED = PLACEMENT_PINNED
 KIND_CONTEXT = PLACEMENT_CONTEXT
 KIND_SUMMARY = "summary"  # a summary message put in by `guards.apply_summary`
 KIND_NOTICE = "notice"  # an engine pointer, e.g. after emergency truncation
-ENGINE_KINDS = frozenset({KIND_PINNED, KIND_CONTEXT})  # not conversation history
+KIND_PAIR = PLACEMENT_PAIR  # the two messages of a pair layer
+ENGINE_KINDS = frozenset({KIND_PINNED, KIND_CONTEXT, KIND_PAIR})  # not conversation history
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from slop_tui.records import (
     LaneInfo,
     Message,
     Summary,
+    UrlPage,
 )
 
 _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
@@ -439,6 +440,47 @@ class ContinuityMixin(LedgerBase):
         )
         return [ContextFile(r["session_id"], r["path"], r["added_at"]) for r in rows]
 
+    # -- URL context -------------------------------------------------------
+
+    async def put_url_page(
+        self,
+        session: str,
+        url: str,
+        final_url: str,
+        title: str,
+        content: str,
+        content_type: str,
+    ) -> UrlPage:
+        """Store a fetched page; the same address again replaces its text (and keeps
+        its place in the list)."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
+            await db.execute(
+                """INSERT INTO url_pages(session_id, url, final_url, title, content,
+                       content_type, fetched_at) VALUES (?,?,?,?,?,?,?)
+                   ON CONFLICT(session_id, url) DO UPDATE SET final_url=excluded.final_url,
+                       title=excluded.title, content=excluded.content,
+                       content_type=excluded.content_type, fetched_at=excluded.fetched_at""",
+                (session, url, final_url, title, content, content_type, now()),
+            )
+        row = await self._one(
+            "SELECT * FROM url_pages WHERE session_id=? AND url=?", (session, url)
+        )
+        assert row is not None
+        return _url_page(row)
+
+    async def url_pages(self, session: str) -> list[UrlPage]:
+        """The session's pages in the order they were first added."""
+        rows = await self._all("SELECT * FROM url_pages WHERE session_id=? ORDER BY id", (session,))
+        return [_url_page(r) for r in rows]
+
+    async def remove_url_page(self, session: str, page_id: int) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM url_pages WHERE session_id=? AND id=?", (session, page_id)
+            )
+            return cur.rowcount > 0
+
     # -- lanes -------------------------------------------------------------
 
     async def lanes(self, session: str) -> list[LaneInfo]:
@@ -541,3 +583,16 @@ class ContinuityMixin(LedgerBase):
 
 
 __all__ = ["ContinuityMixin", "LANE_FORMS", "check_lane", "lane_group", "reply_lane"]
+
+
+def _url_page(r) -> UrlPage:
+    return UrlPage(
+        r["id"],
+        r["session_id"],
+        r["url"],
+        r["final_url"],
+        r["title"],
+        r["content"],
+        r["content_type"],
+        r["fetched_at"],
+    )

@@ -287,6 +287,23 @@ _GROUP_LIST_INDEX = [
     "ON messages(session_id, group_id, status, lane, tokens, created_at)",
 ]
 
+# URL context: the pages `/url add` fetched for a session, as Markdown (the page text is
+# untrusted input, like a tool result). One row per session and address; `/url add`
+# of the same address again fetches it anew.
+_URL_PAGES = [
+    """CREATE TABLE url_pages(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        url TEXT NOT NULL,
+        final_url TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        content_type TEXT NOT NULL DEFAULT '',
+        fetched_at REAL NOT NULL,
+        UNIQUE(session_id, url)
+    )""",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -294,5 +311,6 @@ MIGRATIONS: list[list[str]] = [
     _MEMO_PROVENANCE,
     _EDIT_JOURNAL,
     _GROUP_LIST_INDEX,
+    _URL_PAGES,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
 KIND_READ = "read"
 KIND_WRITE = "write"
 KIND_SHELL = "shell"
-KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL)
+KIND_NETWORK = "network"  # reaches the network (fetch_url): asks like a write
+KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL, KIND_NETWORK)
 
 ERROR_PREFIX = "Error: "
 RESULT_HEADER = "### TOOL_RESULT: "
@@ -77,6 +78,8 @@ class ToolContext:
     db_time_limit: float = 2.0
     db_max_rows: int = 200
     db_max_chars: int = 100_000
+    # fetch_url may connect to loopback and private addresses (`[network] allow_private`).
+    allow_private: bool = False
 
     @property
     def root(self) -> Path:

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from slop_tui.context.prompt import ToolSpec
-from slop_tui.tools import db, files, knowledge, search, shell
+from slop_tui.tools import db, files, knowledge, search, shell, web
 from slop_tui.tools.args import parse_arguments, validate
 from slop_tui.tools.base import (
     KIND_SHELL,
@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 # The order tools are declared to the model in.
 REGISTRY: dict[str, Tool] = {
-    t.name: t for t in (*db.TOOLS, *knowledge.TOOLS, *files.TOOLS, *search.TOOLS, *shell.TOOLS)
+    t.name: t
+    for t in (*db.TOOLS, *knowledge.TOOLS, *files.TOOLS, *search.TOOLS, *shell.TOOLS, *web.TOOLS)
 }
 
 
