@@ -337,6 +337,17 @@ class Orchestrator:
                 await self.sleep(ws.throttle)
             provider, model = await self.provider()
             turn.strategy, turn.model = provider.strategy, model
+            if iteration == 0 and not ws.vision(model):
+                images = await ws.ledger.message_images([gid])
+                if images.get(gid):
+                    msg = (
+                        f"{model} reads no images, and this prompt has "
+                        f"{len(images[gid])}: nothing was sent. Switch to a model with vision "
+                        "(/provider) and /retry, or set [models.NAME] vision = true."
+                    )
+                    await send(ErrorEvent(error_kind="vision", message=msg))
+                    outcome.error = msg
+                    return None
             prompt, plan = await self._planned_request(provider.strategy, model, send, turn)
             if plan.fails:
                 await self._overflow(plan, prompt, turn)

@@ -385,3 +385,20 @@ class UrlPage:
     content: str
     content_type: str
     fetched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image attached to a prompt (or waiting for the next one: `message_id` None),
+    its bytes in `.slop/images/<sha256>.<ext>`."""
+
+    id: int
+    session: str
+    message_id: int | None
+    sha256: str
+    name: str
+    mime: str
+    width: int
+    height: int
+    size: int
+    added_at: float

@@ -64,7 +64,7 @@ from slop_tui.context.plan import (
     head_summary,
     pending_cap,
 )
-from slop_tui.context.prompt import Prompt, ToolSpec
+from slop_tui.context.prompt import Prompt, PromptImage, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
 from slop_tui.continuity.handoff import (
     current_handoff,
@@ -151,6 +151,8 @@ class Workspace:
     # `open` was given a session other than the stored one and has not stored it yet.
     _session_unsaved: bool = field(default=False, repr=False)
     _repo_map: RepoMap | None = field(default=None, repr=False)
+    # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
+    _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -550,6 +552,7 @@ class Workspace:
             repo_map=repo_map,
             file_tree=file_tree,
             urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            images=await self.prompt_images(window, strategy, choice.model, notes),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -671,6 +674,55 @@ class Workspace:
             return text, tree, notes
 
         return await asyncio.to_thread(build)
+
+    # -- images ---------------------------------------------------------------------
+
+    def vision(self, model: str) -> bool:
+        """Whether `model` reads images (`[models.NAME] vision`, else the known list)."""
+        from slop_tui.images import supports_vision
+
+        spec = self.config.models.get(model)
+        return supports_vision(model, spec.get("vision") if isinstance(spec, dict) else None)
+
+    async def prompt_images(
+        self, window: Sequence[Message], strategy: str, model: str, notes: list[str]
+    ) -> dict[int, list[PromptImage]]:
+        """The images of the window's prompts, as `strategy` gets them (downscaled to its
+        limit, its token rule); none for a model without vision (with a note). An image
+        whose file is gone or damaged is left out with a note."""
+        ids = [m.id for m in window if m.role == "user"]
+        refs = await self.ledger.message_images(ids) if ids else {}
+        if not refs:
+            return {}
+        if not self.vision(model):
+            n = sum(len(v) for v in refs.values())
+            notes.append(f"images: {n} image(s) not sent: {model} reads no images")
+            return {}
+        from slop_tui.images import ImageError, family, image_path, image_payload, image_tokens
+
+        root = Path(self.config.project_root).resolve()
+        out: dict[int, list[PromptImage]] = {}
+        for mid, images in refs.items():
+            for ref in images:
+                key = (ref.sha256, family(strategy))
+                payload = self._image_cache.get(key)
+                if payload is None:
+                    try:
+                        payload = image_payload(
+                            image_path(root, ref.sha256, ref.mime), ref.mime, strategy
+                        )
+                    except (OSError, ValueError, ImageError) as exc:
+                        notes.append(f"images: {ref.name} left out ({exc})")
+                        continue
+                    if len(self._image_cache) >= 32:
+                        self._image_cache.pop(next(iter(self._image_cache)))
+                    self._image_cache[key] = payload
+                mime, data = payload
+                tokens = image_tokens(ref.width, ref.height, strategy)
+                out.setdefault(mid, []).append(
+                    PromptImage(ref.name, mime, ref.width, ref.height, tokens, ref.sha256, data)
+                )
+        return out
 
     async def context_files(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The `/file add` set as (path, text), and a note per file that cannot be read."""

@@ -12,6 +12,7 @@ from slop_tui.commands import (  # noqa: F401  (registration)
     continuity,
     export_cmds,
     history,
+    image,
     knowledge,
     models,
     repo,

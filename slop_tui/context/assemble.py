@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slop_tui.context import guidelines
@@ -54,6 +54,7 @@ from slop_tui.context.prompt import (
     FileEntry,
     Layer,
     Prompt,
+    PromptImage,
     PromptMessage,
     ToolSpec,
 )
@@ -150,6 +151,7 @@ class AssemblyInputs:
     repo_map: str = ""  # the rendered repository map, header included (`repomap`)
     file_tree: str = ""  # the rendered file tree, header included (`repomap.tree_text`)
     urls: Sequence[tuple[str, str, str]] = ()  # `/url add` pages: (address, title, Markdown)
+    images: Mapping[int, Sequence[PromptImage]] = field(default_factory=dict)  # by message id
 
 
 # How a memo the user did not write is labelled: it may carry text from a poisoned
@@ -414,6 +416,13 @@ def assemble_rows(
 
     messages = list(isolated.messages)
     _mark(messages, count_tokens)
+    if inputs.images:
+        messages = [
+            replace(m, images=tuple(inputs.images[m.message_id]))
+            if m.role == "user" and m.message_id in inputs.images
+            else m
+            for m in messages
+        ]
 
     cut = [m for m in messages if m.truncated]
     if cut:

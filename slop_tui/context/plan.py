@@ -254,9 +254,9 @@ class ContextPlan:
                     counts[names[0]] += m.tokens - sum(counts[n] for n in names)
                 continue
             if m.group_id in self.pending_groups:
-                pending += m.tokens
+                pending += m.tokens + m.image_tokens
             else:
-                history += m.tokens
+                history += m.tokens + m.image_tokens
         counts["history"] = history
         if pending:
             counts["pending"] = pending

@@ -87,6 +87,20 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptImage:
+    """An image sent with a user message: its bytes as the provider gets them (already
+    downscaled to its limit), and the tokens that provider bills for it."""
+
+    name: str
+    mime: str
+    width: int
+    height: int
+    tokens: int
+    sha256: str
+    data: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class PromptMessage:
     """One provider-neutral conversation message.
 
@@ -109,6 +123,11 @@ class PromptMessage:
     truncated: bool = False  # a tool result cut by a tier (full text is in the ledger)
     tier: str | None = None  # "full" | "degraded" | "inactive" | "elided" for tool results
     kind: str | None = None  # None: conversation; else an engine message (KIND_*)
+    images: tuple[PromptImage, ...] = ()  # sent with the text (user messages)
+
+    @property
+    def image_tokens(self) -> int:
+        return sum(i.tokens for i in self.images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +168,7 @@ class Prompt:
 
     @property
     def history_tokens(self) -> int:
-        return sum(m.tokens for m in self.messages if m.kind not in ENGINE_KINDS)
+        return sum(m.tokens + m.image_tokens for m in self.messages if m.kind not in ENGINE_KINDS)
 
     def layer_tokens(self) -> dict[str, int]:
         out = {layer.name: layer.tokens for layer in self.layers}
@@ -160,7 +179,7 @@ class Prompt:
     def total_tokens(self) -> int:
         """Tokens of the text sent: the system instruction plus every message."""
         system = sum(layer.tokens for layer in self.layers if layer.placement == PLACEMENT_SYSTEM)
-        return system + sum(m.tokens for m in self.messages)
+        return system + sum(m.tokens + m.image_tokens for m in self.messages)
 
     @property
     def request_tokens(self) -> int:

@@ -30,6 +30,7 @@ from slop_tui.records import (
     CompactionRecord,
     ContextFile,
     Handoff,
+    ImageRef,
     LaneInfo,
     Message,
     Summary,
@@ -481,6 +482,61 @@ class ContinuityMixin(LedgerBase):
             )
             return cur.rowcount > 0
 
+    # -- images ------------------------------------------------------------
+
+    async def add_image(
+        self,
+        session: str,
+        sha256: str,
+        name: str,
+        mime: str,
+        width: int,
+        height: int,
+        size: int,
+    ) -> ImageRef:
+        """An image for the session's next prompt."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
+            cur = await db.execute(
+                """INSERT INTO images(session_id, message_id, sha256, name, mime, width, height,
+                       size, added_at) VALUES (?,NULL,?,?,?,?,?,?,?)""",
+                (session, sha256, name, mime, width, height, size, now()),
+            )
+            image_id = cur.lastrowid
+        row = await self._one("SELECT * FROM images WHERE id=?", (image_id,))
+        assert row is not None
+        return _image(row)
+
+    async def pending_images(self, session: str) -> list[ImageRef]:
+        """Images waiting for the session's next prompt, in the order they were added."""
+        rows = await self._all(
+            "SELECT * FROM images WHERE session_id=? AND message_id IS NULL ORDER BY id",
+            (session,),
+        )
+        return [_image(r) for r in rows]
+
+    async def remove_pending_image(self, session: str, image_id: int) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM images WHERE session_id=? AND id=? AND message_id IS NULL",
+                (session, image_id),
+            )
+            return cur.rowcount > 0
+
+    async def message_images(self, message_ids: Collection[int]) -> dict[int, list[ImageRef]]:
+        """The images of each of `message_ids` that has any."""
+        out: dict[int, list[ImageRef]] = {}
+        ids = list(message_ids)
+        for at in range(0, len(ids), 500):
+            chunk = ids[at : at + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._all(
+                f"SELECT * FROM images WHERE message_id IN ({marks}) ORDER BY id", tuple(chunk)
+            )
+            for r in rows:
+                out.setdefault(r["message_id"], []).append(_image(r))
+        return out
+
     # -- lanes -------------------------------------------------------------
 
     async def lanes(self, session: str) -> list[LaneInfo]:
@@ -595,4 +651,19 @@ def _url_page(r) -> UrlPage:
         r["content"],
         r["content_type"],
         r["fetched_at"],
+    )
+
+
+def _image(r) -> ImageRef:
+    return ImageRef(
+        r["id"],
+        r["session_id"],
+        r["message_id"],
+        r["sha256"],
+        r["name"],
+        r["mime"],
+        r["width"],
+        r["height"],
+        r["size"],
+        r["added_at"],
     )

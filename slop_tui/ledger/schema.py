@@ -287,10 +287,13 @@ _GROUP_LIST_INDEX = [
     "ON messages(session_id, group_id, status, lane, tokens, created_at)",
 ]
 
-# URL context: the pages `/url add` fetched for a session, as Markdown (the page text is
-# untrusted input, like a tool result). One row per session and address; `/url add`
-# of the same address again fetches it anew.
-_URL_PAGES = [
+# Context sources. `url_pages`: the pages `/url add` fetched for a session, as Markdown
+# (the page text is untrusted input, like a tool result); one row per session and
+# address, `/url add` of the same address again fetches it anew. `images`: images
+# attached to a prompt, stored once under `.slop/images/<sha256>.<ext>`; a row with no
+# `message_id` waits for the session's next prompt (`/image add` in any process), which
+# takes it in the transaction that writes the prompt.
+_CONTEXT_SOURCES = [
     """CREATE TABLE url_pages(
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
@@ -302,6 +305,20 @@ _URL_PAGES = [
         fetched_at REAL NOT NULL,
         UNIQUE(session_id, url)
     )""",
+    """CREATE TABLE images(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        message_id INTEGER,
+        sha256 TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        added_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_images_message ON images(message_id) WHERE message_id IS NOT NULL",
+    "CREATE INDEX ix_images_pending ON images(session_id) WHERE message_id IS NULL",
 ]
 
 MIGRATIONS: list[list[str]] = [
@@ -311,6 +328,6 @@ MIGRATIONS: list[list[str]] = [
     _MEMO_PROVENANCE,
     _EDIT_JOURNAL,
     _GROUP_LIST_INDEX,
-    _URL_PAGES,
+    _CONTEXT_SOURCES,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

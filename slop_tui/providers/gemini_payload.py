@@ -94,6 +94,7 @@ def gemini_contents(
         else:
             role = "user"
             parts = [{"text": msg.text}] if msg.text else []
+            parts += [{"inline_data": {"mime_type": i.mime, "data": i.data}} for i in msg.images]
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:

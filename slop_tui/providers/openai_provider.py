@@ -16,6 +16,7 @@ decoder decodes each line strictly and a single bad byte lost the whole reply
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -99,9 +100,23 @@ def openai_messages(prompt: Prompt) -> list[dict[str, Any]]:
             out.append(_assistant_message(msg))
         elif msg.role == "assistant":
             out.append({"role": "assistant", "content": msg.text})
+        elif msg.images:
+            out.append({"role": "user", "content": _user_parts(msg)})
         else:
             out.append({"role": "user", "content": msg.text})
     return out
+
+
+def _user_parts(msg: PromptMessage) -> list[dict[str, Any]]:
+    """A user message with images: its text part, then one `image_url` data-URI part per
+    image (detail `auto`, the default)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": msg.text}] if msg.text else []
+    for image in msg.images:
+        data = base64.b64encode(image.data).decode("ascii")
+        parts.append(
+            {"type": "image_url", "image_url": {"url": f"data:{image.mime};base64,{data}"}}
+        )
+    return parts
 
 
 def openai_tools(prompt: Prompt) -> list[dict[str, Any]]:
