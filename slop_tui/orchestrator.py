@@ -848,6 +848,19 @@ class Orchestrator:
                 raise
         else:
             stored = await self._store_results(reply.tool_calls, results, strategy, gid)
+            for res, msg in zip(results, stored, strict=True):
+                for image in res.images:  # read_file on an image: it goes with the result
+                    name = f"{msg.tool_name or 'tool'} image"
+                    await ws.ledger.add_image(
+                        ws.session,
+                        image.sha256,
+                        name,
+                        image.mime,
+                        image.width,
+                        image.height,
+                        image.size,
+                        message_id=msg.id,
+                    )
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(

@@ -690,7 +690,7 @@ class Workspace:
         """The images of the window's prompts, as `strategy` gets them (downscaled to its
         limit, its token rule); none for a model without vision (with a note). An image
         whose file is gone or damaged is left out with a note."""
-        ids = [m.id for m in window if m.role == "user"]
+        ids = [m.id for m in window if m.role in ("user", "tool")]
         refs = await self.ledger.message_images(ids) if ids else {}
         if not refs:
             return {}

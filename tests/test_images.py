@@ -215,3 +215,53 @@ def test_a_model_without_vision_gets_one_line_and_no_request(tmp_path: Path, fak
     assert r.returncode != 0
     assert "gpt-3.5-turbo reads no images" in r.stderr + r.stdout
     assert len(fake_llm.chat_requests) == before
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"), [("openai", "gpt-4o"), ("gemini", "gemini-2.5-flash")]
+)
+def test_read_file_on_an_image_returns_it_as_an_image(
+    tmp_path: Path, fake_llm, provider: str, model: str
+) -> None:
+    from tests.fakeserver import FakeToolCall, Reply
+
+    data = make_image(tmp_path / "diagram.png")
+    (tmp_path / "broken.png").write_text("not a picture")
+    env = _env(fake_llm, tmp_path, provider, model)
+    fake_llm.enqueue(
+        Reply(
+            text="",
+            tool_calls=[
+                FakeToolCall("read_file", {"path": "diagram.png"}),
+                FakeToolCall("read_file", {"path": "broken.png"}),
+            ],
+        ),
+        Reply(text="a red rectangle"),
+    )
+    r = run(["ask", "look at the diagram"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    body = fake_llm.chat_requests[-1].body
+    if provider == "openai":
+        msgs = body["messages"]
+        tools = [m for m in msgs if m["role"] == "tool"]
+        assert "[image diagram.png: image/png, 64×48" in tools[0]["content"]
+        assert "not an image" in tools[1]["content"]  # one line, the turn goes on
+        after = msgs[msgs.index(tools[-1]) + 1]
+        b64 = base64.b64encode(data).decode()
+        assert after["role"] == "user"
+        assert after["content"][0]["type"] == "text" and "read_file" in after["content"][0]["text"]
+        assert after["content"][1] == {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/png;base64,{b64}"},
+        }
+        assert len(after["content"]) == 2
+    else:
+        contents = body["contents"]
+        results = contents[-1]["parts"]
+        assert [("functionResponse" in p, "inlineData" in p) for p in results] == [
+            (True, False),
+            (False, True),
+            (True, False),
+        ]
+        urlsafe = base64.urlsafe_b64encode(data).decode()
+        assert results[1]["inlineData"] == {"data": urlsafe, "mime_type": "image/png"}

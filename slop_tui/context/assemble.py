@@ -419,7 +419,7 @@ def assemble_rows(
     if inputs.images:
         messages = [
             replace(m, images=tuple(inputs.images[m.message_id]))
-            if m.role == "user" and m.message_id in inputs.images
+            if m.role in ("user", "tool") and m.message_id in inputs.images
             else m
             for m in messages
         ]

@@ -493,14 +493,16 @@ class ContinuityMixin(LedgerBase):
         width: int,
         height: int,
         size: int,
+        message_id: int | None = None,
     ) -> ImageRef:
-        """An image for the session's next prompt."""
+        """An image for the session's next prompt, or of the message `message_id` (a tool
+        result that read an image)."""
         async with self.transaction() as db:
             await self._ensure_session(db, session)  # type: ignore[attr-defined]
             cur = await db.execute(
                 """INSERT INTO images(session_id, message_id, sha256, name, mime, width, height,
-                       size, added_at) VALUES (?,NULL,?,?,?,?,?,?,?)""",
-                (session, sha256, name, mime, width, height, size, now()),
+                       size, added_at) VALUES (?,?,?,?,?,?,?,?,?)""",
+                (session, message_id, sha256, name, mime, width, height, size, now()),
             )
             image_id = cur.lastrowid
         row = await self._one("SELECT * FROM images WHERE id=?", (image_id,))

@@ -107,6 +107,9 @@ class ToolResult:
     ok: bool
     name: str
     notice: str = ""
+    # Images the result carries (read_file on an image): the orchestrator records them
+    # on the tool row, and the request sends them after the results (`images` package).
+    images: tuple[Any, ...] = ()
 
     @property
     def status(self) -> str:
@@ -125,8 +128,8 @@ class ToolResult:
         return text
 
 
-def ok_result(name: str, body: str, notice: str = "") -> ToolResult:
-    return ToolResult(frame(name, body), True, name, notice)
+def ok_result(name: str, body: str, notice: str = "", images: tuple[Any, ...] = ()) -> ToolResult:
+    return ToolResult(frame(name, body), True, name, notice, images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,7 @@ class Reply:
 
     body: str
     notice: str = ""
+    images: tuple[Any, ...] = ()  # `images.ImageInfo` of an image the tool read
 
 
 def error_result(name: str, message: str, detail: str = "") -> ToolResult:

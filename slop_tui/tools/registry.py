@@ -81,5 +81,5 @@ async def run_tool(
     except Exception:  # the count is bookkeeping; losing one must not lose the result
         log.warning("could not count a call of %s", name, exc_info=True)
     if isinstance(body, Reply):
-        return _ok(name, cap_text(body.body, cap), body.notice)
+        return _ok(name, cap_text(body.body, cap), body.notice, body.images)
     return _ok(name, cap_text(body, cap))
