@@ -94,7 +94,8 @@ class RepoMap:
         self._used: dict[str, list[str]] = {}  # file -> the defined names it uses
         self._refreshed_at = 0.0
         self._version = 0  # bumped whenever the graph may have changed
-        self._memo: dict[object, object] = {}  # results for the current version
+        self._memo: dict[tuple, object] = {}  # results for the current version
+        self._previous: dict[tuple, object] = {}  # rankings of earlier versions
 
     # -- keeping up with the files ------------------------------------------------
 
@@ -178,6 +179,11 @@ class RepoMap:
                     del self._defined[n]
         for n in names_after - names_before:
             self._defined.setdefault(n, set()).add(path)
+        if old is not None and names_before == names_after and old.references == tags.references:
+            # The same names defined and used: the graph and its ranking still hold, only
+            # the rendered lines (line numbers, signatures) change.
+            self._memo = {k: v for k, v in self._memo.items() if k[0] != "render"}
+            return
         self._dirty(path, names_before ^ names_after)
 
     def _unset(self, path: str) -> None:
@@ -198,6 +204,10 @@ class RepoMap:
         """Forget the edges that changed: the file's own, and those of every file using
         a name whose definers changed (the weights depend on how many define it)."""
         self._version += 1
+        # The last rankings stay as the starting point of the next PageRank run.
+        self._previous.update({k[1:]: v for k, v in self._memo.items() if k[0] == "scores"})
+        while len(self._previous) > 8:
+            self._previous.pop(next(iter(self._previous)))
         self._memo.clear()
         if path is not None:
             self._edges.pop(path, None)
@@ -257,7 +267,11 @@ class RepoMap:
         for name in words.intersection(self._defined):
             for p in self._defined[name]:
                 personal[p] = personal.get(p, 0.0) + 0.5
-        scores = pagerank({p: self._out_edges(p) for p in nodes}, personal)
+        earlier = self._previous.get((frozenset(chat_files), mentions)) or next(
+            iter(self._previous.values()), None
+        )
+        start = dict(earlier) if earlier else None  # type: ignore[call-overload]
+        scores = pagerank({p: self._out_edges(p) for p in nodes}, personal, start=start)
         return sorted(((p, scores.get(p, 0.0)) for p in nodes), key=lambda x: (-x[1], x[0]))
 
     # -- rendering ---------------------------------------------------------------------
@@ -337,11 +351,11 @@ class RepoMap:
 
     def _users(self) -> dict[str, int]:
         """How many files use each defined name (from the graph's edges)."""
-        found = self._memo.get("users")
+        found = self._memo.get(("users",))
         if found is not None:
             return found  # type: ignore[return-value]
         users: dict[str, int] = {}
-        self._memo["users"] = users
+        self._memo[("users",)] = users
         for path in self._edges:
             for name in self._used[path]:
                 users[name] = users.get(name, 0) + 1
@@ -378,6 +392,7 @@ def pagerank(
     damping: float = 0.85,
     iterations: int = 12,
     tolerance: float = 1e-4,
+    start: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Personalized PageRank by power iteration over weighted out-edges; dangling
     nodes give their rank to the personalization (uniform without one)."""
@@ -398,6 +413,11 @@ def pagerank(
         if s:
             norm[src] = [(dst, w / s) for dst, w in out.items() if dst in edges]
     rank = dict.fromkeys(nodes, 1.0 / n)
+    if start:
+        # A warm start from the ranking before a small change converges in a step or two.
+        known = {p: start.get(p, 1.0 / n) for p in nodes}
+        total = sum(known.values())
+        rank = {p: v / total for p, v in known.items()} if total > 0 else rank
     for _ in range(iterations):
         dangling = sum(rank[p] for p in nodes if p not in norm)
         new = dict.fromkeys(nodes, 0.0)
