@@ -665,9 +665,15 @@ class Workspace:
         rm = self.repo_map()
 
         def build() -> tuple[str, str, list[str]]:
-            problems = rm.refresh(min_interval=REFRESH_INTERVAL)
-            text = rm.render(map_budget, count, chat_files, mentions).text if map_budget > 0 else ""
-            tree = tree_text(rm.paths, tree_budget, count).text if tree_budget > 0 else ""
+            with rm.lock:
+                problems = rm.refresh(min_interval=REFRESH_INTERVAL)
+                text = (
+                    rm.render(map_budget, count, chat_files, mentions).text
+                    if map_budget > 0
+                    else ""
+                )
+                paths = list(rm.paths)
+            tree = tree_text(paths, tree_budget, count).text if tree_budget > 0 else ""
             notes = [f"repo map: {p}" for p in problems[:MAX_SOURCE_NOTES]]
             if len(problems) > MAX_SOURCE_NOTES:
                 notes.append(f"repo map: {len(problems) - MAX_SOURCE_NOTES} more file(s) skipped")

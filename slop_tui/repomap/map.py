@@ -28,6 +28,7 @@ import functools
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
@@ -93,6 +94,9 @@ class RepoMap:
         self._defined: dict[str, set[str]] = {}  # name -> files defining it
         self._used: dict[str, list[str]] = {}  # file -> the defined names it uses
         self._refreshed_at = 0.0
+        # Held by whoever refreshes or renders: the workspace may build two plans at once
+        # (the panes and a turn), each in its own thread.
+        self.lock = threading.Lock()
         self._version = 0  # bumped whenever the graph may have changed
         self._memo: dict[tuple, object] = {}  # results for the current version
         self._previous: dict[tuple, object] = {}  # rankings of earlier versions
