@@ -265,3 +265,19 @@ def test_read_file_on_an_image_returns_it_as_an_image(
         ]
         urlsafe = base64.urlsafe_b64encode(data).decode()
         assert results[1]["inlineData"] == {"data": urlsafe, "mime_type": "image/png"}
+
+
+def test_an_unreadable_image_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """Root reads any file, so the refusal the OS would give is simulated."""
+    make_image(tmp_path / "locked.png")
+    real_open = Path.open
+
+    def refuse(self, *args, **kwargs):
+        if self.name == "locked.png":
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ImageError) as info:
+        check_image(tmp_path / "locked.png")
+    assert str(info.value) == "locked.png: cannot be read (Permission denied)"
