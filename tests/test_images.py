@@ -281,3 +281,25 @@ def test_an_unreadable_image_is_one_line(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(ImageError) as info:
         check_image(tmp_path / "locked.png")
     assert str(info.value) == "locked.png: cannot be read (Permission denied)"
+
+
+async def test_export_keeps_the_image_references(tmp_path: Path) -> None:
+    make_image(tmp_path / "shot.png", size=(30, 20))
+    ws = await open_workspace(tmp_path)
+    try:
+        await dispatch(ws, "/image add shot.png")
+        user = await ws.ledger.append_user(ws.session, "look")
+        (ref,) = (await ws.ledger.message_images([user.id]))[user.id]
+        r = await dispatch(ws, "/export markdown out.md")
+        assert r.ok, r.text
+        md = (tmp_path / "out.md").read_text()
+        assert f"*Image:* shot.png, 30×20 (`.slop/images/{ref.sha256}.png`)" in md
+        r = await dispatch(ws, "/export json out.json")
+        import json
+
+        doc = json.loads((tmp_path / "out.json").read_text())
+        assert [(i["message_id"], i["sha256"], i["name"]) for i in doc["images"]] == [
+            (user.id, ref.sha256, "shot.png")
+        ]
+    finally:
+        await ws.close()

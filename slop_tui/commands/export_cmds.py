@@ -114,9 +114,17 @@ async def export(ws, args: str) -> CommandResult:
     messages = await ws.ledger.session_messages(ws.session)
     versions = await ws.ledger.state_versions(ws.session)
     sess = await ws.current()
+    attached = await ws.ledger.message_images([m.id for m in messages])
+    images = [i for rows in attached.values() for i in rows]
     build = session_markdown if ext == "md" else session_json
     doc = build(
-        messages, ws.session, versions, sess.scratchpad, session=sess, exported_at=time.time()
+        messages,
+        ws.session,
+        versions,
+        sess.scratchpad,
+        session=sess,
+        exported_at=time.time(),
+        images=images,
     )
     text = doc if isinstance(doc, str) else dumps_json(doc)
     write_new_file(path, text, force=force)
