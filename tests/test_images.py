@@ -303,3 +303,20 @@ async def test_export_keeps_the_image_references(tmp_path: Path) -> None:
         ]
     finally:
         await ws.close()
+
+
+async def test_trash_and_redo_bring_an_image_back_with_its_message(tmp_path: Path) -> None:
+    make_image(tmp_path / "shot.png", size=(30, 20))
+    ws = await open_workspace(tmp_path)
+    try:
+        await dispatch(ws, "/image add shot.png")
+        user = await ws.ledger.append_user(ws.session, "look")
+        assert (await dispatch(ws, f"/message remove {user.group_id}")).ok
+        plan = await ws.plan(count_tokens=rough)
+        assert not [m for m in plan.request.messages if m.images]
+        assert (await dispatch(ws, "/redo")).ok
+        plan = await ws.plan(count_tokens=rough)
+        (msg,) = [m for m in plan.request.messages if m.images]
+        assert msg.message_id == user.id and msg.images[0].name == "shot.png"
+    finally:
+        await ws.close()
