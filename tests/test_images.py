@@ -320,3 +320,25 @@ async def test_trash_and_redo_bring_an_image_back_with_its_message(tmp_path: Pat
         assert msg.message_id == user.id and msg.images[0].name == "shot.png"
     finally:
         await ws.close()
+
+
+def test_an_image_follows_a_provider_switch_in_the_new_form(tmp_path: Path, fake_llm) -> None:
+    from tests.fakeserver import Reply
+
+    data = make_image(tmp_path / "shot.png")
+    env = _env(fake_llm, tmp_path, "openai", "gpt-4o") | _env(
+        fake_llm, tmp_path, "gemini", "gemini-2.5-flash"
+    )
+    assert run(["exec", "/provider openai"], tmp_path, env).returncode == 0
+    assert run(["exec", "/image add shot.png"], tmp_path, env).returncode == 0
+    fake_llm.enqueue(Reply(text="red"))
+    assert run(["ask", "what is this?"], tmp_path, env).returncode == 0
+    assert "image_url" in str(fake_llm.chat_requests[-1].body)
+    r = run(["exec", "/provider gemini"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    fake_llm.enqueue(Reply(text="still red"))
+    assert run(["ask", "and now?"], tmp_path, env).returncode == 0
+    req = fake_llm.chat_requests[-1]
+    assert req.provider == "gemini"
+    sent = str(req.body)
+    assert base64.urlsafe_b64encode(data).decode() in sent and "image_url" not in sent
