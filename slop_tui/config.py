@@ -40,6 +40,7 @@ _KNOWN = {
     "compaction": dict,
     "prices": dict,  # [prices.MODEL] input / output / cached_input, USD per million tokens
     "budget": dict,
+    "network": dict,
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -50,7 +51,8 @@ _TOOLS_KEYS = {
     "sandbox": str,  # "auto" | "off" (execute_bash's OS sandbox)
     "shell_network": bool,  # the sandboxed shell may use the network
 }
-_CONTEXT_KEYS = {"window": int, "layout": str}
+_NETWORK_KEYS = {"allow_private": bool}  # URL context may fetch from private addresses
+_CONTEXT_KEYS = {"window": int, "layout": str, "repo_map_tokens": int, "file_tree_tokens": int}
 # USD; a limit is off when absent.
 _BUDGET_KEYS = {"session_cost_limit": (int, float), "daily_cost_limit": (int, float)}
 # An hour: about max_iterations (50) steps of a minute each. A turn past it is
@@ -86,6 +88,7 @@ class Config:
     compaction: Mapping[str, Any] = field(default_factory=dict)
     prices: Mapping[str, Any] = field(default_factory=dict)  # valid [prices] overrides only
     budget: Mapping[str, Any] = field(default_factory=dict)
+    network: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
@@ -123,6 +126,12 @@ class Config:
     @property
     def shell_network(self) -> bool:
         return self.tools.get("shell_network") is True
+
+    @property
+    def allow_private(self) -> bool:
+        """`[network] allow_private`: URL context may fetch from loopback and private
+        addresses (off by default: a page or the model could reach the local network)."""
+        return self.network.get("allow_private") is True
 
     @property
     def project_config(self) -> Path:
@@ -206,6 +215,7 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
         ("tools", _TOOLS_KEYS),
         ("context", _CONTEXT_KEYS),
         ("budget", _BUDGET_KEYS),
+        ("network", _NETWORK_KEYS),
     ):
         if table in clean:
             checked = {}
@@ -313,6 +323,7 @@ def load_config(
         compaction=merged.get("compaction", {}),
         prices=merged.get("prices", {}),
         budget=merged.get("budget", {}),
+        network=merged.get("network", {}),
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,

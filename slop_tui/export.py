@@ -38,6 +38,7 @@ from slop_tui.records import (
     STATUS_INTERRUPTED,
     STATUS_SUMMARIZED,
     STATUS_TOOL_CALL,
+    ImageRef,
     Message,
     Session,
     Spend,
@@ -160,6 +161,7 @@ def session_markdown(
     session: Session | None = None,
     exported_at: float | None = None,
     usage: Sequence[Usage] = (),
+    images: Sequence[ImageRef] = (),
 ) -> str:
     """The whole session as one Markdown document.
 
@@ -200,11 +202,17 @@ def session_markdown(
     lines += ["", "---", ""]
     if not groups:
         lines += ["*(no messages)*", ""]
+    by_message: dict[int | None, list[ImageRef]] = {}
+    for image in images:
+        by_message.setdefault(image.message_id, []).append(image)
     for gid, rows in groups:
         lines.append(_group_heading(gid, rows))
         lines.append("")
         for m in rows:
             lines += [message_markdown(m), ""]
+            lines += [f"{image_line(i)}" for i in by_message.get(m.id, ())]
+            if m.id in by_message:
+                lines.append("")
     return neutralise(redact_secrets("\n".join(lines).rstrip("\n") + "\n"))
 
 
@@ -230,6 +238,14 @@ def usage_cost_line(usage: Sequence[Usage]) -> str:
     )
 
 
+def image_line(image: ImageRef) -> str:
+    """An image reference in an export: its name, size and stored file."""
+    ext = image.mime.rsplit("/", 1)[-1].replace("jpeg", "jpg")
+    return (
+        f"*Image:* {image.name}, {image.width}×{image.height} (`.slop/images/{image.sha256}.{ext}`)"
+    )
+
+
 def _group_heading(gid: int | None, rows: Sequence[Message]) -> str:
     if gid is None:
         return "## Outside any group"
@@ -252,6 +268,7 @@ def session_json(
     session: Session | None = None,
     exported_at: float | None = None,
     usage: Sequence[Usage] = (),
+    images: Sequence[ImageRef] = (),
 ) -> dict:
     """The whole session as a JSON-ready dict: every field of every row, nothing dropped
     (secrets redacted in every string)."""
@@ -278,6 +295,8 @@ def session_json(
         # Every provider call with its tokens and cost in USD (`cost` null: price unknown).
         "usage": [asdict(u) for u in sorted(usage, key=lambda u: u.id)],
     }
+    if images:  # references to `.slop/images/<sha256>.<ext>`, by message
+        doc["images"] = [asdict(i) for i in images]
     return _redacted(doc)  # type: ignore[return-value]
 
 

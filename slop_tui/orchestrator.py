@@ -373,6 +373,17 @@ class Orchestrator:
                 await self.sleep(ws.throttle)
             provider, model = await self.provider()
             turn.strategy, turn.model = provider.strategy, model
+            if iteration == 0 and not ws.vision(model):
+                images = await ws.ledger.message_images([gid])
+                if images.get(gid):
+                    msg = (
+                        f"{model} reads no images, and this prompt has "
+                        f"{len(images[gid])}: nothing was sent. Switch to a model with vision "
+                        "(/provider) and /retry, or set [models.NAME] vision = true."
+                    )
+                    await send(ErrorEvent(error_kind="vision", message=msg))
+                    outcome.error = msg
+                    return None
             prompt, plan = await self._planned_request(provider.strategy, model, send, turn)
             if plan.fails:
                 await self._overflow(plan, prompt, turn)
@@ -543,7 +554,9 @@ class Orchestrator:
                 last_message_id=max(ids) if ids else None,
                 detail=step.detail + (f" (messages {', '.join(map(str, ids))})" if ids else ""),
             )
-            if kind == STEP_SHED:
+            if kind == STEP_SHED and not step.files:
+                await send(Notice(text=step.detail + " for this request"))
+            elif kind == STEP_SHED:
                 again = " ".join(step.files)
                 await send(
                     Notice(
@@ -821,6 +834,7 @@ class Orchestrator:
             cancel_event=cancel,
             sandbox=ws.sandbox,
             secret_env_names=ws.secret_env_names(),
+            allow_private=ws.config.allow_private,
         )
         limit = asyncio.Semaphore(max(1, ws.config.parallel_tools))
 
@@ -859,6 +873,19 @@ class Orchestrator:
                 raise
         else:
             stored = await self._store_results(reply.tool_calls, results, strategy, gid)
+            for res, msg in zip(results, stored, strict=True):
+                for image in res.images:  # read_file on an image: it goes with the result
+                    name = f"{msg.tool_name or 'tool'} image"
+                    await ws.ledger.add_image(
+                        ws.session,
+                        image.sha256,
+                        name,
+                        image.mime,
+                        image.width,
+                        image.height,
+                        image.size,
+                        message_id=msg.id,
+                    )
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(

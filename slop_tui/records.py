@@ -450,3 +450,34 @@ class Edit:
     label: str = ""  # the group's prompt, the session's first prompt, the memo or skill
     groups: int = 0  # groups the edit moved or changed
     row_id: int | None = None  # the memo or skill a knowledge edit moved
+
+
+@dataclass(frozen=True, slots=True)
+class UrlPage:
+    """A web page in a session's URL context (`/url add`), its text as Markdown."""
+
+    id: int
+    session: str
+    url: str
+    final_url: str
+    title: str
+    content: str
+    content_type: str
+    fetched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image attached to a prompt (or waiting for the next one: `message_id` None),
+    its bytes in `.slop/images/<sha256>.<ext>`."""
+
+    id: int
+    session: str
+    message_id: int | None
+    sha256: str
+    name: str
+    mime: str
+    width: int
+    height: int
+    size: int
+    added_at: float

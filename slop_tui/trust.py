@@ -172,6 +172,10 @@ def sensitive(project: Mapping[str, Any], base_approve: str) -> tuple[dict[str, 
         if tools.get("shell_network") is True:
             tools.pop("shell_network")
             dropped.append("[tools] shell_network = true")
+    network = kept.get("network")
+    if isinstance(network, Mapping) and network.get("allow_private") is True:
+        network.pop("allow_private")
+        dropped.append("[network] allow_private = true")
     keymap = kept.get("keymap")
     if isinstance(keymap, Mapping):
         for key in [k for k in keymap if str(k).startswith(_GUARDED_BINDINGS)]:

@@ -40,7 +40,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,7 +67,7 @@ from slop_tui.context.plan import (
     named_lanes,
     pending_cap,
 )
-from slop_tui.context.prompt import Prompt, ToolSpec
+from slop_tui.context.prompt import Prompt, PromptImage, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
 from slop_tui.continuity.handoff import (
     current_handoff,
@@ -103,6 +103,7 @@ from slop_tui.records import (
 )
 
 if TYPE_CHECKING:
+    from slop_tui.repomap import RepoMap
     from slop_tui.tools.sandbox import Sandbox
 
 KEY_SESSION = "current_session"
@@ -139,6 +140,14 @@ class ProviderChoice:
     name: str
     model: str
     strategy: str
+
+
+# App-state keys of `/repo map` and `/repo tree`: "off", or a token budget.
+KEY_REPO_MAP = "repo_map"
+KEY_FILE_TREE = "file_tree"
+MENTION_ROWS = 12  # the newest window rows whose names and paths steer the map's ranking
+REFRESH_INTERVAL = 3.0  # seconds between two looks at the files for the map
+MAX_SOURCE_NOTES = 5
 
 
 @dataclass
@@ -180,6 +189,9 @@ class Workspace:
     stability: dict[str, Stability] = field(default_factory=dict, repr=False)
     # Each session's spend as last read (`current`, `record_call`): the header's cost.
     spend_shown: dict[str, Spend] = field(default_factory=dict, repr=False)
+    _repo_map: RepoMap | None = field(default=None, repr=False)
+    # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
+    _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -239,6 +251,8 @@ class Workspace:
                 self.turn_ran = False
                 await self.write_handoff("exit")
         finally:
+            if self._repo_map is not None:
+                self._repo_map.close()
             await self.ledger.close()
 
     async def write_handoff(self, reason: str, session: str | None = None) -> Handoff | None:
@@ -696,6 +710,11 @@ class Workspace:
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
+        model = self.model_info(choice.model)
+        repo_map, file_tree, source_notes = await self.repo_sources(
+            window, [p for p, _ in files], model.max_input_tokens, count_tokens
+        )
+        notes.extend(source_notes)
         reply_to = lane_group(sess.lane)
         if reply_to is None:
             reply_to = _replied_group(window)
@@ -719,11 +738,15 @@ class Workspace:
             personality=personality,
             personality_source=source,
             named_lanes=tuple(named),
+            repo_map=repo_map,
+            file_tree=file_tree,
+            urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            images=await self.prompt_images(window, strategy, choice.model, notes),
         )
         settings = PlanSettings(
             context=self.context_settings(),
             compaction=comp,
-            model=self.model_info(choice.model),
+            model=model,
         )
         plan = build_plan(
             PlanInputs(
@@ -813,6 +836,126 @@ class Workspace:
             if size == 0 or groups < size or older >= sess.window_size:
                 return kept  # full history, every group read, or enough older ones
             size = sess.window_size + groups - older
+
+    # -- the repository's own layers: the map and the file tree -------------------------
+
+    async def repo_settings(self, max_input_tokens: int | None) -> tuple[int, int]:
+        """Token budgets of the repository map and the file tree (0: off): `/repo`'s
+        stored choice, else `[context] repo_map_tokens` / `file_tree_tokens`, else a
+        share of the input budget."""
+        from slop_tui.repomap import default_budget, default_tree_budget
+
+        out = []
+        for key, default in (
+            (KEY_REPO_MAP, default_budget(max_input_tokens)),
+            (KEY_FILE_TREE, default_tree_budget(max_input_tokens)),
+        ):
+            configured = self.config.context.get(f"{key}_tokens")
+            budget = configured if isinstance(configured, int) and configured >= 0 else default
+            stored = await self.ledger.get_setting(key)
+            if stored == "off":
+                budget = 0
+            elif stored and stored.isdigit():
+                budget = int(stored)
+            out.append(budget)
+        return out[0], out[1]
+
+    def repo_map(self) -> RepoMap:
+        """The project's map, built on first use; cached under `.slop/` when that exists."""
+        if self._repo_map is None:
+            from slop_tui.repomap import RepoMap
+
+            root = Path(self.config.project_root).resolve()
+            cache = root / ".slop"
+            self._repo_map = RepoMap(root, cache if cache.is_dir() else None)
+        return self._repo_map
+
+    async def repo_sources(
+        self,
+        window: Sequence[Message],
+        chat_files: Collection[str],
+        max_input_tokens: int | None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> tuple[str, str, list[str]]:
+        """(map text, file tree text, one note per file the map could not read)."""
+        map_budget, tree_budget = await self.repo_settings(max_input_tokens)
+        if map_budget <= 0 and tree_budget <= 0:
+            return "", "", []
+        import asyncio
+
+        from slop_tui.repomap import tree_text
+        from slop_tui.repomap.map import mentioned_text
+
+        count = count_tokens or self.ledger.count_tokens
+        recent = window[-MENTION_ROWS:]
+        mentions = mentioned_text(m.content for m in recent if m.role in ("user", "assistant"))
+        rm = self.repo_map()
+
+        def build() -> tuple[str, str, list[str]]:
+            with rm.lock:
+                problems = rm.refresh(min_interval=REFRESH_INTERVAL)
+                text = (
+                    rm.render(map_budget, count, chat_files, mentions).text
+                    if map_budget > 0
+                    else ""
+                )
+                paths = list(rm.paths)
+            tree = tree_text(paths, tree_budget, count).text if tree_budget > 0 else ""
+            notes = [f"repo map: {p}" for p in problems[:MAX_SOURCE_NOTES]]
+            if len(problems) > MAX_SOURCE_NOTES:
+                notes.append(f"repo map: {len(problems) - MAX_SOURCE_NOTES} more file(s) skipped")
+            return text, tree, notes
+
+        return await asyncio.to_thread(build)
+
+    # -- images ---------------------------------------------------------------------
+
+    def vision(self, model: str) -> bool:
+        """Whether `model` reads images (`[models.NAME] vision`, else the known list)."""
+        from slop_tui.images import supports_vision
+
+        spec = self.config.models.get(model)
+        return supports_vision(model, spec.get("vision") if isinstance(spec, dict) else None)
+
+    async def prompt_images(
+        self, window: Sequence[Message], strategy: str, model: str, notes: list[str]
+    ) -> dict[int, list[PromptImage]]:
+        """The images of the window's prompts, as `strategy` gets them (downscaled to its
+        limit, its token rule); none for a model without vision (with a note). An image
+        whose file is gone or damaged is left out with a note."""
+        ids = [m.id for m in window if m.role in ("user", "tool")]
+        refs = await self.ledger.message_images(ids) if ids else {}
+        if not refs:
+            return {}
+        if not self.vision(model):
+            n = sum(len(v) for v in refs.values())
+            notes.append(f"images: {n} image(s) not sent: {model} reads no images")
+            return {}
+        from slop_tui.images import ImageError, family, image_path, image_payload, image_tokens
+
+        root = Path(self.config.project_root).resolve()
+        out: dict[int, list[PromptImage]] = {}
+        for mid, images in refs.items():
+            for ref in images:
+                key = (ref.sha256, family(strategy))
+                payload = self._image_cache.get(key)
+                if payload is None:
+                    try:
+                        payload = image_payload(
+                            image_path(root, ref.sha256, ref.mime), ref.mime, strategy
+                        )
+                    except (OSError, ValueError, ImageError) as exc:
+                        notes.append(f"images: {ref.name} left out ({exc})")
+                        continue
+                    if len(self._image_cache) >= 32:
+                        self._image_cache.pop(next(iter(self._image_cache)))
+                    self._image_cache[key] = payload
+                mime, data = payload
+                tokens = image_tokens(ref.width, ref.height, strategy)
+                out.setdefault(mid, []).append(
+                    PromptImage(ref.name, mime, ref.width, ref.height, tokens, ref.sha256, data)
+                )
+        return out
 
     async def context_files(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The `/file add` set as (path, text), and a note per file that cannot be read."""

@@ -287,7 +287,10 @@ def _inputs(**kw) -> AssemblyInputs:
 
 def test_default_layout_layer_order_and_placement() -> None:
     p = assemble(_inputs())
-    assert [la.name for la in p.layers] == [n for n in LAYER_ORDER if n != "personality"]
+    sources = {"repo_map", "file_tree", "urls"}  # the repository and web layers: test_repomap
+    assert [la.name for la in p.layers] == [
+        n for n in LAYER_ORDER if n not in sources and n != "personality"
+    ]
     assert [la.placement for la in p.layers] == ["system"] * 8 + ["context"] * 2
     # A personality is the third layer, in the system text, with its source named.
     both = assemble(_inputs(personality="Be terse.", personality_source="lane topic:x"))

@@ -12,10 +12,13 @@ from slop_tui.commands import (  # noqa: F401  (registration)
     continuity,
     export_cmds,
     history,
+    image,
     knowledge,
     models,
+    repo,
     sessions,
     trash,
+    url,
 )
 from slop_tui.commands.base import (
     CATEGORIES,

@@ -124,6 +124,8 @@ async def export(ws, args: str) -> CommandResult:
     versions = await ws.ledger.state_versions(ws.session)
     sess = await ws.current()
     usage = await ws.ledger.recent_usage(ws.session, limit=-1)
+    attached = await ws.ledger.message_images([m.id for m in messages])
+    images = [i for rows in attached.values() for i in rows]
     build = session_markdown if ext == "md" else session_json
     doc = build(
         messages,
@@ -133,6 +135,7 @@ async def export(ws, args: str) -> CommandResult:
         session=sess,
         exported_at=time.time(),
         usage=usage,
+        images=images,
     )
     text = doc if isinstance(doc, str) else dumps_json(doc)
     write_new_file(path, text, force=force)

@@ -113,13 +113,16 @@ def _positive_int(value: object, what: str) -> int:
 def _override(name: str, spec: object) -> dict[str, int]:
     if not isinstance(spec, Mapping):
         raise ValueError(f"[models.{name}] must be a table, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - {"context_window", "max_output"})
+    # `vision` (whether the model reads images) is read by the images layer.
+    unknown = sorted(set(spec) - {"context_window", "max_output", "vision"})
     if unknown:
         raise ValueError(
             f"[models.{name}]: unknown key(s) {', '.join(unknown)}; "
-            "expected context_window and/or max_output"
+            "expected context_window, max_output and/or vision"
         )
-    return {k: _positive_int(v, f"[models.{name}] {k}") for k, v in spec.items()}
+    if "vision" in spec and not isinstance(spec["vision"], bool):
+        raise ValueError(f"[models.{name}] vision must be true or false")
+    return {k: _positive_int(v, f"[models.{name}] {k}") for k, v in spec.items() if k != "vision"}
 
 
 def model_info(model: str, overrides: Mapping[str, Any] | None = None) -> ModelInfo:

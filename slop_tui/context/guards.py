@@ -20,9 +20,10 @@ describes, in order, what to do:
     twice `compaction_trigger_tokens`: drop the oldest exchanges (then the
     oldest call runs of the current turn), never the current request, and
     leave a `query_db` notice where they were.
-(e) shed: the whole request still above `reduce_pct` of max input: drop
-    files from the files layer, largest first, until it is at the target of
-    (b) (72 %), with a note.
+(e) shed: the whole request still above `reduce_pct` of max input: leave out
+    the repository's own layers (map, file tree), largest first, then files
+    from the files layer, largest first, until it is at the target of (b)
+    (72 %), with a note that names what left.
 
 Never loop: every step is taken at most once per plan and the summary at most
 once per request (the re-plan passes `summarized=True`). A step is taken
@@ -39,7 +40,7 @@ path, so it gives the same request the plan measured.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from slop_tui.context.assemble import (
@@ -48,6 +49,7 @@ from slop_tui.context.assemble import (
     SUMMARY_HEADER,
     SUMMARY_SOURCE,
     engine_message,
+    place_engine_messages,
     rough_tokens,
 )
 from slop_tui.context.budget import (
@@ -61,7 +63,10 @@ from slop_tui.context.prompt import (
     ENGINE_KINDS,
     KIND_NOTICE,
     KIND_SUMMARY,
+    LAYER_FILE_TREE,
     LAYER_FILES,
+    LAYER_REPO_MAP,
+    LAYER_URLS,
     PLACEMENT_SYSTEM,
     Layer,
     Prompt,
@@ -76,6 +81,12 @@ STEP_SUMMARIZE = "summarize"
 STEP_EMERGENCY = "emergency"
 STEP_SHED = "shed"
 STEP_ORDER = (STEP_WARN, STEP_ELIDE, STEP_SUMMARIZE, STEP_EMERGENCY, STEP_SHED)
+# Layers the shed step leaves out before any file, largest first, with their names.
+SHEDDABLE_LAYERS = {
+    LAYER_URLS: "the URL context",
+    LAYER_REPO_MAP: "the repository map",
+    LAYER_FILE_TREE: "the file tree",
+}
 
 TIER_ELIDED = "elided"
 ELIDED_TEMPLATE = (
@@ -107,6 +118,7 @@ class GuardStep:
     message_ids: tuple[int, ...] = ()  # elided / to summarise / dropped message ids
     keep_ids: tuple[int, ...] = ()  # summarize: the ids kept verbatim
     files: tuple[str, ...] = ()  # shed: the paths removed
+    layers: tuple[str, ...] = ()  # shed: the source layers left out (SHEDDABLE_LAYERS)
 
     @property
     def freed(self) -> int:
@@ -486,17 +498,47 @@ def remove_files(
     )
 
 
-def _shed_paths(prompt: Prompt, limit: int, count_tokens: CountTokens) -> list[str]:
-    """Files to remove, largest first, until the request is at most `limit` tokens."""
-    order = sorted(prompt.files, key=lambda f: (-f.tokens, f.path))
+def remove_layers(prompt: Prompt, names: Collection[str], count_tokens: CountTokens) -> Prompt:
+    """The request without the layers `names` (their engine messages rebuilt)."""
+    gone = set(names)
+    layers = tuple(la for la in prompt.layers if la.name not in gone)
+    if len(layers) == len(prompt.layers):
+        return prompt
+    history = [m for m in prompt.messages if m.kind not in ENGINE_KINDS]
+    messages = place_engine_messages(history, layers, count_tokens)
+    note = "left out: " + ", ".join(SHEDDABLE_LAYERS.get(n, n) for n in names)
+    return replace(prompt, layers=layers, messages=tuple(messages), notes=(*prompt.notes, note))
+
+
+def _largest_first(
+    prompt: Prompt,
+    sized: Iterable[tuple[str, int]],
+    remove: Callable[[Prompt, Collection[str], CountTokens], Prompt],
+    limit: int,
+    count_tokens: CountTokens,
+) -> list[str]:
+    """Names (of `sized`: name, tokens) to remove, largest first, until the request is at
+    most `limit` tokens; `remove` takes them out."""
     shed: list[str] = []
     current = prompt
-    for f in order:
+    for name, _tokens in sorted(sized, key=lambda x: (-x[1], x[0])):
         if current.request_tokens <= limit:
             break
-        shed.append(f.path)
-        current = remove_files(prompt, shed, count_tokens)
+        shed.append(name)
+        current = remove(prompt, shed, count_tokens)
     return shed
+
+
+def _shed_layers(prompt: Prompt, limit: int, count_tokens: CountTokens) -> list[str]:
+    """Source layers to leave out, largest first, until the request is at most `limit`."""
+    sized = [(la.name, la.tokens) for la in prompt.layers if la.name in SHEDDABLE_LAYERS]
+    return _largest_first(prompt, sized, remove_layers, limit, count_tokens)
+
+
+def _shed_paths(prompt: Prompt, limit: int, count_tokens: CountTokens) -> list[str]:
+    """Files to remove, largest first, until the request is at most `limit` tokens."""
+    sized = [(f.path, f.tokens) for f in prompt.files]
+    return _largest_first(prompt, sized, remove_files, limit, count_tokens)
 
 
 # --- the ladder ---------------------------------------------------------------------------
@@ -675,31 +717,50 @@ def plan_reduction(
                 stopped.append(STEP_EMERGENCY)
                 notes.append(f"emergency: would free only {_pct(t - after, t):.1f} %: not worth it")
 
-    # (e) shed files, largest first, when the request is above reduce_pct of max input,
-    # down to the same target as the other steps (room for the turn's next results).
+    # (e) shed the repository's layers, then files, largest first, when the request is
+    # above reduce_pct of max input, down to the same target as the other steps (room
+    # for the turn's next results).
     t = current.request_tokens
-    if t * 100 > reduce_at and current.files:
-        paths = _shed_paths(current, target, count_tokens)
-        candidate = remove_files(current, paths, count_tokens)
+    sheddable = current.files or any(la.name in SHEDDABLE_LAYERS for la in current.layers)
+    if t * 100 > reduce_at and sheddable:
+        names = _shed_layers(current, target, count_tokens)
+        lighter = remove_layers(current, names, count_tokens) if names else current
+        paths = _shed_paths(lighter, target, count_tokens)
+        candidate = remove_files(lighter, paths, count_tokens)
         after = candidate.request_tokens
-        if paths and _worth(t, after, target + 1, max_in, s):
+        if (paths or names) and _worth(t, after, target + 1, max_in, s):
+            parts = []
+            if names:
+                parts.append("left out " + " and ".join(SHEDDABLE_LAYERS[n] for n in names))
+            if paths:
+                parts.append(
+                    f"removed {len(paths)} file(s) from the context, largest first: "
+                    + ", ".join(paths)
+                )
             steps.append(
                 GuardStep(
                     STEP_SHED,
-                    f"removed {len(paths)} file(s) from the context, largest first: "
-                    + ", ".join(paths),
+                    "; ".join(parts),
                     t,
                     after,
                     files=tuple(paths),
+                    layers=tuple(names),
                 )
             )
-            notes.append(
-                "files removed to fit the context window: "
-                + ", ".join(paths)
-                + " (/file add puts them back)"
-            )
+            if names:
+                notes.append(
+                    "left out to fit the context window: "
+                    + ", ".join(SHEDDABLE_LAYERS[n] for n in names)
+                    + " (back with the next request that has room)"
+                )
+            if paths:
+                notes.append(
+                    "files removed to fit the context window: "
+                    + ", ".join(paths)
+                    + " (/file add puts them back)"
+                )
             current = candidate
-        elif paths:
+        elif paths or names:
             stopped.append(STEP_SHED)
             notes.append(f"shed: would free only {_pct(t - after, t):.1f} %: files kept")
     return result()
@@ -716,6 +777,7 @@ def apply_plan(prompt: Prompt, plan: GuardPlan, count_tokens: CountTokens = roug
         elif step.kind == STEP_EMERGENCY:
             out = drop_messages(out, step.message_ids, count_tokens)
         elif step.kind == STEP_SHED:
+            out = remove_layers(out, step.layers, count_tokens)
             out = remove_files(out, step.files, count_tokens)
     extra = [s.detail for s in plan.steps if s.applied] + list(plan.notes)
     if plan.fails:

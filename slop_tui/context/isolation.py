@@ -185,6 +185,7 @@ class _Walker:
                 truncated,
                 tier,
                 None,  # kind: a conversation message
+                (),  # images: added by assembly
             )
         )
 

@@ -4,16 +4,17 @@ Providers bill a repeated request prefix at a discount (OpenAI automatic
 prefix caching, Gemini implicit caching); any change near the top of a request
 throws the rest of the cache away. A layout says where each layer goes:
 
-- `default`: every layer but the quoted reply and the focus note is part of the
-  system instruction (system, guidelines, STATE, scratchpad, memos, summary,
-  files, resume); the quoted reply and the focus note form one user-role
+- `default`: every layer but the file tree, the quoted reply and the focus note
+  is part of the system instruction (system, repository map, guidelines, STATE,
+  scratchpad, memos, summary, files, resume); the file tree and the URL context
+  are user/assistant pairs at the head of the conversation; the quoted reply and the focus note form one user-role
   context message right before the current request (seed 002's order: recent
   messages, quoted reply, user message). STATE changes with nearly every
   reply, so the cached prefix usually ends inside the system text.
 - `cache`: the system instruction holds only the stable layers (base prompt,
   tools, skills, guidelines) and is byte-identical from request to request.
-  The semi-stable layers (summary, files: they change at a compaction or a
-  `/file add`) form a pinned message at the head of the conversation; the
+  The semi-stable layers (repository map, summary, files: they change with the
+  conversation's topic, at a compaction or a `/file add`) form a pinned message at the head of the conversation; the
   volatile ones (STATE, scratchpad, memos, resume, quoted reply, focus) form
   one context message right before the current request. Consecutive requests
   then share the system text, the pinned message and the history up to the
@@ -43,18 +44,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slop_tui.context.prompt import (
+    LAYER_FILE_TREE,
     LAYER_FILES,
     LAYER_FOCUS,
     LAYER_GUIDELINES,
     LAYER_MEMOS,
     LAYER_PERSONALITY,
     LAYER_QUOTED,
+    LAYER_REPO_MAP,
     LAYER_RESUME,
     LAYER_SCRATCHPAD,
     LAYER_STATE,
     LAYER_SUMMARY,
     LAYER_SYSTEM,
+    LAYER_URLS,
     PLACEMENT_CONTEXT,
+    PLACEMENT_PAIR,
     PLACEMENT_PINNED,
     PLACEMENT_SYSTEM,
     Prompt,
@@ -68,6 +73,9 @@ LAYOUTS = (LAYOUT_DEFAULT, LAYOUT_CACHE)
 _PLACEMENTS: dict[str, dict[str, str]] = {
     LAYOUT_DEFAULT: {
         LAYER_SYSTEM: PLACEMENT_SYSTEM,
+        LAYER_REPO_MAP: PLACEMENT_SYSTEM,
+        LAYER_FILE_TREE: PLACEMENT_PAIR,
+        LAYER_URLS: PLACEMENT_PAIR,
         LAYER_GUIDELINES: PLACEMENT_SYSTEM,
         LAYER_PERSONALITY: PLACEMENT_SYSTEM,
         LAYER_STATE: PLACEMENT_SYSTEM,
@@ -83,6 +91,9 @@ _PLACEMENTS: dict[str, dict[str, str]] = {
         LAYER_SYSTEM: PLACEMENT_SYSTEM,
         LAYER_GUIDELINES: PLACEMENT_SYSTEM,
         LAYER_PERSONALITY: PLACEMENT_SYSTEM,
+        LAYER_REPO_MAP: PLACEMENT_PINNED,
+        LAYER_FILE_TREE: PLACEMENT_PAIR,
+        LAYER_URLS: PLACEMENT_PAIR,
         LAYER_SUMMARY: PLACEMENT_PINNED,
         LAYER_FILES: PLACEMENT_PINNED,
         LAYER_STATE: PLACEMENT_CONTEXT,

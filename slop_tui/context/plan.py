@@ -65,7 +65,7 @@ from slop_tui.context.guards import (
     plan_reduction,
 )
 from slop_tui.context.isolation import message_tokens, same_family
-from slop_tui.context.prompt import ENGINE_KINDS, Prompt, PromptMessage
+from slop_tui.context.prompt import ENGINE_KINDS, KIND_PAIR, Prompt, PromptMessage
 from slop_tui.context.summaries import state_corrections, summary_corrections
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
@@ -257,15 +257,17 @@ class ContextPlan:
         counts = {layer.name: layer.tokens for layer in self.request.layers}
         history = pending = 0
         for m in self.request.messages:
+            if m.kind == KIND_PAIR:
+                continue  # a pair layer's tokens are its two messages'
             if m.kind in ENGINE_KINDS:
                 names = [la.name for la in self.request.layers if la.placement == m.kind]
                 if names:
                     counts[names[0]] += m.tokens - sum(counts[n] for n in names)
                 continue
             if m.group_id in self.pending_groups:
-                pending += m.tokens
+                pending += m.tokens + m.image_tokens
             else:
-                history += m.tokens
+                history += m.tokens + m.image_tokens
         counts["history"] = history
         if pending:
             counts["pending"] = pending

@@ -13,6 +13,9 @@ from slop_tui.records import ToolCall
 
 # Layer names, in the order they appear in a request (default layout).
 LAYER_SYSTEM = "system"  # base prompt, available tools, active skills
+LAYER_REPO_MAP = "repo_map"  # `## Repository Structure`: the ranked symbol map
+LAYER_FILE_TREE = "file_tree"  # `## Repository Files`: a user/assistant pair of its own
+LAYER_URLS = "urls"  # `## URL Context`: `/url add` pages, a user/assistant pair of its own
 LAYER_GUIDELINES = "guidelines"  # history guidelines
 LAYER_PERSONALITY = "personality"  # how to speak: lane > session > global (seed 002)
 LAYER_STATE = "state"  # the Global Anchor (### STATE)
@@ -27,6 +30,9 @@ LAYER_HISTORY = "history"  # the conversation messages (not part of the system t
 
 LAYER_ORDER = (
     LAYER_SYSTEM,
+    LAYER_REPO_MAP,
+    LAYER_FILE_TREE,
+    LAYER_URLS,
     LAYER_GUIDELINES,
     LAYER_PERSONALITY,
     LAYER_STATE,
@@ -46,13 +52,17 @@ LAYER_ORDER = (
 PLACEMENT_SYSTEM = "system"
 PLACEMENT_PINNED = "pinned"
 PLACEMENT_CONTEXT = "context"
-PLACEMENTS = (PLACEMENT_SYSTEM, PLACEMENT_PINNED, PLACEMENT_CONTEXT)
+# A layer sent as its own user/assistant pair at the head of the conversation (the
+# layer's text is the user message; the assistant acknowledges it).
+PLACEMENT_PAIR = "pair"
+PLACEMENTS = (PLACEMENT_SYSTEM, PLACEMENT_PINNED, PLACEMENT_CONTEXT, PLACEMENT_PAIR)
 
 KIND_PINNED = PLACEMENT_PINNED
 KIND_CONTEXT = PLACEMENT_CONTEXT
 KIND_SUMMARY = "summary"  # a summary message put in by `guards.apply_summary`
 KIND_NOTICE = "notice"  # an engine pointer, e.g. after emergency truncation
-ENGINE_KINDS = frozenset({KIND_PINNED, KIND_CONTEXT})  # not conversation history
+KIND_PAIR = PLACEMENT_PAIR  # the two messages of a pair layer
+ENGINE_KINDS = frozenset({KIND_PINNED, KIND_CONTEXT, KIND_PAIR})  # not conversation history
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +89,20 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptImage:
+    """An image sent with a user message: its bytes as the provider gets them (already
+    downscaled to its limit), and the tokens that provider bills for it."""
+
+    name: str
+    mime: str
+    width: int
+    height: int
+    tokens: int
+    sha256: str
+    data: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class PromptMessage:
     """One provider-neutral conversation message.
 
@@ -101,6 +125,11 @@ class PromptMessage:
     truncated: bool = False  # a tool result cut by a tier (full text is in the ledger)
     tier: str | None = None  # "full" | "degraded" | "inactive" | "elided" for tool results
     kind: str | None = None  # None: conversation; else an engine message (KIND_*)
+    images: tuple[PromptImage, ...] = ()  # sent with the text (user messages)
+
+    @property
+    def image_tokens(self) -> int:
+        return sum(i.tokens for i in self.images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +170,7 @@ class Prompt:
 
     @property
     def history_tokens(self) -> int:
-        return sum(m.tokens for m in self.messages if m.kind not in ENGINE_KINDS)
+        return sum(m.tokens + m.image_tokens for m in self.messages if m.kind not in ENGINE_KINDS)
 
     def layer_tokens(self) -> dict[str, int]:
         out = {layer.name: layer.tokens for layer in self.layers}
@@ -152,7 +181,7 @@ class Prompt:
     def total_tokens(self) -> int:
         """Tokens of the text sent: the system instruction plus every message."""
         system = sum(layer.tokens for layer in self.layers if layer.placement == PLACEMENT_SYSTEM)
-        return system + sum(m.tokens for m in self.messages)
+        return system + sum(m.tokens + m.image_tokens for m in self.messages)
 
     @property
     def request_tokens(self) -> int:

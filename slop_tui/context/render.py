@@ -70,6 +70,10 @@ def render_prompt(prompt: Prompt) -> str:
             out.append(f"(layers {', '.join(names)}: shown above)")
         elif msg.text:
             out.append(msg.text)
+        for image in msg.images:
+            out.append(
+                f"[image: {image.name}, {image.width}×{image.height}, {image.tokens} tokens]"
+            )
         for call in msg.tool_calls:
             out.append(_call_line(call.name, call.id, call.arguments))
         out.append("")

@@ -30,9 +30,11 @@ from slop_tui.records import (
     CompactionRecord,
     ContextFile,
     Handoff,
+    ImageRef,
     LaneInfo,
     Message,
     Summary,
+    UrlPage,
 )
 
 _HIDDEN = f"('{STATUS_DROPPED}','{STATUS_SUMMARIZED}')"
@@ -439,6 +441,104 @@ class ContinuityMixin(LedgerBase):
         )
         return [ContextFile(r["session_id"], r["path"], r["added_at"]) for r in rows]
 
+    # -- URL context -------------------------------------------------------
+
+    async def put_url_page(
+        self,
+        session: str,
+        url: str,
+        final_url: str,
+        title: str,
+        content: str,
+        content_type: str,
+    ) -> UrlPage:
+        """Store a fetched page; the same address again replaces its text (and keeps
+        its place in the list)."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
+            await db.execute(
+                """INSERT INTO url_pages(session_id, url, final_url, title, content,
+                       content_type, fetched_at) VALUES (?,?,?,?,?,?,?)
+                   ON CONFLICT(session_id, url) DO UPDATE SET final_url=excluded.final_url,
+                       title=excluded.title, content=excluded.content,
+                       content_type=excluded.content_type, fetched_at=excluded.fetched_at""",
+                (session, url, final_url, title, content, content_type, now()),
+            )
+        row = await self._one(
+            "SELECT * FROM url_pages WHERE session_id=? AND url=?", (session, url)
+        )
+        assert row is not None
+        return _url_page(row)
+
+    async def url_pages(self, session: str) -> list[UrlPage]:
+        """The session's pages in the order they were first added."""
+        rows = await self._all("SELECT * FROM url_pages WHERE session_id=? ORDER BY id", (session,))
+        return [_url_page(r) for r in rows]
+
+    async def remove_url_page(self, session: str, page_id: int) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM url_pages WHERE session_id=? AND id=?", (session, page_id)
+            )
+            return cur.rowcount > 0
+
+    # -- images ------------------------------------------------------------
+
+    async def add_image(
+        self,
+        session: str,
+        sha256: str,
+        name: str,
+        mime: str,
+        width: int,
+        height: int,
+        size: int,
+        message_id: int | None = None,
+    ) -> ImageRef:
+        """An image for the session's next prompt, or of the message `message_id` (a tool
+        result that read an image)."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
+            cur = await db.execute(
+                """INSERT INTO images(session_id, message_id, sha256, name, mime, width, height,
+                       size, added_at) VALUES (?,?,?,?,?,?,?,?,?)""",
+                (session, message_id, sha256, name, mime, width, height, size, now()),
+            )
+            image_id = cur.lastrowid
+        row = await self._one("SELECT * FROM images WHERE id=?", (image_id,))
+        assert row is not None
+        return _image(row)
+
+    async def pending_images(self, session: str) -> list[ImageRef]:
+        """Images waiting for the session's next prompt, in the order they were added."""
+        rows = await self._all(
+            "SELECT * FROM images WHERE session_id=? AND message_id IS NULL ORDER BY id",
+            (session,),
+        )
+        return [_image(r) for r in rows]
+
+    async def remove_pending_image(self, session: str, image_id: int) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM images WHERE session_id=? AND id=? AND message_id IS NULL",
+                (session, image_id),
+            )
+            return cur.rowcount > 0
+
+    async def message_images(self, message_ids: Collection[int]) -> dict[int, list[ImageRef]]:
+        """The images of each of `message_ids` that has any."""
+        out: dict[int, list[ImageRef]] = {}
+        ids = list(message_ids)
+        for at in range(0, len(ids), 500):
+            chunk = ids[at : at + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._all(
+                f"SELECT * FROM images WHERE message_id IN ({marks}) ORDER BY id", tuple(chunk)
+            )
+            for r in rows:
+                out.setdefault(r["message_id"], []).append(_image(r))
+        return out
+
     # -- lanes -------------------------------------------------------------
 
     async def summarized_lanes(self, session: str) -> list[str]:
@@ -550,3 +650,31 @@ class ContinuityMixin(LedgerBase):
 
 
 __all__ = ["ContinuityMixin", "LANE_FORMS", "check_lane", "lane_group", "reply_lane"]
+
+
+def _url_page(r) -> UrlPage:
+    return UrlPage(
+        r["id"],
+        r["session_id"],
+        r["url"],
+        r["final_url"],
+        r["title"],
+        r["content"],
+        r["content_type"],
+        r["fetched_at"],
+    )
+
+
+def _image(r) -> ImageRef:
+    return ImageRef(
+        r["id"],
+        r["session_id"],
+        r["message_id"],
+        r["sha256"],
+        r["name"],
+        r["mime"],
+        r["width"],
+        r["height"],
+        r["size"],
+        r["added_at"],
+    )

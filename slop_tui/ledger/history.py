@@ -398,6 +398,11 @@ class HistoryMixin(LedgerBase):
         lane = lane or await self._session_lane(db, session)
         msg_id = await self._insert(db, session, None, prompt, lane)
         await db.execute("UPDATE messages SET group_id=id WHERE id=?", (msg_id,))
+        # Images added for the next prompt (from any process) go with this one.
+        await db.execute(
+            "UPDATE images SET message_id=? WHERE session_id=? AND message_id IS NULL",
+            (msg_id, session),
+        )
         return msg_id
 
     async def append(

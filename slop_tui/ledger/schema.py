@@ -348,6 +348,40 @@ _USAGE_COST = [
     "CREATE INDEX ix_usage_created ON usage(created_at)",
 ]
 
+# Context sources. `url_pages`: the pages `/url add` fetched for a session, as Markdown
+# (the page text is untrusted input, like a tool result); one row per session and
+# address, `/url add` of the same address again fetches it anew. `images`: images
+# attached to a prompt, stored once under `.slop/images/<sha256>.<ext>`; a row with no
+# `message_id` waits for the session's next prompt (`/image add` in any process), which
+# takes it in the transaction that writes the prompt.
+_CONTEXT_SOURCES = [
+    """CREATE TABLE url_pages(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        url TEXT NOT NULL,
+        final_url TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        content_type TEXT NOT NULL DEFAULT '',
+        fetched_at REAL NOT NULL,
+        UNIQUE(session_id, url)
+    )""",
+    """CREATE TABLE images(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        message_id INTEGER,
+        sha256 TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        added_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_images_message ON images(message_id) WHERE message_id IS NOT NULL",
+    "CREATE INDEX ix_images_pending ON images(session_id) WHERE message_id IS NULL",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -357,5 +391,6 @@ MIGRATIONS: list[list[str]] = [
     _GROUP_LIST_INDEX,
     _VALUE_EDITS,
     _USAGE_COST,
+    _CONTEXT_SOURCES,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -91,9 +91,11 @@ def gemini_contents(
             if msg.tool_call_id and msg.tool_call_id in sent_ids:
                 response["id"] = msg.tool_call_id
             parts = [{"function_response": response}]
+            parts += [{"inline_data": {"mime_type": i.mime, "data": i.data}} for i in msg.images]
         else:
             role = "user"
             parts = [{"text": msg.text}] if msg.text else []
+            parts += [{"inline_data": {"mime_type": i.mime, "data": i.data}} for i in msg.images]
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:

@@ -16,6 +16,7 @@ decoder decodes each line strictly and a single bad byte lost the whole reply
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -91,17 +92,27 @@ def openai_messages(prompt: Prompt) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if prompt.system_text:
         out.append({"role": "system", "content": prompt.system_text})
+    shown: list[PromptMessage] = []  # tool results with images, shown after their run
     for msg in prompt.messages:
+        if msg.role != "tool" and shown:
+            out.append(_tool_images(shown))
+            shown = []
         if msg.role == "tool":
             out.append(
                 {"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": msg.text}
             )
+            if msg.images:
+                shown.append(msg)
         elif msg.role == "assistant" and msg.tool_calls:
             out.append(_assistant_message(msg))
         elif msg.role == "assistant":
             out.append({"role": "assistant", "content": msg.text})
+        elif msg.images:
+            out.append({"role": "user", "content": _user_parts(msg)})
         else:
             out.append({"role": "user", "content": msg.text})
+    if shown:
+        out.append(_tool_images(shown))
     return out
 
 
@@ -134,6 +145,37 @@ def with_breakpoints(messages: list[dict[str, Any]], prompt: Prompt) -> list[dic
             msg["content"] = [{"type": "text", "text": text, "cache_control": dict(CACHE_CONTROL)}]
             out[i] = msg
     return out
+
+
+def _tool_images(results: list[PromptMessage]) -> dict[str, Any]:
+    """A tool message holds text only: the images tool results returned follow their
+    run of results as one user message, each labelled with its call."""
+    parts: list[dict[str, Any]] = []
+    for msg in results:
+        parts.append(
+            {"type": "text", "text": f"[image(s) returned by {msg.tool_name} ({msg.tool_call_id})]"}
+        )
+        parts.extend(_image_parts(msg))
+    return {"role": "user", "content": parts}
+
+
+def _image_parts(msg: PromptMessage) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "image_url",
+            "image_url": {
+                "url": f"data:{i.mime};base64,{base64.b64encode(i.data).decode('ascii')}"
+            },
+        }
+        for i in msg.images
+    ]
+
+
+def _user_parts(msg: PromptMessage) -> list[dict[str, Any]]:
+    """A user message with images: its text part, then one `image_url` data-URI part per
+    image (detail `auto`, the default)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": msg.text}] if msg.text else []
+    return parts + _image_parts(msg)
 
 
 def openai_tools(prompt: Prompt) -> list[dict[str, Any]]:

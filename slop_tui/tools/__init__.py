@@ -16,6 +16,7 @@ from slop_tui.tools.approval import (
     refused_result,
 )
 from slop_tui.tools.base import (
+    KIND_NETWORK,
     KIND_READ,
     KIND_SHELL,
     KIND_WRITE,
@@ -40,6 +41,7 @@ __all__ = [
     "ACTIVE_SKILLS_KEY",
     "DEFAULT_POLICY",
     "KINDS",
+    "KIND_NETWORK",
     "KIND_READ",
     "KIND_SHELL",
     "KIND_WRITE",

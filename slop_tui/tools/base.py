@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # the ledger pulls in aiosqlite; tools only need its methods
 KIND_READ = "read"
 KIND_WRITE = "write"
 KIND_SHELL = "shell"
-KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL)
+KIND_NETWORK = "network"  # reaches the network (fetch_url): asks like a write
+KINDS = (KIND_READ, KIND_WRITE, KIND_SHELL, KIND_NETWORK)
 
 RESULT_HEADER = "### TOOL_RESULT: "
 RESULT_FOOTER = "\n\n---"
@@ -60,6 +61,8 @@ class ToolContext:
     db_time_limit: float = 2.0
     db_max_rows: int = 200
     db_max_chars: int = 100_000
+    # fetch_url may connect to loopback and private addresses (`[network] allow_private`).
+    allow_private: bool = False
 
     @property
     def root(self) -> Path:
@@ -87,6 +90,9 @@ class ToolResult:
     ok: bool
     name: str
     notice: str = ""
+    # Images the result carries (read_file on an image): the orchestrator records them
+    # on the tool row, and the request sends them after the results (`images` package).
+    images: tuple[Any, ...] = ()
 
     @property
     def status(self) -> str:
@@ -105,8 +111,8 @@ class ToolResult:
         return text
 
 
-def ok_result(name: str, body: str, notice: str = "") -> ToolResult:
-    return ToolResult(frame(name, body), True, name, notice)
+def ok_result(name: str, body: str, notice: str = "", images: tuple[Any, ...] = ()) -> ToolResult:
+    return ToolResult(frame(name, body), True, name, notice, images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,7 @@ class Reply:
 
     body: str
     notice: str = ""
+    images: tuple[Any, ...] = ()  # `images.ImageInfo` of an image the tool read
 
 
 def error_result(name: str, message: str, detail: str = "") -> ToolResult:

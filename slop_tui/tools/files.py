@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from slop_tui.images import EXTENSIONS as IMAGE_EXTENSIONS
 from slop_tui.safe_text import escape_json, has_unsafe
-from slop_tui.tools.base import KIND_READ, KIND_WRITE, ToolContext, ToolError, tool
+from slop_tui.tools.base import KIND_READ, KIND_WRITE, Reply, ToolContext, ToolError, tool
 from slop_tui.tools.paths import (
     BINARY_SNIFF_BYTES,
     SKIP_DIRS,
@@ -82,10 +83,12 @@ def _read_range(
     },
     ["path"],
 )
-async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
+async def read_file(args: dict[str, Any], ctx: ToolContext) -> str | Reply:
     root = ctx.root
     path = resolve_for_tool(root, args["path"], "read_file", ctx.ledger.path)
     shown = display(root, path)
+    if path.suffix.lower() in IMAGE_EXTENSIONS:
+        return await asyncio.to_thread(_read_image, root, path, shown)
     start = args.get("start_line", 1)
     end = args.get("end_line")
     if end is not None and end < start:
@@ -117,6 +120,27 @@ def _write_report(shown: str, text: str, created: bool) -> str:
     more = "\n..." if len(lines) > PREVIEW_LINES else ""
     body = "\n".join(preview) if preview else "(empty file)"
     return f"Wrote {size} bytes to {shown} ({what}, {len(lines)} lines).\nPreview:\n{body}{more}"
+
+
+def _read_image(root: Path, path: Path, shown: str) -> Reply:
+    """An image read by read_file: checked, stored once under `.slop/images/`, and
+    returned as an image the next request shows the model."""
+    from slop_tui.images import ImageError, check_image, store_image
+
+    try:
+        info = check_image(path)
+        store_image(root, info)
+    except ImageError as exc:
+        raise ToolError(f"read_file: {exc}") from None
+    except OSError as exc:
+        raise ToolError(
+            f"read_file: {shown}: the image cannot be stored ({exc.strerror})"
+        ) from None
+    body = (
+        f"[image {shown}: {info.mime}, {info.width}×{info.height}, {info.size:,} bytes; "
+        "it follows as an image]"
+    )
+    return Reply(body, images=(info,))
 
 
 @tool(

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from slop_tui.context.prompt import ToolSpec
-from slop_tui.tools import db, files, knowledge, search, shell
+from slop_tui.tools import db, files, knowledge, search, shell, web
 from slop_tui.tools.args import parse_arguments, validate
 from slop_tui.tools.base import (
     KIND_SHELL,
@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 # The order tools are declared to the model in.
 REGISTRY: dict[str, Tool] = {
-    t.name: t for t in (*db.TOOLS, *knowledge.TOOLS, *files.TOOLS, *search.TOOLS, *shell.TOOLS)
+    t.name: t
+    for t in (*db.TOOLS, *knowledge.TOOLS, *files.TOOLS, *search.TOOLS, *shell.TOOLS, *web.TOOLS)
 }
 
 
@@ -80,5 +81,5 @@ async def run_tool(
     except Exception:  # the count is bookkeeping; losing one must not lose the result
         log.warning("could not count a call of %s", name, exc_info=True)
     if isinstance(body, Reply):
-        return _ok(name, cap_text(body.body, cap), body.notice)
+        return _ok(name, cap_text(body.body, cap), body.notice, body.images)
     return _ok(name, cap_text(body, cap))

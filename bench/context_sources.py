@@ -1,0 +1,200 @@
+"""The repository map and the file tree: build times, token fit, request build time.
+
+    python bench/context_sources.py [--runs N] [--files N] [--dir DIR]
+
+Cases (each timed `--runs` times, default 5; median and range):
+
+- `10k cold`: a generated repository of `--files` (10,000) Python files in
+  nested folders (each a class with two methods and two functions, using
+  names of five other files), mapped with no cache: list, parse, store in
+  `.slop/repomap.db`, rank, render at the default budget (4,096 tokens);
+- `10k warm`: a new `RepoMap` (a new process) over the cache: list, stat,
+  read the cache, rank, render (target <= 100 ms);
+- `10k one-file change`: the warm map after one file's text changed: list,
+  stat, parse that file, rank, render (target <= 50 ms);
+- `project cold / warm`: the same on this repository;
+- `fit`: the map's tokens (exact, o200k) against budgets of 1,024 to 8,192;
+- `request, 2,000 messages`: `Workspace.plan()` over a ledger of 2,000
+  messages (window: all of them) with every layer of the repository on (map,
+  file tree, one `/file add` file), the map warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common as c
+
+from slop_tui.config import load_config
+from slop_tui.context.tokens import default_counter
+from slop_tui.repomap import RepoMap, default_budget
+from slop_tui.workspace import Workspace
+
+TARGET_WARM_MS = 100.0
+TARGET_CHANGE_MS = 50.0
+
+
+def generate(root: Path, files: int, seed: int = 3) -> list[str]:
+    """A repository of `files` Python files, 50 per folder, each using five others' names."""
+    rnd = random.Random(seed)
+    paths = []
+    for i in range(files):
+        rel = f"pkg{i // 2500}/sub{(i // 50) % 50}/module_{i}.py"
+        uses = [rnd.randrange(files) for _ in range(5)]
+        body = [f"from pkg import helper_{u}, Service{u}\n" for u in uses]
+        body.append(f"\n\nclass Service{i}:\n    def start_{i}(self, config):\n")
+        body.append(f"        return helper_{uses[0]}(config)\n\n")
+        body.append(f"    def stop_{i}(self):\n        return Service{uses[1]}()\n\n\n")
+        body.append(f"def helper_{i}(value, *, retries=3):\n    return value\n\n\n")
+        body.append(f"def _private_{i}():\n    return helper_{uses[2]}(1)\n")
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(body))
+        paths.append(rel)
+    (root / ".slop").mkdir(exist_ok=True)
+    return paths
+
+
+def build(root: Path, count, budget: int) -> tuple[float, RepoMap, int]:
+    t = time.perf_counter_ns()
+    rm = RepoMap(root, root / ".slop")
+    rm.refresh()
+    out = rm.render(budget, count)
+    return time.perf_counter_ns() - t, rm, out.tokens
+
+
+def cold(root: Path, count, budget: int, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        for f in (root / ".slop").glob("repomap.db*"):
+            f.unlink()
+        ns, rm, _tokens = build(root, count, budget)
+        rm.close()
+        times.append(ns)
+    return times
+
+
+def warm(root: Path, count, budget: int, runs: int) -> list[float]:
+    build(root, count, budget)[1].close()
+    times = []
+    for _ in range(runs):
+        ns, rm, _tokens = build(root, count, budget)
+        rm.close()
+        times.append(ns)
+    return times
+
+
+def one_change(root: Path, paths: list[str], count, budget: int, runs: int) -> list[float]:
+    ns, rm, _ = build(root, count, budget)
+    times = []
+    for i in range(runs):
+        p = root / paths[i * 37 % len(paths)]
+        p.write_text(p.read_text() + f"\n\ndef added_{i}(x):\n    return x\n")
+        t = time.perf_counter_ns()
+        rm.refresh()
+        rm.render(budget, count)
+        times.append(time.perf_counter_ns() - t)
+        assert rm.parsed == 1, rm.parsed
+    rm.close()
+    return times
+
+
+def row(name: str, times: list[float], target: float | None = None) -> list[str]:
+    med = c.median(times) / 1e6
+    lo, hi = min(times) / 1e6, max(times) / 1e6
+    verdict = "" if target is None else f"{c.verdict(med, target)} (<= {target:g} ms)"
+    return [name, f"{med:.1f}", f"{lo:.1f}-{hi:.1f}", verdict]
+
+
+async def request_build(root: Path, runs: int) -> list[float]:
+    """`Workspace.plan()` at 2,000 messages with the map, the tree and a file."""
+    db = root / ".slop" / "slop.db"
+    config = load_config(db=str(db), env={}, cwd=root)
+    ws = await Workspace.open(config, "bench", env={})
+    try:
+        await c.fill(ws.ledger, 2000, ["bench"])
+        await ws.ledger.set_window(ws.session, 0)
+        await ws.ledger.add_context_file(ws.session, "README.md")
+        await ws.plan()  # tokenizer, map and caches warm
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter_ns()
+            plan = await ws.plan()
+            times.append(time.perf_counter_ns() - t)
+        names = [la.name for la in plan.request.layers]
+        assert "repo_map" in names and "file_tree" in names and plan.request.files, names
+        return times
+    finally:
+        await ws.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args()
+    count = default_counter().count
+    count("warm the tokenizer")
+    budget = default_budget(200_000)
+    work = Path(tempfile.mkdtemp(prefix="slop-bench-map-", dir=args.dir))
+    rows = []
+    try:
+        repo = work / "gen"
+        paths = generate(repo, args.files)
+        n = f"{args.files // 1000}k" if args.files >= 1000 else str(args.files)
+        rows.append(row(f"{n} files cold", cold(repo, count, budget, args.runs)))
+        rows.append(row(f"{n} files warm", warm(repo, count, budget, args.runs), TARGET_WARM_MS))
+        rows.append(
+            row(
+                f"{n} files one-file change",
+                one_change(repo, paths, count, budget, args.runs),
+                TARGET_CHANGE_MS,
+            )
+        )
+        project = work / "project"
+        shutil.copytree(
+            c.ROOT,
+            project,
+            ignore=shutil.ignore_patterns(".git", ".venv", ".slop", "__pycache__", "snapshots"),
+        )
+        (project / ".slop").mkdir(exist_ok=True)
+        rows.append(row("this project cold", cold(project, count, budget, args.runs)))
+        rows.append(row("this project warm", warm(project, count, budget, args.runs)))
+        rows.append(
+            row(
+                "request, 2,000 messages, all layers",
+                asyncio.run(request_build(project, args.runs)),
+            )
+        )
+        fit = []
+        rm = RepoMap(project, project / ".slop")
+        rm.refresh()
+        for b in (1024, 2048, 4096, 8192):
+            out = rm.render(b, count)
+            fit.append(
+                [f"{b:,}", f"{out.tokens:,}", f"{out.tokens * 100 / b:.0f} %", out.files_shown]
+            )
+        files_mapped = len(rm.tags)
+        rm.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"Repository map and file tree ({c.machine()}; {args.runs} runs; map budget {budget:,})\n"
+    )
+    print(c.table(["case", "median ms", "range ms", "target"], rows))
+    print(f"\nThe map's fit on this project ({files_mapped} files mapped):\n")
+    print(c.table(["budget", "map tokens", "of budget", "files shown"], fit))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(__file__))
+    main()

@@ -1,0 +1,167 @@
+"""Which files of a project the repository map and the file tree cover.
+
+`git ls-files` when the root is a git work tree (tracked files plus untracked
+ones that no ignore file excludes), else a walk that reads every `.gitignore`
+it passes (pathspec's gitignore rules). Either way `.slop/`, `.git/`,
+vendored and generated folders are left out, and the walk never follows a
+symlinked folder, so a symlink loop cannot make it spin.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+# Folders never listed: the app's own state, VCS metadata, dependencies and builds.
+SKIP_DIRS = frozenset(
+    {
+        ".slop",
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "bower_components",
+        "vendor",
+        "third_party",
+        "site-packages",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "dist",
+        "build",
+        "target",
+        ".next",
+        ".gradle",
+        ".idea",
+        ".cache",
+        "generated",
+    }
+)
+# Generated files by name: minified bundles, protobuf stubs, lock files.
+_GENERATED_SUFFIXES = (".min.js", ".min.css", "_pb2.py", "_pb2_grpc.py", ".pb.go", ".lock")
+GIT_TIMEOUT = 10.0
+
+
+@dataclass
+class Listing:
+    """Project files (root-relative, `/`-separated, sorted) and one note per problem."""
+
+    paths: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = "walk"  # "git" | "walk"
+
+
+def skipped(path: str) -> bool:
+    """True for a path inside a skipped folder or named like a generated file."""
+    parts = path.split("/")
+    if any(p in SKIP_DIRS for p in parts[:-1]):
+        return True
+    return parts[-1].endswith(_GENERATED_SUFFIXES)
+
+
+def list_files(root: Path) -> Listing:
+    """Every listed file under `root` (see the module docstring)."""
+    listing = _git_files(root)
+    if listing is None:
+        listing = _walk(root)
+    listing.paths = sorted(p for p in listing.paths if not skipped(p))
+    return listing
+
+
+def _git_files(root: Path) -> Listing | None:
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ],
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    paths = []
+    for raw in out.split(b"\0"):
+        if raw:
+            paths.append(raw.decode("utf-8", "surrogateescape"))
+    # A deleted but still tracked file is listed by git: only what exists is mapped.
+    return Listing([p for p in dict.fromkeys(paths) if _exists(root / p)], [], "git")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _walk(root: Path) -> Listing:
+    listing = Listing()
+    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [("", [])]
+    while stack:
+        rel, specs = stack.pop()
+        folder = root / rel if rel else root
+        specs = [*specs, *_ignore_spec(folder, rel, listing)]
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            listing.notes.append(f"{rel or '.'}: cannot be listed ({exc.strerror})")
+            continue
+        for entry in entries:
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = not is_dir and entry.is_file()
+            except OSError as exc:
+                listing.notes.append(f"{path}: skipped ({exc.strerror})")
+                continue
+            if is_dir:
+                if entry.name in SKIP_DIRS or _ignored(specs, path + "/"):
+                    continue
+                stack.append((path, specs))
+            elif is_file and not _ignored(specs, path):
+                listing.paths.append(path)
+            elif entry.is_symlink() and not is_file:
+                listing.notes.append(f"{path}: a symlink that leads nowhere readable; skipped")
+    return listing
+
+
+def _ignore_spec(
+    folder: Path, rel: str, listing: Listing
+) -> Iterable[tuple[str, pathspec.PathSpec]]:
+    ignore = folder / ".gitignore"
+    try:
+        text = ignore.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ()
+    except OSError as exc:
+        listing.notes.append(f"{rel + '/' if rel else ''}.gitignore: unreadable ({exc.strerror})")
+        return ()
+    return ((rel, pathspec.GitIgnoreSpec.from_lines(text.splitlines())),)
+
+
+def _ignored(specs: list[tuple[str, pathspec.PathSpec]], path: str) -> bool:
+    for base, spec in specs:
+        sub = path[len(base) + 1 :] if base else path
+        if spec.match_file(sub):
+            return True
+    return False

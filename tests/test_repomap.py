@@ -1,0 +1,343 @@
+"""The repository map and the file tree: parsing, listing, caching, ranking, budgets,
+their layers in the plan, their shedding, and what the real SDKs send."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slop_tui.commands import dispatch
+from slop_tui.context.assemble import PAIR_ACK
+from slop_tui.context.budget import CompactionSettings, ModelInfo
+from slop_tui.context.guards import STEP_SHED, apply_plan, plan_reduction
+from slop_tui.context.prompt import KIND_PAIR, LAYER_FILE_TREE, LAYER_REPO_MAP
+from slop_tui.repomap import MAP_HEADER, TREE_HEADER, RepoMap, tree_text
+from slop_tui.repomap.files import list_files
+from slop_tui.repomap.tags import extract
+from tests.test_cli import run
+from tests.workspace_fixtures import open_workspace, rough
+
+PY = b'''class Store:
+    """Keeps things."""
+
+    def put(self, key: str,
+            value: int) -> None:
+        pass
+
+def helper_function(a, b=2):
+    return a
+'''
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def git_init(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+def test_python_definitions_with_signatures_lines_and_methods() -> None:
+    tags = extract("a.py", PY)
+    got = [(d.kind, d.name, d.line, d.signature, d.depth) for d in tags.definitions]
+    assert got == [
+        ("class", "Store", 1, "class Store", 0),
+        ("method", "put", 4, "def put(self, key: str, value: int) -> None", 1),
+        ("function", "helper_function", 8, "def helper_function(a, b=2)", 0),
+    ]
+    assert {"Store", "helper_function", "value"} <= tags.references
+    assert not tags.error
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        ("m.js", b"class A { run(x) { return 1 } }\nfunction go(y) {}\n", {"A", "run", "go"}),
+        (
+            "m.ts",
+            b"interface Shape { area(): number }\nexport function make(n: number): Shape { return null }\n",
+            {"Shape", "make"},
+        ),
+        ("m.go", b"package m\nfunc Add(a int) int { return a }\n", {"Add"}),
+        ("m.rs", b"struct P;\nimpl P { fn new() -> P { P } }\nfn main() {}\n", {"new", "main"}),
+        ("M.java", b"class M { void hi(int x) {} }\n", {"M", "hi"}),
+        ("m.rb", b"class K\n  def go(a)\n  end\nend\n", {"K", "go"}),
+        ("m.c", b"int add(int a, int b) { return a + b; }\n", {"add"}),
+    ],
+)
+def test_common_languages_work_offline(path: str, source: bytes, expected: set[str]) -> None:
+    names = {d.name for d in extract(path, source).definitions}
+    assert expected <= names
+
+
+# -- listing --------------------------------------------------------------------------------
+
+
+def test_git_listing_respects_gitignore_and_skips_state_and_vendored(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    write(
+        tmp_path,
+        {
+            ".gitignore": "secret.py\n",
+            "secret.py": "x = 1\n",
+            "src/a.py": "def a(): pass\n",
+            ".slop/notes.py": "def n(): pass\n",
+            "node_modules/x/v.js": "function v() {}\n",
+            "web/app.min.js": "function m() {}\n",
+        },
+    )
+    listing = list_files(tmp_path)
+    assert listing.source == "git"
+    assert listing.paths == [".gitignore", "src/a.py"]
+
+
+def test_walk_respects_nested_gitignore_and_survives_a_symlink_loop(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n",
+            "a.py": "def a(): pass\n",
+            "run.log": "x",
+            "sub/.gitignore": "gen/\n",
+            "sub/b.py": "def b(): pass\n",
+            "sub/gen/c.py": "def c(): pass\n",
+        },
+    )
+    os.symlink(tmp_path, tmp_path / "sub" / "loop")  # a folder that contains itself
+    os.symlink("self2", tmp_path / "self1")
+    os.symlink("self1", tmp_path / "self2")  # a file symlink loop
+    listing = list_files(tmp_path)
+    assert listing.source == "walk"
+    assert listing.paths == [".gitignore", "a.py", "sub/.gitignore", "sub/b.py"]
+    assert any("self1" in n for n in listing.notes)
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    assert set(rm.tags) == {"a.py", "sub/b.py"}
+
+
+# -- the cache -----------------------------------------------------------------------------
+
+
+def test_cache_on_disk_parses_only_what_changed(tmp_path: Path) -> None:
+    write(tmp_path, {f"p/m{i}.py": f"def f{i}(): pass\n" for i in range(5)})
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    first = RepoMap(tmp_path, cache)
+    first.refresh()
+    assert first.parsed == 5
+    first.close()
+    again = RepoMap(tmp_path, cache)  # a new process: read from .slop/repomap.db
+    again.refresh()
+    assert again.parsed == 0 and len(again.tags) == 5
+    time.sleep(0.01)
+    (tmp_path / "p/m2.py").write_text("def changed_name(): pass\n")
+    (tmp_path / "p/m4.py").unlink()
+    again.refresh()
+    assert again.parsed == 1
+    assert "p/m4.py" not in again.tags
+    assert [d.name for d in again.tags["p/m2.py"].definitions] == ["changed_name"]
+    again.close()
+    third = RepoMap(tmp_path, cache)
+    third.refresh()
+    assert third.parsed == 0 and set(third.tags) == {f"p/m{i}.py" for i in (0, 1, 2, 3)}
+
+
+def test_a_file_that_cannot_be_parsed_is_one_line_and_the_rest_is_mapped(tmp_path: Path) -> None:
+    write(tmp_path, {"good.py": "def fine(): pass\n", "bad.py": "def broken(:\n  )))\n"})
+    (tmp_path / "bin.py").write_bytes(b"\0\1\2def x(): pass")
+    (tmp_path / "big.py").write_text("def big(): pass\n" + "#" * 300_000)
+    rm = RepoMap(tmp_path)
+    notes = rm.refresh()
+    assert [n for n in notes if n.startswith("bad.py")] == [
+        "bad.py: syntax errors; mapped as far as it parses"
+    ]
+    text = rm.render(1000, rough).text
+    assert "def fine()" in text and "bin.py" not in text and "big.py" not in text
+
+
+# -- ranking and budget --------------------------------------------------------------------
+
+
+def _project(root: Path) -> None:
+    write(
+        root,
+        {
+            "core/models.py": "class UserAccount:\n    def save(self): pass\n",
+            "core/util.py": "def slugify_title(t): return t\n",
+            "app/views.py": "from core.models import UserAccount\n"
+            "def show(): return UserAccount().save()\n",
+            "app/admin.py": "from core.models import UserAccount\ndef admin(): UserAccount()\n",
+            "misc/other.py": "def unrelated_thing(): pass\n",
+        },
+    )
+
+
+def test_ranking_follows_references_mentions_and_files_in_context(tmp_path: Path) -> None:
+    _project(tmp_path)
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    assert rm.rank()[0] == "core/models.py"  # used by two files
+    assert rm.rank(mentions="please fix slugify_title")[0] == "core/util.py"
+    assert rm.rank(mentions="look at misc/other.py")[0] == "misc/other.py"
+    text = rm.render(2000, rough, chat_files={"core/models.py"}).text
+    assert "core/models.py" not in text  # the files layer carries it whole
+    assert "app/views.py" in text
+
+
+@pytest.mark.parametrize("budget", [90, 150, 400])
+def test_the_map_fits_its_budget_and_says_what_it_left_out(tmp_path: Path, budget: int) -> None:
+    write(tmp_path, {f"pkg/mod{i}.py": f"def function_{i}(a, b):\n    pass\n" for i in range(40)})
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    out = rm.render(budget, rough)
+    assert 0 < out.tokens <= budget and rough(out.text) == out.tokens
+    assert out.text.startswith(MAP_HEADER)
+    assert f"({40 - out.files_shown} more file(s) not listed)" in out.text
+    assert rm.render(0, rough).text == ""
+
+
+def test_file_tree_cut_to_budget_with_a_count_line() -> None:
+    paths = ["README.md", *(f"src/deep/f{i}.py" for i in range(200))]
+    out = tree_text(paths, 100, rough)
+    assert out.text.startswith(TREE_HEADER) and rough(out.text) <= 100
+    assert "README.md" in out.text  # shallowest first
+    assert f"({201 - out.listed} more file(s) not listed)" in out.text
+    assert tree_text(paths, 0, rough).text == ""
+
+
+# -- layers in the plan ---------------------------------------------------------------------
+
+
+async def test_plan_carries_map_in_system_and_tree_as_a_pair(tmp_path: Path) -> None:
+    _project(tmp_path)
+    ws = await open_workspace(tmp_path)
+    try:
+        await ws.ledger.append_user(ws.session, "the UserAccount save is slow")
+        plan = await ws.plan(count_tokens=rough)
+        req = plan.request
+        names = [la.name for la in req.layers]
+        assert names[:3] == ["system", LAYER_REPO_MAP, LAYER_FILE_TREE]
+        system = req.system_text
+        assert system.index(MAP_HEADER) > system.index("## Available Tools")
+        assert "core/models.py:\n  1: class UserAccount" in system
+        pair = [m for m in req.messages if m.kind == KIND_PAIR]
+        assert [m.role for m in pair] == ["user", "assistant"]
+        assert req.messages[0] is pair[0] and pair[1].text == PAIR_ACK
+        assert pair[0].text.startswith(TREE_HEADER) and ".slop" not in pair[0].text
+        counts = plan.layer_tokens()
+        assert sum(counts.values()) == plan.request_tokens
+        assert counts[LAYER_FILE_TREE] == pair[0].tokens + pair[1].tokens
+
+        r = await dispatch(ws, "/repo map off")
+        assert r.ok
+        r = await dispatch(ws, "/repo tree tokens 0")
+        assert r.ok
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER not in plan.request.system_text
+        assert not [m for m in plan.request.messages if m.kind == KIND_PAIR]
+        r = await dispatch(ws, "/repo map on")
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER in plan.request.system_text
+        r = await dispatch(ws, "/repo map")
+        assert r.ok and "core/models.py" in r.text and "of " in r.text
+        r = await dispatch(ws, "/repo map tokens lots")
+        assert not r.ok and "Usage" in r.text
+    finally:
+        await ws.close()
+
+
+async def test_sources_are_shed_before_files_largest_first(tmp_path: Path) -> None:
+    _project(tmp_path)
+    write(tmp_path, {"notes.txt": "word " * 300})
+    write(
+        tmp_path,
+        {
+            f"lib/module_{i}.py": "".join(
+                f"def handler_{i}_{j}(request, options):\n    pass\n" for j in range(4)
+            )
+            for i in range(60)
+        },
+    )
+    ws = await open_workspace(tmp_path)
+    try:
+        await dispatch(ws, "/file add notes.txt")
+        await ws.ledger.append_user(ws.session, "hello")
+        prompt = (await ws.plan(count_tokens=rough)).assembled
+        layers = {la.name: la.tokens for la in prompt.layers}
+        assert layers[LAYER_REPO_MAP] and layers[LAYER_FILE_TREE] and prompt.files
+        # Room for the request without the map and the tree, but not with them.
+        limit = prompt.request_tokens - layers[LAYER_REPO_MAP] - layers[LAYER_FILE_TREE]
+        model = ModelInfo("m", context_window=limit * 100 // 71 + 100, max_output=100)
+        assert prompt.request_tokens * 100 > 90 * model.max_input_tokens
+        guard = plan_reduction(prompt, model, CompactionSettings(), rough)
+        shed = [s for s in guard.steps if s.kind == STEP_SHED]
+        assert len(shed) == 1 and shed[0].files == ()
+        assert set(shed[0].layers) == {LAYER_REPO_MAP, LAYER_FILE_TREE}
+        assert "left out" in shed[0].detail
+        out = apply_plan(prompt, guard, rough)
+        assert MAP_HEADER not in out.system_text and out.files
+        assert not [m for m in out.messages if m.kind == KIND_PAIR]
+    finally:
+        await ws.close()
+
+
+# -- what the real SDKs send ----------------------------------------------------------------
+
+
+def _env(fake_llm, provider: str, root: Path) -> dict[str, str]:
+    base = {"GIT_CEILING_DIRECTORIES": str(root.parent)}
+    if provider == "openai":
+        return base | {
+            "OPENAI_API_KEY": "x",
+            "OPENAI_BASE_URL": fake_llm.openai_base_url,
+            "OPENAI_MODEL": "fake-model",
+        }
+    return base | {
+        "GEMINI_API_KEY": "x",
+        "GEMINI_BASE_URL": fake_llm.gemini_base_url,
+        "GEMINI_MODEL": "gemini-2.5-flash",
+    }
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_real_sdk_request_has_map_in_system_and_the_tree_pair_first(
+    tmp_path: Path, fake_llm, provider: str
+) -> None:
+    from tests.fakeserver import Reply
+
+    _project(tmp_path)
+    fake_llm.enqueue(Reply(text="done"))
+    r = run(["ask", "why is UserAccount slow?"], tmp_path, _env(fake_llm, provider, tmp_path))
+    assert r.returncode == 0, r.stderr
+    body = fake_llm.chat_requests[-1].body
+    if provider == "openai":
+        msgs = body["messages"]
+        system, first, second, third = msgs[0], msgs[1], msgs[2], msgs[3]
+        assert system["role"] == "system"
+        text = system["content"]
+        assert first["role"] == "user" and first["content"].startswith(TREE_HEADER)
+        assert second == {"role": "assistant", "content": PAIR_ACK}
+        assert third["role"] == "user" and "why is UserAccount slow?" in third["content"]
+        tree = first["content"]
+    else:
+        text = "".join(p["text"] for p in body["systemInstruction"]["parts"])
+        contents = body["contents"]
+        assert contents[0]["role"] == "user"
+        tree = contents[0]["parts"][0]["text"]
+        assert tree.startswith(TREE_HEADER)
+        assert contents[1] == {"role": "model", "parts": [{"text": PAIR_ACK}]}
+        assert "why is UserAccount slow?" in contents[2]["parts"][-1]["text"]
+    assert text.count(MAP_HEADER) == 1
+    assert text.index(MAP_HEADER) > text.index("## Available Tools")
+    assert "core/models.py:\n  1: class UserAccount\n    2: def save(self)" in text
+    assert "app/views.py" in tree and ".slop" not in tree
