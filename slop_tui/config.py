@@ -38,6 +38,7 @@ _KNOWN = {
     "tools": dict,
     "models": dict,
     "compaction": dict,
+    "mcp": dict,  # [mcp.servers.NAME], read by slop_tui.mcpclient.settings
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -78,6 +79,7 @@ class Config:
     tools: Mapping[str, Any] = field(default_factory=dict)
     models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME] window overrides
     compaction: Mapping[str, Any] = field(default_factory=dict)
+    mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers (slop_tui.mcpclient)
     warnings: tuple[str, ...] = ()
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
@@ -289,6 +291,7 @@ def load_config(
         tools=merged.get("tools", {}),
         models=merged.get("models", {}),
         compaction=merged.get("compaction", {}),
+        mcp=merged.get("mcp", {}),
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,

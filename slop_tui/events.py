@@ -27,6 +27,7 @@ __all__ = [
     "BudgetWarning",
     "Compaction",
     "TurnFinished",
+    "Waiting",
     "Emit",
     "Approver",
 ]
@@ -133,6 +134,15 @@ class TurnFinished(Event):
     state_updated: bool = False
     scratchpad_updated: bool = False
     kind: str = "turn_finished"
+
+
+@dataclass(frozen=True)
+class Waiting(Event):
+    """The turn waits on something other than the model (an MCP server starting, or
+    answering a call); the workspace's header shows `text` as the turn's phase."""
+
+    text: str = ""
+    kind: str = "waiting"
 
 
 Emit = Callable[[Event], Awaitable[None] | None]

@@ -84,6 +84,7 @@ from slop_tui.records import (
 )
 
 if TYPE_CHECKING:
+    from slop_tui.mcpclient import McpManager
     from slop_tui.tools.sandbox import Sandbox
 
 KEY_SESSION = "current_session"
@@ -139,6 +140,9 @@ class Workspace:
     # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
     _own_count: bool = field(default=False, repr=False)
     _sandbox: Sandbox | None = field(default=None, repr=False)
+    # The MCP servers of `[mcp.servers]` (None when none is configured); nothing runs
+    # until a turn needs their tools.
+    mcp: McpManager | None = field(default=None, repr=False)
     # `open` was given a session other than the stored one and has not stored it yet.
     _session_unsaved: bool = field(default=False, repr=False)
 
@@ -184,6 +188,8 @@ class Workspace:
             ws.compaction_settings()  # surface config problems early, as warnings
             ws.context_settings()
             ws._default_provider(ws.provider_configs())
+            if config.mcp:
+                ws._build_mcp()
         except BaseException:
             await ledger.close()
             raise
@@ -193,6 +199,8 @@ class Workspace:
         """Close the ledger; first store a session `open` left unsaved and record an
         `exit` handoff when a turn ran in this process."""
         try:
+            if self.mcp is not None:
+                await self.mcp.aclose()
             if self._session_unsaved:
                 with contextlib.suppress(LedgerError):
                     await self.save_session()
@@ -238,6 +246,19 @@ class Workspace:
         if self._session_unsaved:
             self._session_unsaved = False
             await self.ledger.set_setting(KEY_SESSION, self.session)
+
+    def _build_mcp(self) -> None:
+        from slop_tui.mcpclient import build_manager
+
+        self.mcp, warnings = build_manager(
+            self.config.mcp,
+            ledger=self.ledger,
+            project_root=self.config.project_root,
+            env=self.env,
+            sandbox=lambda: self.sandbox,
+        )
+        for warning in warnings:
+            self._warn(warning)
 
     async def _register_tools(self) -> None:
         from slop_tui.tools import registry_rows
@@ -426,7 +447,10 @@ class Workspace:
         from slop_tui.tools import tool_specs
 
         enabled = {t.name for t in await self.ledger.list_tools() if t.enabled}
-        return [spec for spec in tool_specs() if spec.name in enabled]
+        specs = list(tool_specs())
+        if self.mcp is not None:  # the tools of running MCP servers, after the built-ins
+            specs += self.mcp.tool_specs()
+        return [spec for spec in specs if spec.name in enabled]
 
     async def display_plan(
         self, strategy: str | None = None, *, edit: Edit | None = None
