@@ -13,6 +13,7 @@ from slop_tui.commands import (  # noqa: F401  (registration)
     export_cmds,
     history,
     knowledge,
+    mcp_cmds,
     models,
     sessions,
     trash,
@@ -42,6 +43,7 @@ TABLE.default_sub.update(
         "context": "show",
         "state": "show",
         "trash": "list",
+        "mcp": "list",
     }
 )
 

@@ -35,7 +35,7 @@ def build_manager(
     sandbox: Callable[[], Sandbox],
 ) -> tuple[McpManager, list[str]]:
     """The manager of the `[mcp]` table (no server started) and the table's warnings."""
-    servers, warnings = parse_servers(raw)
+    servers, warnings = parse_servers(raw, "config.toml")
     manager = McpManager(
         servers, ledger=ledger, project_root=project_root, env=env, sandbox=sandbox
     )

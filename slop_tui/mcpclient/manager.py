@@ -257,12 +257,12 @@ class McpManager:
         ready: asyncio.Future = loop.create_future()
         server.stop = asyncio.Event()
         server.task = asyncio.create_task(self._serve(server, transport, ready))
-        timeout = server.settings.timeout
+        timeout = server.settings.start_timeout
         try:
             tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
             await self._halt(server)
-            self._failed(server, f"did not answer initialize within {timeout:g} s")
+            self._failed(server, f"did not finish starting (initialize, tools/list) within {timeout:g} s")
             return
         except asyncio.CancelledError:
             await asyncio.shield(self._halt(server))
@@ -284,7 +284,7 @@ class McpManager:
         try:
             async with Client(
                 transport,
-                read_timeout_seconds=server.settings.timeout,
+                read_timeout_seconds=max(server.settings.timeout, server.settings.start_timeout),
                 client_info=Implementation(name="slop-tui", version=__version__),
             ) as client:
                 tools: list[Any] = []

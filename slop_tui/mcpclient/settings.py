@@ -17,7 +17,8 @@ APPROVE_ASK = "ask"  # every call asks (the default)
 APPROVE_READS = "reads"  # tools the server marks read-only run; the others ask
 APPROVE_ALL = "all"  # every call runs
 APPROVALS = (APPROVE_ASK, APPROVE_READS, APPROVE_ALL)
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 60.0  # seconds one call may take
+DEFAULT_START_TIMEOUT = 30.0  # seconds to start, initialize and list the tools
 # A server name becomes part of tool names (`mcp__NAME__TOOL`), which providers
 # limit to 64 characters of [A-Za-z0-9_-].
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -32,6 +33,7 @@ _KEYS: dict[str, Any] = {
     "headers": dict,
     "enabled": bool,
     "timeout": (int, float),
+    "start_timeout": (int, float),
     "approve": str,
     "sandbox": bool,
     "network": bool,
@@ -51,6 +53,7 @@ class ServerSettings:
     headers: Mapping[str, str] = field(default_factory=dict)
     enabled: bool = True
     timeout: float = DEFAULT_TIMEOUT
+    start_timeout: float = DEFAULT_START_TIMEOUT
     approve: str = APPROVE_ASK
     sandbox: bool | None = None  # None: in the sandbox when bubblewrap can run
     network: bool = False
@@ -127,10 +130,13 @@ def _one(name: str, table: Any, warnings: list[str], where: str) -> ServerSettin
         if key in values and not all(isinstance(v, str) for v in values[key].values()):
             warnings.append(f"{head}: every '{key}' value must be a string; ignored.")
             values.pop(key)
-    timeout = values.get("timeout")
-    if timeout is not None and not (math.isfinite(timeout) and timeout >= 0.1):
-        warnings.append(f"{head}: 'timeout' must be a finite number, at least 0.1; using 60.")
-        values.pop("timeout")
+    for key, default in (("timeout", DEFAULT_TIMEOUT), ("start_timeout", DEFAULT_START_TIMEOUT)):
+        value = values.get(key)
+        if value is not None and not (math.isfinite(value) and value >= 0.1):
+            warnings.append(
+                f"{head}: '{key}' must be a finite number, at least 0.1; using {default:g}."
+            )
+            values.pop(key)
     if values.get("approve", APPROVE_ASK) not in APPROVALS:
         warnings.append(f"{head}: 'approve' must be ask, reads or all; using 'ask'.")
         values.pop("approve")
@@ -151,6 +157,7 @@ def _one(name: str, table: Any, warnings: list[str], where: str) -> ServerSettin
         headers=dict(values.get("headers", {})),
         enabled=values.get("enabled", True),
         timeout=float(values.get("timeout", DEFAULT_TIMEOUT)),
+        start_timeout=float(values.get("start_timeout", DEFAULT_START_TIMEOUT)),
         approve=values.get("approve", APPROVE_ASK),
         sandbox=values.get("sandbox"),
         network=values.get("network", False),

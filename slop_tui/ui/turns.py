@@ -189,6 +189,7 @@ class TurnController:
             Notice,
             ToolCallEvent,
             TurnStarted,
+            Waiting,
         )
         from slop_tui.ui.widgets.conversation import ConversationView
         from slop_tui.ui.widgets.groups import GroupList
@@ -211,6 +212,9 @@ class TurnController:
                 await app.query_one(GroupList).refresh_from(ws)
             elif isinstance(ev, ToolCallEvent):
                 self.set_phase("running tools")
+            elif isinstance(ev, Waiting):  # an MCP server starting or answering
+                self.set_phase(ev.text)
+                return
             elif isinstance(ev, Notice):
                 app.notify(ev.text, severity="warning", timeout=10)
                 if ev.retry_in is not None:
@@ -294,7 +298,12 @@ class TurnController:
         args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
         sandboxed = app.workspace.sandbox.available
         session = session_allow_applies(call.name, sandboxed=sandboxed)
-        dialog = ApprovalScreen(call.name, args, session_option=session)
+        title = call.name
+        found = app.workspace.mcp.find(call.name) if app.workspace.mcp is not None else None
+        if found is not None:  # an MCP tool: which server, which of its tools, what it says
+            title = f"{found[1].name} of MCP server '{found[0].name}'"
+            args = f"{found[1].description}\n\n{args}"
+        dialog = ApprovalScreen(title, args, session_option=session)
         try:
             return await app.push_screen_wait(dialog)
         except asyncio.CancelledError:

@@ -62,6 +62,12 @@ def mixed() -> list:
     ]
 
 
+@server.tool(description="Read a file (what the sandbox lets the server see).")
+def read(path: str) -> str:
+    with open(path, "rb") as fh:
+        return f"{len(fh.read())} bytes"
+
+
 @server.tool(description="Fail with a tool error.")
 def fail() -> str:
     raise ValueError("this tool always fails")
