@@ -19,7 +19,7 @@ from slop_tui.context.tiers import HINT_TEMPLATE
 from slop_tui.mcpclient.content import result_text
 from slop_tui.mcpclient.naming import MAX_NAME, check_schema, description_for_model, exposed_name
 from slop_tui.mcpclient.settings import expand, parse_servers
-from slop_tui.orchestrator import Notice, Orchestrator, ToolResultEvent, Waiting
+from slop_tui.orchestrator import Notice, Orchestrator, Waiting
 from slop_tui.providers.retry import RetryPolicy
 from slop_tui.tools.sandbox import detect
 from tests.fakeserver import FakeToolCall, Reply
@@ -100,7 +100,13 @@ def test_settings_are_checked_and_bad_ones_left_out_with_one_line_each():
     assert servers["typo"].approve == "ask" and servers["typo"].timeout == 60
     assert servers["h"].transport == "http"
     joined = "\n".join(warnings)
-    for part in ("mcp.other", "[mcp.servers.both]", "[mcp.servers.bad name!]", "[mcp.servers.web]", "aprove"):
+    for part in (
+        "mcp.other",
+        "[mcp.servers.both]",
+        "[mcp.servers.bad name!]",
+        "[mcp.servers.web]",
+        "aprove",
+    ):
         assert part in joined
     assert all("\n" not in w for w in warnings)
 
@@ -214,9 +220,7 @@ async def test_an_untrusted_project_file_starts_no_server(tmp_path, fake_llm):
 # -- whole turns -------------------------------------------------------------------
 
 
-async def test_a_call_reaches_the_server_is_stored_tiered_and_survives_a_switch(
-    tmp_path, fake_llm
-):
+async def test_a_call_reaches_the_server_is_stored_tiered_and_survives_a_switch(tmp_path, fake_llm):
     ws = await workspace(tmp_path, fake_llm, toy_table())
     try:
         assert ws.mcp.servers["toy"].status == "not started"  # nothing before the first turn
@@ -236,7 +240,9 @@ async def test_a_call_reaches_the_server_is_stored_tiered_and_survives_a_switch(
         assert [c.name for c in asked] == ["mcp__toy__echo", "mcp__toy__big"]  # ask is the default
         waits = [e.text for e in events if isinstance(e, Waiting)]
         assert waits[0] == "starting MCP toy" and "waiting on MCP toy" in waits
-        assert any(isinstance(e, Notice) and "offers the tool mcp__toy__echo" in e.text for e in events)
+        assert any(
+            isinstance(e, Notice) and "offers the tool mcp__toy__echo" in e.text for e in events
+        )
         rows = tool_rows(await ws.ledger.session_messages(ws.session))
         assert "echo: ping" in rows[0].content and rows[0].status == "completed"
         second = json.dumps(fake_llm.chat_requests[1].body)
@@ -464,7 +470,9 @@ async def test_reference_servers_time_and_git_end_to_end(tmp_path, fake_llm):
         row = tool_rows(await ws.ledger.session_messages(ws.session))[-1]
         assert row.status == "completed" and "hello.txt" in row.content
         sent = fake_llm.last.body["contents"]
-        responses = [p["functionResponse"] for c in sent for p in c["parts"] if "functionResponse" in p]
+        responses = [
+            p["functionResponse"] for c in sent for p in c["parts"] if "functionResponse" in p
+        ]
         assert responses and "hello.txt" in json.dumps(responses[-1])
     finally:
         await orch.aclose()

@@ -262,7 +262,9 @@ class McpManager:
             tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
             await self._halt(server)
-            self._failed(server, f"did not finish starting (initialize, tools/list) within {timeout:g} s")
+            self._failed(
+                server, f"did not finish starting (initialize, tools/list) within {timeout:g} s"
+            )
             return
         except asyncio.CancelledError:
             await asyncio.shield(self._halt(server))
