@@ -749,6 +749,8 @@ class Orchestrator:
         mcp = self.ws.mcp
         if mcp is None:
             return
+        for warning in self.ws.pop_warnings():  # the [mcp] table's, read on first use
+            await send(Notice(text=f"Configuration: {warning}"))
         names = await mcp.pending()
         if names:
             await send(Waiting(text=f"starting MCP {', '.join(names)}"))
@@ -900,19 +902,9 @@ class Orchestrator:
                 f"there is no tool named '{call.name}'; it was not run. "
                 f"Enabled tools: {enabled or 'none'}.",
             )
-        if not info.enabled:
-            # Switched off with /tool disable: not declared, and not run when called anyway.
-            return error_result(
-                call.name,
-                f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
-                "call it again; use another way or ask the user.",
-            )
-        if call.arguments_error is not None:  # nothing to approve: it cannot run
-            return error_result(
-                call.name,
-                f"{call.arguments_error}; the call was not run. Send it again with the "
-                "arguments as one JSON object.",
-            )
+        refused = _not_runnable(call, info.enabled)
+        if refused is not None:
+            return refused
         decision = approval_decision(
             tool, self.approve, self.session_allowed, sandboxed=self.ws.sandbox.available
         )
@@ -946,18 +938,9 @@ class Orchestrator:
                 f"there is no tool named '{call.name}' now (its MCP server is not running "
                 f"or no longer offers it); it was not run. Enabled tools: {enabled or 'none'}.",
             )
-        if not info.enabled:
-            return error_result(
-                call.name,
-                f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
-                "call it again; use another way or ask the user.",
-            )
-        if call.arguments_error is not None:
-            return error_result(
-                call.name,
-                f"{call.arguments_error}; the call was not run. Send it again with the "
-                "arguments as one JSON object.",
-            )
+        refused = _not_runnable(call, info.enabled)
+        if refused is not None:
+            return refused
         if self.approve == "none":  # read-only tools the server's policy lets run, only
             allowed = mcp.auto_approved(call.name) and mcp.find(call.name)[1].read_only
         else:
@@ -1075,6 +1058,25 @@ class Orchestrator:
             return None
         await self.ws.ledger.add_state(self.ws.session, gid, state)
         return state
+
+
+def _not_runnable(call: ToolCall, enabled: bool) -> ToolResult | None:
+    """The refusal of a call that cannot run whatever the user would answer: its tool is
+    switched off (/tool disable: not declared, and not run when called anyway), or its
+    arguments could not be read. None: it may run."""
+    if not enabled:
+        return error_result(
+            call.name,
+            f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
+            "call it again; use another way or ask the user.",
+        )
+    if call.arguments_error is not None:
+        return error_result(
+            call.name,
+            f"{call.arguments_error}; the call was not run. Send it again with the "
+            "arguments as one JSON object.",
+        )
+    return None
 
 
 def _turn_expired() -> bool:

@@ -223,7 +223,8 @@ async def test_an_untrusted_project_file_starts_no_server(tmp_path, fake_llm):
 async def test_a_call_reaches_the_server_is_stored_tiered_and_survives_a_switch(tmp_path, fake_llm):
     ws = await workspace(tmp_path, fake_llm, toy_table())
     try:
-        assert ws.mcp.servers["toy"].status == "not started"  # nothing before the first turn
+        assert ws.mcp_if_built is None  # opening the workspace neither builds nor starts it
+        assert ws.mcp.servers["toy"].status == "not started"
         orch, asked = orchestrator(ws)
         fake_llm.enqueue(
             Reply(tool_calls=[FakeToolCall("mcp__toy__echo", {"text": "ping"})]),
@@ -241,7 +242,8 @@ async def test_a_call_reaches_the_server_is_stored_tiered_and_survives_a_switch(
         waits = [e.text for e in events if isinstance(e, Waiting)]
         assert waits[0] == "starting MCP toy" and "waiting on MCP toy" in waits
         assert any(
-            isinstance(e, Notice) and "offers the tool mcp__toy__echo" in e.text for e in events
+            isinstance(e, Notice) and "offers new tools: mcp__toy__echo: [MCP" in e.text
+            for e in events
         )
         rows = tool_rows(await ws.ledger.session_messages(ws.session))
         assert "echo: ping" in rows[0].content and rows[0].status == "completed"

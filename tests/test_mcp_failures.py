@@ -13,8 +13,11 @@ import sys
 import time
 import uuid
 
+import pytest
+
 from slop_tui.commands import dispatch
 from slop_tui.orchestrator import Waiting
+from slop_tui.tools.sandbox import detect
 from tests.fakeserver import FakeToolCall, Reply
 from tests.fault_support import child_env, wait_until
 from tests.test_mcp import orchestrator, tool_rows, toy_table, workspace
@@ -185,14 +188,23 @@ async def test_esc_during_a_call_cancels_it_and_the_server_stays_usable(tmp_path
         await ws.close()
 
 
-def test_sigterm_during_a_call_leaves_no_server_process(tmp_path, fake_llm):
+@pytest.mark.parametrize(
+    ("sig", "sandbox"),
+    [(signal.SIGTERM, "true"), (signal.SIGTERM, "false"), (signal.SIGKILL, "false")],
+)
+def test_sigterm_or_sigkill_during_a_call_leaves_no_server_process(
+    tmp_path, fake_llm, sig, sandbox
+):
+    if sandbox == "true" and not detect().available:
+        pytest.skip("bubblewrap cannot run here")
     home = tmp_path / "home"
     project = tmp_path / "project"
     home.mkdir()
     project.mkdir()
     marker = f"toy-{uuid.uuid4().hex[:12]}"
     config = home / "config.toml"
-    config.write_text(toy_table(extra='approve = "all"', args=f', "stdio", "{marker}"'))
+    extra = f'approve = "all"\nsandbox = {sandbox}'
+    config.write_text(toy_table(extra=extra, args=f', "stdio", "{marker}"'))
     fake_llm.enqueue(Reply(tool_calls=[FakeToolCall("mcp__toy__nap", {"seconds": 600})]))
     env = child_env(
         home,
@@ -226,10 +238,13 @@ def test_sigterm_during_a_call_leaves_no_server_process(tmp_path, fake_llm):
 
         wait_until(calling, "the call is sent", timeout=60, proc=proc)
         time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 128 + signal.SIGTERM, err
-        assert "stopped by SIGTERM" in err
+        if sig == signal.SIGTERM:  # stopped in order: the servers were stopped by it
+            assert proc.returncode == 128 + signal.SIGTERM, err
+            assert "stopped by SIGTERM" in err
+        else:  # killed: the servers die with it
+            assert proc.returncode == -signal.SIGKILL
     finally:
         if proc.poll() is None:
             proc.kill()

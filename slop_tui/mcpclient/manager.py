@@ -5,8 +5,9 @@ Each server is held by one task of its own (`_serve`), which enters the SDK's
 `Client` and leaves it: the SDK's transports are anyio task groups, which
 must be left by the task that entered them. A stdio server's process is
 ended by that exit (stdin closed, then SIGTERM, then SIGKILL of its process
-group, all bounded by the SDK); in the sandbox, bubblewrap's
-`--die-with-parent` ends it even if slop-tui is killed.
+group, all bounded by the SDK). If slop-tui is killed before it can do that,
+the server dies with it: bubblewrap's `--die-with-parent` in the sandbox,
+util-linux's `setpriv --pdeathsig KILL` outside it (where setpriv exists).
 
 A server that cannot start, crashes, or does not answer a call within its
 `timeout` is marked `failed` with the reason (its stderr's last lines for a
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -334,6 +336,10 @@ class McpManager:
                 f"sandbox = true, but there is no sandbox here ({self._sandbox().reason}); "
                 "set sandbox = false to run it outside"
             )
+        if not server.sandboxed and (setpriv := shutil.which("setpriv")):
+            # Killed with slop-tui even when slop-tui is killed with no time to stop it
+            # (SIGKILL, or a SIGTERM to the full-screen app); bwrap does this in the sandbox.
+            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
         if server.sandboxed:
             box = replace(self._sandbox(), network=s.network)
             argv = await asyncio.to_thread(
@@ -395,7 +401,7 @@ class McpManager:
         """Take a server's tool list: checked, named, registered in the ledger; a
         first-seen tool's description told to the user; a changed one held."""
         server.tools, server.skipped = {}, []
-        rows = []
+        rows, offered = [], []
         taken = {t for s in self.servers.values() if s is not server for t in s.tools}
         for item in listed:
             name = str(item.name)
@@ -422,9 +428,7 @@ class McpManager:
             )
             if accepted is None:
                 await self.ledger.set_setting(key, digest)
-                self._notices.append(
-                    f"MCP server '{server.name}' offers the tool {exposed}: {tool.description}"
-                )
+                offered.append(f"{exposed}: {tool.description}")
             elif accepted != digest:
                 tool.held = True
                 self._notices.append(
@@ -434,6 +438,10 @@ class McpManager:
                 )
             server.tools[exposed] = tool
             rows.append((exposed, tool.description, json.dumps(schema)))
+        if offered:  # shown once: the first time the tool is offered to the model
+            self._notices.append(
+                f"MCP server '{server.name}' offers new tools: " + "; ".join(offered)
+            )
         if rows:
             await self.ledger.register_tools(rows)
 

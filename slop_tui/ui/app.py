@@ -569,7 +569,7 @@ class SlopApp(App):
         lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
         # Without an OS sandbox every shell command asks first: say so where it is always seen.
         shell = "" if self.workspace.sandbox.available else " · shell: NO SANDBOX"
-        mcp = self.workspace.mcp
+        mcp = self.workspace.mcp_if_built
         outside = mcp.outside_sandbox() if mcp is not None else []
         if outside:  # MCP servers started as programs of their own, without bubblewrap
             shell += f" · mcp NO SANDBOX: {', '.join(outside)}"
