@@ -4,8 +4,9 @@ script's folder comes first on sys.path and would shadow the SDK's package).
     .venv/bin/python bench/mcp_servers.py [--runs 5] [--calls 30]
 
 1. start-up: `load_config` + `Workspace.open` (all the app does with the config before
-   its first frame) with three stdio servers configured against none, each run in a
-   fresh process so imports count; and how many server processes exist then (must be 0).
+   its first frame) with three stdio servers configured against none, alternating in
+   one process (20 opens each per run); how many server processes exist then (must be
+   0) and which MCP modules were imported (must be none).
 2. first turn: starting one stdio server (`McpManager.ensure_started`, what the first
    turn that needs its tools waits for) in a fresh process: the SDK's import (in a
    thread), the process start, initialize and tools/list. The reference server
@@ -77,20 +78,37 @@ def _servers_running() -> int:
     return count
 
 
-async def child_startup(tmp: Path) -> dict:
+async def child_startup(base: Path, opens: int) -> dict:
+    """Open the workspace of each project in turn (`opens` times each, after one warm-up
+    open of both): the medians, and whether MCP code or the SDK was imported."""
     env = dict(os.environ)
-    started = time.perf_counter()
-    ws = await _open(tmp, env)
-    took = time.perf_counter() - started
-    running = _servers_running()
-    await ws.close()
-    return {"ms": took * 1000, "running": running}
+    times: dict[str, list[float]] = {"none": [], "three": []}
+    for i in range(opens + 1):
+        for name in times:
+            env["SLOP_CONFIG"] = str(base / name / "config.toml")
+            started = time.perf_counter()
+            ws = await _open(base / name, env)
+            took = time.perf_counter() - started
+            await ws.close()
+            if i:
+                times[name].append(took * 1000)
+    imported = sorted(m for m in sys.modules if m.startswith(("slop_tui.mcpclient", "mcp")))
+    return {
+        "none": statistics.median(times["none"]),
+        "three": statistics.median(times["three"]),
+        "running": _servers_running(),
+        "imported": imported,
+    }
 
 
 async def child_first_turn(tmp: Path) -> dict:
     ws = await _open(tmp, dict(os.environ))
     try:
+        from slop_tui.mcpclient.manager import _import_sdk
+
         started = time.perf_counter()
+        await asyncio.to_thread(_import_sdk)  # what ensure_started does first
+        sdk = time.perf_counter() - started
         await ws.mcp.ensure_started()
         took = time.perf_counter() - started
         server = next(iter(ws.mcp.servers.values()))
@@ -98,7 +116,7 @@ async def child_first_turn(tmp: Path) -> dict:
         again = time.perf_counter()
         await ws.mcp.restart(server.name)
         restart = time.perf_counter() - again
-        return {"ms": took * 1000, "restart_ms": restart * 1000}
+        return {"ms": took * 1000, "sdk_ms": sdk * 1000, "restart_ms": restart * 1000}
     finally:
         await ws.close()
 
@@ -157,7 +175,7 @@ def main() -> None:
     if args.child:
         kind, tmp = args.child[0], Path(args.child[1])
         if kind == "startup":
-            result = asyncio.run(child_startup(tmp))
+            result = asyncio.run(child_startup(tmp, int(args.child[2])))
         elif kind == "first":
             result = asyncio.run(child_first_turn(tmp))
         else:
@@ -169,32 +187,38 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as base:
         base_path = Path(base)
-        none_env = project(base_path / "none", 0)
-        three_env = project(base_path / "three", 3)
-        none, three, running = [], [], []
+        project(base_path / "none", 0)
+        env = project(base_path / "three", 3)
+        none, three, running, imported = [], [], [], set()
         for _ in range(args.runs):
-            none.append(run_child("startup", base_path / "none", none_env)["ms"])
-            got = run_child("startup", base_path / "three", three_env)
-            three.append(got["ms"])
+            got = run_child("startup", base_path, env, "20")
+            none.append(got["none"])
+            three.append(got["three"])
             running.append(got["running"])
+            imported.update(got["imported"])
         added = [t - n for t, n in zip(three, none, strict=True)]
-        rows.append(("open the workspace, no server configured (ms)", fmt(none)))
+        rows.append(("open the workspace, no server configured (ms, median of 20)", fmt(none)))
         rows.append(("open the workspace, three stdio servers configured (ms)", fmt(three)))
         rows.append(("added before the first frame by three servers (ms)", fmt(added)))
         rows.append(("server processes running before the first turn", str(max(running))))
+        rows.append(
+            ("MCP modules imported before the first turn", ", ".join(sorted(imported)) or "none")
+        )
         modes = [("outside the sandbox", False)]
         if detect().available:
             modes.append(("in bubblewrap", True))
         for label, sandbox in modes:
             env = project(base_path / f"one-{sandbox}", 1, sandbox)
-            first, restart = [], []
+            first, sdk, restart = [], [], []
             for _ in range(args.runs):
                 got = run_child("first", base_path / f"one-{sandbox}", env)
                 first.append(got["ms"])
+                sdk.append(got["sdk_ms"])
                 restart.append(got["restart_ms"])
             rows.append(
                 (f"first turn: start mcp-server-time {label}, SDK import included (ms)", fmt(first))
             )
+            rows.append(("  of which the SDK's import, in a thread (ms)", fmt(sdk)))
             rows.append((f"restart of the running server {label} (ms)", fmt(restart)))
         env = project(base_path / "calls", 1)
         mcp_ms, builtin_ms = [], []
