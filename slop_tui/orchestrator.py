@@ -78,7 +78,6 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     Waiting,
 )
 from slop_tui.ledger import LedgerError, TurnJournal
-from slop_tui.mcpclient.naming import is_mcp_name
 from slop_tui.providers import ProviderError, create_provider
 from slop_tui.providers.base import Provider, ProviderReply, TextDelta, ThinkingDelta
 from slop_tui.providers.retry import RetryPolicy, stream_with_retries
@@ -805,6 +804,7 @@ class Orchestrator:
             await send(
                 ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments))
             )
+        servers: list[str] = []
         if ws.mcp is not None:
             servers = sorted({ws.mcp.server_of(c.name) for c in reply.tool_calls} - {""})
             if servers:
@@ -860,6 +860,8 @@ class Orchestrator:
         if ws.mcp is not None:
             for text in ws.mcp.pop_notices():  # a server that failed during its call
                 ctx.notices.append(text)
+            if servers:  # the header no longer says it waits on them
+                await send(Waiting(text="running tools"))
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(
@@ -891,8 +893,11 @@ class Orchestrator:
         )
 
     async def _run_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        if self.ws.mcp is not None and is_mcp_name(call.name):
-            return await self._run_mcp_call(call, ctx)
+        if self.ws.mcp is not None:  # MCP code is loaded only where servers are configured
+            from slop_tui.mcpclient.naming import is_mcp_name
+
+            if is_mcp_name(call.name):
+                return await self._run_mcp_call(call, ctx)
         tool = get_tool(call.name)
         info = await self.ws.ledger.get_tool(call.name) if tool is not None else None
         if tool is None or info is None:

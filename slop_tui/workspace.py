@@ -84,7 +84,7 @@ from slop_tui.records import (
 )
 
 if TYPE_CHECKING:
-    from slop_tui.mcpclient import McpManager
+    from slop_tui.mcpclient.manager import McpManager
     from slop_tui.tools.sandbox import Sandbox
 
 KEY_SESSION = "current_session"

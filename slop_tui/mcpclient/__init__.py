@@ -15,15 +15,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slop_tui.mcpclient.manager import McpManager
 from slop_tui.mcpclient.naming import is_mcp_name
 from slop_tui.mcpclient.settings import ServerSettings, parse_servers
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the manager is imported when a workspace first needs it
     from slop_tui.ledger import Ledger
+    from slop_tui.mcpclient.manager import McpManager
     from slop_tui.tools.sandbox import Sandbox
 
-__all__ = ["McpManager", "ServerSettings", "build_manager", "is_mcp_name", "parse_servers"]
+__all__ = ["ServerSettings", "build_manager", "is_mcp_name", "parse_servers"]
 
 
 def build_manager(
@@ -35,6 +35,8 @@ def build_manager(
     sandbox: Callable[[], Sandbox],
 ) -> tuple[McpManager, list[str]]:
     """The manager of the `[mcp]` table (no server started) and the table's warnings."""
+    from slop_tui.mcpclient.manager import McpManager
+
     servers, warnings = parse_servers(raw, "config.toml")
     manager = McpManager(
         servers, ledger=ledger, project_root=project_root, env=env, sandbox=sandbox
