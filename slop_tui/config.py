@@ -41,6 +41,7 @@ _KNOWN = {
     "prices": dict,  # [prices.MODEL] input / output / cached_input, USD per million tokens
     "budget": dict,
     "network": dict,
+    "mcp": dict,  # [mcp.servers.NAME], read by slop_tui.mcpclient.settings
 }
 _TOOLS_KEYS = {
     "max_iterations": int,
@@ -89,6 +90,7 @@ class Config:
     prices: Mapping[str, Any] = field(default_factory=dict)  # valid [prices] overrides only
     budget: Mapping[str, Any] = field(default_factory=dict)
     network: Mapping[str, Any] = field(default_factory=dict)
+    mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers (slop_tui.mcpclient)
     warnings: tuple[str, ...] = ()
     # Settings of an untrusted project file that were left out (see slop_tui.trust).
     untrusted: tuple[str, ...] = ()
@@ -324,6 +326,7 @@ def load_config(
         prices=merged.get("prices", {}),
         budget=merged.get("budget", {}),
         network=merged.get("network", {}),
+        mcp=merged.get("mcp", {}),
         warnings=tuple(warnings),
         untrusted=tuple(untrusted),
         user_config_dir=user_path.parent,

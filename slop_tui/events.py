@@ -28,6 +28,7 @@ __all__ = [
     "Compaction",
     "TurnFinished",
     "PlanSent",
+    "Waiting",
     "Emit",
     "Approver",
 ]
@@ -144,6 +145,15 @@ class PlanSent(Event):
 
     plan: Any = None
     kind: str = "plan_sent"
+
+
+@dataclass(frozen=True)
+class Waiting(Event):
+    """The turn waits on something other than the model (an MCP server starting, or
+    answering a call); the workspace's header shows `text` as the turn's phase."""
+
+    text: str = ""
+    kind: str = "waiting"
 
 
 Emit = Callable[[Event], Awaitable[None] | None]

@@ -76,6 +76,7 @@ from slop_tui.events import (  # noqa: F401  (re-exported: the turn's event type
     TurnFinished,
     TurnStarted,
     UsageEvent,
+    Waiting,
 )
 from slop_tui.ledger import LedgerError, TurnJournal
 from slop_tui.pricing import BUDGET_OVER, BUDGET_WARN
@@ -371,6 +372,7 @@ class Orchestrator:
                 return None
             if iteration > 0 and ws.throttle > 0:
                 await self.sleep(ws.throttle)
+            await self._mcp_ready(send)
             provider, model = await self.provider()
             turn.strategy, turn.model = provider.strategy, model
             if iteration == 0 and not ws.vision(model):
@@ -778,6 +780,22 @@ class Orchestrator:
             partial_text="".join(partial),
         )
 
+    async def _mcp_ready(self, send) -> None:
+        """Start the MCP servers this request needs (the first turn's, or a failed one's
+        whose back-off has passed); what they offer or changed is told to the user."""
+        mcp = self.ws.mcp
+        if mcp is None:
+            return
+        for warning in self.ws.pop_warnings():  # the [mcp] table's, read on first use
+            await send(Notice(text=f"Configuration: {warning}"))
+        names = await mcp.pending()
+        if names:
+            await send(Waiting(text=f"starting MCP {', '.join(names)}"))
+            await mcp.ensure_started()
+            await send(Waiting(text="streaming"))
+        for text in mcp.pop_notices():
+            await send(Notice(text=text))
+
     async def _keep_partial(self, gid: int, text: str, strategy: str) -> None:
         """Partial text is kept as `interrupted`: shown, never replayed to the model."""
         if text:
@@ -824,6 +842,11 @@ class Orchestrator:
             await send(
                 ToolCallEvent(call_id=call.id, name=call.name, arguments=dict(call.arguments))
             )
+        servers: list[str] = []
+        if ws.mcp is not None:
+            servers = sorted({ws.mcp.server_of(c.name) for c in reply.tool_calls} - {""})
+            if servers:
+                await send(Waiting(text=f"waiting on MCP {', '.join(servers)}"))
         cancel = asyncio.Event()
         ctx = ToolContext(
             ledger=ws.ledger,
@@ -886,6 +909,11 @@ class Orchestrator:
                         image.size,
                         message_id=msg.id,
                     )
+        if ws.mcp is not None:
+            for text in ws.mcp.pop_notices():  # a server that failed during its call
+                ctx.notices.append(text)
+            if servers:  # the header no longer says it waits on them
+                await send(Waiting(text="running tools"))
         for call, res, msg in zip(reply.tool_calls, results, stored, strict=True):
             await send(
                 ToolResultEvent(
@@ -922,6 +950,11 @@ class Orchestrator:
         )
 
     async def _run_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        if self.ws.mcp is not None:  # MCP code is loaded only where servers are configured
+            from slop_tui.mcpclient.naming import is_mcp_name
+
+            if is_mcp_name(call.name):
+                return await self._run_mcp_call(call, ctx)
         tool = get_tool(call.name)
         info = await self.ws.ledger.get_tool(call.name) if tool is not None else None
         if tool is None or info is None:
@@ -931,19 +964,9 @@ class Orchestrator:
                 f"there is no tool named '{call.name}'; it was not run. "
                 f"Enabled tools: {enabled or 'none'}.",
             )
-        if not info.enabled:
-            # Switched off with /tool disable: not declared, and not run when called anyway.
-            return error_result(
-                call.name,
-                f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
-                "call it again; use another way or ask the user.",
-            )
-        if call.arguments_error is not None:  # nothing to approve: it cannot run
-            return error_result(
-                call.name,
-                f"{call.arguments_error}; the call was not run. Send it again with the "
-                "arguments as one JSON object.",
-            )
+        refused = _not_runnable(call, info.enabled)
+        if refused is not None:
+            return refused
         problem = argument_problem(tool, call.arguments)
         if problem is not None:  # refused before anyone is asked: it cannot run as sent
             return error_result(call.name, problem)
@@ -964,6 +987,43 @@ class Orchestrator:
                 )
             return error_result(call.name, why)
         return await run_tool(call.name, dict(call.arguments), ctx)
+
+    async def _run_mcp_call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """A call of an MCP server's tool: the same checks as a built-in one (known,
+        enabled, readable arguments), then the server's `approve` policy: `ask` (the
+        default) asks every time unless allowed for the session; under the global
+        policy `none` only read-only tools the server's policy lets run are run."""
+        mcp = self.ws.mcp
+        assert mcp is not None
+        info = await self.ws.ledger.get_tool(call.name)
+        if mcp.find(call.name) is None or info is None:
+            enabled = ", ".join(s.name for s in await self.ws.enabled_tools())
+            return error_result(
+                call.name,
+                f"there is no tool named '{call.name}' now (its MCP server is not running "
+                f"or no longer offers it); it was not run. Enabled tools: {enabled or 'none'}.",
+            )
+        refused = _not_runnable(call, info.enabled)
+        if refused is not None:
+            return refused
+        if self.approve == "none":  # read-only tools the server's policy lets run, only
+            allowed = mcp.auto_approved(call.name) and mcp.find(call.name)[1].read_only
+        else:
+            allowed = mcp.auto_approved(call.name) or call.name in self.session_allowed
+        if not allowed and self.approve != "none" and self.approver is not None:
+            answer = await self.approver(call)
+            if answer == "allow_session":
+                self.session_allowed.add(call.name)
+            allowed = answer in ("allow", "allow_session")
+        if not allowed:
+            return error_result(call.name, "the user did not approve this call; it was not run.")
+        if ctx.cancelled():
+            raise asyncio.CancelledError("tool call cancelled before it started")
+        result = await mcp.call(call.name, dict(call.arguments))
+        if result.ok:
+            with contextlib.suppress(LedgerError, sqlite3.Error):
+                await self.ws.ledger.count_tool_call(call.name)
+        return result
 
     async def _finish(
         self, reply: ProviderReply, strategy: str, gid: int, send, outcome: TurnOutcome
@@ -1052,6 +1112,25 @@ class Orchestrator:
             return None
         await self.ws.ledger.add_state(self.ws.session, gid, state)
         return state
+
+
+def _not_runnable(call: ToolCall, enabled: bool) -> ToolResult | None:
+    """The refusal of a call that cannot run whatever the user would answer: its tool is
+    switched off (/tool disable: not declared, and not run when called anyway), or its
+    arguments could not be read. None: it may run."""
+    if not enabled:
+        return error_result(
+            call.name,
+            f"the tool '{call.name}' is disabled by the user; it was not run. Do not "
+            "call it again; use another way or ask the user.",
+        )
+    if call.arguments_error is not None:
+        return error_result(
+            call.name,
+            f"{call.arguments_error}; the call was not run. Send it again with the "
+            "arguments as one JSON object.",
+        )
+    return None
 
 
 def _turn_expired() -> bool:

@@ -11,7 +11,9 @@ these settings of an untrusted project file are ignored (`sensitive`):
 - `approve` looser than what the user's own config (or the default) gives;
 - `[tools] sandbox = "off"` and `[tools] shell_network = true`;
 - `[keymap]` bindings of the approval and confirmation dialogs (`approval_*`,
-  `confirm_*`: a binding could make approving a tool call easier).
+  `confirm_*`: a binding could make approving a tool call easier);
+- `[mcp]`, every MCP server (a stdio server is a program slop-tui starts, an
+  HTTP one receives the model's tool arguments).
 
 Everything else (models, window, compaction, truncation, theme, ...) applies.
 
@@ -176,6 +178,11 @@ def sensitive(project: Mapping[str, Any], base_approve: str) -> tuple[dict[str, 
     if isinstance(network, Mapping) and network.get("allow_private") is True:
         network.pop("allow_private")
         dropped.append("[network] allow_private = true")
+    mcp = kept.pop("mcp", None)
+    if isinstance(mcp, Mapping):
+        servers = mcp.get("servers")
+        names = list(servers) if isinstance(servers, Mapping) else []
+        dropped.extend([f"[mcp.servers.{n}]" for n in names] or ["[mcp]"])
     keymap = kept.get("keymap")
     if isinstance(keymap, Mapping):
         for key in [k for k in keymap if str(k).startswith(_GUARDED_BINDINGS)]:

@@ -103,6 +103,7 @@ from slop_tui.records import (
 )
 
 if TYPE_CHECKING:
+    from slop_tui.mcpclient.manager import McpManager
     from slop_tui.repomap import RepoMap
     from slop_tui.tools.sandbox import Sandbox
 
@@ -183,6 +184,8 @@ class Workspace:
     # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
     _own_count: bool = field(default=False, repr=False)
     _sandbox: Sandbox | None = field(default=None, repr=False)
+    # The MCP servers of `[mcp.servers]`, built on first use (`mcp`).
+    _mcp: McpManager | None = field(default=None, repr=False)
     # `open` was given a session other than the stored one and has not stored it yet.
     _session_unsaved: bool = field(default=False, repr=False)
     # Each session's stability tracker (`note_sent`; the `cache` layout's promotions).
@@ -244,6 +247,8 @@ class Workspace:
         """Close the ledger; first store a session `open` left unsaved and record an
         `exit` handoff when a turn ran in this process."""
         try:
+            if self._mcp is not None:
+                await self._mcp.aclose()
             if self._session_unsaved:
                 with contextlib.suppress(LedgerError):
                     await self.save_session()
@@ -291,6 +296,33 @@ class Workspace:
         if self._session_unsaved:
             self._session_unsaved = False
             await self.ledger.set_setting(KEY_SESSION, self.session)
+
+    @property
+    def mcp(self) -> McpManager | None:
+        """The MCP servers (None when none is configured). Built on first use (the first
+        turn, `/mcp`), never while the app opens: nothing of it runs or is imported
+        before the first frame, and no server starts before a turn needs its tools."""
+        if self._mcp is None and self.config.mcp:
+            self._build_mcp()
+        return self._mcp
+
+    @property
+    def mcp_if_built(self) -> McpManager | None:
+        """The MCP servers if something used them already (the header asks, not builds)."""
+        return self._mcp
+
+    def _build_mcp(self) -> None:
+        from slop_tui.mcpclient import build_manager
+
+        self._mcp, warnings = build_manager(
+            self.config.mcp,
+            ledger=self.ledger,
+            project_root=self.config.project_root,
+            env=self.env,
+            sandbox=lambda: self.sandbox,
+        )
+        for warning in warnings:
+            self._warn(warning)
 
     async def _register_tools(self) -> None:
         from slop_tui.tools import registry_rows
@@ -360,6 +392,7 @@ class Workspace:
     def for_session(self, name: str) -> Workspace:
         """The same workspace (ledger, config, settings) acting on session `name`, for a
         command that targets a session other than the current one."""
+        _ = self.mcp  # one set of MCP servers, shared with the copy
         return replace(self, session=check_session_name(name), pending_handoff=None, turn_ran=False)
 
     async def switch_session(self, name: str) -> None:
@@ -613,7 +646,10 @@ class Workspace:
         from slop_tui.tools import tool_specs
 
         enabled = {t.name for t in await self.ledger.list_tools() if t.enabled}
-        return [spec for spec in tool_specs() if spec.name in enabled]
+        specs = list(tool_specs())
+        if self._mcp is not None:  # the tools of running MCP servers, after the built-ins
+            specs += self._mcp.tool_specs()
+        return [spec for spec in specs if spec.name in enabled]
 
     async def display_plan(
         self, strategy: str | None = None, *, edit: Edit | None = None

@@ -103,3 +103,41 @@ async def test_the_approval_dialog_offers_no_always_for_the_shell_without_a_sand
             pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=20
         )
     assert (project / "out.txt").read_text() == "ok" and not (project / "ran.txt").exists()
+
+
+async def test_an_mcp_call_asks_with_server_tool_and_description_and_the_header_warns(
+    project, monkeypatch, fake_llm
+):
+    """An MCP tool asks by default; the dialog names the server and the tool and shows
+    the description; a server outside the sandbox is named in the header once started."""
+    from tests.test_mcp import toy_table
+
+    config = project / "mcp-config.toml"
+    config.write_text(toy_table(extra="sandbox = false"))
+    monkeypatch.setenv("SLOP_CONFIG", str(config))  # the fake_llm fixture cleared it
+    monkeypatch.setenv("TOY_DESC", "Echo the text back.")
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("mcp__toy__echo", {"text": "from the ui"})]),
+        Reply(text="done"),
+    )
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert "mcp NO SANDBOX" not in app.sub_title  # nothing started before the turn
+        await pilot.press(*"go", "enter")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, ApprovalScreen) and bool(app.screen.query("#deny")),
+            timeout=120,
+        )
+        dialog = app.screen
+        assert dialog.tool_name == "echo of MCP server 'toy'"
+        assert dialog.arguments_text.startswith("[MCP server 'toy'] Echo the text back.")
+        assert '"text": "from the ui"' in dialog.arguments_text
+        assert "mcp NO SANDBOX: toy" in app.sub_title
+        await pilot.click("#allow")
+        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=60)
+    rows = json.dumps(fake_llm.last.body["messages"])
+    assert "echo: from the ui" in rows

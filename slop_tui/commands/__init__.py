@@ -14,6 +14,7 @@ from slop_tui.commands import (  # noqa: F401  (registration)
     history,
     image,
     knowledge,
+    mcp_cmds,
     models,
     repo,
     sessions,
@@ -46,6 +47,7 @@ TABLE.default_sub.update(
         "context": "show",
         "state": "show",
         "trash": "list",
+        "mcp": "list",
     }
 )
 

@@ -354,13 +354,21 @@ async def _tool(ws, args: str, usage: str):
 )
 async def tool_list(ws, args: str) -> CommandResult:
     tools = await ws.ledger.list_tools()
-    lines = ["| tool | enabled | calls | description |", "|---|---|---|---|"]
+    lines = ["| tool | source | enabled | calls | description |", "|---|---|---|---|---|"]
     lines += [
-        f"| {t.name} | {'✅' if t.enabled else '❌'} | {t.call_count} | "
-        f"{snippet(t.description, 60)} |"
+        f"| {t.name} | {_source(ws, t.name)} | {'✅' if t.enabled else '❌'} | {t.call_count} | "
+        f"{snippet(t.description, 60).replace('|', chr(92) + '|')} |"
         for t in tools
     ]
     return ok("\n".join(lines), data=tools)
+
+
+def _source(ws, name: str) -> str:
+    """Where a tool comes from: built in, or the MCP server that offers it."""
+    if not name.startswith("mcp__"):
+        return "built-in"
+    server = ws.mcp.server_of(name) if ws.mcp is not None else ""
+    return f"MCP {server}" if server else "MCP (not configured)"
 
 
 @command("tool", "show", "/tool show NAME", "A tool's description and JSON schema.", TOOLS)

@@ -69,13 +69,16 @@ class CommandFinished(Message):
 
 
 class ApprovalRequested(Message):
-    """A tool call asks before it runs: the screen shows the approval dialog and sets
+    """A tool call asks before it runs: the screen shows the approval dialog (`title`:
+    the tool, `details`: its arguments and, for an MCP tool, its description) and sets
     `answer` to "allow", "allow_session" or "deny"."""
 
-    def __init__(self, call: ToolCall, session_option: bool) -> None:
+    def __init__(self, call: ToolCall, session_option: bool, *, title: str, details: str) -> None:
         super().__init__()
         self.call = call
         self.session_option = session_option
+        self.title = title
+        self.details = details
         self.answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
 

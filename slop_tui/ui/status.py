@@ -3,6 +3,8 @@ window, shortened to fit the header."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from slop_tui.ui.text import neutralise
 
 TITLE = "slop-tui"
@@ -18,6 +20,7 @@ def status_line(
     width: int,
     root: str = "",
     cost: str = "",
+    mcp_outside: Sequence[str] = (),
 ) -> tuple[str, bool]:
     """The header's line and whether the app's name still fits beside it.
 
@@ -26,12 +29,14 @@ def status_line(
     Shortened to fit the header's width: the words go first, then the app's name,
     then the end of the line. `root`: the repository whose `.slop/` is used, when
     slop-tui was started in a subfolder of it; `cost`: the session's cost in money,
-    once it has calls."""
+    once it has calls; `mcp_outside`: the MCP servers started without the sandbox."""
     phase = phase or "idle"
     lane = "" if sess.lane == "main" else f" · lane {sess.lane}"
     lane += f" · {cost}" if cost else ""
     # Without an OS sandbox every shell command asks first: say so where it is always seen.
     shell = "" if sandboxed else " · shell: NO SANDBOX"
+    if mcp_outside:  # MCP servers started as programs of their own, without bubblewrap
+        shell += f" · mcp NO SANDBOX: {', '.join(mcp_outside)}"
     window = sess.window_size or "all"
     root = f" · .slop/ of {root}/" if root else ""
     room = max(20, width - 12)  # the header's icon and margins

@@ -12,6 +12,7 @@ Every action is the slash command the prompt would run
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING
 
 from slop_tui.ui import messages
@@ -225,6 +226,9 @@ class TurnController:
             self.set_phase("streaming")
         elif kind == "tool_call":
             self.set_phase("running tools")
+        elif kind == "waiting":  # an MCP server starting or answering
+            self.set_phase(event.text)
+            return
         elif kind == "notice" and event.retry_in is not None:
             self._retrying(event.retry_in)
         elif kind == "compaction":
@@ -288,9 +292,17 @@ class TurnController:
     async def ask_approval(self, call) -> str:
         from slop_tui.tools.approval import session_allow_applies
 
-        sandboxed = self.app.workspace.sandbox.available
+        ws = self.app.workspace
+        title, details = call.name, json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        found = ws.mcp.find(call.name) if ws.mcp is not None else None
+        if found is not None:  # an MCP tool: which server, which of its tools, what it says
+            title = f"{found[1].name} of MCP server '{found[0].name}'"
+            details = f"{found[1].description}\n\n{details}"
         request = messages.ApprovalRequested(
-            call, session_allow_applies(call.name, sandboxed=sandboxed)
+            call,
+            session_allow_applies(call.name, sandboxed=ws.sandbox.available),
+            title=title,
+            details=details,
         )
         self._post(request)
         try:

@@ -276,6 +276,7 @@ class WorkspacePanes(Screen):
             # Started in a subfolder: the repository root's ledger is used, say which.
             root="" if ws.config.started_in is None else ws.config.project_root.name,
             cost=ws.cost_label(),
+            mcp_outside=mcp.outside_sandbox() if (mcp := ws.mcp_if_built) is not None else (),
         )
         self.app.set_header(text, TITLE if titled else "")
 
@@ -454,9 +455,9 @@ class WorkspaceScreen(WorkspacePanes):
     async def _ask(self, message: messages.ApprovalRequested) -> None:
         from slop_tui.ui.screens.dialogs import ApprovalScreen
 
-        call = message.call
-        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        dialog = ApprovalScreen(call.name, args, session_option=message.session_option)
+        dialog = ApprovalScreen(
+            message.title, message.details, session_option=message.session_option
+        )
 
         def answered(answer: str | None) -> None:
             if not message.answer.done():
