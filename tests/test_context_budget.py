@@ -294,7 +294,7 @@ def test_default_layout_layer_order_and_placement() -> None:
     assert [la.placement for la in p.layers] == ["system"] * 8 + ["context"] * 2
     # A personality is the third layer, in the system text, with its source named.
     both = assemble(_inputs(personality="Be terse.", personality_source="lane topic:x"))
-    assert [la.name for la in both.layers] == list(LAYER_ORDER)
+    assert [la.name for la in both.layers] == [n for n in LAYER_ORDER if n not in sources]
     assert both.layers[2].text == "\n## Personality (from the lane topic:x)\nBe terse.\n"
     assert both.layers[2].placement == "system"
     # System text: every system layer, blank-line separated, first one without.
