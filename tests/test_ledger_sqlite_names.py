@@ -8,9 +8,7 @@ clear line and nothing is created.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from slop_tui.config import load_config
 from slop_tui.ledger import Ledger, LedgerError
 from slop_tui.workspace import Workspace
+from tests.test_cli import run as run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [":memory:", "file::memory:?cache=shared", "file:slop.db"]
@@ -68,19 +67,6 @@ async def test_workspace_open_refuses_memory_from_config_and_env(tmp_path) -> No
     assert _created(tmp_path) == []
 
 
-def _cli(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOP_", "OPENAI_"))}
-    env.update(HOME=str(cwd), **env_extra)
-    return subprocess.run(
-        [sys.executable, "-m", "slop_tui.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "env"),
     [
@@ -91,7 +77,7 @@ def _cli(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.Co
     ids=["--db", "SLOP_DB", "ask"],
 )
 def test_the_cli_refuses_memory_in_one_line(args, env, tmp_path) -> None:
-    r = _cli(args, tmp_path, env)
+    r = run_cli(args, tmp_path, env)
     assert r.returncode == 1, r.stderr
     assert r.stdout == ""
     line = r.stderr.strip()

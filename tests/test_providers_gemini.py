@@ -375,8 +375,10 @@ async def test_connection_refused(fake_llm: FakeLLMServer) -> None:
 
 
 async def test_read_timeout(fake_llm: FakeLLMServer) -> None:
-    provider = GeminiProvider(gemini_config(fake_llm.gemini_base_url, timeout=0.2))
-    fake_llm.enqueue(Reply(text="slow", delay=0.6))
+    provider = GeminiProvider(gemini_config(fake_llm.gemini_base_url, timeout=1.0))
+    # 1 s leaves the request time to reach the server on a loaded machine; the reply
+    # still comes three times later.
+    fake_llm.enqueue(Reply(text="slow", delay=3.0))
     try:
         out = await collect(provider.stream(prompt(user("hi"), strategy="gemini")))
     finally:
