@@ -35,7 +35,7 @@ from tests.fakeserver import FakeToolCall, Reply, wait_for
 from tests.test_app import started
 from tests.workspace_fixtures import open_workspace
 
-MARK_DROPPED, MARK_PENDING = MARKS["dropped"], MARKS["pending"]
+MARK_DROPPED, MARK_WAITING = MARKS["dropped"], MARKS["waiting"]
 project = test_app.project  # the fixture: a temporary project folder, no provider keys
 SIZE = (140, 44)
 TWO = [("alpha question", "alpha answer"), ("beta question", "beta answer")]
@@ -259,9 +259,10 @@ async def test_brackets_change_the_window_size_and_ctrl_z_undoes_the_last_group(
         await pilot.press("[")
         await eventually(pilot, lambda: _is(window_size(ws), 2))
         assert await window_groups(app) == set(gids[1:])
-        # It left the window and is sent until a summary covers it (the window is a view).
-        await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_PENDING))
-        assert await sent_groups(app) == set(gids)
+        # It left the strict window: listed in one line until a summary covers it, not
+        # sent (the window is a view: the ledger keeps it).
+        await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_WAITING))
+        assert await sent_groups(app) == set(gids[1:])
         assert "window 2" in app.sub_title
         # What the header shows, not only the attribute (it is redrawn on its own).
         await pilot.pause()

@@ -30,7 +30,9 @@ def group(gid: int, status: str = "completed", tokens: int = 100, lane: str = "m
     return GroupSummary(gid, lane, prompt or f"prompt {gid}", 2, tokens, status, float(gid))
 
 
-def plan_for(groups, window: int, lane: str = "main", *, summaries=(), compaction=False):
+def plan_for(
+    groups, window: int, lane: str = "main", *, summaries=(), compaction=False, short=False
+):
     """The real context plan over one user row per group (its id is the group's)."""
     rows = [
         Row(g.group_id, "s", g.group_id, g.lane, "user", g.prompt, status=g.status)
@@ -44,7 +46,9 @@ def plan_for(groups, window: int, lane: str = "main", *, summaries=(), compactio
         backlog=visible,
         summaries=summaries,
     )
-    return build_plan(inputs, PlanSettings(compaction=CompactionSettings(enabled=compaction)))
+    unsummarized = "short" if short else "index"
+    comp = CompactionSettings(enabled=compaction, unsummarized=unsummarized)
+    return build_plan(inputs, PlanSettings(compaction=comp))
 
 
 class ListsApp(App):
@@ -143,7 +147,11 @@ async def test_summary_and_pending_marks_come_from_the_plan():
     summary = Summary(7, "s", "main", "lane", 1, 2, "earlier", 1, 0.0)
     async with app.run_test(size=(80, 20)):
         groups = app.query_one(GroupList)
+        # The strict window (the default): what left it waits, listed, not sent.
         groups.load(MIXED, plan_for(MIXED, 3, summaries=[summary], compaction=True))
+        marks = {g.group_id: groups.row_text(g.group_id)[0] for g in groups.groups}
+        assert marks[4] == marks[5] == MARKS["waiting"]
+        groups.load(MIXED, plan_for(MIXED, 3, summaries=[summary], compaction=True, short=True))
         marks = {g.group_id: groups.row_text(g.group_id)[0] for g in groups.groups}
         assert marks == {
             1: MARK_SUMMARY,
@@ -332,8 +340,8 @@ async def test_refresh_from_a_real_workspace(tmp_path):
             await groups.refresh_from(ws.history())
             app.query_one(SessionList).load(await ws.ledger.list_sessions(), ws.session)
             marks = [groups.row_text(g.group_id)[0] for g in groups.groups]
-            # the second group left the 2-group window: sent until a summary covers it
-            assert marks == [MARK_DROPPED, MARK_PENDING, MARK_IN_WINDOW, MARK_IN_WINDOW]
+            # the second group left the 2-group window: listed until a summary covers it
+            assert marks == [MARK_DROPPED, MARKS["waiting"], MARK_IN_WINDOW, MARK_IN_WINDOW]
             assert "question 3" in groups.row_text(groups.groups[-1].group_id)
             assert app.query_one(SessionList).current == ws.session
     finally:
