@@ -258,8 +258,9 @@ async def main_async(args) -> int:
         for i in range(args.runs):
             batch = await run_once(names, args.turns, args.model, server)
             runs.append(batch)
-            print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
-    print(report(runs, args.model, args.turns))
+            # The table so far after every run: a long run cut short still reports.
+            print(f"after run {i + 1}/{args.runs}:", flush=True)
+            print(report(runs, args.model, args.turns), flush=True)
     if args.detail:
         for r in runs[0]:
             print()
