@@ -105,7 +105,11 @@ class Project:
 def project(tmp_path, monkeypatch) -> Iterator[Project]:
     for name in _ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SLOP_CONFIG", str(tmp_path / "no-user-config.toml"))
+    # The repository map and file tree would follow whatever the folder holds; the
+    # shots are of the layout (tests/test_repomap.py covers those layers).
+    user_config = tmp_path / "user-config.toml"
+    user_config.write_text("[context]\nrepo_map_tokens = 0\nfile_tree_tokens = 0\n")
+    monkeypatch.setenv("SLOP_CONFIG", str(user_config))
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     monkeypatch.chdir(tmp_path)

@@ -64,9 +64,9 @@ def test_frame() -> None:
 @pytest.mark.parametrize(
     ("policy", "kind_decisions"),
     [
-        ("none", {"read": "allow", "write": "deny", "shell": "deny"}),
-        ("reads", {"read": "allow", "write": "ask", "shell": "ask"}),
-        ("all", {"read": "allow", "write": "allow", "shell": "allow"}),
+        ("none", {"read": "allow", "write": "deny", "shell": "deny", "network": "deny"}),
+        ("reads", {"read": "allow", "write": "ask", "shell": "ask", "network": "ask"}),
+        ("all", {"read": "allow", "write": "allow", "shell": "allow", "network": "allow"}),
     ],
 )
 def test_approval_decisions_per_policy(policy: str, kind_decisions: dict[str, str]) -> None:

@@ -30,6 +30,7 @@ EXPECTED = [
     "list_directory",
     "grep",
     "execute_bash",
+    "fetch_url",
 ]
 
 
