@@ -137,9 +137,10 @@ async def test_a_turn_request_ends_with_its_own_prompt_when_another_workspace_wr
         users = [m.text for m in plan.request.messages if m.role == "user"]
         assert users[-1].endswith("A asks") and "B asks" not in "".join(users)
         # still two groups in the window, the older one; the two before it left the
-        # window and are sent until a summary covers them
+        # strict window: not sent, listed until a summary covers them
         assert plan.window_groups == {old[2], mine.id}
-        assert plan.pending_groups == {old[0], old[1]}
+        assert plan.pending_groups == frozenset() and plan.waiting
+        assert set(plan.unsent_backlog) == {old[0], old[1]}
         # Without the turn's group (e.g. /context show) the newest groups are shown.
         users = [m.text for m in (await a.prompt()).messages if m.role == "user"]
         assert users[-1].endswith("B asks again")

@@ -364,14 +364,14 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         await view.refresh_group(old)
         assert [t.tier_label for t in view.block(old).tool_blocks] == ["dropped"] * 2
         assert "dropped" in view.block(old).mark
-        # A window of one group: the older group left it, and is sent until a summary
-        # covers it (the plan says so; the view only draws it).
+        # A window of one group: the older group left the strict window, and is not
+        # sent until a summary covers it (the plan says so; the view only draws it).
         await ws.ledger.set_group_dropped(ws.session, old, False)
         await ws.ledger.set_window(ws.session, 1)
         await view.refresh_group(old)
         view.set_plan((await ws.display_plan())[0])  # the plan the screen draws next
-        assert view.block(old).tool_blocks[0].tier_label == "inactive 300"
-        assert "sent until a summary covers it" in view.block(old).mark
+        assert view.block(old).tool_blocks[0].tier_label == "not sent: waiting for a summary"
+        assert "not sent: waiting for a summary" in view.block(old).mark
         assert view.block(active).tool_blocks[-1].tier_label == "full 5000"
         # A summary covering it: its results are not sent, and say by which summary.
         ids = [m.id for m in await ws.ledger.group_messages(ws.session, old)]

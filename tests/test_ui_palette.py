@@ -82,7 +82,7 @@ async def test_search_finds_session_commands_and_context_show():
     titles = [hit.text for hit in session]
     assert {c.usage for c in TABLE.commands if c.name == "session"} <= set(titles)
     best = max(context, key=lambda hit: hit.score)
-    assert best.text == "/context show [--json]"
+    assert best.text == "/context show [--json] [--editor]"
 
 
 async def test_a_search_lists_only_the_best_hits_best_first():
