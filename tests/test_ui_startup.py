@@ -184,7 +184,7 @@ async def test_the_group_list_and_the_conversation_share_one_read(project, cold,
 
 
 async def test_the_projection_is_drawn_once_the_highlight_rests(project):
-    gids = await seed(project, n=6, window=3)
+    gids = await seed(project, n=6, window=4)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
@@ -208,8 +208,8 @@ async def test_the_projection_is_drawn_once_the_highlight_rests(project):
         await pilot.press("up", "up", "up")  # quick succession: drawn once, at rest
         assert shown == []
         await wait_for(pilot, lambda: shown != [])
-        # gids[-4] left the 3-group window and is sent until a summary covers it:
-        # dropping it saves its tokens.
+        # gids[-4] is the oldest group of the 4-group window: dropping it saves its
+        # tokens.
         expected = await saving(gids[-4])
         assert expected > 0
         assert shown == [expected] == [gauge.projection]
