@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from slop_tui.context.assemble import PAIR_ACK
 from slop_tui.ledger import Ledger
 from slop_tui.records import NewMessage
 from slop_tui.safe_text import UNSAFE_CODEPOINTS
@@ -547,7 +548,9 @@ def test_a_second_turn_on_a_session_waits_and_groups_stay_together(tmp_path, fak
     sent = [
         (role, text)
         for role, text in sent
-        if role != "system" and not text.startswith("## Context for the Current Request")
+        if role != "system"
+        and not text.startswith(("## Context for the Current Request", "## Repository Files"))
+        and text != PAIR_ACK
     ]
     assert [role for role, _ in sent] == ["user", "assistant", "tool", "assistant", "user"], sent
     assert sent[0][1].endswith("question A") and sent[-1][1].endswith("question B")
