@@ -64,6 +64,7 @@ class Changed(enum.Flag):
     MEMOS = enum.auto()
     SKILLS = enum.auto()
     TOOLS = enum.auto()
+    CONTEXT = enum.auto()  # another layer of the next request (the personality, …)
     ALL = (HISTORY | STATE | SCRATCHPAD | WINDOW | SESSION | LANE | PROVIDER | FILES) | (
         HANDOFF | MEMOS | SKILLS | TOOLS
     )

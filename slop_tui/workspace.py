@@ -343,9 +343,6 @@ class Workspace:
         list's rows, the sessions and STATE only when the change touches them."""
         choice = await self.provider_choice()
         sess = await self.current()
-        plan, estimated = await self.display_plan(choice.strategy)
-        last = await self.ledger.last_usage(self.session)
-        calls, prompt_tokens, completion_tokens = await self.ledger.background_usage(self.session)
         rows = sessions = state = failed = None
         if changed & _READS_ROWS:
             rows = await self.ledger.group_rows(
@@ -354,6 +351,9 @@ class Workspace:
             # Only a group with an error row can hold a failed prompt: no query otherwise.
             errors = any(row[5] == STATUS_ERROR for row in rows)
             failed = await self.ledger.failed_prompts(self.session) if errors else []
+        plan, estimated = await self.display_plan(choice.strategy)
+        last = await self.ledger.last_usage(self.session)
+        calls, prompt_tokens, completion_tokens = await self.ledger.background_usage(self.session)
         if changed & _READS_SESSIONS:
             sessions = await self.ledger.list_sessions()
         if changed & _READS_STATE:

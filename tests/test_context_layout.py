@@ -131,7 +131,15 @@ async def test_stable_scratchpad_moves_into_the_pinned_message(tmp_path, fake_ll
 
         assert holder(first)["content"].startswith("## Context for the Current Request")
         assert holder(last)["content"].startswith("## Pinned Context")
-        assert holder(last) is last.messages[1]  # the head of the conversation
+        # At the head of the conversation: after the system text and the repository's
+        # pairs, before the first question.
+        where = [m is holder(last) for m in last.messages].index(True)
+        first_question = next(
+            i for i, m in enumerate(last.messages) if "question 0" in str(m["content"])
+        )
+        assert 0 < where < first_question
+        assert all(m["role"] != "assistant" or "Repository" in str(last.messages[i - 1]["content"])
+                   for i, m in enumerate(last.messages[:where]) if i)  # fmt: skip
         # STATE changed every turn: it stays in the context message.
         context = next(
             m["content"]

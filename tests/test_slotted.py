@@ -36,7 +36,7 @@ def test_a_built_message_is_a_real_frozen_message() -> None:
 def test_a_built_prompt_message_equals_the_constructed_one() -> None:
     build = positional_builder(PromptMessage)
     call = ToolCall("c1", "read_file", {"path": "a"})
-    values = ("assistant", "t", 3, 1, 2, (call,), None, None, {"k": 1}, False, None, None)
+    values = ("assistant", "t", 3, 1, 2, (call,), None, None, {"k": 1}, False, None, None, ())
     m = build(*values)
     assert type(m) is PromptMessage
     assert m == PromptMessage(

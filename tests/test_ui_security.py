@@ -138,6 +138,8 @@ async def test_an_mcp_call_asks_with_server_tool_and_description_and_the_header_
         assert '"text": "from the ui"' in dialog.arguments_text
         assert "mcp NO SANDBOX: toy" in app.sub_title
         await pilot.click("#allow")
-        await wait_for(pilot, lambda: app.orchestrator is not None and not app.busy, timeout=60)
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=60
+        )
     rows = json.dumps(fake_llm.last.body["messages"])
     assert "echo: from the ui" in rows

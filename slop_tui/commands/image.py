@@ -19,6 +19,7 @@ from slop_tui.commands.base import (
     parse_int,
 )
 from slop_tui.commands.continuity import _words
+from slop_tui.records import Changed
 
 CAT = "Context & history"
 TABLE.default_sub["image"] = "list"
@@ -64,7 +65,7 @@ async def image_add(ws, args: str):
     return ok(
         f"Image {ref.id}: {path.name}, {info.width}×{info.height}, {_size(info.size)}, "
         f"about {tokens:,} tokens; it goes with the next prompt.{note}",
-        changed=("files",),
+        changed=Changed.FILES,
         data=ref.id,
     )
 
@@ -96,4 +97,4 @@ async def image_remove(ws, args: str):
     n = parse_int(words[0], "image number", usage, minimum=1)
     if not await ws.ledger.remove_pending_image(ws.session, n):
         raise CommandError(f"no image {n} waits for the next prompt; /image list shows them.")
-    return ok(f"Image {n} will not go with the next prompt.", changed=("files",))
+    return ok(f"Image {n} will not go with the next prompt.", changed=Changed.FILES)

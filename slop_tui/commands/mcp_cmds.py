@@ -4,6 +4,7 @@ disabling them and accepting a tool whose definition changed."""
 from __future__ import annotations
 
 from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok, split_first
+from slop_tui.records import Changed
 
 TOOLS = "Models & tools"
 
@@ -82,14 +83,14 @@ async def mcp_restart(ws, args: str) -> CommandResult:
     if server.status != "running":
         raise CommandError(f"MCP server '{name}' did not start: {server.error}")
     text = "\n".join([f"MCP server '{name}' restarted: {len(server.tools)} tools.", *notes])
-    return ok(text, changed=("tools",))
+    return ok(text, changed=Changed.TOOLS)
 
 
 @command("mcp", "enable", "/mcp enable NAME", "Start offering an MCP server's tools again.", TOOLS)
 async def mcp_enable(ws, args: str) -> CommandResult:
     mcp, name = _server(ws, args, "/mcp enable NAME")
     await mcp.set_enabled(name, True)
-    return ok(f"MCP server '{name}' enabled; it starts with the next turn.", changed=("tools",))
+    return ok(f"MCP server '{name}' enabled; it starts with the next turn.", changed=Changed.TOOLS)
 
 
 @command(
@@ -102,7 +103,7 @@ async def mcp_enable(ws, args: str) -> CommandResult:
 async def mcp_disable(ws, args: str) -> CommandResult:
     mcp, name = _server(ws, args, "/mcp disable NAME")
     await mcp.set_enabled(name, False)
-    return ok(f"MCP server '{name}' disabled and stopped.", changed=("tools",))
+    return ok(f"MCP server '{name}' disabled and stopped.", changed=Changed.TOOLS)
 
 
 @command(
@@ -120,4 +121,4 @@ async def mcp_accept(ws, args: str) -> CommandResult:
         raise CommandError(
             f"MCP server '{name}' has no held tool{f' {tool.strip()!r}' if tool.strip() else ''}."
         )
-    return ok(f"Accepted: {', '.join(done)}; offered to the model again.", changed=("tools",))
+    return ok(f"Accepted: {', '.join(done)}; offered to the model again.", changed=Changed.TOOLS)

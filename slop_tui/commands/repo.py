@@ -8,6 +8,7 @@ budgets, stored in the ledger so every process of the project uses them.
 from __future__ import annotations
 
 from slop_tui.commands.base import TABLE, CommandError, UsageError, command, ok, parse_int
+from slop_tui.records import Changed
 
 CAT = "Context & history"
 TABLE.default_sub["repo"] = "map"
@@ -57,7 +58,7 @@ async def _set(ws, which: str, args: str) -> str:
 
 async def _show_or_set(ws, which: str, args: str):
     if args.strip():
-        return ok(await _set(ws, which, args), changed=("files",))
+        return ok(await _set(ws, which, args), changed=Changed.FILES)
     try:
         text, status = await _layer(ws, which)
     except OSError as exc:

@@ -16,6 +16,7 @@ from slop_tui.commands.base import (
     ok,
     parse_int,
 )
+from slop_tui.records import Changed
 
 CAT = "Context & history"
 TABLE.default_sub["url"] = "list"
@@ -47,7 +48,7 @@ async def url_add(ws, args: str):
     return ok(
         f"Added {url}{title}: {tokens:,} tokens, sent with every request until "
         f"/url remove {stored.id}.",
-        changed=("files",),
+        changed=Changed.FILES,
         data=stored.id,
     )
 
@@ -81,4 +82,4 @@ async def url_remove(ws, args: str):
     n = parse_int(words[0], "page number", usage, minimum=1)
     if not await ws.ledger.remove_url_page(ws.session, n):
         raise CommandError(f"there is no page {n}; /url list shows the pages and their numbers.")
-    return ok(f"Removed page {n} from the context.", changed=("files",))
+    return ok(f"Removed page {n} from the context.", changed=Changed.FILES)
