@@ -115,7 +115,7 @@ def project(tmp_path, monkeypatch) -> Iterator[Project]:
     monkeypatch.chdir(tmp_path)
     clock = FakeClock()
     # `now` is imported by name into each ledger module, so patch every copy.
-    for module in ("core", "history", "knowledge", "continuity"):
+    for module in ("core", "history", "knowledge", "continuity", "edits"):
         monkeypatch.setattr(f"slop_tui.ledger.{module}.now", clock)
     (tmp_path / "README.md").write_text("# calc\nA small expression calculator.\n")
     yield Project(tmp_path, clock)
