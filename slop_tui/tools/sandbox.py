@@ -191,7 +191,8 @@ class Sandbox:
         if ledger is not None:
             db = Path(ledger).resolve()
             hide += [db.with_name(db.name + s) for s in LEDGER_SIBLINGS]
-            if db.parent != root and db.parent.is_relative_to(root):
+            inside = db.parent.is_relative_to(root) and not db.parent.is_relative_to(slop)
+            if db.parent != root and inside:  # (under .slop/ it is hidden already)
                 # Its folder read-only: a sibling the command would create (a crafted
                 # `-journal`) is rolled back into the ledger when it is next opened.
                 args += ["--ro-bind", str(db.parent), str(db.parent)]
