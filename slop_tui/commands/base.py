@@ -44,7 +44,7 @@ class CommandResult:
     # the TUI with its key (`announcement`).
     revert: str | None = None
     # Long text (`/context show`): `slop-tui exec` on a terminal opens it in $EDITOR when
-    # it is taller than the screen (seed 000) instead of printing it.
+    # it is taller than the screen instead of printing it.
     page: bool = False
 
     @property

@@ -163,7 +163,7 @@ class AssemblyInputs:
     # strict window does not send them); it ends the summary layer.
     unsummarized: str = ""
     # The effective personality and where it comes from ("lane topic:x", "session",
-    # "global"): the first that is set wins (seed 002's precedence).
+    # "global"): the first that is set wins.
     personality: str = ""
     personality_source: str = ""
     # Summaries of other lanes the user named in the current request: (lane, summary).
