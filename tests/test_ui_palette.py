@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+
 from textual.app import App, ComposeResult
 from textual.command import CommandInput, CommandList, CommandPalette
 from textual.widgets import Static
@@ -180,3 +182,14 @@ async def test_choosing_a_theme_keeps_and_persists_it():
         await wait_for(pilot, lambda: app.chosen == ["slop-high-contrast"])
         await pilot.pause()
         assert app.theme == "slop-high-contrast"
+
+
+async def test_a_preview_that_rests_after_the_app_exits_does_nothing():
+    app = _PaletteApp()
+    async with app.run_test():
+        provider = SlopCommands(app.screen)
+        await provider.startup()
+        inside = contextvars.copy_context()  # the app's context, as its timers have it
+    assert app.screen_stack == []
+    inside.run(provider._show_preview, 0)  # the rest of a palette left open at quit
+    assert app.theme == DEFAULT_THEME

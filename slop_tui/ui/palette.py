@@ -143,7 +143,8 @@ class SlopCommands(Provider):
         self._preview_timer = None
         if index is None or self.theme_chosen:
             return
-        palette = self.app.screen
+        stack = self.app.screen_stack  # empty once the app has exited under the timer
+        palette = stack[-1] if stack else None
         if not isinstance(palette, CommandPalette):
             return
         try:
