@@ -115,7 +115,11 @@ async def _run_exec(args: argparse.Namespace) -> int:
             from slop_tui.orchestrator import run_headless_turn
 
             outcome = await run_headless_turn(
-                ws, result.send, approve=ws.config.approve, echo=sys.stdout
+                ws,
+                result.send,
+                approve=ws.config.approve,
+                echo=sys.stdout,
+                reply_to=result.reply_to,
             )
             return _fail(outcome.error) if outcome.error else EXIT_OK
     finally:

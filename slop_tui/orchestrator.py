@@ -28,7 +28,7 @@ persisting its user message), so a compaction always takes effect on the
 next request. Elision only grows within a turn (`_Turn.elided`).
 
 Handoffs: a `checkpoint` one every `[compaction] checkpoint_interval` tool-loop
-iterations; the `## Resuming` layer of `Workspace.pending_handoff` is sent in
+iterations; the `## Resuming` layer of `Workspace.pending_resume()` is sent in
 every request of the first turn after a resume and consumed once that turn's
 first request went through.
 """
@@ -152,6 +152,17 @@ class _Turn:
     sent_plan: Any = None  # the context plan of the request being sent (ContextPlan)
 
 
+@dataclass
+class TurnState:
+    """The turns of one orchestrator, written by it alone: the group whose turn runs
+    now, and whether any turn ran (closing then records an `exit` handoff). Other parts
+    (commands, other processes) read a running turn from its in-flight record in the
+    ledger (`Ledger.running_here`), never from here."""
+
+    running: int | None = None
+    ran: bool = False
+
+
 class Orchestrator:
     """Runs turns for one workspace."""
 
@@ -175,6 +186,7 @@ class Orchestrator:
         self.retry_policy = retry_policy or RetryPolicy()
         self.sleep = sleep
         self.session_allowed: set[str] = set()
+        self.turn = TurnState()
         self._provider: Provider | None = None
         self._provider_key: tuple | None = None
         self.compactor = Compactor(ws, self._call_model)
@@ -198,12 +210,17 @@ class Orchestrator:
         return self._provider, choice.model
 
     async def aclose(self) -> None:
-        """Cancel background work still running and close the provider client."""
+        """Cancel background work still running and close the provider client; when a
+        turn ran, record the `exit` handoff the next start resumes from."""
         task = self.compaction_task
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         await self._close_provider()
+        if self.turn.ran:
+            self.turn.ran = False
+            with contextlib.suppress(LedgerError):
+                await self.ws.write_handoff("exit")
 
     async def _close_provider(self) -> None:
         if self._provider is not None:
@@ -213,8 +230,11 @@ class Orchestrator:
 
     # -- the turn ------------------------------------------------------------
 
-    async def run_turn(self, text: str, emit: Emit | None = None) -> TurnOutcome:
-        """One whole turn; the user message is in the ledger before any network call."""
+    async def run_turn(
+        self, text: str, emit: Emit | None = None, *, reply_to: int | None = None
+    ) -> TurnOutcome:
+        """One whole turn; the user message is in the ledger before any network call.
+        `reply_to`: the group this prompt replies to from a topic lane (`/reply`)."""
         outcome = TurnOutcome()
 
         async def send(event: Event) -> None:
@@ -226,9 +246,8 @@ class Orchestrator:
                     await result
 
         ws = self.ws
-        ws.turn_ran = True
+        self.turn.ran = True
         choice = await ws.provider_choice()
-        reply_to, ws.pending_reply = ws.pending_reply, None
         session = ws.session
         try:
             # The prompt and the turn's in-flight record in one write: from here on no
@@ -241,7 +260,7 @@ class Orchestrator:
         gid = user.group_id
         outcome.group_id = gid
         token = uuid.uuid4().hex
-        ws.running_turn = gid
+        self.turn.running = gid
         journal = TurnJournal(ws.ledger, session, gid, opened=True)
         answered = False
         try:
@@ -254,7 +273,7 @@ class Orchestrator:
             if not answered:  # failed or cancelled before any answer: the error mark
                 await asyncio.shield(self._mark_failed(session, gid))
             await asyncio.shield(journal.close())  # the turn's rows are stored (or never will be)
-            ws.running_turn = None
+            self.turn.running = None
             with contextlib.suppress(LedgerError, sqlite3.Error):
                 await asyncio.shield(ws.ledger.release_turn(session, token))
         return outcome
@@ -288,9 +307,7 @@ class Orchestrator:
             await send(Notice(text=f"Configuration: {warning}"))
         if not await self._within_budget(send, outcome):
             return False
-        resume = ws.pending_handoff
-        if resume is not None and resume.session != ws.session:
-            resume = None
+        resume = ws.pending_resume()
         turn = _Turn(gid=gid, send=send, outcome=outcome, resume=resume, journal=journal)
         until = _TURN_UNTIL.set(asyncio.get_running_loop().time() + ws.config.turn_timeout)
         try:
@@ -302,8 +319,8 @@ class Orchestrator:
             reply = None
         finally:
             _TURN_UNTIL.reset(until)
-            if turn.consumed and ws.pending_handoff is resume:
-                ws.pending_handoff = None
+            if turn.consumed and resume is not None:
+                ws.resume_consumed(resume)
         if reply is None:
             return False
         await asyncio.shield(journal.close())  # the turn's rows are stored
@@ -1146,6 +1163,7 @@ async def run_headless_turn(
     model: str | None = None,
     approve: str = "reads",
     echo: IO[str] | None = None,
+    reply_to: int | None = None,
 ) -> TurnOutcome:
     """`slop-tui ask`: one turn, nobody to ask for approval (writes are refused unless --approve all)."""
     if provider or model:
@@ -1179,7 +1197,7 @@ async def run_headless_turn(
             echo.write("\n")
 
     try:
-        outcome = await orch.run_turn(prompt, show)
+        outcome = await orch.run_turn(prompt, show, reply_to=reply_to)
         await orch.finish_background()  # bounded: the answer is out, the process should end
         return outcome
     finally:

@@ -15,10 +15,13 @@ panes (and, with `edit=`, a projection: the ledger read as if the edit were
 made).
 
 Handoffs: `open` and `switch_session` look up the session's newest
-unconsumed handoff (`pending_handoff`, injected once by the orchestrator);
-`switch_session` records one for the session it leaves; `close` records an
-`exit` handoff when a turn ran in this process (so the app and `slop-tui ask`
-both write one without any caller doing more than closing the workspace).
+unconsumed handoff (`pending_resume`, injected until a turn's answer consumes
+it: `resume_consumed`); `switch_session` records one for the session it
+leaves. The `exit` handoff is the orchestrator's: it records one when it
+closes after a turn ran (`Orchestrator.aclose`, which the app and
+`slop-tui ask` both call). Turn state (the running group, whether a turn ran)
+is the orchestrator's `TurnState`; the workspace reads a running turn from the
+ledger's in-flight record (`Ledger.running_here`).
 
 Token counts at start-up: `display_plan` builds the plan for the panes
 without the tokenizer (building it costs ~0.4 s of CPU,
@@ -168,14 +171,6 @@ class Workspace:
     # The handoff to inject as `## Resuming` in every request of the first turn
     # after a resume (set by `open` and `switch_session`; cleared by the orchestrator).
     pending_handoff: Handoff | None = None
-    # Set by the orchestrator when a turn starts: `close` then records an exit handoff.
-    turn_ran: bool = False
-    # `/reply GID` from a topic lane: the next prompt replies to GID without leaving
-    # the topic (taken by the orchestrator when it writes the prompt).
-    pending_reply: int | None = None
-    # The group of the turn this workspace runs now (None: none). While it runs the
-    # workspace stays in its session: the turn writes to `session`.
-    running_turn: int | None = None
     # One-line problems with config values that fell back to defaults (shown once).
     warnings: list[str] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set, repr=False)
@@ -252,9 +247,6 @@ class Workspace:
             if self._session_unsaved:
                 with contextlib.suppress(LedgerError):
                     await self.save_session()
-            if self.turn_ran:
-                self.turn_ran = False
-                await self.write_handoff("exit")
         finally:
             if self._repo_map is not None:
                 self._repo_map.close()
@@ -393,16 +385,18 @@ class Workspace:
         """The same workspace (ledger, config, settings) acting on session `name`, for a
         command that targets a session other than the current one."""
         _ = self.mcp  # one set of MCP servers, shared with the copy
-        return replace(self, session=check_session_name(name), pending_handoff=None, turn_ran=False)
+        return replace(self, session=check_session_name(name), pending_handoff=None)
 
     async def switch_session(self, name: str) -> None:
         """Make `name` current: a handoff for the session left, the new one's pending resume."""
         name = check_session_name(name)
         old = self.session
-        if name != old and self.running_turn is not None:
+        running = await self.ledger.running_here() if name != old else None
+        if running is not None:
+            # The turn writes to the session it started in: this process stays there.
             raise LedgerError(
-                f"group {self.running_turn}'s turn is still running in '{old}'; wait for it "
-                "or cancel it (Esc) before switching sessions."
+                f"group {running[1]}'s turn is still running in '{running[0]}'; wait for "
+                "it or cancel it (Esc) before switching sessions."
             )
         if name != old:
             await self.write_handoff("session_switch", old)
@@ -410,6 +404,16 @@ class Workspace:
         await self.ledger.set_setting(KEY_SESSION, self.session)
         if name != old:
             self.pending_handoff = await pending_resume(self.ledger, name)
+
+    def pending_resume(self) -> Handoff | None:
+        """The handoff the next request of this session resumes from (None: none)."""
+        stored = self.pending_handoff
+        return stored if stored is not None and stored.session == self.session else None
+
+    def resume_consumed(self, handoff: Handoff) -> None:
+        """A turn injected `handoff` and its answer consumed it: later turns go without."""
+        if self.pending_handoff is handoff:
+            self.pending_handoff = None
 
     async def reload_pending_handoff(self) -> None:
         """After an edit took rows away. The resume layer is rebuilt from the current
@@ -845,8 +849,8 @@ class Workspace:
     def _resume_text(self, state: str | None, sess: Session) -> str:
         """The `## Resuming` layer: the pending handoff, rebuilt from the current ledger
         (an undone, dropped or removed group's goal never comes back through it)."""
-        stored = self.pending_handoff
-        if stored is None or stored.session != self.session:
+        stored = self.pending_resume()
+        if stored is None:
             return ""
         return resume_text(current_handoff(stored, state, sess.scratchpad))
 

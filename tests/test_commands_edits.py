@@ -163,8 +163,9 @@ async def test_trash_restore_and_empty(ws):
 
 async def test_a_running_turn_refuses_edits_of_its_group_and_session_switches(ws):
     g1 = await add_group(ws, "one")
+    # The turn's prompt and in-flight record, as `Orchestrator.run_turn` opens them.
     turn = await ws.ledger.open_turn(ws.session, "running", strategy="openai")
-    ws.running_turn = turn.id
+    assert await ws.ledger.running_here() == (ws.session, turn.id)
     before = await fingerprint(ws)
     for line in (
         "/undo",

@@ -520,7 +520,8 @@ async def test_lanes_never_leak(make, fake_llm):
     reply = await dispatch(ws, f"/reply {first.group_id} tell me more")
     assert reply.ok and reply.send == "tell me more"
     fake_llm.enqueue(Reply(text="REPLY-LANE-ANSWER"))
-    await orch.run_turn(reply.send)
+    assert reply.reply_to is None  # its own lane: the replied-to group is in its history
+    await orch.run_turn(reply.send, reply_to=reply.reply_to)
     body = text_of(fake_llm.last)
     assert f"## Replying to group {first.group_id}" in body and "ALPHA-ANSWER" in body
     assert "tell me more" in body
@@ -542,8 +543,8 @@ async def test_resume_layer_is_injected_once_after_reopening(tmp_path, fake_llm)
     orch = Orchestrator(ws)
     fake_llm.enqueue(Reply(text="started\n### STATE\nGoal: ship the parser"))
     await orch.run_turn("start the parser work")
-    await orch.aclose()
-    await ws.close()  # a turn ran: an exit handoff
+    await orch.aclose()  # a turn ran: an exit handoff
+    await ws.close()
     ws = await open_ws(tmp_path, fake_llm)
     orch = Orchestrator(ws)
     try:
@@ -615,7 +616,8 @@ async def test_a_reply_from_a_topic_lane_stays_in_the_topic(make, fake_llm):
     assert reply.ok and "in lane topic:db" in reply.text
     assert (await ws.current()).lane == "topic:db"
     fake_llm.enqueue(Reply(text="REPLY-ANSWER"))
-    await orch.run_turn(reply.send)
+    assert reply.reply_to == first.group_id
+    await orch.run_turn(reply.send, reply_to=reply.reply_to)
     body = text_of(fake_llm.last)
     assert f"## Replying to group {first.group_id}" in body and "ALPHA-ANSWER" in body
     assert "topic question" in body and "TOPIC-ANSWER" in body  # still in the topic

@@ -173,8 +173,8 @@ async def test_a_running_turn_keeps_its_group_and_nothing_is_orphaned(
         await type_text(pilot, "a slow question")
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(fake_llm.chat_requests) == 1, timeout=10)
-        gid = ws.running_turn
-        assert gid is not None
+        gid = app.turns.orchestrator.turn.running
+        assert gid is not None and await ws.ledger.running_here() == (ws.session, gid)
         await pilot.press("f3", "end", "ctrl+z", "delete")  # undo and remove the running group
         await pilot.pause()
         said = notes(app)

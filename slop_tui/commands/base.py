@@ -38,6 +38,9 @@ class CommandResult:
     error_kind: str | None = None  # "unknown" | "usage" | "failed" | "exists"
     data: object | None = None
     send: str | None = None  # text to send to the model as the user's message
+    # `/reply GID` from a topic lane: the group the sent prompt replies to, quoted for
+    # that turn (`Orchestrator.run_turn(reply_to=...)`).
+    reply_to: int | None = None
     changed: Changed = Changed.NONE  # what the panes should draw again
     quit: bool = False
     # The command that reverts this edit (e.g. "/redo"): every surface announces it,
@@ -152,11 +155,12 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-def refuse_while_running(ws: Workspace) -> None:
-    """CommandError while this workspace runs a turn (for commands that cannot wait)."""
-    if ws.running_turn is not None:
+async def refuse_while_running(ws: Workspace) -> None:
+    """CommandError while this process runs a turn (for commands that cannot wait)."""
+    running = await ws.ledger.running_here()
+    if running is not None:
         raise CommandError(
-            f"group {ws.running_turn}'s turn is still running; wait for it or cancel it "
+            f"group {running[1]}'s turn is still running; wait for it or cancel it "
             "(Esc) first."
         )
 

@@ -176,10 +176,11 @@ async def reply(ws, args: str) -> CommandResult:
     if not await ws.ledger.group_exists(ws.session, gid):
         raise CommandError(f"session '{ws.session}' has no group {gid}.")
     sess = await ws.current()
+    reply_to = None
     if sess.lane.startswith("topic:"):
         # Seed 002: topic > reply. The reply stays in its topic; the replied-to group is
         # quoted for this turn (kept with the prompt, `Ledger.append_user(reply_to=...)`).
-        ws.pending_reply = gid
+        reply_to = gid
         lane = sess.lane
     else:
         lane = reply_lane(gid)
@@ -189,6 +190,7 @@ async def reply(ws, args: str) -> CommandResult:
         ok=True,
         text=f"Replying to group {gid} in lane {lane}.",
         send=text,
+        reply_to=reply_to,
         changed=Changed.LANE | Changed.HISTORY,
         data=lane,
     )

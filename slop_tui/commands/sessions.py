@@ -136,7 +136,7 @@ async def session_clear(ws, args: str) -> CommandResult:
 )
 async def session_clone(ws, args: str) -> CommandResult:
     name = _name(args, "/session clone NAME")
-    refuse_while_running(ws)  # it switches to the clone
+    await refuse_while_running(ws)  # it switches to the clone
     await ws.ledger.clone_session(ws.session, name)
     source = ws.session
     await ws.switch_session(name)

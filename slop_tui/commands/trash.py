@@ -123,7 +123,7 @@ async def redo(ws, args: str) -> CommandResult:
     CAT,
 )
 async def retry(ws, args: str) -> CommandResult:
-    refuse_while_running(ws)
+    await refuse_while_running(ws)
     failed = await ws.ledger.failed_prompts(ws.session)
     if args.strip():
         gid = parse_int(args, "the group id", "/retry [GID]", minimum=1)

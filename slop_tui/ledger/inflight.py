@@ -229,6 +229,17 @@ class InflightMixin(HistoryMixin):
             out[key] = record if isinstance(record, dict) else {}
         return out
 
+    async def running_here(self) -> tuple[str, int] | None:
+        """(session, group) of a turn this process runs now, from its in-flight record
+        (None: none). Commands that cannot wait for a turn ask this."""
+        me = _owner()
+        for record in (await self.inflight_records()).values():
+            if record.get("host") == me["host"] and record.get("pid") == me["pid"]:
+                gid, session = record.get("group"), record.get("session")
+                if isinstance(gid, int) and isinstance(session, str):
+                    return session, gid
+        return None
+
     async def recover_inflight(self) -> list[Recovered]:
         """Finish the records of dead processes (see the module docstring)."""
         dead = [(k, r) for k, r in (await self.inflight_records()).items() if not owner_alive(r)]

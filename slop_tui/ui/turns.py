@@ -99,7 +99,7 @@ class TurnController:
             app.notify("A turn is running; Esc cancels it.", severity="warning")
             return None
         if result.send is not None:
-            self.run_turn(result.send)
+            self.run_turn(result.send, reply_to=result.reply_to)
         elif (
             not result.ok
             and result.error_kind == "exists"
@@ -214,9 +214,9 @@ class TurnController:
             )
         return self.orchestrator
 
-    def run_turn(self, text: str):
+    def run_turn(self, text: str, reply_to: int | None = None):
         """Start a turn in the app's "turn" worker group (one at a time)."""
-        return self.app.run_worker(self._turn(text), group="turn", exclusive=True)
+        return self.app.run_worker(self._turn(text, reply_to), group="turn", exclusive=True)
 
     async def _on_event(self, event) -> None:
         """One orchestrator event: the phase changes here; the panes get the event as a
@@ -237,7 +237,7 @@ class TurnController:
             return
         self.screen.conversation.post_message(messages.turn_message(event))
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, reply_to: int | None = None) -> None:
         app = self.app
         await self.ensure_tokenizer()  # the turn counts what it writes: not on the event loop
         orchestrator = self._orchestrator()
@@ -247,7 +247,7 @@ class TurnController:
         self.screen.conversation.post_message(messages.TurnBegins(text))
         group_id: int | None = None
         try:
-            outcome = await orchestrator.run_turn(text, self._on_event)
+            outcome = await orchestrator.run_turn(text, self._on_event, reply_to=reply_to)
             group_id = outcome.group_id if outcome is not None else None
         finally:
             # ctrl+q mid-turn cancels this worker while the panes are taken down: the
