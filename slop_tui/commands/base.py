@@ -160,8 +160,7 @@ async def refuse_while_running(ws: Workspace) -> None:
     running = await ws.ledger.running_here()
     if running is not None:
         raise CommandError(
-            f"group {running[1]}'s turn is still running; wait for it or cancel it "
-            "(Esc) first."
+            f"group {running[1]}'s turn is still running; wait for it or cancel it (Esc) first."
         )
 
 
