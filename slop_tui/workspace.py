@@ -95,6 +95,7 @@ from slop_tui.records import (
     STATUS_ERROR,
     Changed,
     Handoff,
+    ImageRef,
     Message,
     Session,
     SessionSummary,
@@ -110,6 +111,8 @@ if TYPE_CHECKING:
     from slop_tui.repomap import RepoMap
     from slop_tui.tools.sandbox import Sandbox
 
+# What the panes show, between turns, where the next prompt's text will be.
+NEXT_PROMPT = "‹your next prompt›"
 KEY_SESSION = "current_session"
 KEY_SKILLS = "active_skills"
 KEY_THROTTLE = "throttle"
@@ -656,20 +659,40 @@ class Workspace:
         return [spec for spec in specs if spec.name in enabled]
 
     async def display_plan(
-        self, strategy: str | None = None, *, edit: Edit | None = None
+        self,
+        strategy: str | None = None,
+        *,
+        edit: Edit | None = None,
+        next_prompt: str | None = NEXT_PROMPT,
     ) -> tuple[ContextPlan, bool]:
         """The plan of the next request for the panes (marks, gauge, preview, labels), and
         whether its counts are estimates. Never builds the tokenizer (see the module
         docstring): texts it has not counted before are estimated until it is built.
-        `edit`: the plan as it would be after that edit (a projection)."""
+        `edit`: the plan as it would be after that edit (a projection). Between turns
+        the request is the one `next_prompt` would make (`plan`); while this process
+        runs a turn of the session, the turn's own next request."""
+        if next_prompt is not None and await self._turn_running_here():
+            next_prompt = None
         if self._own_count:
-            return await self.plan(strategy, edit=edit), False
+            return await self.plan(strategy, edit=edit, next_prompt=next_prompt), False
         count = DisplayCount(self.counter)
-        plan = await self.plan(strategy, count_tokens=count, edit=edit)
+        plan = await self.plan(strategy, count_tokens=count, edit=edit, next_prompt=next_prompt)
         if edit is None and not count.estimated and count.used != self._stored_counts:
             self._stored_counts = count.used
             await self.ledger.set_setting(KEY_TOKEN_COUNTS, json.dumps(count.used))
         return plan, bool(count.estimated)
+
+    async def next_request(self, strategy: str | None = None) -> Prompt:
+        """The request the next prompt makes, `NEXT_PROMPT` in its text's place (while
+        this process runs a turn of the session: that turn's next request), counted
+        exactly: what `/context show` prints and the preview shows."""
+        running = await self._turn_running_here()
+        plan = await self.plan(strategy, next_prompt=None if running else NEXT_PROMPT)
+        return plan.request
+
+    async def _turn_running_here(self) -> bool:
+        running = await self.ledger.running_here()
+        return running is not None and running[0] == self.session
 
     async def prompt(
         self,
@@ -691,6 +714,7 @@ class Workspace:
         summarized: bool = False,
         before_summary: int | None = None,
         edit: Edit | None = None,
+        next_prompt: str | None = None,
     ) -> ContextPlan:
         """Read the ledger and build the context plan of the next request (what is shown
         is what is sent: the orchestrator sends `plan.request`).
@@ -702,13 +726,21 @@ class Workspace:
         `elided`: tool results elided earlier in this turn (they stay elided).
         `summarized` / `before_summary`: a guard summary was made for this request.
         `edit`: read the ledger as it would be after that edit (a projection).
+        `next_prompt`: plan the request a prompt of this text would make, between turns:
+        its group is one of the window's N, as it will be once it is stored, and the
+        images waiting for the next prompt go with it. Only what the prompt's words
+        select (memos, named lanes, the map's ranking) can differ when it is sent.
         """
         choice = await self.provider_choice()
         strategy = strategy or choice.strategy
         elided = elided | await self.elided_results()
         hide, show = (edit.hide, edit.show) if edit is not None else ((), ())
         sess = await self.current()
-        window = await self._window_upto(sess, upto, hide, show)
+        window = await self._window_upto(sess, upto, hide, show, room=next_prompt is not None)
+        pending: list[ImageRef] = []
+        if next_prompt is not None:
+            window.append(await self._next_prompt_row(sess, choice.strategy, next_prompt))
+            pending = await self.ledger.pending_images(self.session)
         comp = self.compaction_settings()
         summaries: list[Summary] = []
         backlog: list[Message] = []
@@ -735,7 +767,8 @@ class Workspace:
                 )
                 backlog, complete = _whole_groups(backlog, pending_cap(comp))
         state = await self.ledger.current_state(self.session)
-        latest = latest_user_text(window)
+        # A placeholder selects nothing by its words: the sent prompt's own words do.
+        latest = latest_user_text(window) if next_prompt is None else ""
         keywords = extract_keywords(latest)
         named: list[tuple[str, Summary]] = []
         if comp.enabled and (
@@ -781,7 +814,7 @@ class Workspace:
             repo_map=repo_map,
             file_tree=file_tree,
             urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
-            images=await self.prompt_images(window, strategy, choice.model, notes),
+            images=await self.prompt_images(window, strategy, choice.model, notes, pending),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -854,16 +887,37 @@ class Workspace:
             return ""
         return resume_text(current_handoff(stored, state, sess.scratchpad))
 
+    async def _next_prompt_row(self, sess: Session, strategy: str, text: str) -> Message:
+        """The row a prompt of `text` becomes when it is sent (`Ledger.open_turn`)."""
+        mid = await self.ledger.next_message_id()
+        return Message(
+            id=mid,
+            session=self.session,
+            group_id=mid,
+            lane=sess.lane,
+            role="user",
+            content=text,
+            strategy=strategy,
+            created_at=time.time(),
+        )
+
     async def _window_upto(
         self,
         sess: Session,
         upto: int | None,
         hide: Collection[int] = (),
         show: Collection[int] = (),
+        *,
+        room: bool = False,
     ) -> list[Message]:
         """The window, without groups newer than `upto` (only another workspace on the
-        same session can open one mid-turn); still `window_size` groups when there are."""
+        same session can open one mid-turn); still `window_size` groups when there are.
+        `room`: one group fewer, for the next prompt's group (none when N is 1)."""
         size = sess.window_size
+        if room and size > 0:
+            size -= 1
+            if size == 0:
+                return []
         while True:
             window = await self.ledger.window(
                 self.session, size, lane=sess.lane, hide=hide, show=show
@@ -958,13 +1012,21 @@ class Workspace:
         return supports_vision(model, spec.get("vision") if isinstance(spec, dict) else None)
 
     async def prompt_images(
-        self, window: Sequence[Message], strategy: str, model: str, notes: list[str]
+        self,
+        window: Sequence[Message],
+        strategy: str,
+        model: str,
+        notes: list[str],
+        pending: Sequence[ImageRef] = (),
     ) -> dict[int, list[PromptImage]]:
         """The images of the window's prompts, as `strategy` gets them (downscaled to its
         limit, its token rule); none for a model without vision (with a note). An image
-        whose file is gone or damaged is left out with a note."""
+        whose file is gone or damaged is left out with a note. `pending`: the images
+        waiting for the next prompt, the window's last row (`plan(next_prompt=...)`)."""
         ids = [m.id for m in window if m.role in ("user", "tool")]
         refs = await self.ledger.message_images(ids) if ids else {}
+        if pending and window:
+            refs = {**refs, window[-1].id: list(pending)}
         if not refs:
             return {}
         if not self.vision(model):

@@ -29,7 +29,7 @@ from slop_tui.ui.widgets.conversation import AnswerBlock, ConversationView, Grou
 from slop_tui.ui.widgets.gauge import TokenGauge
 from slop_tui.ui.widgets.groups import FLAG_INTERRUPTED, GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
-from slop_tui.workspace import KEY_SESSION
+from slop_tui.workspace import KEY_SESSION, NEXT_PROMPT
 from tests import test_app
 from tests.fakeserver import FakeToolCall, Reply, wait_for
 from tests.test_app import started
@@ -90,14 +90,20 @@ async def statuses(app: SlopApp, gid: int) -> set[str]:
 
 
 async def sent_groups(app: SlopApp) -> set[int]:
-    """The groups whose messages the next assembled request carries."""
-    prompt = await app.workspace.prompt()
-    return {m.group_id for m in prompt.messages if m.group_id is not None}
+    """The stored groups whose messages the next request carries (the next prompt's own
+    group is not stored yet)."""
+    ws = app.workspace
+    prompt = await ws.next_request()
+    stored = {m.group_id for m in prompt.messages if m.group_id is not None}
+    return stored - {await ws.ledger.next_message_id()}
 
 
 async def window_groups(app: SlopApp) -> set[int]:
-    """The groups in the window of the next request (the plan's)."""
-    return set((await app.workspace.plan()).window_groups)
+    """The stored groups in the window of the next request (the plan's): N - 1 of them,
+    the next prompt's group being one of the N."""
+    ws = app.workspace
+    plan = await ws.plan(next_prompt=NEXT_PROMPT)
+    return set(plan.window_groups) - {await ws.ledger.next_message_id()}
 
 
 async def window_size(ws) -> int:
@@ -255,30 +261,30 @@ async def test_brackets_change_the_window_size_and_ctrl_z_undoes_the_last_group(
         await pilot.press("f3", "]")
         await pilot.pause()
         assert await window_size(ws) == 0
-        # [ there starts just below it: one group fewer than the history has.
+        # [ there starts just below it: one group fewer than the next request has (the
+        # 3 groups and the next prompt's).
         await pilot.press("[")
-        await eventually(pilot, lambda: _is(window_size(ws), 2))
+        await eventually(pilot, lambda: _is(window_size(ws), 3))
         assert await window_groups(app) == set(gids[1:])
         # It left the strict window: listed in one line until a summary covers it, not
         # sent (the window is a view: the ledger keeps it).
         await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_WAITING))
         assert await sent_groups(app) == set(gids[1:])
-        assert "window 2" in app.sub_title
+        assert "window 3" in app.sub_title
         # What the header shows, not only the attribute (it is redrawn on its own).
         await pilot.pause()
         title = app.query_one("HeaderTitle").render()
-        assert "window 2" in str(title) and "window all" not in str(title)
+        assert "window 3" in str(title) and "window all" not in str(title)
 
         await pilot.press("]")
-        await eventually(pilot, lambda: _is(window_size(ws), 3))
+        await eventually(pilot, lambda: _is(window_size(ws), 4))
         assert await window_groups(app) == set(gids)
         await wait_for(pilot, lambda: groups.in_window(gids[0]))
 
-        # [ stops at one group (0 would be the full history).
-        await pilot.press("[", "[", "[")
-        await eventually(pilot, lambda: _is(window_size(ws), 1))
+        # A window of 2: the next prompt's group and the newest one.
+        await pilot.press("[", "[")
+        await eventually(pilot, lambda: _is(window_size(ws), 2))
         await pilot.pause()
-        assert await window_size(ws) == 1
         assert await window_groups(app) == {gids[2]}
 
         await pilot.press("ctrl+z")
@@ -292,6 +298,11 @@ async def test_brackets_change_the_window_size_and_ctrl_z_undoes_the_last_group(
         await pilot.press("f2", "ctrl+y")
         await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == gids)
         assert await window_groups(app) == {gids[2]}
+        # [ stops at one group, the next prompt's (0 would be the full history).
+        await pilot.press("f3", "[", "[", "[")
+        await eventually(pilot, lambda: _is(window_size(ws), 1))
+        await pilot.pause()
+        assert await window_size(ws) == 1 and await window_groups(app) == set()
 
 
 # -- turns: cancel, errors, provider switch, approvals, /reply ------------------------

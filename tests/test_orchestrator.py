@@ -17,6 +17,7 @@ from slop_tui.orchestrator import (
     TurnFinished,
 )
 from slop_tui.providers.retry import RetryPolicy
+from slop_tui.workspace import NEXT_PROMPT
 from tests.fakeserver import FakeToolCall, Reply
 from tests.workspace_fixtures import open_workspace
 
@@ -276,10 +277,12 @@ async def test_context_show_json_is_the_request_body(ws, orch, fake_llm):
     fake_llm.enqueue(Reply(text="first"))
     await orch.run_turn("first")
     shown = await dispatch(ws, "/context show --json")
-    prompt = await ws.prompt("openai")
+    prompt = await ws.next_request("openai")
     provider, model = await orch.provider()
     assert shown.data == provider.request_body(prompt, model)
-    assert shown.data["messages"][-1]["content"].endswith("first")
+    # The next request: the first group, then the next prompt's place.
+    assert {"role": "assistant", "content": "first"} in shown.data["messages"]
+    assert shown.data["messages"][-1]["content"].endswith(NEXT_PROMPT)
 
 
 async def test_turn_finished_event(ws, orch, fake_llm):
@@ -327,7 +330,8 @@ async def test_headless_turn_waits_for_background_compaction(ws, fake_llm):
     assert log.case_kind == "summarize"
     done = [e for e in outcome.events_json() if e["kind"] == "compaction" and e["phase"] == "done"]
     assert len(done) == 1 and done[0]["tokens_after"] < done[0]["tokens_before"]
-    assert (await ws.ledger.latest_handoff(ws.session)).reason == "compaction"
+    # The compaction's handoff, then the exit's (the orchestrator closed after the turn).
+    assert [h.reason for h in (await ws.ledger.handoffs(ws.session))[:2]] == ["exit", "compaction"]
 
 
 async def test_the_configured_query_time_limit_reaches_query_db(tmp_path, fake_llm):

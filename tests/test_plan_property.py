@@ -40,7 +40,7 @@ from slop_tui.context.plan import (
 from slop_tui.orchestrator import Orchestrator, TurnStarted
 from slop_tui.providers.retry import RetryPolicy
 from slop_tui.ui.widgets.groups import GroupList
-from slop_tui.workspace import Workspace
+from slop_tui.workspace import NEXT_PROMPT, Workspace
 from tests.fakeserver import Reply
 from tests.workspace_fixtures import rough
 
@@ -137,7 +137,7 @@ class Run:
         ws = self.ws
         rows = await ws.ledger.group_rows(ws.session)
         plan, _ = await ws.display_plan()
-        exact = await ws.plan()
+        exact = await ws.plan(next_prompt=NEXT_PROMPT)  # what the panes show between turns
         marks = shown_marks(rows, plan)
         body = await preview_body(ws)
         system, conversation = split(body)

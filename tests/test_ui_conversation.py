@@ -350,7 +350,9 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
-        plan, _ = await ws.display_plan()  # the screen passes the plan its panes draw
+        # The plan of the running turn's next request (the screen passes the plan its
+        # panes draw): the newest group's results are the turn's active ones.
+        plan, _ = await ws.display_plan(next_prompt=None)
         await view.load(ws.history(), plan=plan)
         await pilot.pause()
         labels = [t.tier_label for t in view.block(active).tool_blocks]
@@ -369,7 +371,7 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         await ws.ledger.set_group_dropped(ws.session, old, False)
         await ws.ledger.set_window(ws.session, 1)
         await view.refresh_group(old)
-        view.set_plan((await ws.display_plan())[0])  # the plan the screen draws next
+        view.set_plan((await ws.display_plan(next_prompt=None))[0])
         assert view.block(old).tool_blocks[0].tier_label == "not sent: waiting for a summary"
         assert "not sent: waiting for a summary" in view.block(old).mark
         assert view.block(active).tool_blocks[-1].tier_label == "full 5000"
@@ -377,9 +379,21 @@ async def test_tool_blocks_show_the_tier_the_model_will_see(ws) -> None:
         ids = [m.id for m in await ws.ledger.group_messages(ws.session, old)]
         summary = await ws.ledger.add_summary(ws.session, "main", "lane", ids, "older")
         await view.refresh_group(old)
-        view.set_plan((await ws.display_plan())[0])
+        view.set_plan((await ws.display_plan(next_prompt=None))[0])
         assert view.block(old).tool_blocks[0].tier_label == f"covered by summary {summary.id}"
         assert view.block(old).tool_blocks[0].has_class("-unsent")
+
+
+async def test_between_turns_tool_blocks_show_the_tier_the_next_prompt_sends(ws) -> None:
+    """Between turns the panes draw the next request: a new prompt makes the last
+    turn's results inactive, so they are labelled at the tier they will be sent at."""
+    active = await add_group(ws, "newest question", tools=3)
+    app = ConvApp()
+    async with app.run_test(size=SIZE):
+        view = app.query_one(ConversationView)
+        plan, _ = await ws.display_plan()
+        await view.load(ws.history(), plan=plan)
+        assert [t.tier_label for t in view.block(active).tool_blocks] == ["inactive 300"] * 3
 
 
 # -- safe text -------------------------------------------------------------------------

@@ -175,7 +175,7 @@ class ScriptedOrchestrator:
     def __init__(self) -> None:
         self.events: asyncio.Queue = asyncio.Queue()
 
-    async def run_turn(self, text, on_event) -> None:
+    async def run_turn(self, text, on_event, *, reply_to=None) -> None:
         while (event := await self.events.get()) is not None:
             await on_event(event)
 

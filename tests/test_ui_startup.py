@@ -19,7 +19,7 @@ from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
-from slop_tui.workspace import KEY_TOKEN_COUNTS, Edit, Workspace
+from slop_tui.workspace import KEY_TOKEN_COUNTS, NEXT_PROMPT, Edit, Workspace
 from tests import test_app
 from tests.fakeserver import wait_for
 from tests.test_app import started
@@ -83,7 +83,7 @@ async def test_display_prompt_estimates_until_counted_then_the_next_start_is_exa
         assert cold == [1]
         plan, estimated = await ws.display_plan()
         prompt = plan.request
-        exact = await ws.prompt()
+        exact = await ws.next_request()
         assert not estimated
         assert prompt.total_tokens == exact.total_tokens
         assert prompt.layer_tokens() == exact.layer_tokens()
@@ -144,7 +144,7 @@ async def test_the_app_starts_without_the_tokenizer_and_counts_exactly_at_the_fi
         await wait_for(pilot, lambda: tokens.encoding_loaded() and not gauge.estimated)
         assert cold == [1]
         assert not str(total.render()).startswith(ESTIMATE_MARK)
-        exact = await app.workspace.plan()
+        exact = await app.workspace.plan(next_prompt=NEXT_PROMPT)
         assert gauge.reading.total == sum(n for _, n in gauge.reading.layers)
         assert gauge.reading.total == exact.request_tokens
         assert dict(gauge.reading.layers) == exact.layer_tokens()
@@ -184,7 +184,9 @@ async def test_the_group_list_and_the_conversation_share_one_read(project, cold,
 
 
 async def test_the_projection_is_drawn_once_the_highlight_rests(project):
-    gids = await seed(project, n=6, window=4)
+    # Every stored group is in the window (its 4 groups are the 3 and the next
+    # prompt's): a drop lets no older group slide in, so it saves its tokens.
+    gids = await seed(project, n=3, window=4)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
@@ -205,22 +207,21 @@ async def test_the_projection_is_drawn_once_the_highlight_rests(project):
         shown: list[int | None] = []
         real = gauge.set_projection
         gauge.set_projection = lambda s, verb="drop": shown.append(s) or real(s, verb)
-        await pilot.press("up", "up", "up")  # quick succession: drawn once, at rest
+        await pilot.press("up", "up")  # quick succession: drawn once, at rest
         assert shown == []
         await wait_for(pilot, lambda: shown != [])
-        # gids[-4] is the oldest group of the 4-group window: dropping it saves its
-        # tokens.
-        expected = await saving(gids[-4])
+        # gids[-3] is the oldest stored group of the window: dropping it saves its tokens.
+        expected = await saving(gids[-3])
         assert expected > 0
         assert shown == [expected] == [gauge.projection]
-        assert groups.highlighted_group.group_id == gids[-4]
+        assert groups.highlighted_group.group_id == gids[-3]
         # What the projection said is what dropping does to the next request (counted
         # exactly on both sides: the first command builds the tokenizer).
         await pilot.press("escape", "f2", *"/help", "enter")
         await wait_for(pilot, lambda: not gauge.estimated)
         await pilot.press("escape", "f3")
-        groups.select_group(gids[-4])
-        expected = await saving(gids[-4])
+        groups.select_group(gids[-3])
+        expected = await saving(gids[-3])
         await wait_for(pilot, lambda: gauge.projection == expected)
         before = gauge.reading.total
         await pilot.press("d")

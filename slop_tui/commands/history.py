@@ -62,7 +62,7 @@ async def context_show(ws, args: str) -> CommandResult:
         raise UsageError("Usage: /context show [--json] [--editor]")
     flag = flags[0] if flags else ""
     choice = await ws.provider_choice()
-    prompt = await ws.prompt(choice.strategy)
+    prompt = await ws.next_request(choice.strategy)
     if flag == "--json":
         from slop_tui.providers import create_provider
 
@@ -101,7 +101,7 @@ async def context_budget(ws, args: str) -> CommandResult:
     if args.strip():
         raise UsageError("/context budget takes no arguments.")
     choice = await ws.provider_choice()
-    prompt = await ws.prompt(choice.strategy)
+    prompt = await ws.next_request(choice.strategy)
     info = ws.model_info(choice.model)
     settings = ws.compaction_settings()
     r = budget_report(prompt, info, settings)

@@ -556,6 +556,11 @@ class HistoryMixin(LedgerBase):
                 out[mid] = (int(current[0]), int(current[1]))
         return out
 
+    async def next_message_id(self) -> int:
+        """The id the next message written will get (`AUTOINCREMENT` never reuses one)."""
+        row = await self._one("SELECT seq FROM sqlite_sequence WHERE name='messages'", ())
+        return (row["seq"] if row else 0) + 1
+
     async def last_group_id(self, session: str, *, visible: bool = True) -> int | None:
         """The newest group; with `visible`, the newest one not dropped (what /undo takes)."""
         hidden = " AND status != 'dropped'" if visible else ""
