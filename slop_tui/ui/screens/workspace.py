@@ -529,15 +529,24 @@ class WorkspaceScreen(WorkspacePanes):
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
-        text = event.text
+        turns = self.app.turns
+        turns.asking = False
+        try:
+            await self._take_line(event.prompt_input, event.text)
+        finally:
+            # Keys typed behind a question that opened are the question's or nobody's.
+            asking = turns.asking or self.app.screen is not self
+            turns.asking = False
+            await event.prompt_input.release_keys(drop=asking)
+
+    async def _take_line(self, prompt: PromptInput, text: str) -> None:
         ws = self.workspace
         if not text.strip() or ws is None:
             return
         if self.app.turns.busy and not text.lstrip().startswith("/"):
             self.notify("A turn is running; Esc cancels it. Your text is kept.", severity="warning")
             return
-        event.prompt_input.clear()
-        prompt = self.query_one(PromptInput)
+        prompt.clear()
         history = [h for h in prompt.history if h != text][-199:] + [text]
         prompt.set_history(history)
         await ws.ledger.set_setting("prompt_history", json.dumps(history))
