@@ -63,3 +63,25 @@ async def test_on_a_tall_terminal_all_three_parts_show_and_no_switch(project):
         assert all(rows >= 3 for rows in shown_parts(app).values()), shown_parts(app)
         await pilot.press("f9")
         await wait_for(pilot, lambda: app.query_one(ScratchpadEditor).area.has_focus)
+
+
+async def test_the_sessions_dialog_fits_80_columns_with_every_button_and_the_prompts(project):
+    from textual.widgets import Button
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("explain the parser's error recovery", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        await pilot.pause()
+        box = app.screen.query_one("#dialog").content_region
+        for button in app.screen.query(Button):
+            assert box.contains_region(button.region), (str(button.label), button.region, box)
+        sessions = app.screen.query_one("#sessions")
+        row = str(sessions.get_option_at_index(0).prompt)
+        # The first prompt starts where the row still has room for a dozen of its
+        # characters: readable, not `…`.
+        assert row.index("explain") + 12 <= sessions.content_region.width, (row, sessions.size)
