@@ -976,7 +976,7 @@ class GroupBlock(Vertical, can_focus=True):
         if self.live:
             parts.append("streaming…")
         else:
-            parts.append(f"{self.message_count} messages")
+            parts.append(f"{self.message_count} message{'' if self.message_count == 1 else 's'}")
         if self.tokens:
             parts.append(f"{compact_tokens(self.tokens)} tokens")
         if self.mark:
