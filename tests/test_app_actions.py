@@ -29,6 +29,7 @@ from slop_tui.ui.widgets.conversation import AnswerBlock, ConversationView, Grou
 from slop_tui.ui.widgets.gauge import TokenGauge
 from slop_tui.ui.widgets.groups import FLAG_INTERRUPTED, GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.ui.widgets.prompt import PromptArea
 from slop_tui.workspace import KEY_SESSION, NEXT_PROMPT
 from tests import test_app
 from tests.fakeserver import FakeToolCall, Reply, wait_for
@@ -202,11 +203,14 @@ async def test_click_shows_a_group_d_drops_and_restores_it_and_the_palette_drops
         assert await sent_groups(app) == set(gids)
 
         await pilot.click(GroupList, offset=click_offset(groups, 1))
-        await wait_for(pilot, lambda: groups.has_focus and groups.highlighted == 1)
+        await wait_for(pilot, lambda: groups.highlighted == 1)
+        assert isinstance(app.focused, PromptArea)  # a click selects; the keyboard stays
         assert view.block(target) is not None  # shown in the conversation
         # While a group is selected the gauge shows what dropping it would save.
         await wait_for(pilot, lambda: bool(gauge.projection))
 
+        await pilot.press("f3")  # the list's keys are the keyboard's, from F3
+        await wait_for(pilot, lambda: groups.has_focus and groups.highlighted == 1)
         await pilot.press("d")
         await eventually(pilot, lambda: _is(statuses(app, target), {"dropped"}))
         assert await statuses(app, gids[0]) == {"completed"}
@@ -806,7 +810,9 @@ async def test_editing_state_stores_a_version_the_next_request_uses(fake_llm, pr
         ws = app.workspace
         pane = app.query_one(StatePane)
         await pilot.click("#state")
-        assert pane.has_focus
+        assert not pane.has_focus  # a click leaves the keyboard in the prompt
+        pane.focus()  # the keyboard's way there (Tab)
+        await pilot.pause()
         await pilot.press("e")
         await wait_for(pilot, lambda: pane.editing)
         await pilot.press(*"Goal: X", "ctrl+s")
@@ -820,7 +826,8 @@ async def test_editing_state_stores_a_version_the_next_request_uses(fake_llm, pr
         # The context preview shows it, as text and (j) as the provider's JSON body.
         preview = app.query_one(ContextPreview)
         await wait_for(pilot, lambda: "Goal: XYZ" in preview.text)
-        await pilot.click("#preview-text")
+        app.query_one("#preview-text").focus()  # the keyboard's way there (Tab)
+        await pilot.pause()
         await pilot.press("j")
         await wait_for(pilot, lambda: preview.body is not None)
         assert '"messages"' in preview.text and "Goal: XYZ" in preview.text
@@ -905,8 +912,7 @@ async def test_r_on_a_group_starts_a_reply_in_its_lane(fake_llm, project, monkey
         assert groups.highlighted_group is not None
         gid = groups.highlighted_group.group_id
         await pilot.press("r")
-        await pilot.pause()
-        assert app.query_one("#prompt").text == f"/reply {gid} "
+        await wait_for(pilot, lambda: app.query_one("#prompt").text == f"/reply {gid} ")
         assert app.focused is app.query_one("#prompt").area, app.focused
         await pilot.press(*"about that", "enter")
         await wait_for(

@@ -117,6 +117,7 @@ def project(tmp_path, monkeypatch) -> Iterator[Project]:
     # `now` is imported by name into each ledger module, so patch every copy.
     for module in ("core", "history", "knowledge", "continuity", "edits"):
         monkeypatch.setattr(f"slop_tui.ledger.{module}.now", clock)
+    monkeypatch.setattr("slop_tui.ui.screens.dialogs._now", lambda: EPOCH + 3600)
     (tmp_path / "README.md").write_text("# calc\nA small expression calculator.\n")
     yield Project(tmp_path, clock)
     monkeypatch.undo()

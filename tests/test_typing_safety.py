@@ -64,7 +64,8 @@ async def test_a_sentence_typed_on_a_clicked_group_row_goes_to_the_prompt(projec
         groups = app.query_one(GroupList)
         before = await ledger_state(app)
         await pilot.click(GroupList, offset=click_offset(groups, 1))
-        await wait_for(pilot, lambda: groups.has_focus)
+        await wait_for(pilot, lambda: groups.highlighted == 1)
+        assert isinstance(app.focused, PromptArea)  # a click selects; the keyboard stays
         await type_text(pilot, "summarise the output")
         assert app.query_one("#prompt").text == "summarise the output"
         assert isinstance(app.focused, PromptArea)
@@ -238,6 +239,7 @@ async def test_the_mouse_drops_by_the_mark_and_undoes_and_redoes_from_the_footer
         ws = app.workspace
         groups = app.query_one(GroupList)
         mark = click_offset(groups, 0)
+        await pilot.press("f3")  # the footer shows the list's keys (Undo, Redo)
         await pilot.click(GroupList, offset=(mark[0] - 4, mark[1]))  # the first cell
         await wait_for(pilot, lambda: groups.row_text(gids[0]).startswith(MARK_DROPPED))
         await pilot.click(GroupList, offset=(mark[0] - 4, mark[1]))

@@ -13,7 +13,7 @@ from slop_tui.ui.screens.dialogs import ApprovalScreen, ConfirmScreen
 from tests import test_app
 from tests.fakeserver import FakeToolCall, Reply, wait_for
 from tests.test_app import started
-from tests.test_app_actions import palette
+from tests.test_app_actions import palette, seed
 
 project = test_app.project  # a temporary project folder; SLOP_CONFIG in it, no keys
 SIZE = (140, 44)
@@ -52,11 +52,24 @@ async def test_an_untrusted_project_config_is_shown_and_trusted_by_a_visible_act
 
 async def test_the_header_says_when_the_shell_has_no_sandbox(project, monkeypatch):
     monkeypatch.setenv("SLOP_BWRAP", str(project / "no-bwrap"))
+    await seed(project, [("question", "answer")], session="refactoring-the-payments-service")
     app = make_app(project)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         assert "shell: NO SANDBOX" in app.sub_title
         assert not app.workspace.sandbox.available
+        # At every size and after every resize the warning is whole on screen, and the
+        # line fits: a narrow terminal shortens the rest, never the warning.
+        for width, height in ((80, 24), (200, 50), (120, 40), (80, 24)):
+            await pilot.resize_terminal(width, height)
+            await wait_for(pilot, lambda w=width: app.size.width == w)
+            await pilot.pause()
+            await pilot.pause()
+            title = app.query_one("HeaderTitle")
+            shown = str(title.render())[: title.content_region.width]  # what is drawn
+            assert "shell: NO SANDBOX" in shown, (width, shown)
+            long = "window" in app.sub_title
+            assert long == (width >= 120), (width, app.sub_title)  # the size's own form
 
 
 async def test_the_approval_dialog_offers_no_always_for_the_shell_without_a_sandbox(

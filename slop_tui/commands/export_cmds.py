@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok
+from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok, plural
 from slop_tui.tools.base import ToolError
 from slop_tui.tools.paths import resolve_inside
 
@@ -141,6 +141,6 @@ async def export(ws, args: str) -> CommandResult:
     write_new_file(path, text, force=force)
     kind = "Markdown" if ext == "md" else "JSON"
     return ok(
-        f"Exported session '{ws.session}' ({len(messages)} messages) as {kind} to {path}.",
+        f"Exported session '{ws.session}' ({plural(len(messages), 'message')}) as {kind} to {path}.",
         data=str(path),
     )

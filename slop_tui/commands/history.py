@@ -13,6 +13,7 @@ from slop_tui.commands.base import (
     ok,
     parse_int,
     parse_options,
+    plural,
 )
 from slop_tui.commands.trash import describe
 from slop_tui.context import extract_state, render_prompt
@@ -150,7 +151,7 @@ async def _drop(ws, args: str, dropped: bool) -> CommandResult:
         return ok(f"Group {gid} was already {'dropped' if dropped else 'active'}.")
     note = await _state_note(ws)
     return ok(
-        f"{verb} group {gid} ({changed} messages).{note}",
+        f"{verb} group {gid} ({plural(changed, 'message')}).{note}",
         changed=Changed.HISTORY | Changed.STATE,
         revert="/redo" if dropped else None,
     )
@@ -169,7 +170,7 @@ async def trash_group(ws, gid: int, kind: str, what: str) -> CommandResult:
     await ws.reload_pending_handoff()
     note = await _state_note(ws)
     return ok(
-        f"{what} group {gid} ({edit.messages} messages; trash entry {edit.id}).{note}",
+        f"{what} group {gid} ({plural(edit.messages, 'message')}; trash entry {edit.id}).{note}",
         changed=Changed.HISTORY | Changed.STATE,
         data=edit,
         revert="/redo",

@@ -12,6 +12,7 @@ from slop_tui.commands.base import (
     command,
     edit_in_editor,
     ok,
+    plural,
     refuse_while_running,
     split_first,
 )
@@ -95,7 +96,9 @@ async def session_remove(ws, args: str) -> CommandResult:
     edit = await ws.ledger.trash_session(name)
     if edit is None:
         raise CommandError(f"there is no session named '{name}'.")
-    text = f"Moved session '{name}' ({edit.groups} groups) to the trash (entry {edit.id})."
+    text = (
+        f"Moved session '{name}' ({plural(edit.groups, 'group')}) to the trash (entry {edit.id})."
+    )
     if name == ws.session:
         await ws.switch_session(DEFAULT_SESSION)
         text += f" Now in '{DEFAULT_SESSION}'."
@@ -119,7 +122,7 @@ async def session_clear(ws, args: str) -> CommandResult:
         return ok(f"Session '{ws.session}' has no history to clear.")
     await ws.reload_pending_handoff()
     return ok(
-        f"Cleared session '{ws.session}': {edit.groups} groups ({edit.messages} messages) "
+        f"Cleared session '{ws.session}': {plural(edit.groups, 'group')} ({plural(edit.messages, 'message')}) "
         f"moved to the trash (entry {edit.id}); scratchpad and window size kept.",
         changed=Changed.HISTORY | Changed.STATE,
         data=edit,

@@ -71,9 +71,9 @@ def describe(edit: Edit) -> str:
     if edit.kind == EDIT_SKILL_REMOVE:
         return f"the skill '{edit.label}'"
     if edit.kind == EDIT_SESSION_REMOVE:
-        return f"session '{edit.session}' ({edit.groups} groups)"
+        return f"session '{edit.session}' ({plural(edit.groups, 'group')})"
     if edit.kind == EDIT_CLEAR:
-        return f"the history of session '{edit.session}' ({edit.groups} groups)"
+        return f"the history of session '{edit.session}' ({plural(edit.groups, 'group')})"
     return f"group {edit.group_id} of session '{edit.session}'"
 
 
@@ -106,7 +106,7 @@ async def redo(ws, args: str) -> CommandResult:
         verb = "Made again"
     text = f"{verb} {describe(edit)}"
     if edit.group_id is not None and edit.messages:
-        text += f" ({edit.messages} messages)"
+        text += f" ({plural(edit.messages, 'message')})"
     return ok(
         text + ".",
         changed=Changed.SESSION | Changed.HISTORY | Changed.STATE | Changed.MEMOS | Changed.SKILLS,
@@ -168,7 +168,7 @@ async def trash_list(ws, args: str) -> CommandResult:
     for e in entries:
         prompt = snippet(e.label, 48).replace("|", "\\|")
         session = e.session.replace("|", "\\|")
-        group = e.group_id if e.group_id is not None else f"{e.groups} groups"
+        group = e.group_id if e.group_id is not None else plural(e.groups, "group")
         if not e.session:  # a memo or a skill: global, no group
             session, group = "(all)", "–"
         lines.append(
@@ -192,7 +192,7 @@ async def trash_restore(ws, args: str) -> CommandResult:
     await ws.ledger.restore_edit(entry)  # a LedgerError is the one line the user sees
     assert edit is not None
     await ws.reload_pending_handoff()
-    count = f" ({edit.messages} messages)" if edit.session else ""
+    count = f" ({plural(edit.messages, 'message')})" if edit.session else ""
     return ok(
         f"Restored trash entry {entry}: {describe(edit)}{count}.",
         changed=Changed.SESSION | Changed.HISTORY | Changed.STATE | Changed.MEMOS | Changed.SKILLS,

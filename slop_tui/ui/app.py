@@ -29,6 +29,7 @@ from textual.widgets import Input, TextArea
 
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing
+from slop_tui.ui.keyroute import KeyRouter
 from slop_tui.ui.palette import SlopCommands
 from slop_tui.ui.screens.workspace import WorkspaceScreen
 from slop_tui.ui.text import neutralise
@@ -46,16 +47,6 @@ from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.prompt import PromptInput
 
 __all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
-
-
-def _type_into(target: TextArea | Input, text: str) -> None:
-    """Focus a text field and insert `text` at its cursor, as if typed there."""
-    target.focus()
-    if isinstance(target, Input):
-        target.insert_text_at_cursor(text)
-    else:
-        start, end = target.selection
-        target.move_cursor(target.replace(text, start, end).end_location)
 
 
 def __getattr__(name: str):
@@ -104,6 +95,11 @@ class SlopApp(App):
         self.ready = False  # the ledger is open and the panes show it
         self.collector = CollectorPacing()  # full collections between keys, not during
         self.workspace_screen = WorkspaceScreen(blink=blink)
+        self.keys = KeyRouter(
+            self,
+            panes_screen=lambda: self.workspace_screen,
+            typing_target=self._typing_target,
+        )
         self._drawn_title = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
         register_themes(self, self.theme_load)
@@ -273,36 +269,22 @@ class SlopApp(App):
             ),
         ):
             self.collector.note_input()
+            if (
+                isinstance(event, events.Key)
+                and not event.is_forwarded
+                and self.screen is self.workspace_screen
+                and await self.keys.intercept(event)
+            ):
+                return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
         await super().on_event(event)
 
     def on_key(self, event: events.Key) -> None:
-        """Typing is safe: a printable key that nothing focused binds is typed into the
-        screen's text field (the prompt, or the dialog's field), which takes the focus.
-
-        Runs before the app's own binding check; a key some binding in the focus
-        chain handles (the group list's `d`, a dialog's `y`) is left to it."""
-        if not event.is_printable or not event.character or event.key in ("tab", "enter"):
-            return
-        if isinstance(self.focused, (TextArea, Input)):
-            return  # an editor types it itself
-        if event.key in self.screen.active_bindings:
-            return
-        target = self._typing_target()
-        if target is None:
-            return
-        event.prevent_default()
-        event.stop()
-        _type_into(target, event.character)
+        """On a dialog, a printable key nothing binds is typed into its field. Runs after
+        the focused widget's own handlers, before the focus chain's bindings."""
+        self.keys.route(event)
 
     def on_paste(self, event: events.Paste) -> None:
-        """A paste into a list or pane lands in the screen's text field, as typing does."""
-        if isinstance(self.focused, (TextArea, Input)) or not event.text:
-            return
-        target = self._typing_target()
-        if target is None:
-            return
-        event.stop()
-        _type_into(target, event.text)
+        self.keys.route_paste(event)
 
     def _typing_target(self) -> TextArea | Input | None:
         """Where stray typing goes: the prompt, or the first text field of a dialog."""

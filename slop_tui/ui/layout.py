@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 NARROW = 110  # below this many columns both side panes start hidden
 MIN_CONVERSATION = 44
-SHORT = 32  # below this many rows the gauge leaves out its chart (app.tcss)
+SHORT = 32  # below this many rows: no gauge chart, one side part at a time (app.tcss)
+SIDE_PARTS = ("state", "scratchpad", "preview")  # the right pane's parts, top to bottom
 LEFT_SHARE, LEFT_MIN = 0.25, 30
 RIGHT_SHARES, RIGHT_MIN = (0.22, 0.28, 0.36, 0.44), 32  # alt+→ / alt+← step through them
 # The app's keys in the footer, in this order (after the focused widget's own); a
@@ -33,6 +34,15 @@ class PaneLayout:
     shown: dict[str, bool] = field(default_factory=lambda: {"left": True, "right": True})
     side_width: int = 1  # the index in RIGHT_SHARES
     narrow: bool | None = None
+    # On a short terminal the right pane shows one part at a time: this one.
+    side_part: str = "state"
+    short: bool = False
+
+    def next_part(self) -> str:
+        """The side part after the shown one (STATE, scratchpad, preview, again)."""
+        i = SIDE_PARTS.index(self.side_part)
+        self.side_part = SIDE_PARTS[(i + 1) % len(SIDE_PARTS)]
+        return self.side_part
 
     def resized(self, width: int) -> None:
         """Below NARROW columns both side panes start hidden (f7/f8, named in the footer,

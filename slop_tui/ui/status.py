@@ -25,9 +25,11 @@ def status_line(
     """The header's line and whether the app's name still fits beside it.
 
     What the app is doing first (idle, streaming, running tools, retrying in N s,
-    summarizing, compacting), then the session, the provider and model, the window.
+    summarizing, compacting), then a warning when the shell or an MCP server runs
+    without the sandbox, then the session, the provider and model, the window.
     Shortened to fit the header's width: the words go first, then the app's name,
-    then the end of the line. `root`: the repository whose `.slop/` is used, when
+    then the end of the line; the warning comes right after the phase, so it is
+    never what is cut. `root`: the repository whose `.slop/` is used, when
     slop-tui was started in a subfolder of it; `cost`: the session's cost in money,
     once it has calls; `mcp_outside`: the MCP servers started without the sandbox."""
     phase = phase or "idle"
@@ -44,7 +46,7 @@ def status_line(
     long = "DEMO (offline, scripted)" if demo else f"{choice.name} · {choice.model}"
     short = "demo" if demo else choice.model
     for label, win in ((long, "window"), (short, "win")):
-        text = f"{phase} · {session} · {label} · {win} {window}{lane}{root}{shell}"
+        text = f"{phase}{shell} · {session} · {label} · {win} {window}{lane}{root}"
         if len(text) + len(TITLE) + 3 <= room:
             return neutralise(text), True
     return neutralise(text), False

@@ -41,6 +41,9 @@ class TurnController:
         self._retry_at = 0.0  # loop time of the next attempt while retrying
         self._retry_timer = None
         self.failed_prompt: int | None = None  # the newest prompt marked ! (ctrl+r resends it)
+        # The line just run opens a question (a confirmation): keys typed behind it are
+        # not the workspace's (`WorkspaceScreen.prompt_submitted`).
+        self.asking = False
 
     @property
     def screen(self):
@@ -127,6 +130,7 @@ class TurnController:
             self.reported(result)
 
     def confirm_empty_trash(self) -> None:
+        self.asking = True
         self.app.run_worker(self._confirm_empty_trash(), group="dialogs")
 
     async def _confirm_empty_trash(self) -> None:
@@ -151,6 +155,7 @@ class TurnController:
             await self.run_command("/trash empty --yes")
 
     def confirm_overwrite(self, line: str, path: str) -> None:
+        self.asking = True
         self.app.run_worker(self._confirm_overwrite(line, path), group="dialogs")
 
     async def _confirm_overwrite(self, line: str, path: str) -> None:

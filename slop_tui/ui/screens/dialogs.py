@@ -340,8 +340,21 @@ async def provider_dialog_args(ws) -> tuple[list[ProviderRow], str, dict[str, in
 # -- sessions -----------------------------------------------------------------------
 
 
+_now = time.time  # the clock the session dialog's dates are relative to
+
+
 def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
+    """When a session was last used, in at most 10 columns (the first prompt keeps the
+    rest of the row at 80 columns): the time today, the day this year, else the date."""
+    if not ts:
+        return "-"
+    then = _dt.datetime.fromtimestamp(ts)
+    today = _dt.datetime.fromtimestamp(_now())
+    if then.date() == today.date():
+        return then.strftime("%H:%M")
+    if then.year == today.year:
+        return then.strftime("%b %d")
+    return then.strftime("%Y-%m-%d")
 
 
 class SessionScreen(Dialog[SessionAction | None]):
@@ -389,17 +402,18 @@ class SessionScreen(Dialog[SessionAction | None]):
                 yield Input(id="name", placeholder="name for a new session or a clone of this one")
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Switch (enter)", id="switch", variant="primary")
-                yield Button("New (^n)", id="new")
-                yield Button("Clone (^l)", id="clone")
-                yield Button("To trash (^t)", id="remove", variant="error")
-                yield Button("Cancel (esc)", id="cancel")
+                # Short labels: the five fit the dialog at 80 columns.
+                yield Button("Switch ⏎", id="switch", variant="primary")
+                yield Button("New ^n", id="new")
+                yield Button("Clone ^l", id="clone")
+                yield Button("Trash ^t", id="remove", variant="error")
+                yield Button("Cancel esc", id="cancel")
 
     def _option(self, s: SessionSummary) -> Option:
         line = option_row(s.name == self.current)
-        line.append_text(plain(s.name[:20].ljust(20), "bold"))
-        groups = f"{s.groups} group{'' if s.groups == 1 else 's'}"
-        line.append(f" {groups:>10} {s.tokens:>8} tok  {_when(s.last_used)}  ", style="dim")
+        # Compact columns: at 80 columns the first prompt keeps a readable share.
+        line.append_text(plain(s.name[:18].ljust(18), "bold"))
+        line.append(f" {s.groups:>4} gr {s.tokens:>7,} tok {_when(s.last_used):>6}  ", style="dim")
         line.append_text(plain(s.preview))
         return Option(line, id=s.name)
 

@@ -30,7 +30,7 @@ from textual.widgets import Header, Markdown, Static
 from slop_tui.records import Changed
 from slop_tui.ui import messages
 from slop_tui.ui.frames import frame_drawn
-from slop_tui.ui.layout import MIN_CONVERSATION, SHORT, PaneLayout
+from slop_tui.ui.layout import MIN_CONVERSATION, SHORT, SIDE_PARTS, PaneLayout
 from slop_tui.ui.status import TITLE, status_line
 from slop_tui.ui.text import keep_lines, neutralise
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
@@ -40,6 +40,7 @@ from slop_tui.ui.widgets.groups import PROMPTS_FIRST, SNIPPET_SOURCE, GroupList,
 from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
+from slop_tui.ui.widgets.sideswitch import SideSwitch
 
 if TYPE_CHECKING:
     from slop_tui.workspace import Snapshot
@@ -89,8 +90,9 @@ class WorkspacePanes(Screen):
                 with VerticalScroll(id="output"):
                     yield Markdown("", id="output-text")
                 yield PromptInput(id="prompt", blink=self._blink)
-            with Vertical(id="right"):
+            with Vertical(id="right", classes="-part-state"):
                 yield TokenGauge(id="gauge")
+                yield SideSwitch(id="side-switch")
                 yield Static("STATE", classes="pane-title")
                 yield StatePane(id="state")
                 yield Static("Scratchpad", classes="pane-title")
@@ -106,7 +108,9 @@ class WorkspacePanes(Screen):
     def on_resize(self, event) -> None:
         self.layout_state.resized(event.size.width)
         self.fit_panes(event.size.width)
-        self.query_one("#right").set_class(event.size.height < SHORT, "-short")
+        self.layout_state.short = event.size.height < SHORT
+        self.query_one("#right").set_class(self.layout_state.short, "-short")
+        self._show_part(self.layout_state.side_part)
         self.redraw_status()
 
     def fit_panes(self, width: int, opened: str | None = None) -> None:
@@ -337,8 +341,40 @@ class WorkspacePanes(Screen):
         self.query_one(GroupList).focus()
 
     def action_focus_side(self) -> None:
-        # The editor is a container; its TextArea is what takes the focus.
-        self.query_one(ScratchpadEditor).area.focus()
+        """The side pane's keyboard: the scratchpad editor; on a short terminal the shown
+        part, and the next part when the shown one has the focus already."""
+        layout = self.layout_state
+        if not layout.short:
+            self.query_one(ScratchpadEditor).area.focus()  # the editor's TextArea
+            return
+        if self._part_has_focus(layout.side_part):
+            layout.next_part()
+        self._show_part(layout.side_part)
+        self._part_focus(layout.side_part).focus()
+
+    def _part_focus(self, part: str):
+        """What takes the keyboard in a side part."""
+        if part == "scratchpad":
+            return self.query_one(ScratchpadEditor).area
+        if part == "preview":
+            return self.query_one("#preview-text")
+        return self.query_one(StatePane)
+
+    def _part_has_focus(self, part: str) -> bool:
+        focused = self.focused
+        holder = self.query_one(f"#{part}")
+        return focused is not None and (focused is holder or holder in focused.ancestors)
+
+    def _show_part(self, part: str) -> None:
+        right = self.query_one("#right")
+        for name in SIDE_PARTS:
+            right.set_class(name == part, f"-part-{name}")
+        self.query_one(SideSwitch).show_part(part, self.app.key_for("focus_side", "f9").upper())
+
+    @on(SideSwitch.Chosen)
+    def side_part_chosen(self, message: SideSwitch.Chosen) -> None:
+        self.layout_state.side_part = message.part
+        self._show_part(message.part)
 
     def action_toggle_left(self) -> None:
         self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("left"))
@@ -529,15 +565,24 @@ class WorkspaceScreen(WorkspacePanes):
 
     @on(PromptInput.Submitted)
     async def prompt_submitted(self, event: PromptInput.Submitted) -> None:
-        text = event.text
+        turns = self.app.turns
+        turns.asking = False
+        try:
+            await self._take_line(event.prompt_input, event.text)
+        finally:
+            # Keys typed behind a question that opened are the question's or nobody's.
+            asking = turns.asking or self.app.screen is not self
+            turns.asking = False
+            await event.prompt_input.release_keys(drop=asking)
+
+    async def _take_line(self, prompt: PromptInput, text: str) -> None:
         ws = self.workspace
         if not text.strip() or ws is None:
             return
         if self.app.turns.busy and not text.lstrip().startswith("/"):
             self.notify("A turn is running; Esc cancels it. Your text is kept.", severity="warning")
             return
-        event.prompt_input.clear()
-        prompt = self.query_one(PromptInput)
+        prompt.clear()
         history = [h for h in prompt.history if h != text][-199:] + [text]
         prompt.set_history(history)
         await ws.ledger.set_setting("prompt_history", json.dumps(history))

@@ -88,6 +88,8 @@ class StatePane(ScrollableContainer, can_focus=True):
     Saving posts `StateEdited(text)`; the app stores it as a new STATE version.
     """
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "edit", "Edit STATE", id="state_edit"),
         Binding("ctrl+s", "save", "Save STATE", id="state_save"),

@@ -288,6 +288,8 @@ class AnswerBlock(RenderedLines, can_focus=True):
     loading a long session take seconds.
     """
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "copy", "Copy message", id="conversation_copy_message"),
     ]
@@ -696,6 +698,8 @@ class ToolBlock(Vertical, can_focus=True):
     ledger when the block opens and unmounted when it closes.
     """
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter,space", "toggle", "Open/close", id="conversation_tool_toggle"),
         Binding("c", "copy", "Copy output", id="conversation_copy_tool"),
@@ -856,6 +860,8 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "copy", "Copy group", id="conversation_copy_group"),
     ]
@@ -970,7 +976,7 @@ class GroupBlock(Vertical, can_focus=True):
         if self.live:
             parts.append("streaming…")
         else:
-            parts.append(f"{self.message_count} messages")
+            parts.append(f"{self.message_count} message{'' if self.message_count == 1 else 's'}")
         if self.tokens:
             parts.append(f"{compact_tokens(self.tokens)} tokens")
         if self.mark:

@@ -109,6 +109,8 @@ class GroupBlocks(VerticalScroll):
     block or a streamed answer's last line. Paging is `GroupPager`'s, the running
     turn `ConversationView`'s."""
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     def __init__(
         self,
         *,

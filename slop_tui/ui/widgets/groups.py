@@ -364,6 +364,8 @@ class GroupList(GroupLines, can_focus=True):
     lists of the app and themes that style those style this one too.
     """
 
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
     ALLOW_SELECT = False  # a click highlights a line, as in OptionList, not text
 
     # OptionList's keys and descriptions, in its order (the F1 help lists them).
@@ -707,6 +709,8 @@ class GroupList(GroupLines, can_focus=True):
 
 class SessionList(OptionList):
     """The project's sessions, most recently used first, the current one marked `●`."""
+
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select", "Switch", id="sessions_choose"),

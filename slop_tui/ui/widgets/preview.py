@@ -31,6 +31,12 @@ MODE_JSON = "json"
 WRAP_LIMIT = 100_000
 
 
+class _PreviewText(TextArea):
+    """The preview's read-only text."""
+
+    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+
+
 class ContextPreview(Widget):
     """What the model will see next; `j` switches to the provider JSON body and back."""
 
@@ -74,7 +80,7 @@ class ContextPreview(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="preview-header", markup=False)
-        yield TextArea(
+        yield _PreviewText(
             "",
             id="preview-text",
             read_only=True,

@@ -21,13 +21,21 @@ ctrl+y, and it must work right after a command was typed here).
 Nothing typed is lost: `Submitted` leaves the text in place until the app
 calls `clear()` (which also adds it to the history); `restore(text)` puts a
 text back, e.g. after a failed send.
+
+Keys land in the order they were typed. The prompt's own keys (Enter, the
+editing keys) act as the prompt receives them, not once the key has gone up
+to the app: in a burst (`/trash empty`, Enter, `yy`), the `yy` queued behind
+Enter would otherwise be typed before Enter sends. From a submit until the
+screen has taken the line (`release_keys`), the keys that follow wait: they are
+typed then, in order, or dropped when the line opened a dialog (they were typed
+for the screen behind it, and never reach it).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from textual import on
+from textual import events, on
 from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -84,10 +92,42 @@ class PromptArea(TextArea):
         return parent
 
     async def _on_key(self, event: Key) -> None:
+        owner = self.owner
+        if owner.held is not None:  # a line was submitted and not taken yet
+            owner.held.append((event.key, event.character))
+            event.prevent_default()
+            event.stop()
+            return
+        if not (event.is_printable and event.character) or event.key in ("enter", "tab"):
+            if await self._run_own_binding(event.key):
+                event.prevent_default()
+                event.stop()
+                return
         # TextArea inserts a line break for Enter itself; leave Enter to the
         # bindings so prompt_submit / prompt_newline (and any remap) decide.
         if event.key == "enter":
             event.prevent_default()
+
+    async def _run_own_binding(self, key: str) -> bool:
+        """Run this editor's binding of `key` now, in order with the typing around it
+        (see the module docstring); False when it has none or its action passed."""
+        active = self.screen.active_bindings.get(key)
+        if active is None or active.node is not self or not active.enabled:
+            return False
+        return await self.app.run_action(active.binding.action, self)
+
+    async def replay(self, key: str, character: str | None) -> None:
+        """A key that waited behind a submit, typed now (`PromptInput.release_keys`)."""
+        owner = self.owner
+        if owner.held is not None:  # a replayed Enter submitted again: wait once more
+            owner.held.append((key, character))
+        elif await self._run_own_binding(key):
+            pass
+        elif character and character.isprintable() and key not in ("enter", "tab"):
+            start, end = self.selection
+            self.move_cursor(self.replace(character, start, end).end_location)
+        else:  # a key for the screen or the app (an F-key, ctrl+z in an empty prompt)
+            self.app.post_message(events.Key(key, character))
 
     # What a key changed is drawn at once, not after the frame a streaming reply or
     # a turn's end is drawing (ui/echo.py). Asked for on every edit and cursor move,
@@ -214,6 +254,8 @@ class PromptInput(Vertical, can_focus=False):
         self._submitted: str | None = None
         self._items: list[tuple[str, str]] = []
         self._chosen = False  # the user moved through the completion list
+        # Keys typed after a submit, until the screen has taken the line (None: not held).
+        self.held: list[tuple[str, str | None]] | None = None
 
     def compose(self):
         yield self.completion_list
@@ -251,7 +293,18 @@ class PromptInput(Vertical, can_focus=False):
             return
         self.hide_completions()
         self._submitted = text
+        self.held = []
         self.post_message(self.Submitted(self, text))
+
+    async def release_keys(self, *, drop: bool = False) -> None:
+        """The screen has taken the submitted line: the keys typed since are typed now,
+        in order, or dropped (`drop`: the line opened a dialog, and the keys typed as it
+        opened were not meant for the screen behind it)."""
+        held, self.held = self.held, None
+        if held is None or drop:
+            return
+        for key, character in held:
+            await self.area.replay(key, character)
 
     def clear(self) -> str:
         """Empty the prompt after the app took the text; a submitted text joins the history."""

@@ -1,0 +1,162 @@
+"""Where a key lands: typing goes to the prompt, whole; a pane's letter acts only alone.
+
+The rule (docs/usage.md, "Where keys go"):
+
+1. A mouse click selects or acts and leaves the keyboard where it was: lists,
+   messages, the STATE pane and the preview are not focused by a click
+   (`FOCUS_ON_CLICK = False`); an editor (the prompt, the scratchpad, the STATE
+   editor, a dialog's field) is, since a click there means "type here".
+2. A printable key that nothing focused binds is typed into the screen's text
+   field (the prompt, or a dialog's field), which takes the focus.
+3. A letter bound in a pane the user moved to with the keyboard (the group
+   list's `d`, a message's `c`, the STATE pane's `e`) acts only when it comes
+   alone: it waits `TEXT_RUN` seconds, and when another printable key comes in
+   that time the two start a run of text, typed into the prompt, and the letter
+   does nothing. A run is text when one of its two keys is a letter, a digit
+   or a space: two other bound keys (`[[`, `][`: the window narrowed twice, or
+   narrowed and widened) are two actions. A key that is not text (an arrow,
+   Enter, an F-key) lets the waiting letter act first, then goes where the
+   focus is after it (the STATE pane's `e` then End: the end of the editor). Dialogs answer their keys at
+   once (their own guard against type-ahead is in ui/screens/dialogs.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textual import events
+from textual.widgets import Input, TextArea
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.timer import Timer
+
+# A pane's letter waits this long for a second key before it acts. Typing runs at
+# 100-300 ms a key and bursts (a paste without bracketed paste, keys queued while
+# the app is busy) at under 1 ms; a lone key press is a lone key.
+TEXT_RUN = 0.3
+
+
+def is_text(event: events.Key) -> bool:
+    """A key that types a character (space included; Tab and Enter are not text)."""
+    return bool(event.is_printable and event.character) and event.key not in ("tab", "enter")
+
+
+def _reads_as_text(run: str) -> bool:
+    return any(c.isalnum() or c == " " for c in run)
+
+
+def is_editor(widget: object) -> bool:
+    """A field that takes typing (a read-only text area, like the preview, is a pane)."""
+    if isinstance(widget, TextArea):
+        return not widget.read_only
+    return isinstance(widget, Input)
+
+
+def type_into(target: TextArea | Input, text: str) -> None:
+    """Focus a text field and insert `text` at its cursor, as if typed there. The focus
+    moves now (`Screen.set_focus`), not after the keys already queued (`focus()`
+    waits for them): the rest of a burst goes to the field, not the pane it left."""
+    target.screen.set_focus(target)
+    if isinstance(target, Input):
+        target.insert_text_at_cursor(text)
+    else:
+        start, end = target.selection
+        target.move_cursor(target.replace(text, start, end).end_location)
+
+
+@dataclass
+class _Held:
+    character: str
+    action: str
+    node: Any  # the DOM node whose binding it is
+    timer: Timer
+
+
+class KeyRouter:
+    """The app's key routing. `intercept` sees every key of the workspace screen as the
+    terminal delivered it, in order, before Textual forwards it to the focused widget,
+    so a burst's later keys follow a focus change made for its first ones. `route`
+    handles the keys of other screens (dialogs) once the focused widget passed them."""
+
+    def __init__(self, app: App, *, panes_screen, typing_target) -> None:
+        self.app = app
+        self._panes_screen = panes_screen  # () -> the screen whose pane letters wait
+        self._typing_target = typing_target  # () -> TextArea | Input | None
+        self._held: _Held | None = None
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    async def intercept(self, event: events.Key) -> bool:
+        """A key of the workspace screen, before it is forwarded; True: it was taken."""
+        held = self._held
+        if held is not None:
+            run = held.character + (event.character or "")
+            if is_text(event) and _reads_as_text(run):
+                self._drop_held()
+                self._type(run)
+                return True
+            await self.act_now()  # the waiting key acts first; this one goes on after it
+        if not is_text(event):
+            return False
+        app = self.app
+        if is_editor(app.focused):
+            return False  # an editor types it itself
+        active = app.screen.active_bindings.get(event.key)
+        if active is not None and active.enabled:
+            self._hold(event.character or "", active.binding.action, active.node)
+            return True
+        self._type(event.character or "")
+        return True
+
+    def route(self, event: events.Key) -> None:
+        """A key of another screen that its focused widget did not take: a printable key
+        no binding takes is typed into the screen's text field (a dialog's field)."""
+        if not is_text(event) or is_editor(self.app.focused):
+            return
+        if event.key in self.app.screen.active_bindings:
+            return  # a dialog's key: as bound, at once
+        event.prevent_default()
+        event.stop()
+        self._type(event.character or "")
+
+    def route_paste(self, event: events.Paste) -> None:
+        """A paste into a list or pane lands in the screen's text field, as typing does."""
+        if is_editor(self.app.focused) or not event.text:
+            return
+        target = self._typing_target()
+        if target is None:
+            return
+        event.stop()
+        held, self._held = self._held, None
+        if held is not None:
+            held.timer.stop()
+        type_into(target, (held.character if held else "") + event.text)
+
+    def _type(self, text: str) -> None:
+        target = self._typing_target()
+        if target is not None and text:
+            type_into(target, text)
+
+    def _hold(self, character: str, action: str, node: Any) -> None:
+        timer = self.app.set_timer(TEXT_RUN, self.act_now, name="text-run")
+        self._held = _Held(character, action, node, timer)
+
+    def _drop_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.timer.stop()
+
+    async def act_now(self) -> None:
+        """The waiting letter acts (it came alone), if its pane is still there."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        held.timer.stop()
+        app = self.app
+        if app.screen is not self._panes_screen() or not held.node.is_attached:
+            return  # a dialog opened or the pane went away meanwhile: the letter is void
+        await app.run_action(held.action, held.node)

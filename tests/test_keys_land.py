@@ -1,0 +1,250 @@
+"""Every keystroke lands where the user meant it (docs/usage.md, "Where keys go").
+
+The real workspace over a real ledger. A click selects or acts and leaves the
+keyboard where it was; a sentence typed after it (one key at a time, or in one
+burst as a paste without bracketed paste or keys queued while the app is busy
+arrive) lands in the prompt whole, first letter included, and changes nothing
+in the ledger: messages, sessions, STATE, the journal of edits (the redo chain)
+and the trash. A pane's letter acts only alone; keys typed as a question opens
+never reach the screen behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import events
+
+from slop_tui.ui.keyroute import TEXT_RUN
+from slop_tui.ui.screens.dialogs import ConfirmScreen
+from slop_tui.ui.widgets.anchors import StatePane
+from slop_tui.ui.widgets.blocks import AnswerBlock
+from slop_tui.ui.widgets.groups import GroupList
+from slop_tui.ui.widgets.keybar import KeyBar
+from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.ui.widgets.prompt import PromptArea
+from tests import test_app
+from tests.fakeserver import Reply, wait_for
+from tests.test_app import started
+from tests.test_app_actions import SIZE, click_offset, make_app, openai_env, seed
+from tests.test_commands_edits import fingerprint
+
+project = test_app.project  # the fixture: a temporary project folder, no provider keys
+
+# Each starts with a letter some pane binds: d (drop), r (reply), c (copy), e (edit
+# STATE), j (the preview's JSON), w (wrap); `[` and `]` change the window.
+SENTENCES = (
+    "do the docs next",
+    "redo the unit tests",
+    "can you check",
+    "edit [this] ]] please",
+    "just wrap it",
+)
+NAMES = {" ": "space", "/": "slash", "[": "left_square_bracket", "]": "right_square_bracket"}
+
+
+def burst(app, text: str) -> None:
+    """Keys as a terminal delivers a burst: all queued before the app handles one."""
+    for ch in text:
+        app.post_message(events.Key(NAMES.get(ch, ch), ch))
+
+
+async def settle(pilot, rounds: int = 3) -> None:
+    for _ in range(rounds):
+        await pilot.pause(TEXT_RUN / 2)
+
+
+async def one_at_a_time(pilot, text: str) -> None:
+    for ch in text:
+        await pilot.press(NAMES.get(ch, ch))
+        await pilot.pause()
+    await settle(pilot)
+
+
+def prompt_text(app) -> str:
+    return app.workspace_screen.query_one(PromptArea).text
+
+
+async def click_each_pane(pilot, app) -> list[tuple[str, object]]:
+    """(what, click) for every pane a user may click before typing."""
+    groups = app.query_one(GroupList)
+
+    async def group_row():
+        await pilot.click(GroupList, offset=click_offset(groups, 1))
+
+    async def message():
+        await pilot.click(app.query(AnswerBlock).last(), offset=(2, 0))
+
+    async def state():
+        await pilot.click(StatePane, offset=(2, 0))
+
+    async def preview():
+        await pilot.click(ContextPreview, offset=(2, 2))
+
+    async def footer_gap():
+        bar = app.query_one(KeyBar)
+        await pilot.click(KeyBar, offset=(bar.size.width - 20, 0))  # between keys
+
+    async def conversation_gap():
+        await pilot.click("#conversation", offset=(1, 0))
+
+    return [
+        ("group row", group_row),
+        ("message", message),
+        ("STATE", state),
+        ("preview", preview),
+        ("footer", footer_gap),
+        ("conversation", conversation_gap),
+    ]
+
+
+async def test_a_sentence_after_a_click_on_any_pane_lands_in_the_prompt_whole(project):
+    await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 5)])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        before = await fingerprint(ws)
+        panes = await click_each_pane(pilot, app)
+        for i, (what, click) in enumerate(panes):
+            # Every sentence, in a burst and one key at a time, after clicks on the panes.
+            for how, sentence in (
+                ("burst", SENTENCES[i % len(SENTENCES)]),
+                ("burst", SENTENCES[(i + 1) % len(SENTENCES)]),
+                ("one at a time", SENTENCES[(i + 2) % len(SENTENCES)]),
+            ):
+                app.workspace_screen.query_one(PromptArea).text = ""
+                await click()
+                await settle(pilot)
+                assert isinstance(app.focused, PromptArea), (what, app.focused)
+                if how == "burst":
+                    burst(app, sentence)
+                    await settle(pilot)
+                else:
+                    await one_at_a_time(pilot, sentence)
+                assert prompt_text(app) == sentence, (what, how, prompt_text(app))
+                assert await fingerprint(ws) == before, (what, how, sentence)
+        assert await ws.ledger.edits() == []
+
+
+async def test_a_click_on_a_mark_acts_and_the_sentence_after_it_still_lands_whole(project):
+    await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 4)])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        groups = app.query_one(GroupList)
+        x, y = click_offset(groups, 1)
+        await pilot.click(GroupList, offset=(x - 4, y))  # the mark: drop
+        await wait_for(pilot, lambda: len(app._notifications) > 0)
+        dropped = await fingerprint(ws)
+        assert len(await ws.ledger.edits()) == 1
+        burst(app, "do the docs next")
+        await settle(pilot)
+        assert prompt_text(app) == "do the docs next"
+        assert await fingerprint(ws) == dropped  # the click's drop, and nothing more
+
+
+async def test_the_scratchpad_is_an_editor_a_click_there_types_there(project):
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.click("#scratchpad", offset=(3, 1))
+        await settle(pilot)
+        assert type(app.focused).__name__ == "SafeTextArea"
+        burst(app, "note to self")
+        await settle(pilot)
+        assert "note to self" in app.focused.text
+        assert prompt_text(app) == ""
+
+
+async def test_a_letter_in_a_list_reached_by_keyboard_acts_alone_and_a_run_is_text(project):
+    await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 4)])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        before = await fingerprint(ws)
+        for sentence in SENTENCES:
+            for typed in (burst, None):
+                app.workspace_screen.query_one(PromptArea).text = ""
+                await pilot.press("f3")
+                await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
+                if typed is burst:
+                    burst(app, sentence)
+                    await settle(pilot)
+                else:
+                    await one_at_a_time(pilot, sentence)
+                assert prompt_text(app) == sentence
+                assert await fingerprint(ws) == before, sentence
+        # Alone, `d` is the list's: it drops the highlighted group once the run is over.
+        await pilot.press("f3", "end")
+        await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
+        await pilot.press("d")
+        assert await fingerprint(ws) == before  # it waits for a second key first
+        await asyncio.sleep(TEXT_RUN * 2)
+        await settle(pilot)
+        assert len(await ws.ledger.edits()) == 1
+        # A key that is not text lets the waiting letter act first: d, then Down.
+        await pilot.press("d", "down")
+        await settle(pilot)
+        assert len(await ws.ledger.edits()) == 2
+
+
+async def test_keys_typed_as_a_question_opens_never_reach_the_screen_behind(
+    project, fake_llm, monkeypatch
+):
+    openai_env(monkeypatch, fake_llm)
+    await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 4)])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        await pilot.press("f3", "end", "delete")  # one group to the trash
+        await wait_for(pilot, lambda: len(app._notifications) > 0)
+        await pilot.press("ctrl+z", "f2")  # its journal now has a redo to keep
+        await settle(pilot)
+        before = await fingerprint(ws)
+        redo = [e.id for e in await ws.ledger.edits()]
+        burst(app, "/trash empty")
+        app.post_message(events.Key("enter", "\r"))
+        burst(app, "yy")
+        app.post_message(events.Key("enter", "\r"))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)  # the question is still asked
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await settle(pilot)
+        assert fake_llm.chat_requests == []  # no turn was sent behind the dialog
+        assert await fingerprint(ws) == before  # the trash, the redo chain: kept
+        assert [e.id for e in await ws.ledger.edits()] == redo
+        assert prompt_text(app) == ""
+
+
+async def test_keys_typed_behind_a_command_land_in_order_after_it(project):
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        burst(app, "/context window 3")
+        app.post_message(events.Key("enter", "\r"))
+        burst(app, "and then the next line")
+        await wait_for(pilot, lambda: prompt_text(app) == "and then the next line")
+        assert (await app.workspace.current()).window_size == 3
+
+
+async def test_a_prompt_sent_in_a_burst_is_sent_as_typed(project, fake_llm, monkeypatch):
+    openai_env(monkeypatch, fake_llm)
+    fake_llm.enqueue(Reply(text="ok"))
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        burst(app, "first line")
+        app.post_message(events.Key("enter", "\r"))
+        burst(app, "typed while it starts")
+        await wait_for(pilot, lambda: len(fake_llm.chat_requests) == 1, timeout=10)
+        await wait_for(pilot, lambda: prompt_text(app) == "typed while it starts")
+        assert fake_llm.last.messages[-1]["content"].endswith("first line")

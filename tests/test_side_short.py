@@ -1,0 +1,87 @@
+"""At small heights the right pane gives each part usable room: one part at a time under
+the gauge, a visible switch naming all three, F9 and a click to move between them."""
+
+from __future__ import annotations
+
+from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
+from slop_tui.ui.widgets.preview import ContextPreview
+from slop_tui.ui.widgets.sideswitch import SideSwitch
+from tests import test_app
+from tests.fakeserver import wait_for
+from tests.test_app import started
+from tests.test_app_actions import make_app, seed
+
+project = test_app.project
+
+
+def shown_parts(app) -> dict[str, int]:
+    """Each side part's rows on screen (0: not drawn)."""
+    return {
+        name: app.query_one(f"#{name}").region.height for name in ("state", "scratchpad", "preview")
+    }
+
+
+async def test_at_80x24_each_side_part_gets_usable_rooms_one_at_a_time(project):
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        await pilot.press("f8")  # the right pane (hidden below 110 columns)
+        await pilot.pause()
+        switch = app.query_one(SideSwitch)
+        assert switch.region.height == 1 and "▸STATE" in str(switch.render())
+        rooms = shown_parts(app)
+        assert rooms["state"] >= 6 and rooms["scratchpad"] == rooms["preview"] == 0, rooms
+
+        # F9 focuses the shown part; F9 again moves to the next one, which is drawn.
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.query_one(StatePane).has_focus)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.query_one(ScratchpadEditor).area.has_focus)
+        await pilot.pause()
+        rooms = shown_parts(app)
+        assert rooms["scratchpad"] >= 6 and rooms["state"] == 0, rooms
+        await pilot.press(*"seen")
+        await wait_for(pilot, lambda: "seen" in app.query_one(ScratchpadEditor).area.text)
+        assert app.query_one(ScratchpadEditor).area.region.height > 0  # typed where seen
+
+        # A click on a name shows that part; the wheel reaches it.
+        text = str(switch.render())
+        await pilot.click(SideSwitch, offset=(text.index("Preview") + 1, 0))
+        await pilot.pause()
+        rooms = shown_parts(app)
+        assert rooms["preview"] >= 6 and rooms["scratchpad"] == 0, rooms
+        assert app.query_one(ContextPreview).region.height >= 6
+
+
+async def test_on_a_tall_terminal_all_three_parts_show_and_no_switch(project):
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert app.query_one(SideSwitch).region.height == 0
+        assert all(rows >= 3 for rows in shown_parts(app).values()), shown_parts(app)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.query_one(ScratchpadEditor).area.has_focus)
+
+
+async def test_the_sessions_dialog_fits_80_columns_with_every_button_and_the_prompts(project):
+    from textual.widgets import Button
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("explain the parser's error recovery", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        await pilot.pause()
+        box = app.screen.query_one("#dialog").content_region
+        for button in app.screen.query(Button):
+            assert box.contains_region(button.region), (str(button.label), button.region, box)
+        sessions = app.screen.query_one("#sessions")
+        row = str(sessions.get_option_at_index(0).prompt)
+        # The first prompt starts where the row still has room for a dozen of its
+        # characters: readable, not `…`.
+        assert row.index("explain") + 12 <= sessions.content_region.width, (row, sessions.size)
