@@ -205,7 +205,10 @@ def test_lane_rows_of_other_lanes_are_ignored() -> None:
 def test_render_shows_layers_tokens_and_tiers() -> None:
     p = assemble(_inputs(), ContextSettings(window=0))
     text = render_prompt(p)
-    assert text.startswith(f"=== Context for strategy openai · {p.total_tokens} tokens")
+    assert text.startswith(
+        f"=== Context for strategy openai · {p.request_tokens:,} tokens "
+        f"({p.total_tokens:,} of text"
+    )
     for layer in p.layers:
         assert f"--- layer: {layer.name} · {layer.tokens} tokens ---" in text
     assert "tool read_file [c1] (#3, group 1) · " in text

@@ -51,9 +51,13 @@ def render_prompt(prompt: Prompt) -> str:
     out: list[str] = []
     history = prompt.history
     layout = "" if prompt.layout == "default" else f", layout {prompt.layout}"
+    # The request's count, as the gauge and the preview's heading give it, and what it
+    # is made of: the text below and the tool declarations listed at the end.
+    tools = f" + {prompt.tool_tokens:,} of tool declarations" if prompt.tool_tokens else ""
     out.append(
-        f"=== Context for strategy {prompt.strategy} · {prompt.total_tokens} tokens "
-        f"({len(prompt.layers)} layer(s), {len(history)} message(s){layout}) ==="
+        f"=== Context for strategy {prompt.strategy} · {prompt.request_tokens:,} tokens "
+        f"({prompt.total_tokens:,} of text{tools}; {len(prompt.layers)} layer(s), "
+        f"{len(history)} message(s){layout}) ==="
     )
     for layer in prompt.layers:
         where = "" if layer.placement == PLACEMENT_SYSTEM else f" · in {layer.placement} message"
