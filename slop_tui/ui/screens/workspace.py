@@ -89,7 +89,7 @@ class WorkspacePanes(Screen):
                 yield ConversationView(id="conversation")
                 with VerticalScroll(id="output"):
                     yield Markdown("", id="output-text")
-                yield PromptInput(id="prompt", blink=self._blink)
+                yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
             with Vertical(id="right", classes="-part-state"):
                 yield TokenGauge(id="gauge")
                 yield SideSwitch(id="side-switch")

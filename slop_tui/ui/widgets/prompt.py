@@ -231,6 +231,7 @@ class PromptInput(Vertical, can_focus=False):
         *,
         placeholder: str = PLACEHOLDER,
         blink: bool = True,
+        hold_after_submit: bool = False,
         history: list[str] | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -255,6 +256,8 @@ class PromptInput(Vertical, can_focus=False):
         self._items: list[tuple[str, str]] = []
         self._chosen = False  # the user moved through the completion list
         # Keys typed after a submit, until the screen has taken the line (None: not held).
+        # Only for an owner that calls `release_keys` once it has taken the line.
+        self.hold_after_submit = hold_after_submit
         self.held: list[tuple[str, str | None]] | None = None
 
     def compose(self):
@@ -293,7 +296,8 @@ class PromptInput(Vertical, can_focus=False):
             return
         self.hide_completions()
         self._submitted = text
-        self.held = []
+        if self.hold_after_submit:
+            self.held = []
         self.post_message(self.Submitted(self, text))
 
     async def release_keys(self, *, drop: bool = False) -> None:
