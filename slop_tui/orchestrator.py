@@ -810,6 +810,7 @@ class Orchestrator:
             await send(Waiting(text=f"starting MCP {', '.join(names)}"))
             await mcp.ensure_started()
             await send(Waiting(text="streaming"))
+        await mcp.settle()  # a list a server said changed is read before the request
         for text in mcp.pop_notices():
             await send(Notice(text=text))
 

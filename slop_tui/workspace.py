@@ -781,6 +781,10 @@ class Workspace:
             repo_map=repo_map,
             file_tree=file_tree,
             urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            resources=[
+                (r.server, r.uri, r.name, r.content)
+                for r in await self.ledger.mcp_resources(self.session)
+            ],
             images=await self.prompt_images(window, strategy, choice.model, notes),
         )
         settings = PlanSettings(
