@@ -372,9 +372,34 @@ class Workspace:
 
     def reconfigure(self, config: Config) -> None:
         """Take a reloaded configuration (a project folder just trusted): the sandbox is
-        probed again, as `[tools] sandbox` or `shell_network` may have changed."""
+        probed again, as `[tools] sandbox` or `shell_network` may have changed, and the
+        MCP servers follow the new `[mcp.servers]` (the project's join)."""
         self.config = config
         self._sandbox = None
+        if self._mcp is not None:
+            from slop_tui.mcpclient import parse_servers
+
+            servers, warnings = parse_servers(config.mcp, "config.toml")
+            self._mcp.update(servers)
+            for warning in warnings:
+                self._warn(warning)
+
+    def take_new_trust(self) -> bool:
+        """Whether the project file, untrusted when the configuration was read, has been
+        trusted since (`slop-tui trust` in another terminal); if so the configuration is
+        read again and taken (`reconfigure`). Cheap: one small file read and a hash."""
+        config = self.config
+        if not config.untrusted:
+            return False
+        from slop_tui.trust import TRUSTED, trust_state
+
+        where = config.user_config_dir or Path.home()
+        if trust_state(config.project_root, where).status != TRUSTED:
+            return False
+        from slop_tui.config import load_config
+
+        self.reconfigure(load_config(db=str(config.db_path), env=self.env, cwd=config.project_root))
+        return True
 
     async def current(self) -> Session:
         """The session's settings; the session's spend (`cost_label`) is read with them."""

@@ -191,9 +191,30 @@ class McpManager:
         self._lock = asyncio.Lock()
         self._loaded = False
         self._notices: list[str] = []
+        self._stopping: set[asyncio.Task] = set()  # servers `update` took away
         for server in self.servers.values():
             if not server.settings.enabled:
                 server.status = DISABLED
+
+    def update(self, settings: Mapping[str, ServerSettings]) -> list[str]:
+        """Take a reloaded `[mcp.servers]` (a project folder just trusted): new servers
+        start with the next turn that needs them; a removed or changed one is stopped
+        (in the background) and a changed one starts again with its new settings.
+        Returns the names of the servers added or changed."""
+        fresh = []
+        for name, server in list(self.servers.items()):
+            if settings.get(name) == server.settings:
+                continue
+            del self.servers[name]
+            task = asyncio.get_running_loop().create_task(self._retire(server))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+        for name, s in settings.items():
+            if name not in self.servers:
+                self.servers[name] = Server(s, status=NOT_STARTED if s.enabled else DISABLED)
+                fresh.append(name)
+        self._loaded = False  # /mcp disable's list is read again for the new ones
+        return fresh
 
     # -- what is configured and known --------------------------------------
 
@@ -520,10 +541,20 @@ class McpManager:
         with contextlib.suppress(BaseException):
             await asyncio.gather(task, return_exceptions=True)
 
+    async def _retire(self, server: Server) -> None:
+        """Stop a server that is no longer configured and let go of its stderr file."""
+        await self._halt(server)
+        server.status = STOPPED
+        if server.errlog is not None:
+            server.errlog.close()
+            server.errlog = None
+
     async def aclose(self) -> None:
         """Stop every server (the workspace closes)."""
         await asyncio.gather(
-            *(self._halt(s) for s in self.servers.values()), return_exceptions=True
+            *(self._halt(s) for s in self.servers.values()),
+            *self._stopping,
+            return_exceptions=True,
         )
         for server in self.servers.values():
             if server.status in (RUNNING, STARTING):
@@ -818,16 +849,21 @@ class McpManager:
         return ok_result(exposed, text)
 
 
-async def _read_tools(client: Any) -> list[Any]:
-    tools: list[Any] = []
+async def _pages(list_page: Callable[..., Any], field_name: str) -> list[Any]:
+    """Every item of a paginated list (at most MAX_PAGES pages), read past the cache."""
+    items: list[Any] = []
     cursor = None
     for _ in range(MAX_PAGES):
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        tools.extend(page.tools)
+        page = await list_page(cursor=cursor, cache_mode="refresh")
+        items.extend(getattr(page, field_name))
         cursor = page.next_cursor
         if not cursor:
             break
-    return tools
+    return items
+
+
+async def _read_tools(client: Any) -> list[Any]:
+    return await _pages(client.list_tools, "tools")
 
 
 async def _read_prompts(client: Any) -> list[tuple[Any, str]] | None:
@@ -835,16 +871,8 @@ async def _read_prompts(client: Any) -> list[tuple[Any, str]] | None:
     None when the server offers no prompts."""
     if client.server_capabilities.prompts is None:
         return None
-    listed: list[Any] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
-        page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-        listed.extend(page.prompts)
-        cursor = page.next_cursor
-        if not cursor:
-            break
     out = []
-    for item in listed:
+    for item in await _pages(client.list_prompts, "prompts"):
         text = ""
         if not any(a.required for a in (item.arguments or [])):
             got = await client.get_prompt(item.name)
@@ -856,15 +884,10 @@ async def _read_prompts(client: Any) -> list[tuple[Any, str]] | None:
 async def _read_resources(client: Any) -> list[tuple[str, str, str]]:
     if client.server_capabilities.resources is None:
         return []
-    found: list[tuple[str, str, str]] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
-        page = await client.list_resources(cursor=cursor, cache_mode="refresh")
-        found += [(str(r.uri), str(r.name or ""), str(r.mime_type or "")) for r in page.resources]
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return found
+    return [
+        (str(r.uri), str(r.name or ""), str(r.mime_type or ""))
+        for r in await _pages(client.list_resources, "resources")
+    ]
 
 
 async def _read_listing(client: Any) -> Listing:
