@@ -532,11 +532,13 @@ async def test_reference_servers_time_and_git_end_to_end(tmp_path, fake_llm):
         'args = ["--local-timezone", "UTC"]\napprove = "all"\nstart_timeout = 120\n'
         f'[mcp.servers.git]\ncommand = "{BIN / "mcp-server-git"}"\n'
         f'args = ["--repository", "{repo}"]\napprove = "all"\nstart_timeout = 120\n'
-        # Outside the sandbox: `git status` exits 128 in the hardened sandbox (a known
-        # gap); the sandbox is the toy server's test.
-        "sandbox = false\n"
+        'env = { HOME = "${HOME}" }\n'
     )
-    ws = await workspace(tmp_path, fake_llm, table)
+    # A ~/.gitconfig, which the sandbox hides: git must still run in there.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Someone\n\temail = s@example.com\n")
+    ws = await workspace(tmp_path, fake_llm, table, HOME=str(home))
     orch, _ = orchestrator(ws)
     try:
         fake_llm.enqueue(
@@ -562,6 +564,10 @@ async def test_reference_servers_time_and_git_end_to_end(tmp_path, fake_llm):
             p["functionResponse"] for c in sent for p in c["parts"] if "functionResponse" in p
         ]
         assert responses and "hello.txt" in json.dumps(responses[-1])
+        if detect().available:  # both ran in bubblewrap (the default where it runs)
+            assert ws.mcp.outside_sandbox() == []
+            assert "| git | stdio | running | " in (await dispatch(ws, "/mcp")).text
+            assert "OUTSIDE" not in (await dispatch(ws, "/mcp")).text
     finally:
         await orch.aclose()
         await ws.close()
