@@ -298,6 +298,18 @@ class Workspace:
             self._build_mcp()
         return self._mcp
 
+    def preload_mcp(self) -> bool:
+        """Start importing the MCP SDK in a background thread when an enabled server is
+        configured (the app calls this once its first screen is up), so the first turn
+        that needs a server does not wait seconds for the import. Starts no server."""
+        mcp = self.mcp
+        if mcp is None or not any(s.settings.enabled for s in mcp.servers.values()):
+            return False
+        from slop_tui.mcpclient import preload_sdk
+
+        preload_sdk()
+        return True
+
     @property
     def mcp_if_built(self) -> McpManager | None:
         """The MCP servers if something used them already (the header asks, not builds)."""

@@ -225,3 +225,72 @@ async def test_a_changed_tool_list_takes_effect_on_the_next_request(
     finally:
         await orch.aclose()
         await ws.close()
+
+
+# -- the SDK's import, off the first turn's path ----------------------------------------
+
+PRELOAD_CHILD = """
+import asyncio, sys, threading, time
+from slop_tui.config import load_config
+from slop_tui.workspace import Workspace
+
+async def main(root):
+    config = load_config(db=root + "/.slop/slop.db", cwd=__import__("pathlib").Path(root))
+    ws = await Workspace.open(config)
+    try:
+        opened = "mcp.client.client" in sys.modules
+        started = ws.preload_mcp()
+        names = [t.name for t in threading.enumerate()]
+        from slop_tui.mcpclient import preload_sdk
+        preload_sdk().result(timeout=300)
+        print(opened, started, "mcp-sdk-import" in names, "mcp.client.client" in sys.modules)
+    finally:
+        await ws.close()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_the_sdk_is_imported_in_a_background_thread_only_with_servers(tmp_path, configured):
+    import subprocess
+
+    config = tmp_path / "config.toml"
+    config.write_text(library_table() if configured else "")
+    (tmp_path / ".slop").mkdir()
+    env = {"SLOP_CONFIG": str(config), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD_CHILD, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    opened, started, threaded, loaded = out.stdout.split()
+    assert opened == "False"  # opening the workspace imports nothing of the SDK
+    if configured:
+        assert (started, threaded, loaded) == ("True", "True", "True")
+    else:
+        assert started == "False" and threaded == "False"
+
+
+def test_the_app_schedules_the_preload_after_its_first_screen():
+    from slop_tui.ui import startup
+
+    class App:
+        def __init__(self, mcp) -> None:
+            self.timers: list = []
+            self.workspace = type("Ws", (), {"config": type("C", (), {"mcp": mcp})()})()
+            self.workspace.preload_mcp = lambda: None
+
+        def set_timer(self, delay, callback) -> None:
+            self.timers.append((delay, callback))
+
+    app = App({"servers": {"lib": {"command": "x"}}})
+    startup.first_screen_shown(app)
+    assert (startup.MCP_PRELOAD_AFTER, app.workspace.preload_mcp) in app.timers
+    bare = App({})
+    startup.first_screen_shown(bare)
+    assert all(cb is not bare.workspace.preload_mcp for _, cb in bare.timers)

@@ -22,7 +22,8 @@ become skills named `mcp__SERVER__PROMPT` (in the ledger, activated only by
 the user); resources are read into the context by `/mcp resource add`.
 
 The SDK (`mcp` on PyPI) takes seconds to import, so it is imported in a
-thread the first time a server starts, never at start-up.
+thread (`sdk.preload_sdk`): by the app once its first screen is up, else when
+the first server starts; never before the first frame.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from slop_tui.mcpclient.naming import (
     description_for_model,
     exposed_name,
 )
+from slop_tui.mcpclient.sdk import sdk_ready
 from slop_tui.mcpclient.settings import (
     APPROVE_ALL,
     APPROVE_READS,
@@ -156,15 +158,6 @@ class ServerProblem(Exception):
 
 class ResourceProblem(Exception):
     """Why a resource cannot join the context, in one line."""
-
-
-def _import_sdk() -> None:
-    """Load the SDK (seconds on a busy machine); its log records stay out of the terminal."""
-    logging.getLogger("mcp").addHandler(logging.NullHandler())
-    import httpx2  # noqa: F401
-    import mcp.client.client  # noqa: F401
-    import mcp.client.stdio  # noqa: F401
-    import mcp.client.streamable_http  # noqa: F401
 
 
 class McpManager:
@@ -316,7 +309,7 @@ class McpManager:
             names = await self.pending()
             if not names:
                 return
-            await asyncio.to_thread(_import_sdk)
+            await sdk_ready()
             await asyncio.gather(*(self._start(self.servers[n]) for n in names))
 
     async def _start(self, server: Server) -> None:
@@ -709,7 +702,7 @@ class McpManager:
         async with self._lock:
             await self._halt(server)
             server.failures, server.retry_at = 0, 0.0
-            await asyncio.to_thread(_import_sdk)
+            await sdk_ready()
             await self._start(server)
         return server
 
