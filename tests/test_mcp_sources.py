@@ -158,6 +158,7 @@ async def test_server_prompts_become_skills_the_user_activates(tmp_path, fake_ll
         assert "mcp__lib__review" in skills.text and "mcp__lib__greet" not in skills.text
         listing = await dispatch(ws, "/mcp")
         assert "prompt greet is no skill: it needs arguments (name)" in listing.text
+        assert "prompt broken is no skill: it has no text (or prompts/get failed)" in listing.text
         assert (await dispatch(ws, "/skill activate mcp__lib__review")).ok
         fake_llm.enqueue(Reply(text="reviewed"))
         await orch.run_turn("review it")

@@ -625,7 +625,7 @@ class McpManager:
                 skipped.append((name, why))
                 continue
             if not text.strip():
-                skipped.append((name, "it has no text"))
+                skipped.append((name, "it has no text (or prompts/get failed)"))
                 continue
             body = neutralise(text.strip())
             if len(body) > MAX_PROMPT_CHARS:
@@ -868,8 +868,14 @@ async def _read_prompts(client: Any) -> list[tuple[Any, str]] | None:
     for item in await _pages(client.list_prompts, "prompts"):
         text = ""
         if not any(a.required for a in (item.arguments or [])):
-            got = await client.get_prompt(item.name)
-            text = "\n\n".join(block_text(m.content, "") for m in got.messages)
+            try:
+                got = await client.get_prompt(item.name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one broken prompt is no reason to refuse the server
+                log.debug("MCP prompts/get %s failed: %s", item.name, _why(exc))
+                got = None
+            text = "\n\n".join(block_text(m.content, "") for m in got.messages) if got else ""
         out.append((item, text))
     return out
 
@@ -884,11 +890,19 @@ async def _read_resources(client: Any) -> list[tuple[str, str, str]]:
 
 
 async def _read_listing(client: Any) -> Listing:
-    return Listing(
-        tools=await _read_tools(client),
-        prompts=await _read_prompts(client),
-        resources=await _read_resources(client),
-    )
+    """The tools (a server that cannot list them fails to start), then its prompts and
+    resources (a server that cannot list those still offers its tools)."""
+    tools = await _read_tools(client)
+    prompts: list[tuple[Any, str]] | None = None
+    resources: list[tuple[str, str, str]] = []
+    try:
+        prompts = await _read_prompts(client)
+        resources = await _read_resources(client)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.debug("MCP prompts or resources could not be listed: %s", _why(exc))
+    return Listing(tools=tools, prompts=prompts, resources=resources)
 
 
 def _http_transport(url: str, headers: dict[str, str], timeout: float) -> Any:

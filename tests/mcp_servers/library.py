@@ -53,6 +53,11 @@ def greet(name: str) -> str:
     return f"Say hello to {name}."
 
 
+@server.prompt(description="A prompt whose text cannot be read.")
+def broken() -> str:
+    raise ValueError("this prompt is broken")
+
+
 @server.tool(description="Look up a word.")
 def lookup(word: str) -> str:
     return f"{word}: a word"
