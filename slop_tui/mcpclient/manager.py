@@ -199,6 +199,10 @@ class McpManager:
             if settings.get(name) == server.settings:
                 continue
             del self.servers[name]
+            if server.task is None:  # never started (or already stopped): nothing runs
+                if server.errlog is not None:
+                    server.errlog.close()
+                continue
             task = asyncio.get_running_loop().create_task(self._retire(server))
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
