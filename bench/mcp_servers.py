@@ -10,7 +10,10 @@ script's folder comes first on sys.path and would shadow the SDK's package).
 2. first turn: starting one stdio server (`McpManager.ensure_started`, what the first
    turn that needs its tools waits for) in a fresh process: the SDK's import (in a
    thread), the process start, initialize and tools/list. The reference server
-   `mcp-server-time`, outside the sandbox and in bubblewrap.
+   `mcp-server-time`, outside the sandbox and in bubblewrap. Then the same with the
+   SDK preloaded as the app does it after its first screen (`Workspace.preload_mcp`),
+   for a first prompt sent after the import finished: what the turn still waits for.
+   And the SDK's import alone: a cold `python -c` importing what the client imports.
 3. per call: one `get_current_time` of mcp-server-time against the built-in
    `read_file` of a small file, both through their whole call path (result framed).
 
@@ -104,10 +107,10 @@ async def child_startup(base: Path, opens: int) -> dict:
 async def child_first_turn(tmp: Path) -> dict:
     ws = await _open(tmp, dict(os.environ))
     try:
-        from slop_tui.mcpclient.manager import _import_sdk
+        from slop_tui.mcpclient.sdk import sdk_ready
 
         started = time.perf_counter()
-        await asyncio.to_thread(_import_sdk)  # what ensure_started does first
+        await sdk_ready()  # what ensure_started does first
         sdk = time.perf_counter() - started
         await ws.mcp.ensure_started()
         took = time.perf_counter() - started
@@ -119,6 +122,43 @@ async def child_first_turn(tmp: Path) -> dict:
         return {"ms": took * 1000, "sdk_ms": sdk * 1000, "restart_ms": restart * 1000}
     finally:
         await ws.close()
+
+
+async def child_preloaded(tmp: Path) -> dict:
+    """The app's path: the SDK preloaded after the first screen; the first prompt comes
+    once the import is done (the user typing); the turn waits for the server's start."""
+    ws = await _open(tmp, dict(os.environ))
+    try:
+        from slop_tui.mcpclient import preload_sdk
+
+        started = time.perf_counter()
+        assert ws.preload_mcp()
+        await asyncio.wrap_future(preload_sdk())
+        sdk = time.perf_counter() - started
+        started = time.perf_counter()
+        await ws.mcp.ensure_started()
+        took = time.perf_counter() - started
+        server = next(iter(ws.mcp.servers.values()))
+        assert server.status == "running", server.error
+        return {"ms": took * 1000, "sdk_ms": sdk * 1000}
+    finally:
+        await ws.close()
+
+
+IMPORT_LINE = (
+    "import logging; logging.getLogger('mcp').addHandler(logging.NullHandler()); "
+    "import httpx2, mcp.client.client, mcp.client.stdio, mcp.client.streamable_http"
+)
+
+
+def cold_import_ms() -> float:
+    """A fresh interpreter importing what the client imports, less an empty one's start."""
+    times = []
+    for code in (IMPORT_LINE, "pass"):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.perf_counter() - started)
+    return (times[0] - times[1]) * 1000
 
 
 async def child_calls(tmp: Path, calls: int) -> dict:
@@ -178,6 +218,8 @@ def main() -> None:
             result = asyncio.run(child_startup(tmp, int(args.child[2])))
         elif kind == "first":
             result = asyncio.run(child_first_turn(tmp))
+        elif kind == "preloaded":
+            result = asyncio.run(child_preloaded(tmp))
         else:
             result = asyncio.run(child_calls(tmp, int(args.child[2])))
         print(json.dumps(result))
@@ -220,6 +262,26 @@ def main() -> None:
             )
             rows.append(("  of which the SDK's import, in a thread (ms)", fmt(sdk)))
             rows.append((f"restart of the running server {label} (ms)", fmt(restart)))
+            waits, loads = [], []
+            for _ in range(args.runs):
+                got = run_child("preloaded", base_path / f"one-{sandbox}", env)
+                waits.append(got["ms"])
+                loads.append(got["sdk_ms"])
+            rows.append(
+                (
+                    f"first turn: start mcp-server-time {label}, SDK preloaded after the "
+                    "first screen (ms)",
+                    fmt(waits),
+                )
+            )
+            rows.append(("  the preload, in the background while the user types (ms)", fmt(loads)))
+        rows.append(
+            (
+                "SDK import alone: cold `python -c` of what the client imports, less an "
+                "empty interpreter (ms)",
+                fmt([cold_import_ms() for _ in range(args.runs)]),
+            )
+        )
         env = project(base_path / "calls", 1)
         mcp_ms, builtin_ms = [], []
         for _ in range(args.runs):
@@ -240,6 +302,13 @@ def main() -> None:
         "| measure | value |",
         "|---|---|",
         *[f"| {k} | {v} |" for k, v in rows],
+        "",
+        "Before and after the preload: without it the first turn waits for the SDK's import "
+        'and the server\'s start ("SDK import included"); with the SDK imported in the '
+        "background after the app's first screen it waits for the server's start only "
+        '("SDK preloaded"). What remains is mostly the server\'s own start: '
+        "mcp-server-time is a Python program importing the same SDK (compare the restart "
+        "rows).",
         "",
     ]
     out = Path(args.out)

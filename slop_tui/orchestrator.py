@@ -799,7 +799,17 @@ class Orchestrator:
 
     async def _mcp_ready(self, send) -> None:
         """Start the MCP servers this request needs (the first turn's, or a failed one's
-        whose back-off has passed); what they offer or changed is told to the user."""
+        whose back-off has passed); what they offer or changed is told to the user. A
+        project file trusted since the configuration was read (`slop-tui trust` while this
+        runs) is taken first, so its servers join."""
+        if self.ws.take_new_trust():
+            await send(
+                Notice(
+                    text=f"{self.ws.config.project_config} is trusted now: its settings, "
+                    "MCP servers included, apply from this request (the approval policy "
+                    "of this run stays as it started)."
+                )
+            )
         mcp = self.ws.mcp
         if mcp is None:
             return
@@ -810,6 +820,7 @@ class Orchestrator:
             await send(Waiting(text=f"starting MCP {', '.join(names)}"))
             await mcp.ensure_started()
             await send(Waiting(text="streaming"))
+        await mcp.settle()  # a list a server said changed is read before the request
         for text in mcp.pop_notices():
             await send(Notice(text=text))
 

@@ -468,6 +468,20 @@ class UrlPage:
 
 
 @dataclass(frozen=True, slots=True)
+class McpResource:
+    """A resource of an MCP server in a session's context (`/mcp resource add`), as text."""
+
+    id: int
+    session: str
+    server: str
+    uri: str
+    name: str
+    mime: str
+    content: str
+    read_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ImageRef:
     """An image attached to a prompt (or waiting for the next one: `message_id` None),
     its bytes in `.slop/images/<sha256>.<ext>`."""

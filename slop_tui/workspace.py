@@ -301,6 +301,18 @@ class Workspace:
             self._build_mcp()
         return self._mcp
 
+    def preload_mcp(self) -> bool:
+        """Start importing the MCP SDK in a background thread when an enabled server is
+        configured (the app calls this once its first screen is up), so the first turn
+        that needs a server does not wait seconds for the import. Starts no server."""
+        mcp = self.mcp
+        if mcp is None or not any(s.settings.enabled for s in mcp.servers.values()):
+            return False
+        from slop_tui.mcpclient import preload_sdk
+
+        preload_sdk()
+        return True
+
     @property
     def mcp_if_built(self) -> McpManager | None:
         """The MCP servers if something used them already (the header asks, not builds)."""
@@ -375,9 +387,34 @@ class Workspace:
 
     def reconfigure(self, config: Config) -> None:
         """Take a reloaded configuration (a project folder just trusted): the sandbox is
-        probed again, as `[tools] sandbox` or `shell_network` may have changed."""
+        probed again, as `[tools] sandbox` or `shell_network` may have changed, and the
+        MCP servers follow the new `[mcp.servers]` (the project's join)."""
         self.config = config
         self._sandbox = None
+        if self._mcp is not None:
+            from slop_tui.mcpclient import parse_servers
+
+            servers, warnings = parse_servers(config.mcp, "config.toml")
+            self._mcp.update(servers)
+            for warning in warnings:
+                self._warn(warning)
+
+    def take_new_trust(self) -> bool:
+        """Whether the project file, untrusted when the configuration was read, has been
+        trusted since (`slop-tui trust` in another terminal); if so the configuration is
+        read again and taken (`reconfigure`). Cheap: one small file read and a hash."""
+        config = self.config
+        if not config.untrusted:
+            return False
+        from slop_tui.trust import TRUSTED, trust_state
+
+        where = config.user_config_dir or Path.home()
+        if trust_state(config.project_root, where).status != TRUSTED:
+            return False
+        from slop_tui.config import load_config
+
+        self.reconfigure(load_config(db=str(config.db_path), env=self.env, cwd=config.project_root))
+        return True
 
     async def current(self) -> Session:
         """The session's settings; the session's spend (`cost_label`) is read with them."""
@@ -814,6 +851,10 @@ class Workspace:
             repo_map=repo_map,
             file_tree=file_tree,
             urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            resources=[
+                (r.server, r.uri, r.name, r.content)
+                for r in await self.ledger.mcp_resources(self.session)
+            ],
             images=await self.prompt_images(window, strategy, choice.model, notes, pending),
         )
         settings = PlanSettings(

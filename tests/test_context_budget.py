@@ -287,7 +287,7 @@ def _inputs(**kw) -> AssemblyInputs:
 
 def test_default_layout_layer_order_and_placement() -> None:
     p = assemble(_inputs())
-    sources = {"repo_map", "file_tree", "urls"}  # the repository and web layers: test_repomap
+    sources = {"repo_map", "file_tree", "urls", "resources"}  # source layers: test_repomap
     assert [la.name for la in p.layers] == [
         n for n in LAYER_ORDER if n not in sources and n != "personality"
     ]

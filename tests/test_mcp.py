@@ -5,6 +5,7 @@ OpenAI and Gemini clients against the loopback wire-format server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -213,6 +214,85 @@ async def test_an_untrusted_project_file_starts_no_server(tmp_path, fake_llm):
     ws = await open_workspace(project, env=env)
     try:
         assert ws.mcp is not None and list(ws.mcp.servers) == ["evil"]
+    finally:
+        await ws.close()
+
+
+async def test_trusting_the_project_while_running_brings_its_servers_without_a_restart(
+    tmp_path, fake_llm
+):
+    """`slop-tui trust` from another terminal: the next turn reads the configuration
+    again, says so, and declares the project's server's tools."""
+    from tests.test_cli import run
+
+    project = tmp_path / "project"
+    (project / ".slop").mkdir(parents=True)
+    (project / ".slop" / "config.toml").write_text(toy_table(extra='approve = "all"'))
+    config = tmp_path / "user-config.toml"
+    config.write_text("")
+    env = llm_env(fake_llm, config)
+    ws = await open_workspace(project, env=env)
+    orch, _ = orchestrator(ws)
+    try:
+        fake_llm.enqueue(Reply(text="no tools yet"))
+        await orch.run_turn("hello")
+        assert ws.mcp is None and "mcp__" not in json.dumps(fake_llm.last.body)
+        trusted = run(["trust"], project, {"SLOP_CONFIG": str(config)})
+        assert trusted.returncode == 0, trusted.stderr
+        fake_llm.enqueue(
+            Reply(tool_calls=[FakeToolCall("mcp__toy__echo", {"text": "trusted"})]),
+            Reply(text="done"),
+        )
+        events: list = []
+        out = await orch.run_turn("and now?", events.append)
+        assert out.error is None, out.error
+        assert any(isinstance(e, Notice) and "is trusted now" in e.text for e in events)
+        assert "mcp__toy__echo" in json.dumps(fake_llm.chat_requests[-2].body["tools"])
+        row = tool_rows(await ws.ledger.session_messages(ws.session))[-1]
+        assert row.status == "completed" and "echo: trusted" in row.content
+        assert not ws.config.untrusted
+    finally:
+        await orch.aclose()
+        await ws.close()
+
+
+async def test_the_in_app_trust_adds_the_project_servers_to_running_ones(tmp_path, fake_llm):
+    """The workspace's trust action reloads the configuration (`reconfigure`): a running
+    server of the user's config keeps running, the project's joins, one whose settings
+    the project changed is stopped and starts again with the new ones."""
+    from slop_tui.config import load_config
+    from slop_tui.trust import record_trust
+
+    project = tmp_path / "project"
+    (project / ".slop").mkdir(parents=True)
+    user = toy_table("mine", extra="sandbox = false") + toy_table("moved", extra="timeout = 5")
+    (project / ".slop" / "config.toml").write_text(
+        toy_table("theirs", extra="sandbox = false") + toy_table("moved", extra="timeout = 9")
+    )
+    config = tmp_path / "user-config.toml"
+    config.write_text(user)
+    env = llm_env(fake_llm, config)
+    ws = await open_workspace(project, env=env)
+    try:
+        await ws.mcp.ensure_started()
+        mine, moved = ws.mcp.servers["mine"], ws.mcp.servers["moved"]
+        assert mine.status == moved.status == "running" and "theirs" not in ws.mcp.servers
+        assert moved.settings.timeout == 5
+        record_trust(project, config.parent)
+        ws.reconfigure(load_config(db=str(ws.config.db_path), env=env, cwd=project))
+        servers = ws.mcp.servers
+        assert servers["mine"] is mine and mine.status == "running"  # left alone
+        assert servers["theirs"].status == "not started"
+        assert servers["moved"] is not moved and servers["moved"].settings.timeout == 9
+        await ws.mcp.ensure_started()
+        assert all(s.status == "running" for s in servers.values())
+        names = {t.name for t in ws.mcp.tool_specs()}
+        assert {"mcp__mine__echo", "mcp__theirs__echo", "mcp__moved__echo"} <= names
+        for _ in range(300):  # the old one is stopped in the background
+            if moved.status == "stopped":
+                break
+            await asyncio.sleep(0.1)
+        assert moved.status == "stopped" and moved.client is None and moved.task is None
     finally:
         await ws.close()
 
@@ -452,11 +532,13 @@ async def test_reference_servers_time_and_git_end_to_end(tmp_path, fake_llm):
         'args = ["--local-timezone", "UTC"]\napprove = "all"\nstart_timeout = 120\n'
         f'[mcp.servers.git]\ncommand = "{BIN / "mcp-server-git"}"\n'
         f'args = ["--repository", "{repo}"]\napprove = "all"\nstart_timeout = 120\n'
-        # Outside the sandbox: `git status` exits 128 in the hardened sandbox (a known
-        # gap); the sandbox is the toy server's test.
-        "sandbox = false\n"
+        'env = { HOME = "${HOME}" }\n'
     )
-    ws = await workspace(tmp_path, fake_llm, table)
+    # A ~/.gitconfig, which the sandbox hides: git must still run in there.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Someone\n\temail = s@example.com\n")
+    ws = await workspace(tmp_path, fake_llm, table, HOME=str(home))
     orch, _ = orchestrator(ws)
     try:
         fake_llm.enqueue(
@@ -482,6 +564,10 @@ async def test_reference_servers_time_and_git_end_to_end(tmp_path, fake_llm):
             p["functionResponse"] for c in sent for p in c["parts"] if "functionResponse" in p
         ]
         assert responses and "hello.txt" in json.dumps(responses[-1])
+        if detect().available:  # both ran in bubblewrap (the default where it runs)
+            assert ws.mcp.outside_sandbox() == []
+            assert "| git | stdio | running | " in (await dispatch(ws, "/mcp")).text
+            assert "OUTSIDE" not in (await dispatch(ws, "/mcp")).text
     finally:
         await orch.aclose()
         await ws.close()

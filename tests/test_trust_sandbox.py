@@ -10,7 +10,7 @@ from slop_tui.config import load_config
 from slop_tui.context.memos import instruction_shaped
 from slop_tui.providers.config import load_provider_configs
 from slop_tui.tools import Decision, approval_decision
-from slop_tui.tools.sandbox import Sandbox, detect, shell_env
+from slop_tui.tools.sandbox import Sandbox, detect, empty_file, shell_env
 from slop_tui.trust import CHANGED, TRUSTED, UNTRUSTED, record_trust, sensitive, trust_state
 
 
@@ -151,7 +151,7 @@ def test_the_sandbox_arguments(tmp_path) -> None:
         f"--ro-bind-try {root / 'mod/.git'} {root / 'mod/.git'}",
         f"--ro-bind-try {bare} {bare}",
         f"--tmpfs {root / '.slop'} --remount-ro {root / '.slop'}",
-        f"--ro-bind /dev/null {ledger}",
+        f"--ro-bind {empty_file()} {ledger}",
         f"--tmpfs {secret} --remount-ro {secret}",
         f"--chdir {root} -- bash -c true",
     ):
@@ -160,6 +160,28 @@ def test_the_sandbox_arguments(tmp_path) -> None:
     assert "node_modules" not in joined and f"{bare}/" not in joined  # not entered
     networked = Sandbox("/usr/bin/bwrap", "bubblewrap", network=True)
     assert "--unshare-net" not in networked.argv(["true"], root=root, ledger=None)
+
+
+@pytest.mark.skipif(not detect().available, reason="bubblewrap cannot run here")
+def test_a_hidden_file_reads_empty_so_git_still_runs(tmp_path) -> None:
+    """A hidden `~/.gitconfig` (it may hold a token) reads as an empty file in the
+    sandbox, not as an unreadable one: git stops at a config file it cannot read."""
+    import subprocess
+
+    home, root = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[credential]\n\thelper = store --token=sekrit\n")
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "hello.txt").write_text("hi\n")
+    box = detect(env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert home / ".gitconfig" in box.hidden
+    script = "cat ~/.gitconfig; echo end; git status --porcelain"
+    argv = box.argv(["sh", "-c", script], root=root, ledger=None)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "end\n?? hello.txt\n" and "sekrit" not in done.stderr
 
 
 def test_detect_reports_why_there_is_no_sandbox(tmp_path) -> None:

@@ -1,10 +1,20 @@
 """`/mcp`: the configured MCP servers, their state, and restarting, enabling,
-disabling them and accepting a tool whose definition changed."""
+disabling them and accepting a tool or prompt whose definition changed;
+`/mcp resource`: a server's resources as context (the `resources` layer)."""
 
 from __future__ import annotations
 
-from slop_tui.commands.base import CommandError, CommandResult, UsageError, command, ok, split_first
+from slop_tui.commands.base import (
+    CommandError,
+    CommandResult,
+    UsageError,
+    command,
+    ok,
+    parse_int,
+    split_first,
+)
 from slop_tui.records import Changed
+from slop_tui.safe_text import neutralise
 
 TOOLS = "Models & tools"
 
@@ -58,6 +68,15 @@ async def mcp_list(ws, args: str) -> CommandResult:
         )
         notes += [f"- {server.name}: {name} skipped: {why}" for name, why in server.skipped]
         notes += [
+            f"- {server.name}: prompt {name} is no skill: {why}"
+            for name, why in server.skipped_prompts
+        ]
+        notes += [
+            f"- {server.name}: prompt {name} changed; its skill {p.skill} keeps the accepted "
+            f"text until /mcp accept {server.name} {name}"
+            for name, p in server.held_prompts.items()
+        ]
+        notes += [
             f"- {server.name}: {t.exposed} is held until accepted (/mcp accept {server.name} "
             f"{t.name})"
             for t in server.tools.values()
@@ -110,7 +129,8 @@ async def mcp_disable(ws, args: str) -> CommandResult:
     "mcp",
     "accept",
     "/mcp accept SERVER [TOOL]",
-    "Accept the changed description or schema of a held MCP tool (all of a server's if no TOOL).",
+    "Accept a held MCP tool's changed description or schema, or a changed prompt's text "
+    "(all of a server's if no TOOL).",
     TOOLS,
 )
 async def mcp_accept(ws, args: str) -> CommandResult:
@@ -122,3 +142,87 @@ async def mcp_accept(ws, args: str) -> CommandResult:
             f"MCP server '{name}' has no held tool{f' {tool.strip()!r}' if tool.strip() else ''}."
         )
     return ok(f"Accepted: {', '.join(done)}; offered to the model again.", changed=Changed.TOOLS)
+
+
+RESOURCE_USAGE = "/mcp resource add SERVER URI | list | remove N"
+
+
+@command(
+    "mcp",
+    "resource",
+    RESOURCE_USAGE,
+    "A server's text resource as context, sent with every request until removed; list "
+    "them (and what running servers offer), or remove one.",
+    TOOLS,
+)
+async def mcp_resource(ws, args: str) -> CommandResult:
+    action, rest = split_first(args)
+    if action == "add":
+        return await _resource_add(ws, rest)
+    if action == "remove":
+        return await _resource_remove(ws, rest)
+    if action in ("list", ""):
+        if rest.strip():
+            raise UsageError("/mcp resource list takes no arguments.")
+        return await _resource_list(ws)
+    raise UsageError(f"unknown action '{action}'. Usage: {RESOURCE_USAGE}")
+
+
+async def _resource_add(ws, args: str) -> CommandResult:
+    from slop_tui.mcpclient.manager import ResourceProblem
+
+    words = args.split()
+    if len(words) != 2:
+        raise UsageError("a server and a URI are needed. Usage: /mcp resource add SERVER URI")
+    mcp, name = _server(ws, words[0], "/mcp resource add SERVER URI")
+    uri = words[1]
+    try:
+        title, mime, text = await mcp.read_resource(name, uri)
+    except ResourceProblem as exc:
+        raise CommandError(f"{neutralise(uri)} was not added: {exc}.") from None
+    stored = await ws.ledger.put_mcp_resource(ws.session, name, uri, title, mime, text)
+    tokens = ws.ledger.count_tokens(text)
+    label = f" ({title})" if title else ""
+    return ok(
+        f"Added {neutralise(uri)}{label} of MCP server '{name}': {tokens:,} tokens, sent with "
+        f"every request until /mcp resource remove {stored.id}.",
+        changed=Changed.FILES,
+        data=stored.id,
+    )
+
+
+async def _resource_list(ws) -> CommandResult:
+    attached = await ws.ledger.mcp_resources(ws.session)
+    if attached:
+        lines = ["| # | server | URI | name | tokens |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r.id} | {r.server} | {_cell(neutralise(r.uri))} | {_cell(r.name)} | "
+            f"{ws.ledger.count_tokens(r.content):,} |"
+            for r in attached
+        ]
+    else:
+        lines = ["No MCP resource in the context; /mcp resource add SERVER URI adds one."]
+    mcp = ws.mcp
+    offered = []
+    for server in mcp.servers.values() if mcp is not None else ():
+        for uri, title, mime in server.resources:
+            about = ", ".join(x for x in (title, mime) if x)
+            offered.append(
+                f"- {server.name}: {neutralise(uri)}" + (f" ({neutralise(about)})" if about else "")
+            )
+    if offered:
+        lines += ["", "Offered by running servers:", *offered]
+    return ok("\n".join(lines), data=[r.id for r in attached])
+
+
+async def _resource_remove(ws, args: str) -> CommandResult:
+    usage = "/mcp resource remove N"
+    words = args.split()
+    if len(words) != 1:
+        raise UsageError(f"one resource number is needed. Usage: {usage}")
+    n = parse_int(words[0], "resource number", usage, minimum=1)
+    if not await ws.ledger.remove_mcp_resource(ws.session, n):
+        raise CommandError(
+            f"there is no resource {n}; /mcp resource list shows them and their numbers."
+        )
+    return ok(f"Removed resource {n} from the context.", changed=Changed.FILES)

@@ -66,6 +66,7 @@ from slop_tui.context.prompt import (
     LAYER_FILE_TREE,
     LAYER_FILES,
     LAYER_REPO_MAP,
+    LAYER_RESOURCES,
     LAYER_URLS,
     PLACEMENT_SYSTEM,
     Layer,
@@ -84,6 +85,7 @@ STEP_ORDER = (STEP_WARN, STEP_ELIDE, STEP_SUMMARIZE, STEP_EMERGENCY, STEP_SHED)
 # Layers the shed step leaves out before any file, largest first, with their names.
 SHEDDABLE_LAYERS = {
     LAYER_URLS: "the URL context",
+    LAYER_RESOURCES: "the MCP resources",
     LAYER_REPO_MAP: "the repository map",
     LAYER_FILE_TREE: "the file tree",
 }

@@ -16,6 +16,8 @@ LAYER_SYSTEM = "system"  # base prompt, available tools, active skills
 LAYER_REPO_MAP = "repo_map"  # `## Repository Structure`: the ranked symbol map
 LAYER_FILE_TREE = "file_tree"  # `## Repository Files`: a user/assistant pair of its own
 LAYER_URLS = "urls"  # `## URL Context`: `/url add` pages, a user/assistant pair of its own
+# `## MCP Resources`: `/mcp resource add` texts, a user/assistant pair of its own
+LAYER_RESOURCES = "resources"
 LAYER_GUIDELINES = "guidelines"  # history guidelines
 LAYER_PERSONALITY = "personality"  # how to speak: lane > session > global
 LAYER_STATE = "state"  # the Global Anchor (### STATE)
@@ -33,6 +35,7 @@ LAYER_ORDER = (
     LAYER_REPO_MAP,
     LAYER_FILE_TREE,
     LAYER_URLS,
+    LAYER_RESOURCES,
     LAYER_GUIDELINES,
     LAYER_PERSONALITY,
     LAYER_STATE,

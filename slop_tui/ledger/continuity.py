@@ -32,6 +32,7 @@ from slop_tui.records import (
     Handoff,
     ImageRef,
     LaneInfo,
+    McpResource,
     Message,
     Summary,
     UrlPage,
@@ -482,6 +483,43 @@ class ContinuityMixin(LedgerBase):
             )
             return cur.rowcount > 0
 
+    # -- MCP resources -----------------------------------------------------
+
+    async def put_mcp_resource(
+        self, session: str, server: str, uri: str, name: str, mime: str, content: str
+    ) -> McpResource:
+        """Store a resource's text; the same server and URI again replaces it (and keeps
+        its place in the list)."""
+        async with self.transaction() as db:
+            await self._ensure_session(db, session)  # type: ignore[attr-defined]
+            await db.execute(
+                """INSERT INTO mcp_resources(session_id, server, uri, name, mime, content,
+                       read_at) VALUES (?,?,?,?,?,?,?)
+                   ON CONFLICT(session_id, server, uri) DO UPDATE SET name=excluded.name,
+                       mime=excluded.mime, content=excluded.content, read_at=excluded.read_at""",
+                (session, server, uri, name, mime, content, now()),
+            )
+        row = await self._one(
+            "SELECT * FROM mcp_resources WHERE session_id=? AND server=? AND uri=?",
+            (session, server, uri),
+        )
+        assert row is not None
+        return _mcp_resource(row)
+
+    async def mcp_resources(self, session: str) -> list[McpResource]:
+        """The session's resources in the order they were first added."""
+        rows = await self._all(
+            "SELECT * FROM mcp_resources WHERE session_id=? ORDER BY id", (session,)
+        )
+        return [_mcp_resource(r) for r in rows]
+
+    async def remove_mcp_resource(self, session: str, resource_id: int) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM mcp_resources WHERE session_id=? AND id=?", (session, resource_id)
+            )
+            return cur.rowcount > 0
+
     # -- images ------------------------------------------------------------
 
     async def add_image(
@@ -662,6 +700,19 @@ def _url_page(r) -> UrlPage:
         r["content"],
         r["content_type"],
         r["fetched_at"],
+    )
+
+
+def _mcp_resource(r) -> McpResource:
+    return McpResource(
+        r["id"],
+        r["session_id"],
+        r["server"],
+        r["uri"],
+        r["name"],
+        r["mime"],
+        r["content"],
+        r["read_at"],
     )
 
 

@@ -382,6 +382,23 @@ _CONTEXT_SOURCES = [
     "CREATE INDEX ix_images_pending ON images(session_id) WHERE message_id IS NULL",
 ]
 
+# `mcp_resources`: the resources `/mcp resource add` read from an MCP server for a
+# session, as text (untrusted input, like a tool result); one row per session, server
+# and URI, adding the same one again reads it anew.
+_MCP_RESOURCES = [
+    """CREATE TABLE mcp_resources(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE ON UPDATE CASCADE,
+        server TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        mime TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        read_at REAL NOT NULL,
+        UNIQUE(session_id, server, uri)
+    )""",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -392,5 +409,6 @@ MIGRATIONS: list[list[str]] = [
     _VALUE_EDITS,
     _USAGE_COST,
     _CONTEXT_SOURCES,
+    _MCP_RESOURCES,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,8 +14,16 @@ A server that cannot start, crashes, or does not answer a call within its
 stdio server) and is started again on the next turn that needs it, after a
 back-off that doubles with each failure in a row (1 s to 60 s).
 
+A server's tools, prompts and resources are listed when it starts and again
+when it says one of those lists changed (`notifications/*/list_changed`, on a
+`subscriptions/listen` stream for 2026-07-28 connections): the next request
+declares the new tools, with a notice. Prompts without required arguments
+become skills named `mcp__SERVER__PROMPT` (in the ledger, activated only by
+the user); resources are read into the context by `/mcp resource add`.
+
 The SDK (`mcp` on PyPI) takes seconds to import, so it is imported in a
-thread the first time a server starts, never at start-up.
+thread (`sdk.preload_sdk`): by the app once its first screen is up, else when
+the first server starts; never before the first frame.
 """
 
 from __future__ import annotations
@@ -33,13 +41,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from slop_tui import __version__
 from slop_tui.context.prompt import ToolSpec
-from slop_tui.mcpclient.content import result_text
+from slop_tui.mcpclient.content import block_text, result_text
 from slop_tui.mcpclient.naming import (
     check_schema,
     definition_hash,
     description_for_model,
     exposed_name,
 )
+from slop_tui.mcpclient.sdk import sdk_ready
 from slop_tui.mcpclient.settings import (
     APPROVE_ALL,
     APPROVE_READS,
@@ -70,6 +79,15 @@ STOP_TIMEOUT = 10.0  # the SDK bounds its own shutdown to about 6 s
 STDERR_TAIL = 400
 MAX_PAGES = 100
 MAX_RESULT_CHARS = 200_000
+MAX_RESOURCE_CHARS = 200_000  # a resource's text in the context, like a /url add page
+MAX_PROMPT_CHARS = 8_000  # a server prompt's text as a skill's patch
+REFRESH_WAIT = 10.0  # how long a request waits for a changed list to be read again
+# The notifications that say a list changed, and which list.
+LIST_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
 
 
 @dataclass
@@ -87,6 +105,26 @@ class RemoteTool:
         return ToolSpec(self.exposed, self.description, self.schema)
 
 
+@dataclass(frozen=True)
+class RemotePrompt:
+    """A server's prompt as a skill: its name, labelled description and text."""
+
+    name: str  # the server's name for it
+    skill: str  # mcp__SERVER__PROMPT
+    description: str
+    patch: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a server offers: its tools, its prompts (None: it has none), resources."""
+
+    tools: list[Any]
+    prompts: list[tuple[Any, str]] | None  # (the prompt, its text or why it has none)
+    resources: list[tuple[str, str, str]]  # (URI, name, MIME type)
+
+
 @dataclass
 class Server:
     settings: ServerSettings
@@ -94,6 +132,12 @@ class Server:
     error: str = ""
     tools: dict[str, RemoteTool] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    prompts: dict[str, RemotePrompt] = field(default_factory=dict)  # by the server's name
+    skipped_prompts: list[tuple[str, str]] = field(default_factory=list)
+    held_prompts: dict[str, RemotePrompt] = field(default_factory=dict)
+    resources: list[tuple[str, str, str]] = field(default_factory=list)
+    changes: set[str] = field(default_factory=set)  # lists it said changed, not read yet
+    refresh: asyncio.Task | None = None
     failures: int = 0
     retry_at: float = 0.0
     sandboxed: bool = False
@@ -112,17 +156,16 @@ class ServerProblem(Exception):
     """Why a server cannot start, in one line."""
 
 
-def _import_sdk() -> None:
-    """Load the SDK (seconds on a busy machine); its log records stay out of the terminal."""
-    logging.getLogger("mcp").addHandler(logging.NullHandler())
-    import httpx2  # noqa: F401
-    import mcp.client.client  # noqa: F401
-    import mcp.client.stdio  # noqa: F401
-    import mcp.client.streamable_http  # noqa: F401
+class ResourceProblem(Exception):
+    """Why a resource cannot join the context, in one line."""
 
 
 class McpManager:
     """The configured servers of one workspace, their state and their tools."""
+
+    # How the client negotiates the protocol: "auto" (2026-07-28 where the server has
+    # it, else the initialize handshake) or "legacy" (the handshake always).
+    protocol_mode = "auto"
 
     def __init__(
         self,
@@ -141,9 +184,34 @@ class McpManager:
         self._lock = asyncio.Lock()
         self._loaded = False
         self._notices: list[str] = []
+        self._stopping: set[asyncio.Task] = set()  # servers `update` took away
         for server in self.servers.values():
             if not server.settings.enabled:
                 server.status = DISABLED
+
+    def update(self, settings: Mapping[str, ServerSettings]) -> list[str]:
+        """Take a reloaded `[mcp.servers]` (a project folder just trusted): new servers
+        start with the next turn that needs them; a removed or changed one is stopped
+        (in the background) and a changed one starts again with its new settings.
+        Returns the names of the servers added or changed."""
+        fresh = []
+        for name, server in list(self.servers.items()):
+            if settings.get(name) == server.settings:
+                continue
+            del self.servers[name]
+            if server.task is None:  # never started (or already stopped): nothing runs
+                if server.errlog is not None:
+                    server.errlog.close()
+                continue
+            task = asyncio.get_running_loop().create_task(self._retire(server))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+        for name, s in settings.items():
+            if name not in self.servers:
+                self.servers[name] = Server(s, status=NOT_STARTED if s.enabled else DISABLED)
+                fresh.append(name)
+        self._loaded = False  # /mcp disable's list is read again for the new ones
+        return fresh
 
     # -- what is configured and known --------------------------------------
 
@@ -245,7 +313,7 @@ class McpManager:
             names = await self.pending()
             if not names:
                 return
-            await asyncio.to_thread(_import_sdk)
+            await sdk_ready()
             await asyncio.gather(*(self._start(self.servers[n]) for n in names))
 
     async def _start(self, server: Server) -> None:
@@ -261,7 +329,7 @@ class McpManager:
         server.task = asyncio.create_task(self._serve(server, transport, ready))
         timeout = server.settings.start_timeout
         try:
-            tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
+            listing = await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
             await self._halt(server)
             self._failed(
@@ -276,7 +344,9 @@ class McpManager:
             await self._halt(server)
             self._failed(server, f"could not start: {_why(exc)}")
             return
-        await self._adopt(server, tools)
+        await self._adopt(server, listing.tools)
+        await self._adopt_prompts(server, listing.prompts)
+        server.resources = listing.resources
         server.status = RUNNING
         server.failures, server.retry_at = 0, 0.0
 
@@ -285,25 +355,29 @@ class McpManager:
         from mcp.client.client import Client
         from mcp_types import Implementation
 
+        async def on_message(message: Any) -> None:  # handshake-era change notifications
+            kind = LIST_CHANGED.get(str(getattr(message, "method", "")))
+            if kind:
+                self._changed(server, kind)
+
+        listener: asyncio.Task | None = None
         try:
             async with Client(
                 transport,
+                mode=self.protocol_mode,
                 read_timeout_seconds=max(server.settings.timeout, server.settings.start_timeout),
                 client_info=Implementation(name="slop-tui", version=__version__),
+                message_handler=on_message,
             ) as client:
-                tools: list[Any] = []
-                cursor = None
-                for _ in range(MAX_PAGES):
-                    page = await client.list_tools(cursor=cursor)
-                    tools.extend(page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                listing = await _read_listing(client)
                 server.client = client
+                listener = asyncio.create_task(self._listen(server, client))
                 if not ready.done():
-                    ready.set_result(tools)
+                    ready.set_result(listing)
                 assert server.stop is not None
                 await server.stop.wait()
+                listener.cancel()
+                await asyncio.gather(listener, return_exceptions=True)
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -315,6 +389,84 @@ class McpManager:
                 self._failed(server, f"the connection ended: {_why(exc)}")
         finally:
             server.client = None
+            if listener is not None and not listener.done():
+                listener.cancel()
+
+    async def _listen(self, server: Server, client: Any) -> None:
+        """Follow the server's list changes on a `subscriptions/listen` stream (2026-07-28
+        connections; older ones send plain notifications to `on_message`)."""
+        caps = client.server_capabilities
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+        }
+        if not any(wanted.values()):
+            return
+        kinds = {"ToolsListChanged": "tools", "PromptsListChanged": "prompts"}
+        kinds["ResourcesListChanged"] = "resources"
+        try:
+            async with client.listen(**wanted) as subscription:
+                async for event in subscription:
+                    kind = kinds.get(type(event).__name__)
+                    if kind:
+                        self._changed(server, kind)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a handshake-era server (no listen), or the stream ended
+            log.debug("MCP server %s: no change stream (%s)", server.name, _why(exc))
+
+    def _changed(self, server: Server, kind: str) -> None:
+        """A server said a list changed: read it again (once for a burst of changes)."""
+        if server.status != RUNNING:
+            return  # starting: the lists are being read anyway
+        server.changes.add(kind)
+        if server.refresh is None or server.refresh.done():
+            server.refresh = asyncio.create_task(self._refresh(server))
+
+    async def _refresh(self, server: Server) -> None:
+        await asyncio.sleep(0.05)  # the three notifications of one change come together
+        while server.changes:
+            kinds, server.changes = set(server.changes), set()
+            client = server.client
+            if client is None or server.status != RUNNING:
+                return
+            try:
+                async with asyncio.timeout(server.settings.timeout):
+                    if "tools" in kinds:
+                        before = set(server.tools)
+                        await self._adopt(server, await _read_tools(client))
+                        added = sorted(set(server.tools) - before)
+                        gone = sorted(before - set(server.tools))
+                        if added or gone:
+                            parts = [f"now offers {', '.join(added)}"] if added else []
+                            parts += [f"no longer offers {', '.join(gone)}"] if gone else []
+                            self._notices.append(
+                                f"MCP server '{server.name}' changed its tools: "
+                                f"{'; '.join(parts)}. The next request declares the new list."
+                            )
+                    if "prompts" in kinds:
+                        await self._adopt_prompts(server, await _read_prompts(client))
+                    if "resources" in kinds:
+                        server.resources = await _read_resources(client)
+                        self._notices.append(
+                            f"MCP server '{server.name}' changed its resources: "
+                            f"{len(server.resources)} offered (/mcp resource list)."
+                        )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._notices.append(
+                    f"MCP server '{server.name}' said its {', '.join(sorted(kinds))} changed, "
+                    f"but reading them again failed: {neutralise(_why(exc))}"
+                )
+
+    async def settle(self) -> None:
+        """Wait (bounded) until every list a server said changed has been read again, so
+        the next request declares the current tools."""
+        tasks = [s.refresh for s in self.servers.values() if s.refresh and not s.refresh.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=REFRESH_WAIT)
 
     async def _transport(self, server: Server) -> Any:
         """The SDK transport for a server: a stdio process (in bwrap when sandboxed) or
@@ -370,6 +522,9 @@ class McpManager:
     async def _halt(self, server: Server) -> None:
         """End a server's connection and process; bounded, also when it hangs."""
         task, server.task = server.task, None
+        if server.refresh is not None and not server.refresh.done():
+            server.refresh.cancel()
+        server.changes.clear()
         if server.stop is not None:
             server.stop.set()
         if task is None:
@@ -383,10 +538,20 @@ class McpManager:
         with contextlib.suppress(BaseException):
             await asyncio.gather(task, return_exceptions=True)
 
+    async def _retire(self, server: Server) -> None:
+        """Stop a server that is no longer configured and let go of its stderr file."""
+        await self._halt(server)
+        server.status = STOPPED
+        if server.errlog is not None:
+            server.errlog.close()
+            server.errlog = None
+
     async def aclose(self) -> None:
         """Stop every server (the workspace closes)."""
         await asyncio.gather(
-            *(self._halt(s) for s in self.servers.values()), return_exceptions=True
+            *(self._halt(s) for s in self.servers.values()),
+            *self._stopping,
+            return_exceptions=True,
         )
         for server in self.servers.values():
             if server.status in (RUNNING, STARTING):
@@ -400,7 +565,8 @@ class McpManager:
     async def _adopt(self, server: Server, listed: list[Any]) -> None:
         """Take a server's tool list: checked, named, registered in the ledger; a
         first-seen tool's description told to the user; a changed one held."""
-        server.tools, server.skipped = {}, []
+        tools: dict[str, RemoteTool] = {}  # built whole, then swapped in
+        skipped: list[tuple[str, str]] = []
         rows, offered = [], []
         taken = {t for s in self.servers.values() if s is not server for t in s.tools}
         for item in listed:
@@ -408,10 +574,10 @@ class McpManager:
             schema, why = check_schema(item.input_schema)
             exposed = exposed_name(server.name, name)
             if schema is None:
-                server.skipped.append((name, why))
+                skipped.append((name, why))
                 continue
-            if exposed in taken or exposed in server.tools:
-                server.skipped.append((name, f"its name {exposed} is taken by another tool"))
+            if exposed in taken or exposed in tools:
+                skipped.append((name, f"its name {exposed} is taken by another tool"))
                 continue
             digest = definition_hash(item.description, item.input_schema)
             key = f"{KEY_ACCEPTED}{server.name}/{name}"
@@ -436,14 +602,71 @@ class McpManager:
                     f"{exposed}; it is not offered to the model until you accept it "
                     f"(/mcp accept {server.name} {name}). It now reads: {tool.description}"
                 )
-            server.tools[exposed] = tool
+            tools[exposed] = tool
             rows.append((exposed, tool.description, json.dumps(schema)))
+        server.tools, server.skipped = tools, skipped
         if offered:  # shown once: the first time the tool is offered to the model
             self._notices.append(
                 f"MCP server '{server.name}' offers new tools: " + "; ".join(offered)
             )
         if rows:
             await self.ledger.register_tools(rows)
+
+    async def _adopt_prompts(self, server: Server, listed: list[tuple[Any, str]] | None) -> None:
+        """Take a server's prompts as skills `mcp__SERVER__PROMPT` in the ledger: a new one
+        is added (and told to the user), a changed one is held until accepted, one the
+        user deleted stays deleted. A prompt with required arguments cannot be a skill."""
+        if listed is None:
+            return
+        prompts: dict[str, RemotePrompt] = {}
+        skipped: list[tuple[str, str]] = []
+        offered = []
+        for item, text in listed:
+            name = str(item.name)
+            required = [a.name for a in (item.arguments or []) if a.required]
+            if required:
+                why = f"it needs arguments ({', '.join(required)}); a skill takes none"
+                skipped.append((name, why))
+                continue
+            if not text.strip():
+                skipped.append((name, "it has no text (or prompts/get failed)"))
+                continue
+            body = neutralise(text.strip())
+            if len(body) > MAX_PROMPT_CHARS:
+                body = body[: MAX_PROMPT_CHARS - 1] + "…"
+            prompt = RemotePrompt(
+                name=name,
+                skill=exposed_name(server.name, name),
+                description=description_for_model(server.name, item.description),
+                patch=(
+                    f"(A prompt of MCP server '{server.name}', as the user accepted it: "
+                    f"text from that server.)\n{body}"
+                ),
+                digest=definition_hash(item.description, text),
+            )
+            key = f"{KEY_ACCEPTED}{server.name}/prompt/{name}"
+            accepted = await self.ledger.get_setting(key)
+            if accepted is None:
+                if await self.ledger.get_skill(prompt.skill) is not None:
+                    skipped.append((name, f"a skill named {prompt.skill} exists already"))
+                    continue
+                await self.ledger.add_skill(prompt.skill, prompt.description, prompt.patch)
+                await self.ledger.set_setting(key, prompt.digest)
+                offered.append(f"{prompt.skill}: {prompt.description}")
+            elif accepted != prompt.digest and server.held_prompts.get(name) != prompt:
+                server.held_prompts[name] = prompt
+                self._notices.append(
+                    f"MCP server '{server.name}' changed its prompt '{name}'; the skill "
+                    f"{prompt.skill} keeps the text you accepted until you accept the new one "
+                    f"(/mcp accept {server.name} {name}). It now reads: {body[:500]}"
+                )
+            prompts[name] = prompt
+        server.prompts, server.skipped_prompts = prompts, skipped
+        if offered:
+            self._notices.append(
+                f"MCP server '{server.name}' offers prompts as skills (/skill activate NAME): "
+                + "; ".join(offered)
+            )
 
     async def accept(self, server_name: str, tool_name: str = "") -> list[str]:
         """Accept held tools of a server (one, or all); returns the names accepted."""
@@ -456,6 +679,24 @@ class McpManager:
                 )
                 tool.held = False
                 done.append(tool.exposed)
+        for name, prompt in list(server.held_prompts.items()):
+            if tool_name and tool_name not in (name, prompt.skill):
+                continue
+            skill = await self.ledger.get_skill(prompt.skill)
+            if skill is None:
+                await self.ledger.add_skill(prompt.skill, prompt.description, prompt.patch)
+            else:
+                await self.ledger.update_skill(
+                    skill.id,
+                    name=prompt.skill,
+                    description=prompt.description,
+                    prompt_patch=prompt.patch,
+                )
+            await self.ledger.set_setting(
+                f"{KEY_ACCEPTED}{server.name}/prompt/{name}", prompt.digest
+            )
+            del server.held_prompts[name]
+            done.append(prompt.skill)
         return done
 
     # -- commands ------------------------------------------------------------
@@ -465,9 +706,58 @@ class McpManager:
         async with self._lock:
             await self._halt(server)
             server.failures, server.retry_at = 0, 0.0
-            await asyncio.to_thread(_import_sdk)
+            await sdk_ready()
             await self._start(server)
         return server
+
+    async def read_resource(self, name: str, uri: str) -> tuple[str, str, str]:
+        """(name, MIME type, text) of a server's text resource, for the context; the server
+        is started first if it has not been. Raises ResourceProblem (one line)."""
+        await self._load_state()
+        server = self.servers[name]
+        if server.status == DISABLED:
+            raise ResourceProblem(f"MCP server '{name}' is disabled; /mcp enable {name} first")
+        if server.status != RUNNING:
+            await self.ensure_started()
+        client = server.client
+        if server.status != RUNNING or client is None:
+            why = f": {server.error}" if server.error else ""
+            raise ResourceProblem(f"MCP server '{name}' is not running ({server.status}{why})")
+        from mcp.shared.exceptions import MCPError
+
+        timeout = server.settings.timeout
+        try:
+            async with asyncio.timeout(timeout):
+                result = await client.read_resource(uri, cache_mode="bypass")
+        except TimeoutError:
+            raise ResourceProblem(
+                f"MCP server '{name}' did not answer resources/read within {timeout:g} s"
+            ) from None
+        except MCPError as exc:
+            raise ResourceProblem(
+                f"MCP server '{name}' could not read {uri}: {neutralise(str(exc.message))[:300]}"
+            ) from None
+        except Exception as exc:  # a reply the SDK could not read
+            raise ResourceProblem(
+                f"MCP server '{name}' sent a reply that could not be read ({_why(exc)})"
+            ) from None
+        texts, binary = [], []
+        for item in result.contents:
+            text = getattr(item, "text", None)
+            if isinstance(text, str):
+                texts.append(text)
+            else:
+                binary.append(getattr(item, "mime_type", None) or "unknown type")
+        if not texts:
+            raise ResourceProblem(
+                f"{uri} of MCP server '{name}' is binary ({', '.join(binary) or 'empty'}); "
+                "only text resources can join the context"
+            )
+        text = cap_text(neutralise("\n\n".join(texts)), MAX_RESOURCE_CHARS, "resource text")
+        known = {u: (n, m) for u, n, m in server.resources}
+        title, mime = known.get(uri, ("", ""))
+        mime = mime or str(getattr(result.contents[0], "mime_type", None) or "")
+        return neutralise(title), neutralise(mime), text
 
     async def set_enabled(self, name: str, enabled: bool) -> Server:
         await self._load_state()
@@ -554,6 +844,69 @@ class McpManager:
         if is_error:
             return error_result(exposed, f"MCP server '{server.name}' reported an error", text)
         return ok_result(exposed, text)
+
+
+async def _pages(list_page: Callable[..., Any], field_name: str) -> list[Any]:
+    """Every item of a paginated list (at most MAX_PAGES pages), read past the cache."""
+    items: list[Any] = []
+    cursor = None
+    for _ in range(MAX_PAGES):
+        page = await list_page(cursor=cursor, cache_mode="refresh")
+        items.extend(getattr(page, field_name))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+async def _read_tools(client: Any) -> list[Any]:
+    return await _pages(client.list_tools, "tools")
+
+
+async def _read_prompts(client: Any) -> list[tuple[Any, str]] | None:
+    """The server's prompts, each with its text (prompts without required arguments);
+    None when the server offers no prompts."""
+    if client.server_capabilities.prompts is None:
+        return None
+    out = []
+    for item in await _pages(client.list_prompts, "prompts"):
+        text = ""
+        if not any(a.required for a in (item.arguments or [])):
+            try:
+                got = await client.get_prompt(item.name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one broken prompt is no reason to refuse the server
+                log.debug("MCP prompts/get %s failed: %s", item.name, _why(exc))
+                got = None
+            text = "\n\n".join(block_text(m.content, "") for m in got.messages) if got else ""
+        out.append((item, text))
+    return out
+
+
+async def _read_resources(client: Any) -> list[tuple[str, str, str]]:
+    if client.server_capabilities.resources is None:
+        return []
+    return [
+        (str(r.uri), str(r.name or ""), str(r.mime_type or ""))
+        for r in await _pages(client.list_resources, "resources")
+    ]
+
+
+async def _read_listing(client: Any) -> Listing:
+    """The tools (a server that cannot list them fails to start), then its prompts and
+    resources (a server that cannot list those still offers its tools)."""
+    tools = await _read_tools(client)
+    prompts: list[tuple[Any, str]] | None = None
+    resources: list[tuple[str, str, str]] = []
+    try:
+        prompts = await _read_prompts(client)
+        resources = await _read_resources(client)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.debug("MCP prompts or resources could not be listed: %s", _why(exc))
+    return Listing(tools=tools, prompts=prompts, resources=resources)
 
 
 def _http_transport(url: str, headers: dict[str, str], timeout: float) -> Any:

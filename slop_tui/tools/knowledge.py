@@ -178,6 +178,12 @@ async def use_skill(args: dict[str, Any], ctx: ToolContext) -> str:
             return f"Skill '{name}' deactivated."
         if skill is None:  # checked before anything is stored (the reference stored phantoms)
             raise ToolError(f"use_skill: unknown skill '{ref}'. {await _known(ledger)}")
+        if skill.name.startswith("mcp__") and skill.name not in active:
+            # An MCP server's prompt: text from a server, which the user chooses to apply.
+            raise ToolError(
+                f"use_skill: '{skill.name}' is a prompt of an MCP server; only the user "
+                f"activates it (/skill activate {skill.name})."
+            )
         if skill.name in active:
             return f"Skill '{skill.name}' is already active.\n\n{skill.prompt_patch}"
         active.append(skill.name)

@@ -15,7 +15,10 @@ context chose it). Inside the sandbox it sees:
   `~/.netrc`, …) and its shell start-up files and histories (`~/.bashrc`,
   `~/.zsh_history`, …) hidden, each at its resolved path (a dotfiles
   manager's symlink is followed by bwrap too), a private `/tmp` and an empty
-  `/run` (no Docker, D-Bus or ssh-agent socket);
+  `/run` (no Docker, D-Bus or ssh-agent socket). A hidden folder is an empty
+  read-only tmpfs, a hidden file an empty read-only file (`empty_file`; not
+  `/dev/null`, which bwrap's `nodev` bind makes unreadable, and git stops
+  at a config file it cannot read: `~/.gitconfig` is one of the hidden);
 - when the ledger lives in the project, no sibling of it (`-journal`, `-wal`,
   `-shm`) can be created: SQLite would roll a crafted journal into the ledger
   at its next open. Its folder is read-only; in the project root itself an
@@ -38,10 +41,13 @@ set it unless the folder is trusted). `SLOP_BWRAP` names the bwrap binary.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -197,7 +203,7 @@ class Sandbox:
                 # `-journal`) is rolled back into the ledger when it is next opened.
                 args += ["--ro-bind", str(db.parent), str(db.parent)]
             for path in ledger_placeholders(root, db):  # in the root: bwrap creates each
-                args += ["--ro-bind", "/dev/null", str(path)]
+                args += ["--ro-bind", str(empty_file()), str(path)]
         for path in hide:
             path = path.resolve()
             if root.is_relative_to(path) or path.is_relative_to(slop):
@@ -207,13 +213,32 @@ class Sandbox:
         return args
 
 
+_empty_lock = threading.Lock()
+_empty: list[Path] = []
+
+
+def empty_file() -> Path:
+    """An empty read-only file of this process (made again if something removed it): what
+    the sandbox binds over a file it hides. Removed when the process exits."""
+    with _empty_lock:
+        if _empty and _empty[0].is_file() and _empty[0].stat().st_size == 0:
+            return _empty[0]
+        folder = Path(tempfile.mkdtemp(prefix="slop-sandbox-"))
+        path = folder / "empty"
+        path.touch()
+        path.chmod(0o444)
+        atexit.register(shutil.rmtree, folder, True)
+        _empty[:] = [path]
+        return path
+
+
 def _hide(path: Path) -> list[str]:
     """bwrap arguments that put an empty, read-only thing over `path` (when it exists)."""
     if path.is_symlink() or not path.exists():
         return []
     if path.is_dir():
         return ["--tmpfs", str(path), "--remount-ro", str(path)]
-    return ["--ro-bind", "/dev/null", str(path)]
+    return ["--ro-bind", str(empty_file()), str(path)]
 
 
 def ledger_placeholders(root: Path, ledger: Path | None) -> list[Path]:

@@ -18,6 +18,10 @@ at once, so its screens do not depend on timing.
   The first frame waits until the panes are filled (`hold_first_frame`), or
   `FIRST_FRAME_WAIT` seconds at most: a slow open (a large migration) shows
   the screen it has by then.
+- **The MCP SDK.** With MCP servers configured, the SDK's import (seconds)
+  starts in a background thread `MCP_PRELOAD_AFTER` seconds after the first
+  full screen (`Workspace.preload_mcp`), so the first turn that needs a
+  server does not wait for it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from slop_tui.ui.widgets import blocks
 
 HIGHLIGHT_AFTER = 1.0  # seconds after the first full screen
 FIRST_FRAME_WAIT = 1.0  # seconds the first frame waits for the workspace at most
+MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
 
 _hold_first_frame = False
 
@@ -61,6 +66,8 @@ def first_screen_shown(app: Any) -> None:
     """The workspace's panes show the ledger: schedule what was deferred."""
     if blocks.code_highlighting_held():
         app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
+    if (ws := app.workspace) is not None and ws.config.mcp:
+        app.set_timer(MCP_PRELOAD_AFTER, ws.preload_mcp)
 
 
 def _start_highlighting(app: Any) -> None:
