@@ -206,8 +206,7 @@ def test_render_shows_layers_tokens_and_tiers() -> None:
     p = assemble(_inputs(), ContextSettings(window=0))
     text = render_prompt(p)
     assert text.startswith(
-        f"=== Context for strategy openai · {p.request_tokens:,} tokens "
-        f"({p.total_tokens:,} of text"
+        f"=== Context for strategy openai · {p.request_tokens:,} tokens ({p.total_tokens:,} of text"
     )
     for layer in p.layers:
         assert f"--- layer: {layer.name} · {layer.tokens} tokens ---" in text

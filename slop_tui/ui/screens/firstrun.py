@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import ModalScreen
-from textual.widgets import Button, Markdown
+from textual.widgets import Button, Markdown, Static
 
 from slop_tui.ui.screens.base import DialogBox
 
@@ -39,20 +39,36 @@ class FirstRunScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     FirstRunScreen { align: center middle; }
     FirstRunScreen > DialogBox { width: 84; max-width: 95%; height: auto; max-height: 95%;
-        border: thick $primary; background: $surface; padding: 1 2; }
-    FirstRunScreen Horizontal { height: auto; align-horizontal: right; }
+        border: thick $primary; background: $surface; padding: 0 2; }
+    FirstRunScreen #firstrun-buttons { dock: bottom; height: auto; background: $surface;
+        padding-top: 1; }
+    FirstRunScreen #firstrun-hint { width: 1fr; color: $text-muted; padding-top: 1; }
     """
 
     def compose(self) -> ComposeResult:
-        with DialogBox():  # scrolls when the screen is shorter than the text
-            yield Markdown(FIRST_RUN)
-            with Horizontal():
+        with DialogBox():  # the text scrolls when the screen is shorter than it
+            # The button stays in sight at any height: docked under the text, with
+            # a word on scrolling when the text does not fit.
+            with Horizontal(id="firstrun-buttons"):
+                yield Static("", id="firstrun-hint")
                 yield Button("Try the demo", id="demo", variant="primary")
+            yield Markdown(FIRST_RUN)
 
     def on_mount(self) -> None:
         # Focusing the button scrolled a short screen's box to its end: start at the top.
         box = self.query_one(DialogBox)
         self.call_after_refresh(box.scroll_home, animate=False)
+        self.call_after_refresh(self._hint)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._hint)
+
+    def _hint(self) -> None:
+        box = self.query_one(DialogBox)
+        more = box.max_scroll_y > 0
+        self.query_one("#firstrun-hint", Static).update(
+            "↓ / PgDn or the wheel: more below" if more else ""
+        )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)

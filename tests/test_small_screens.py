@@ -1,5 +1,7 @@
-"""At small heights the right pane gives each part usable room: one part at a time under
-the gauge, a visible switch naming all three, F9 and a click to move between them."""
+"""Every pane and dialog is usable at 80x24: the right pane gives each part usable room
+(one part at a time under the gauge, a visible switch naming all three, F9 and a click
+to move between them), the sessions dialog shows every button and the first prompts,
+the first-run panel keeps its button in sight and says there is more to read."""
 
 from __future__ import annotations
 
@@ -85,3 +87,23 @@ async def test_the_sessions_dialog_fits_80_columns_with_every_button_and_the_pro
         # The first prompt starts where the row still has room for a dozen of its
         # characters: readable, not `…`.
         assert row.index("explain") + 12 <= sessions.content_region.width, (row, sessions.size)
+
+
+async def test_the_first_run_panel_keeps_its_button_in_sight_at_80x24(project):
+    from textual.widgets import Button
+
+    from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+    app = make_app(project)  # an empty project, no provider keys: the first-run panel
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), timeout=15)
+        await pilot.pause()
+        await pilot.pause()
+        button = app.screen.query_one("#demo", Button)
+        assert app.screen.region.contains_region(button.region) and button.region.height > 0
+        box = app.screen.query_one("DialogBox")
+        assert box.max_scroll_y > 0  # the text is taller than the screen ...
+        hint = str(app.screen.query_one("#firstrun-hint").render())
+        assert "more below" in hint  # ... and the panel says so
+        await pilot.click("#demo")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen))
