@@ -32,6 +32,8 @@ async def test_at_80x24_each_side_part_gets_usable_rooms_one_at_a_time(project):
         await pilot.pause()
         switch = app.query_one(SideSwitch)
         assert switch.region.height == 1 and "▸STATE" in str(switch.render())
+        total = app.query_one("#gauge-total")
+        assert total.region.height == 1 and str(total.render()).endswith("%")  # no wrap
         rooms = shown_parts(app)
         assert rooms["state"] >= 6 and rooms["scratchpad"] == rooms["preview"] == 0, rooms
 

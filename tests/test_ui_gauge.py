@@ -121,7 +121,11 @@ async def test_bar_legend_sparkline_and_cached_line():
         assert app.query_one(Sparkline).data == [100, 900, 400]
         assert "last 400 · max 900" in str(app.query_one("#gauge-series", Static).render())
         cached = app.query_one("#gauge-cached", Static)
-        # The share is of the last call's prompt (the series' last value).
+        # The share is of the last call's prompt (the series' last value); at 50 columns
+        # the line takes its short form rather than wrap.
+        assert str(cached.render()) == "cached last call: 300 (75 %)"
+        await pilot.resize_terminal(80, 20)
+        await pilot.pause()
         assert str(cached.render()) == "cached in the last call: 300 tokens (75 % of its prompt)"
         background = app.query_one("#gauge-background", Static)
         assert not background.display  # no background call yet

@@ -285,6 +285,14 @@ class TokenGauge(Widget):
 
     # -- drawing -----------------------------------------------------------
 
+    def _room(self) -> int:
+        """The columns a line of the gauge has (a scrollbar takes its share)."""
+        width = self.scrollable_content_region.width or self.content_size.width
+        return width if width > 0 else 10_000  # not laid out yet: the long form
+
+    def on_resize(self) -> None:
+        self._draw()
+
     def _draw(self) -> None:
         if not self.is_mounted:
             return
@@ -298,10 +306,16 @@ class TokenGauge(Widget):
         }
         total = self.query_one("#gauge-total", Static)
         mark = ESTIMATE_MARK if self.estimated else ""
-        total.update(
-            f"{mark}{reading.total:,} / {reading.context_window:,} tokens · "
-            f"{reading.percent:.1f} %{note.get(reading.level, '')}"
+        room = self._room()
+        line = (
+            f"{mark}{reading.total:,} / {reading.context_window:,} tokens · {reading.percent:.1f} %"
         )
+        if len(line) > room:  # a narrow pane: the short form, never a `%` on a line of its own
+            line = (
+                f"{mark}{compact_tokens(reading.total)} / "
+                f"{compact_tokens(reading.context_window)} · {reading.percent:.1f} %"
+            )
+        total.update(line + note.get(reading.level, ""))
         total.tooltip = ESTIMATE_TOOLTIP if self.estimated else None
         self.query_one(Sparkline).data = self.series
         if self.series:
@@ -316,7 +330,11 @@ class TokenGauge(Widget):
             # The series ends with the last call's prompt tokens: the share of it cached.
             prompt = self.series[-1] if self.series else 0
             share = f" ({100 * self.cached / prompt:.0f} % of its prompt)" if prompt > 0 else ""
-            cached.update(f"cached in the last call: {self.cached:,} tokens{share}")
+            text = f"cached in the last call: {self.cached:,} tokens{share}"
+            if len(text) > self._room():
+                share = f" ({100 * self.cached / prompt:.0f} %)" if prompt > 0 else ""
+                text = f"cached last call: {compact_tokens(self.cached)}{share}"
+            cached.update(text)
         calls, tokens = self.background
         background = self.query_one("#gauge-background", Static)
         background.display = calls > 0
