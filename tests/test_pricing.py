@@ -376,3 +376,57 @@ def test_bad_budget_values_are_one_line_each_and_leave_the_limit_off(tmp_path):
         "unknown key 'budget.monthly' ignored.",
     ]
     assert config.budget == {}
+
+
+def test_an_untrusted_project_file_cannot_lower_prices_or_lift_a_budget(tmp_path, fake_llm):
+    """A cloned project's config prices the model at nothing and raises the daily limit:
+    neither applies until the user runs `slop-tui trust`."""
+    import sqlite3
+
+    from tests.test_cli import run
+
+    (tmp_path / "user.toml").write_text("[budget]\ndaily_cost_limit = 0.001\n")
+    (tmp_path / ".slop").mkdir()
+    (tmp_path / ".slop" / "config.toml").write_text(
+        '[prices."gpt-4o-mini"]\ninput = 0\noutput = 0\n[budget]\ndaily_cost_limit = 100\n'
+    )
+    env = env_for(fake_llm, SLOP_CONFIG=str(tmp_path / "user.toml"))
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)
+    fake_llm.enqueue(Reply(text="fine", prompt_tokens=20_000, completion_tokens=10))
+    first = run(["ask", "first question"], tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    assert (
+        "ignored [prices.'gpt-4o-mini'], [budget] daily_cost_limit = 100 (yours is 0.001): "
+        "this folder is not trusted" in first.stderr
+    )
+
+    def costs() -> list[tuple[float, str]]:
+        with contextlib.closing(sqlite3.connect(tmp_path / ".slop" / "slop.db")) as db:
+            return db.execute("SELECT cost_total, price_source FROM usage ORDER BY id").fetchall()
+
+    [(cost, source)] = costs()
+    assert source == "genai-prices" and cost == pytest.approx(mini_cost(20_000, 0, 10))
+    refused = run(["ask", "second question"], tmp_path, env)
+    assert refused.returncode == 1 and "daily_cost_limit" in refused.stderr
+    assert len(fake_llm.chat_requests) == 1
+
+    trusted = run(["trust"], tmp_path, env)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "[budget] daily_cost_limit = 100" in trusted.stdout
+    fake_llm.enqueue(Reply(text="fine", prompt_tokens=20_000, completion_tokens=10))
+    third = run(["ask", "third question"], tmp_path, env)
+    assert third.returncode == 0, third.stderr
+    assert costs()[-1] == (0.0, "config") and len(fake_llm.chat_requests) == 2
+
+
+def test_a_project_file_may_tighten_a_budget_without_trust():
+    from slop_tui.trust import sensitive
+
+    project = {"budget": {"session_cost_limit": 2.0, "daily_cost_limit": 9.0}}
+    kept, dropped = sensitive(project, "reads", {"daily_cost_limit": 5.0})
+    assert kept["budget"] == {"session_cost_limit": 2.0}  # a limit the user did not set
+    assert dropped == ["[budget] daily_cost_limit = 9.0 (yours is 5.0)"]
+    kept, dropped = sensitive(project, "reads", {"session_cost_limit": 3, "daily_cost_limit": 9})
+    assert kept["budget"] == project["budget"] and dropped == []
+    kept, dropped = sensitive({"prices": {"m": {"input": 0, "output": 0}}}, "reads")
+    assert "prices" not in kept and dropped == ["[prices.m]"]
