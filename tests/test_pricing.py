@@ -430,3 +430,79 @@ def test_a_project_file_may_tighten_a_budget_without_trust():
     assert kept["budget"] == project["budget"] and dropped == []
     kept, dropped = sensitive({"prices": {"m": {"input": 0, "output": 0}}}, "reads")
     assert "prices" not in kept and dropped == ["[prices.m]"]
+
+
+async def test_clearing_or_trashing_history_never_lowers_the_days_spend(tmp_path, fake_llm):
+    """The day's spend is every call made: `/session clear`, `/session remove` and
+    `/trash empty` take the history away, not the money. The session's own figure
+    follows its history (a cleared session starts again from $0.00, as a new one)."""
+    import datetime as dt
+
+    asked: list[str] = []
+
+    async def confirm(text: str) -> bool:
+        asked.append(text)
+        return False
+
+    config = "[budget]\ndaily_cost_limit = 1.0\n"
+    async with turns(tmp_path, fake_llm, config, confirm) as (ws, orch):
+        await _spend(ws, 0.60)
+        await _spend(ws, 0.50, purpose="summary")
+        over = await ws.budget_check()
+        assert over.level == BUDGET_OVER
+        assert over.text.startswith(
+            "Today's calls have cost $1.10 ($0.50 of it background calls), 110 %"
+        )
+        today = dt.date.today().isoformat()
+        day_row = f"| {today} | 2 | $1.10 | $0.00 |"
+
+        cleared = (await dispatch(ws, "/session clear")).data
+        assert (await ws.ledger.spend(ws.session)).calls == 0  # the session's history
+        assert (await ws.budget_check()).text == over.text  # the day's calls
+        stats = (await dispatch(ws, "/stats")).text
+        assert "No usage recorded yet." in stats and day_row in stats
+        out = await orch.run_turn("after the clear")
+        assert out.error.startswith("Not sent: Today's calls have cost $1.10") and asked
+        assert fake_llm.chat_requests == []
+
+        await dispatch(ws, f"/trash restore {cleared.id}")
+        assert (await ws.ledger.spend(ws.session)).cost == pytest.approx(1.10)
+        await dispatch(ws, "/session clone twin")  # a copy of the calls, not new calls
+        assert day_row in (await dispatch(ws, "/stats")).text
+        await dispatch(ws, "/session remove twin")
+        await dispatch(ws, "/session clear")
+        await dispatch(ws, "/trash empty --yes")
+        day = await ws.ledger.spend_per_day()
+        assert [(k, s.calls, round(s.cost, 2)) for k, s in day] == [(today, 2, 1.10)]
+        assert (await ws.budget_check()).text == over.text
+
+
+async def test_an_older_ledger_fills_the_spend_log_from_its_calls(tmp_path):
+    """Upgrading a ledger writes one spend row per call its usage table holds: a row
+    copied with its session (same call, same time) counts once."""
+    import sqlite3
+
+    from slop_tui.ledger import Ledger
+    from slop_tui.ledger.schema import MIGRATIONS
+    from tests.workspace_fixtures import migrate_to
+
+    path = tmp_path / "old.db"
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        migrate_to(con, len(MIGRATIONS) - 1)
+        con.executemany(
+            "INSERT INTO sessions(name, created_at, updated_at) VALUES (?, 1, 1)",
+            [("a",), ("copy",)],
+        )
+        rows = [("a", 0.25, 100.0), ("copy", 0.25, 100.0), ("a", None, 200.0)]
+        con.executemany(
+            "INSERT INTO usage(session_id, provider, model, prompt_tokens, completion_tokens, "
+            "cost_total, cost_saved, created_at) VALUES (?, 'openai', 'm', 10, 1, ?, 0, ?)",
+            rows,
+        )
+        con.commit()
+    led = await Ledger.open(path, count_tokens=len)
+    try:
+        spent = await led.spend_since(0)
+        assert (spent.calls, spent.cost, spent.unpriced) == (2, 0.25, 1)
+    finally:
+        await led.close()

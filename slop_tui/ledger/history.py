@@ -840,6 +840,25 @@ class HistoryMixin(LedgerBase):
                     ),
                 ),
             )
+            await db.execute(
+                """INSERT INTO spend_log(usage_id, model, purpose, prompt_tokens, cached_tokens,
+                       completion_tokens, reasoning_tokens, reported, cost_total, cost_saved,
+                       created_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    cur.lastrowid,
+                    model,
+                    purpose,
+                    prompt_tokens,
+                    cached_tokens,
+                    completion_tokens,
+                    reasoning_tokens,
+                    int(reported),
+                    c.total if c is not None else None,
+                    c.saved if c is not None else None,
+                    t,
+                ),
+            )
         return Usage(
             cur.lastrowid,
             session,
@@ -900,20 +919,28 @@ class HistoryMixin(LedgerBase):
         return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
 
     async def spend_since(self, since: float) -> Spend:
-        """What every session spent since `since` (a time stamp): the day's spend.
-        A call copied with its session (`copy_session`) counts once."""
+        """Every call made since `since` (a time stamp), in any session: the day's spend.
+        Read from `spend_log`, so a call whose history was cleared, removed or deleted
+        from the trash still counts, and one copied with its session counts once."""
         row = await self._one(
-            f"""SELECT COUNT(*), {_COST_SUMS} FROM (
-                   SELECT DISTINCT created_at, provider, model, prompt_tokens,
-                       completion_tokens, reported, cost_total, cost_saved
-                   FROM usage WHERE created_at >= ?)""",
+            f"""SELECT COUNT(*), {_COST_SUMS}, {_BACKGROUND_SUMS}
+               FROM spend_log WHERE created_at >= ?""",
             (since,),
         )
-        return Spend(row[0], *_spend(row, 1))
+        return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
+
+    async def spend_per_day(self, limit: int = 10) -> list[tuple[str, Spend]]:
+        """Every session's calls per local calendar day, newest first (`spend_log`)."""
+        rows = await self._all(
+            f"""SELECT date(created_at, 'unixepoch', 'localtime') AS k, COUNT(*), {_COST_SUMS}
+               FROM spend_log GROUP BY k ORDER BY k DESC LIMIT ?""",
+            (limit,),
+        )
+        return [(r[0], Spend(r[1], *_spend(r, 2))) for r in rows]
 
     async def spend_by(self, session: str, key: str, limit: int = 10) -> list[tuple[str, Spend]]:
-        """The session's spend per `call`, `turn` (group), `lane` or `day` (local
-        date), newest first, at most `limit` rows."""
+        """The session's spend per `call`, `turn` (group) or `lane`, newest first, at
+        most `limit` rows (per day over every session: `spend_per_day`)."""
         lane = (
             "(SELECT m.lane FROM messages m WHERE m.session_id = u.session_id "
             "AND m.group_id = u.group_id ORDER BY m.id LIMIT 1)"
@@ -922,7 +949,6 @@ class HistoryMixin(LedgerBase):
             "call": "CAST(u.id AS TEXT)",
             "turn": "COALESCE(CAST(u.group_id AS TEXT), '-')",
             "lane": f"COALESCE({lane}, '-')",
-            "day": "date(u.created_at, 'unixepoch', 'localtime')",
         }[key]
         rows = await self._all(
             f"""SELECT {column} AS k, MAX(u.id) AS newest, COUNT(*), {_COST_SUMS}
