@@ -187,6 +187,8 @@ class Workspace:
     stability: dict[str, Stability] = field(default_factory=dict, repr=False)
     # Each session's spend as last read (`current`, `record_call`): the header's cost.
     spend_shown: dict[str, Spend] = field(default_factory=dict, repr=False)
+    # A reloaded config may carry new `[prices]`: calls without a price get one (`current`).
+    _reprice_due: bool = field(default=False, repr=False)
     _repo_map: RepoMap | None = field(default=None, repr=False)
     # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
     _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
@@ -233,6 +235,7 @@ class Workspace:
             ws.compaction_settings()  # surface config problems early, as warnings
             ws.context_settings()
             ws._default_provider(ws.provider_configs())
+            await ws.reprice_unknown()
         except BaseException:
             await ledger.close()
             raise
@@ -375,9 +378,12 @@ class Workspace:
         probed again, as `[tools] sandbox` or `shell_network` may have changed."""
         self.config = config
         self._sandbox = None
+        self._reprice_due = True
 
     async def current(self) -> Session:
         """The session's settings; the session's spend (`cost_label`) is read with them."""
+        if self._reprice_due:
+            await self.reprice_unknown()
         self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return await self.ledger.session_or_default(self.session)
 
@@ -551,6 +557,35 @@ class Workspace:
         )
         self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return usage
+
+    async def reprice_unknown(self) -> int:
+        """Calls recorded as "price unknown" for a model `[prices]` now prices get that
+        price (one notice says how many); a call that had a price keeps it."""
+        self._reprice_due = False
+        overrides = self.price_overrides()
+        if not overrides:
+            return 0
+
+        def price(model: str, prompt: int, cached: int, completion: int, reasoning: int):
+            return price_call(
+                model=model,
+                kind="openai",
+                base_url=None,
+                prompt_tokens=prompt,
+                cached_tokens=cached,
+                completion_tokens=completion,
+                reasoning_tokens=reasoning,
+                overrides=overrides,
+            )
+
+        priced = await self.ledger.reprice_unknown(sorted(overrides), price)
+        count = sum(priced.values())
+        if count:
+            self._warn(
+                f"[prices] priced {count} earlier call{'s' * (count != 1)} that had no price "
+                f"({', '.join(sorted(priced))})."
+            )
+        return count
 
     async def budget_check(self) -> BudgetCheck:
         """The session's and today's spend against `[budget]`."""

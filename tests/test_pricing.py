@@ -506,3 +506,96 @@ async def test_an_older_ledger_fills_the_spend_log_from_its_calls(tmp_path):
         assert (spent.calls, spent.cost, spent.unpriced) == (2, 0.25, 1)
     finally:
         await led.close()
+
+
+HOUSE_PRICE = '[prices."house-model-7"]\ninput = 1.0\noutput = 2.0\n'
+
+
+async def _unknown_then_priced_rows(tmp_path, fake_llm) -> None:
+    """A session with one call of an unpriced model, and one of the same model that had
+    a price (set by an override of the time)."""
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, orch):
+        fake_llm.enqueue(Reply(text="ok", prompt_tokens=1000, completion_tokens=10))
+        assert (await orch.run_turn("hello")).error is None
+        assert (await ws.ledger.last_usage(ws.session)).cost is None
+        await ws.ledger.record_usage(
+            ws.session,
+            None,
+            "openai",
+            "house-model-7",
+            50,
+            5,
+            cost=UsageCost(0.5, 0, 0, 0, 0, "config"),
+        )
+        await ws.current()
+        assert ws.cost_label() == "$0.50 + 1 call price unknown"
+
+
+async def test_a_later_override_prices_the_calls_that_had_no_price(tmp_path, fake_llm):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        assert ws.pop_warnings() == [
+            "[prices] priced 1 earlier call that had no price (house-model-7)."
+        ]
+        first, kept = sorted(await ws.ledger.recent_usage(ws.session), key=lambda u: u.id)
+        assert first.cost is not None and first.cost.source == "config"
+        assert first.cost.total == pytest.approx((1000 * 1.0 + 10 * 2.0) / 1e6)
+        assert kept.cost.total == 0.5  # a call that had a price keeps it
+        await ws.current()
+        assert ws.cost_label() == format_usd(0.5 + first.cost.total)
+        stats = (await dispatch(ws, "/stats")).text
+        assert PRICE_UNKNOWN not in stats
+        [(_, day)] = await ws.ledger.spend_per_day()
+        assert day.unpriced == 0 and day.cost == pytest.approx(0.5 + first.cost.total)
+    # Priced once: opening again changes nothing and says nothing.
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        assert ws.pop_warnings() == []
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "input = -1.0\noutput = 2.0",
+        'input = "cheap"\noutput = 2.0',
+        'input = 1\noutput = 2\ncurrency = "EUR"',
+    ],
+)
+async def test_a_bad_later_override_prices_nothing(tmp_path, fake_llm, entry):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    config = f'[prices."house-model-7"]\n{entry}\n'
+    async with turns(tmp_path, fake_llm, config, model="house-model-7") as (ws, _):
+        [line] = [w for w in ws.config.warnings if "prices" in w]
+        assert "this price is ignored." in line and ws.pop_warnings() == []
+        rows = await ws.ledger.recent_usage(ws.session)
+        assert sorted(u.cost.total if u.cost else None for u in rows if u.cost) == [0.5]
+        await ws.current()
+        assert ws.cost_label() == "$0.50 + 1 call price unknown"
+
+
+async def test_a_reloaded_config_prices_the_calls_that_had_no_price(tmp_path, fake_llm):
+    """The workspace's trust action reloads the config: the new override applies at the
+    next read of the session."""
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, _):
+        (tmp_path / "user.toml").write_text(HOUSE_PRICE)
+        ws.reconfigure(
+            load_config(
+                db=str(ws.config.db_path),
+                env=env_for(fake_llm, SLOP_CONFIG=str(tmp_path / "user.toml")),
+                cwd=tmp_path,
+            )
+        )
+        await ws.current()
+        assert PRICE_UNKNOWN not in ws.cost_label()
+
+
+async def test_a_later_override_prices_trashed_calls_too(tmp_path, fake_llm):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, _):
+        cleared = (await dispatch(ws, "/session clear")).data
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        [(_, day)] = await ws.ledger.spend_per_day()
+        assert day.unpriced == 0 and day.calls == 2
+        await dispatch(ws, f"/trash restore {cleared.id}")
+        rows = await ws.ledger.recent_usage(ws.session)
+        assert len(rows) == 2 and all(u.cost is not None for u in rows)

@@ -918,6 +918,61 @@ class HistoryMixin(LedgerBase):
         )
         return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
 
+    async def reprice_unknown(
+        self,
+        models: Sequence[str],
+        price: Callable[[str, int, int, int, int], UsageCost | None],
+    ) -> dict[str, int]:
+        """Give a price to the calls of `models` recorded as "price unknown" (a
+        `[prices]` override added since): `price(model, prompt, cached, completion,
+        reasoning)` is their cost. Live, trashed and logged rows alike; a row that had
+        a price keeps it. How many calls (`spend_log` rows) got one, per model."""
+        priced: dict[str, int] = {}
+        if not models:
+            return priced
+        marks = ", ".join("?" * len(models))
+        unknown = f"cost_total IS NULL AND reported AND model IN ({marks})"
+        tokens = "model, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens"
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "SELECT 1 FROM pragma_table_info('trash_usage') WHERE name = 'cost_total'"
+            )
+            tables = ["usage", "trash_usage"] if await cur.fetchone() else ["usage"]
+            for table in [*tables, "spend_log"]:
+                key = "usage_id" if table == "spend_log" else "id"
+                cur = await db.execute(
+                    f"SELECT {key}, {tokens} FROM {table} WHERE {unknown}", tuple(models)
+                )
+                for row in await cur.fetchall():
+                    c = price(*row[1:])
+                    if c is None:
+                        continue
+                    if table == "spend_log":
+                        priced[row[1]] = priced.get(row[1], 0) + 1
+                        await db.execute(
+                            "UPDATE spend_log SET cost_total = ?, cost_saved = ? "
+                            "WHERE usage_id = ?",
+                            (c.total, c.saved, row[0]),
+                        )
+                        continue
+                    await db.execute(
+                        f"""UPDATE {table} SET cost_input = ?, cost_cached = ?, cost_output = ?,
+                               cost_reasoning = ?, cost_saved = ?, cost_total = ?,
+                               price_source = ?
+                           WHERE id = ? AND cost_total IS NULL""",
+                        (
+                            c.input,
+                            c.cached,
+                            c.output,
+                            c.reasoning,
+                            c.saved,
+                            c.total,
+                            c.source,
+                            row[0],
+                        ),
+                    )
+        return priced
+
     async def spend_since(self, since: float) -> Spend:
         """Every call made since `since` (a time stamp), in any session: the day's spend.
         Read from `spend_log`, so a call whose history was cleared, removed or deleted
