@@ -90,6 +90,7 @@ from slop_tui.pricing import (
 )
 from slop_tui.records import (
     DEFAULT_SESSION,
+    PURPOSE_CACHE,
     PURPOSE_TURN,
     STATUS_COMPLETED,
     STATUS_ERROR,
@@ -103,6 +104,7 @@ from slop_tui.records import (
     StateVersion,
     Summary,
     Usage,
+    UsageCost,
 )
 
 if TYPE_CHECKING:
@@ -524,23 +526,16 @@ class Workspace:
         purpose: str = PURPOSE_TURN,
     ) -> Usage:
         """Store one provider call's usage with its cost (None: price unknown, or the
-        provider reported no usage). The first price lookup loads the price table
-        (about a second), in a thread."""
-        import asyncio
-
-        cfg = getattr(provider, "config", None)
+        provider reported no usage), and the context cache written for it, if any."""
         cost = None
         if reply.usage_reported:
-            cost = await asyncio.to_thread(
-                price_call,
-                model=model,
-                kind=getattr(cfg, "kind", "openai"),
-                base_url=getattr(cfg, "base_url", None),
-                prompt_tokens=reply.prompt_tokens,
-                cached_tokens=reply.cached_tokens,
-                completion_tokens=reply.completion_tokens,
-                reasoning_tokens=reply.reasoning_tokens,
-                overrides=self.price_overrides(),
+            cost = await self._price(
+                provider,
+                model,
+                reply.prompt_tokens,
+                reply.cached_tokens,
+                reply.completion_tokens,
+                reply.reasoning_tokens,
             )
         usage = await self.ledger.record_usage(
             self.session,
@@ -555,8 +550,46 @@ class Workspace:
             reported=reply.usage_reported,
             cost=cost,
         )
+        if reply.cache_write_tokens:
+            await self._record_cache_write(provider, model, reply.cache_write_tokens, group_id)
         self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return usage
+
+    async def _price(
+        self, provider, model: str, prompt: int, cached: int, completion: int, reasoning: int
+    ) -> UsageCost | None:
+        """A call's cost (None: price unknown). The first price lookup loads the price
+        table (about a second), in a thread."""
+        import asyncio
+
+        cfg = getattr(provider, "config", None)
+        return await asyncio.to_thread(
+            price_call,
+            model=model,
+            kind=getattr(cfg, "kind", "openai"),
+            base_url=getattr(cfg, "base_url", None),
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            completion_tokens=completion,
+            reasoning_tokens=reasoning,
+            overrides=self.price_overrides(),
+        )
+
+    async def _record_cache_write(self, provider, model: str, tokens: int, group_id) -> None:
+        """An explicit context cache made for a call: its tokens are billed once at the
+        input rate, a background call of purpose `cache` (its storage is not priced: the
+        price table has no rate for it)."""
+        cost = await self._price(provider, model, tokens, 0, 0, 0)
+        await self.ledger.record_usage(
+            self.session,
+            group_id,
+            provider.name,
+            model,
+            tokens,
+            0,
+            purpose=PURPOSE_CACHE,
+            cost=cost,
+        )
 
     async def reprice_unknown(self) -> int:
         """Calls recorded as "price unknown" for a model `[prices]` now prices get that
