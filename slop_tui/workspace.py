@@ -995,10 +995,12 @@ class Workspace:
         from slop_tui.repomap.map import mentioned_text
 
         count = count_tokens or self.ledger.count_tokens
-        if not self._own_count:
-            # Cut to the budget by the uncorrected count: the correction learned from the
-            # provider's counts moves after every call, and a map or tree cut at a new
-            # place each request would start a new prompt prefix each time.
+        if count_tokens is None and not self._own_count:
+            # A request's map and tree are cut by the uncorrected count: the correction
+            # learned from the provider's counts moves after every call, and a map or
+            # tree cut at a new place each request would start a new prompt prefix each
+            # time. (The panes' plan passes its own count, which never builds the
+            # tokenizer.)
             count = self.counter.base_count
         recent = window[-MENTION_ROWS:]
         mentions = mentioned_text(m.content for m in recent if m.role in ("user", "assistant"))
