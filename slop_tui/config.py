@@ -5,9 +5,10 @@ project's `.slop/config.toml`, the user's `~/.config/slop-tui/config.toml`
 (or `$SLOP_CONFIG`), built-in defaults. A broken file never stops the app:
 its problems are collected as one-line warnings and the defaults are used.
 
-The project file may not redirect a provider or loosen approvals until the
-user has trusted the folder (`slop_tui.trust`): those settings of an
-untrusted file are left out, with one warning naming them (`Config.untrusted`).
+The project file may not redirect a provider, loosen approvals, override
+prices or raise a spending limit until the user has trusted the folder
+(`slop_tui.trust`): those settings of an untrusted file are left out, with one
+warning naming them (`Config.untrusted`).
 """
 
 from __future__ import annotations
@@ -301,7 +302,9 @@ def load_config(
         if path == project_path:
             state = trust_state(cwd, user_path.parent)
             if state.status != "trusted":
-                data, untrusted = sensitive(data, merged.get("approve", "reads"))
+                data, untrusted = sensitive(
+                    data, merged.get("approve", "reads"), merged.get("budget", {})
+                )
                 if untrusted:
                     warnings.append(untrusted_warning(path, untrusted, state))
         merged = _merge(merged, data)

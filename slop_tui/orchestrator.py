@@ -437,6 +437,8 @@ class Orchestrator:
             await ws.record_call(provider, model, reply, gid)
             if not reply.usage_reported:
                 await send(Notice(text=NO_USAGE_NOTICE.format(provider=provider.name)))
+            if reply.notice:
+                await send(Notice(text=reply.notice))
             await ws.learn_tokens(prompt.request_tokens, reply.prompt_tokens)
             await send(
                 UsageEvent(

@@ -163,6 +163,7 @@ class UsageCost:
 
 
 PURPOSE_TURN = "turn"
+PURPOSE_CACHE = "cache"  # a context cache written for a call (Gemini explicit caching)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,11 @@ these settings of an untrusted project file are ignored (`sensitive`):
 - `[keymap]` bindings of the approval and confirmation dialogs (`approval_*`,
   `confirm_*`: a binding could make approving a tool call easier);
 - `[mcp]`, every MCP server (a stdio server is a program slop-tui starts, an
-  HTTP one receives the model's tool arguments).
+  HTTP one receives the model's tool arguments);
+- `[prices]`, every override (one could price a costly model at nothing, and
+  the spending limits would never see it);
+- `[budget]` limits higher than the user's own (a project may add a limit
+  or lower one, not raise one).
 
 Everything else (models, window, compaction, truncation, theme, ...) applies.
 
@@ -128,11 +132,17 @@ def revoke_trust(root: Path, config_dir: Path) -> bool:
     return True
 
 
-def sensitive(project: Mapping[str, Any], base_approve: str) -> tuple[dict[str, Any], list[str]]:
+def sensitive(
+    project: Mapping[str, Any],
+    base_approve: str,
+    base_budget: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
     """The project file's settings without the ones that need trust, and those, described.
 
     `base_approve` is the approval policy without the project file (the user's
     config or the default); a project `approve` at most as loose is kept.
+    `base_budget` is the user's `[budget]`: a project limit is kept when the user
+    set none or it is at most the user's.
     """
     kept: dict[str, Any] = {
         k: (dict(v) if isinstance(v, Mapping) else v) for k, v in project.items()
@@ -183,6 +193,18 @@ def sensitive(project: Mapping[str, Any], base_approve: str) -> tuple[dict[str, 
         servers = mcp.get("servers")
         names = list(servers) if isinstance(servers, Mapping) else []
         dropped.extend([f"[mcp.servers.{n}]" for n in names] or ["[mcp]"])
+    prices = kept.pop("prices", None)
+    if isinstance(prices, Mapping) and prices:
+        dropped.extend(
+            f"[prices.{n}]" if str(n).isidentifier() else f"[prices.{n!r}]" for n in prices
+        )
+    budget = kept.get("budget")
+    if isinstance(budget, Mapping):
+        for key, value in list(budget.items()):
+            mine = (base_budget or {}).get(key)
+            if mine is not None and value > mine:
+                budget.pop(key)
+                dropped.append(f"[budget] {key} = {value} (yours is {mine})")
     keymap = kept.get("keymap")
     if isinstance(keymap, Mapping):
         for key in [k for k in keymap if str(k).startswith(_GUARDED_BINDINGS)]:

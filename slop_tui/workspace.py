@@ -90,6 +90,7 @@ from slop_tui.pricing import (
 )
 from slop_tui.records import (
     DEFAULT_SESSION,
+    PURPOSE_CACHE,
     PURPOSE_TURN,
     STATUS_COMPLETED,
     STATUS_ERROR,
@@ -104,6 +105,7 @@ from slop_tui.records import (
     StateVersion,
     Summary,
     Usage,
+    UsageCost,
 )
 
 if TYPE_CHECKING:
@@ -190,6 +192,8 @@ class Workspace:
     stability: dict[str, Stability] = field(default_factory=dict, repr=False)
     # Each session's spend as last read (`current`, `record_call`): the header's cost.
     spend_shown: dict[str, Spend] = field(default_factory=dict, repr=False)
+    # A reloaded config may carry new `[prices]`: calls without a price get one (`current`).
+    _reprice_due: bool = field(default=False, repr=False)
     _repo_map: RepoMap | None = field(default=None, repr=False)
     # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
     _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
@@ -236,6 +240,7 @@ class Workspace:
             ws.compaction_settings()  # surface config problems early, as warnings
             ws.context_settings()
             ws._default_provider(ws.provider_configs())
+            await ws.reprice_unknown()
         except BaseException:
             await ledger.close()
             raise
@@ -391,6 +396,7 @@ class Workspace:
         MCP servers follow the new `[mcp.servers]` (the project's join)."""
         self.config = config
         self._sandbox = None
+        self._reprice_due = True
         if self._mcp is not None:
             from slop_tui.mcpclient import parse_servers
 
@@ -418,6 +424,8 @@ class Workspace:
 
     async def current(self) -> Session:
         """The session's settings; the session's spend (`cost_label`) is read with them."""
+        if self._reprice_due:
+            await self.reprice_unknown()
         self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return await self.ledger.session_or_default(self.session)
 
@@ -558,23 +566,16 @@ class Workspace:
         purpose: str = PURPOSE_TURN,
     ) -> Usage:
         """Store one provider call's usage with its cost (None: price unknown, or the
-        provider reported no usage). The first price lookup loads the price table
-        (about a second), in a thread."""
-        import asyncio
-
-        cfg = getattr(provider, "config", None)
+        provider reported no usage), and the context cache written for it, if any."""
         cost = None
         if reply.usage_reported:
-            cost = await asyncio.to_thread(
-                price_call,
-                model=model,
-                kind=getattr(cfg, "kind", "openai"),
-                base_url=getattr(cfg, "base_url", None),
-                prompt_tokens=reply.prompt_tokens,
-                cached_tokens=reply.cached_tokens,
-                completion_tokens=reply.completion_tokens,
-                reasoning_tokens=reply.reasoning_tokens,
-                overrides=self.price_overrides(),
+            cost = await self._price(
+                provider,
+                model,
+                reply.prompt_tokens,
+                reply.cached_tokens,
+                reply.completion_tokens,
+                reply.reasoning_tokens,
             )
         usage = await self.ledger.record_usage(
             self.session,
@@ -589,8 +590,75 @@ class Workspace:
             reported=reply.usage_reported,
             cost=cost,
         )
+        if reply.cache_write_tokens:
+            await self._record_cache_write(provider, model, reply.cache_write_tokens, group_id)
         self.spend_shown[self.session] = await self.ledger.spend(self.session)
         return usage
+
+    async def _price(
+        self, provider, model: str, prompt: int, cached: int, completion: int, reasoning: int
+    ) -> UsageCost | None:
+        """A call's cost (None: price unknown). The first price lookup loads the price
+        table (about a second), in a thread."""
+        import asyncio
+
+        cfg = getattr(provider, "config", None)
+        return await asyncio.to_thread(
+            price_call,
+            model=model,
+            kind=getattr(cfg, "kind", "openai"),
+            base_url=getattr(cfg, "base_url", None),
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            completion_tokens=completion,
+            reasoning_tokens=reasoning,
+            overrides=self.price_overrides(),
+        )
+
+    async def _record_cache_write(self, provider, model: str, tokens: int, group_id) -> None:
+        """An explicit context cache made for a call: its tokens are billed once at the
+        input rate, a background call of purpose `cache` (its storage is not priced: the
+        price table has no rate for it)."""
+        cost = await self._price(provider, model, tokens, 0, 0, 0)
+        await self.ledger.record_usage(
+            self.session,
+            group_id,
+            provider.name,
+            model,
+            tokens,
+            0,
+            purpose=PURPOSE_CACHE,
+            cost=cost,
+        )
+
+    async def reprice_unknown(self) -> int:
+        """Calls recorded as "price unknown" for a model `[prices]` now prices get that
+        price (one notice says how many); a call that had a price keeps it."""
+        self._reprice_due = False
+        overrides = self.price_overrides()
+        if not overrides:
+            return 0
+
+        def price(model: str, prompt: int, cached: int, completion: int, reasoning: int):
+            return price_call(
+                model=model,
+                kind="openai",
+                base_url=None,
+                prompt_tokens=prompt,
+                cached_tokens=cached,
+                completion_tokens=completion,
+                reasoning_tokens=reasoning,
+                overrides=overrides,
+            )
+
+        priced = await self.ledger.reprice_unknown(sorted(overrides), price)
+        count = sum(priced.values())
+        if count:
+            self._warn(
+                f"[prices] priced {count} earlier call{'s' * (count != 1)} that had no price "
+                f"({', '.join(sorted(priced))})."
+            )
+        return count
 
     async def budget_check(self) -> BudgetCheck:
         """The session's and today's spend against `[budget]`."""
@@ -1022,6 +1090,13 @@ class Workspace:
         from slop_tui.repomap.map import mentioned_text
 
         count = count_tokens or self.ledger.count_tokens
+        if count_tokens is None and not self._own_count:
+            # A request's map and tree are cut by the uncorrected count: the correction
+            # learned from the provider's counts moves after every call, and a map or
+            # tree cut at a new place each request would start a new prompt prefix each
+            # time. (The panes' plan passes its own count, which never builds the
+            # tokenizer.)
+            count = self.counter.base_count
         recent = window[-MENTION_ROWS:]
         mentions = mentioned_text(m.content for m in recent if m.role in ("user", "assistant"))
         rm = self.repo_map()

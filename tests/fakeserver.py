@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -74,6 +74,10 @@ _TO_OPENAI_FINISH = {
 _GEMINI_ROUTE = re.compile(
     r"^(?P<prefix>.*?)/(?P<ver>v1|v1beta|v1alpha)/models"
     r"(?:/(?P<model>[^/:]+)(?::(?P<method>streamGenerateContent|generateContent|countTokens))?)?$"
+)
+# Gemini explicit context caches: create (POST .../cachedContents), delete (DELETE .../NAME).
+_GEMINI_CACHE_ROUTE = re.compile(
+    r"^(?P<prefix>.*?)/(?P<ver>v1|v1beta|v1alpha)/cachedContents(?:/(?P<id>[^/:]+))?$"
 )
 _OPENAI_MODELS_ROUTE = re.compile(r"^(?P<prefix>.*?)/models(?:/(?P<model>[^/]+))?$")
 
@@ -186,7 +190,9 @@ class RecordedRequest:
     """What the client sent. ``headers`` keys are lower-case; ``body`` is parsed JSON or None."""
 
     provider: str  # "openai" | "gemini" | "unknown"
-    kind: str  # "chat" | "stream" | "generate" | "count_tokens" | "models" | "unknown"
+    # "chat" | "stream" | "generate" | "count_tokens" | "models" | "cache_create" |
+    # "cache_delete" | "unknown"
+    kind: str
     method: str
     path: str
     query: dict[str, list[str]]
@@ -230,6 +236,10 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._counters: dict[str, int] = {}
+        # Gemini explicit caches: name -> the tokens it holds (see `_serve_cache`).
+        self.caches: dict[str, int] = {}
+        # A scripted failure of the next cache creations (status >= 400), None: they work.
+        self.cache_error: Reply | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -302,6 +312,8 @@ class FakeLLMServer:
             self.default_reply = None
             self.models = list(self._default_models)
             self._counters.clear()
+            self.caches.clear()
+            self.cache_error = None
 
     @property
     def last(self) -> RecordedRequest:
@@ -438,6 +450,12 @@ class _Handler(BaseHTTPRequestHandler):
             provider = "openai"
         elif path.startswith("/gemini/"):
             provider = "gemini"
+        if provider == "gemini" and (c := _GEMINI_CACHE_ROUTE.match(path)):
+            if method == "POST" and not c["id"]:
+                model = body.get("model") if isinstance(body, dict) else None
+                return "gemini", "cache_create", model
+            if method == "DELETE" and c["id"]:
+                return "gemini", "cache_delete", None
         if provider in ("unknown", "gemini"):
             m = _GEMINI_ROUTE.match(path)
             # A bare /v1/models is ambiguous; only the Gemini SDK sends x-goog-api-key.
@@ -468,6 +486,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, _error_body(req.provider, 404, msg))
         elif req.kind == "models":
             self._serve_models(req)
+        elif req.kind in ("cache_create", "cache_delete"):
+            self._serve_cache(req)
         elif req.kind == "count_tokens":
             contents = (req.body or {}).get("contents") or []
             self._send_json(200, {"totalTokens": max(1, len(json.dumps(contents)) // 4)})
@@ -477,7 +497,60 @@ class _Handler(BaseHTTPRequestHandler):
                 msg = f"fake server: no scripted reply for {req.method} {req.path} ({req.kind})"
                 self._send_json(500, _error_body(req.provider, 500, msg))
                 return
+            if req.provider == "gemini":
+                cached = self._cache_usage(req, reply)
+                if cached is None:
+                    msg = f"CachedContent not found (or permission denied): {req.body.get('cachedContent')}"
+                    self._send_json(404, _error_body("gemini", 404, msg))
+                    return
+                reply = cached
             self._serve_reply(req, reply)
+
+    def _serve_cache(self, req: RecordedRequest) -> None:
+        """Gemini's cachedContents: a created cache holds about a token per 4 characters
+        of its contents, system instruction and tools (as JSON); a request naming it is
+        reported with that many `cachedContentTokenCount` (see `_cache_usage`)."""
+        fake = self.fake
+        if req.kind == "cache_delete":
+            name = "cachedContents/" + req.path.rsplit("/", 1)[-1]
+            if fake.caches.pop(name, None) is None:
+                msg = f"CachedContent not found (or permission denied): {name}"
+                self._send_json(404, _error_body("gemini", 404, msg))
+            else:
+                self._send_json(200, {})
+            return
+        if fake.cache_error is not None:
+            err = fake.cache_error
+            self._send_json(err.status, _error_body("gemini", err.status, err.error_message))
+            return
+        body = req.body if isinstance(req.body, dict) else {}
+        held = {k: body.get(k) for k in ("contents", "systemInstruction", "tools") if k in body}
+        tokens = max(1, len(json.dumps(held, sort_keys=True)) // 4)
+        name = f"cachedContents/{fake._next_id('cache')}"
+        with fake._lock:
+            fake.caches[name] = tokens
+        self._send_json(
+            200,
+            {
+                "name": name,
+                "model": body.get("model"),
+                "createTime": "2026-01-01T00:00:00Z",
+                "updateTime": "2026-01-01T00:00:00Z",
+                "expireTime": "2099-01-01T00:00:00Z",
+                "usageMetadata": {"totalTokenCount": tokens},
+            },
+        )
+
+    def _cache_usage(self, req: RecordedRequest, reply: Reply) -> Reply | None:
+        """The reply for a generateContent that names a cached content: its tokens are
+        cached input (added to the prompt's); None when there is no such cache."""
+        name = req.body.get("cachedContent") if isinstance(req.body, dict) else None
+        if not name:
+            return reply
+        tokens = self.fake.caches.get(name)
+        if tokens is None:
+            return None
+        return replace(reply, prompt_tokens=reply.prompt_tokens + tokens, cached_tokens=tokens)
 
     def _serve_models(self, req: RecordedRequest) -> None:
         models = self.fake.models

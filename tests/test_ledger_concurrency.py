@@ -162,7 +162,8 @@ async def test_a_migration_committed_while_opening_is_not_another_programs_datab
     import aiosqlite
 
     from slop_tui.ledger import core
-    from slop_tui.ledger.schema import DEFAULT_SKILLS, MIGRATIONS
+    from slop_tui.ledger.schema import MIGRATIONS
+    from tests.workspace_fixtures import migrate_to
 
     db = tmp_path / "slop.db"
     statements: list[str] = []
@@ -170,15 +171,7 @@ async def test_a_migration_committed_while_opening_is_not_another_programs_datab
     def other_workspace_migrates() -> None:
         with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
             con.execute("BEGIN IMMEDIATE")
-            for target, migration in enumerate(MIGRATIONS, start=1):
-                for stmt in migration:
-                    con.execute(stmt)
-                if target == 1:
-                    con.executemany(
-                        "INSERT INTO skills(name, description, prompt_patch) VALUES (?,?,?)",
-                        DEFAULT_SKILLS,
-                    )
-            con.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
+            migrate_to(con, len(MIGRATIONS))
             con.execute("COMMIT")
 
     def trace(sql: str) -> None:

@@ -376,3 +376,226 @@ def test_bad_budget_values_are_one_line_each_and_leave_the_limit_off(tmp_path):
         "unknown key 'budget.monthly' ignored.",
     ]
     assert config.budget == {}
+
+
+def test_an_untrusted_project_file_cannot_lower_prices_or_lift_a_budget(tmp_path, fake_llm):
+    """A cloned project's config prices the model at nothing and raises the daily limit:
+    neither applies until the user runs `slop-tui trust`."""
+    import sqlite3
+
+    from tests.test_cli import run
+
+    (tmp_path / "user.toml").write_text("[budget]\ndaily_cost_limit = 0.001\n")
+    (tmp_path / ".slop").mkdir()
+    (tmp_path / ".slop" / "config.toml").write_text(
+        '[prices."gpt-4o-mini"]\ninput = 0\noutput = 0\n[budget]\ndaily_cost_limit = 100\n'
+    )
+    env = env_for(fake_llm, SLOP_CONFIG=str(tmp_path / "user.toml"))
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)
+    fake_llm.enqueue(Reply(text="fine", prompt_tokens=20_000, completion_tokens=10))
+    first = run(["ask", "first question"], tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    assert (
+        "ignored [prices.'gpt-4o-mini'], [budget] daily_cost_limit = 100 (yours is 0.001): "
+        "this folder is not trusted" in first.stderr
+    )
+
+    def costs() -> list[tuple[float, str]]:
+        with contextlib.closing(sqlite3.connect(tmp_path / ".slop" / "slop.db")) as db:
+            return db.execute("SELECT cost_total, price_source FROM usage ORDER BY id").fetchall()
+
+    [(cost, source)] = costs()
+    assert source == "genai-prices" and cost == pytest.approx(mini_cost(20_000, 0, 10))
+    refused = run(["ask", "second question"], tmp_path, env)
+    assert refused.returncode == 1 and "daily_cost_limit" in refused.stderr
+    assert len(fake_llm.chat_requests) == 1
+
+    trusted = run(["trust"], tmp_path, env)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "[budget] daily_cost_limit = 100" in trusted.stdout
+    fake_llm.enqueue(Reply(text="fine", prompt_tokens=20_000, completion_tokens=10))
+    third = run(["ask", "third question"], tmp_path, env)
+    assert third.returncode == 0, third.stderr
+    assert costs()[-1] == (0.0, "config") and len(fake_llm.chat_requests) == 2
+
+
+def test_a_project_file_may_tighten_a_budget_without_trust():
+    from slop_tui.trust import sensitive
+
+    project = {"budget": {"session_cost_limit": 2.0, "daily_cost_limit": 9.0}}
+    kept, dropped = sensitive(project, "reads", {"daily_cost_limit": 5.0})
+    assert kept["budget"] == {"session_cost_limit": 2.0}  # a limit the user did not set
+    assert dropped == ["[budget] daily_cost_limit = 9.0 (yours is 5.0)"]
+    kept, dropped = sensitive(project, "reads", {"session_cost_limit": 3, "daily_cost_limit": 9})
+    assert kept["budget"] == project["budget"] and dropped == []
+    kept, dropped = sensitive({"prices": {"m": {"input": 0, "output": 0}}}, "reads")
+    assert "prices" not in kept and dropped == ["[prices.m]"]
+
+
+async def test_clearing_or_trashing_history_never_lowers_the_days_spend(tmp_path, fake_llm):
+    """The day's spend is every call made: `/session clear`, `/session remove` and
+    `/trash empty` take the history away, not the money. The session's own figure
+    follows its history (a cleared session starts again from $0.00, as a new one)."""
+    import datetime as dt
+
+    asked: list[str] = []
+
+    async def confirm(text: str) -> bool:
+        asked.append(text)
+        return False
+
+    config = "[budget]\ndaily_cost_limit = 1.0\n"
+    async with turns(tmp_path, fake_llm, config, confirm) as (ws, orch):
+        await _spend(ws, 0.60)
+        await _spend(ws, 0.50, purpose="summary")
+        over = await ws.budget_check()
+        assert over.level == BUDGET_OVER
+        assert over.text.startswith(
+            "Today's calls have cost $1.10 ($0.50 of it background calls), 110 %"
+        )
+        today = dt.date.today().isoformat()
+        day_row = f"| {today} | 2 | $1.10 | $0.00 |"
+
+        cleared = (await dispatch(ws, "/session clear")).data
+        assert (await ws.ledger.spend(ws.session)).calls == 0  # the session's history
+        assert (await ws.budget_check()).text == over.text  # the day's calls
+        stats = (await dispatch(ws, "/stats")).text
+        assert "No usage recorded yet." in stats and day_row in stats
+        out = await orch.run_turn("after the clear")
+        assert out.error.startswith("Not sent: Today's calls have cost $1.10") and asked
+        assert fake_llm.chat_requests == []
+
+        await dispatch(ws, f"/trash restore {cleared.id}")
+        assert (await ws.ledger.spend(ws.session)).cost == pytest.approx(1.10)
+        await dispatch(ws, "/session clone twin")  # a copy of the calls, not new calls
+        assert day_row in (await dispatch(ws, "/stats")).text
+        await dispatch(ws, "/session remove twin")
+        await dispatch(ws, "/session clear")
+        await dispatch(ws, "/trash empty --yes")
+        day = await ws.ledger.spend_per_day()
+        assert [(k, s.calls, round(s.cost, 2)) for k, s in day] == [(today, 2, 1.10)]
+        assert (await ws.budget_check()).text == over.text
+
+
+async def test_an_older_ledger_fills_the_spend_log_from_its_calls(tmp_path):
+    """Upgrading a ledger writes one spend row per call its usage table holds: a row
+    copied with its session (same call, same time) counts once."""
+    import sqlite3
+
+    from slop_tui.ledger import Ledger
+    from slop_tui.ledger.schema import MIGRATIONS
+    from tests.workspace_fixtures import migrate_to
+
+    path = tmp_path / "old.db"
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        migrate_to(con, len(MIGRATIONS) - 1)
+        con.executemany(
+            "INSERT INTO sessions(name, created_at, updated_at) VALUES (?, 1, 1)",
+            [("a",), ("copy",)],
+        )
+        rows = [("a", 0.25, 100.0), ("copy", 0.25, 100.0), ("a", None, 200.0)]
+        con.executemany(
+            "INSERT INTO usage(session_id, provider, model, prompt_tokens, completion_tokens, "
+            "cost_total, cost_saved, created_at) VALUES (?, 'openai', 'm', 10, 1, ?, 0, ?)",
+            rows,
+        )
+        con.commit()
+    led = await Ledger.open(path, count_tokens=len)
+    try:
+        spent = await led.spend_since(0)
+        assert (spent.calls, spent.cost, spent.unpriced) == (2, 0.25, 1)
+    finally:
+        await led.close()
+
+
+HOUSE_PRICE = '[prices."house-model-7"]\ninput = 1.0\noutput = 2.0\n'
+
+
+async def _unknown_then_priced_rows(tmp_path, fake_llm) -> None:
+    """A session with one call of an unpriced model, and one of the same model that had
+    a price (set by an override of the time)."""
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, orch):
+        fake_llm.enqueue(Reply(text="ok", prompt_tokens=1000, completion_tokens=10))
+        assert (await orch.run_turn("hello")).error is None
+        assert (await ws.ledger.last_usage(ws.session)).cost is None
+        await ws.ledger.record_usage(
+            ws.session,
+            None,
+            "openai",
+            "house-model-7",
+            50,
+            5,
+            cost=UsageCost(0.5, 0, 0, 0, 0, "config"),
+        )
+        await ws.current()
+        assert ws.cost_label() == "$0.50 + 1 call price unknown"
+
+
+async def test_a_later_override_prices_the_calls_that_had_no_price(tmp_path, fake_llm):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        assert ws.pop_warnings() == [
+            "[prices] priced 1 earlier call that had no price (house-model-7)."
+        ]
+        first, kept = sorted(await ws.ledger.recent_usage(ws.session), key=lambda u: u.id)
+        assert first.cost is not None and first.cost.source == "config"
+        assert first.cost.total == pytest.approx((1000 * 1.0 + 10 * 2.0) / 1e6)
+        assert kept.cost.total == 0.5  # a call that had a price keeps it
+        await ws.current()
+        assert ws.cost_label() == format_usd(0.5 + first.cost.total)
+        stats = (await dispatch(ws, "/stats")).text
+        assert PRICE_UNKNOWN not in stats
+        [(_, day)] = await ws.ledger.spend_per_day()
+        assert day.unpriced == 0 and day.cost == pytest.approx(0.5 + first.cost.total)
+    # Priced once: opening again changes nothing and says nothing.
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        assert ws.pop_warnings() == []
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "input = -1.0\noutput = 2.0",
+        'input = "cheap"\noutput = 2.0',
+        'input = 1\noutput = 2\ncurrency = "EUR"',
+    ],
+)
+async def test_a_bad_later_override_prices_nothing(tmp_path, fake_llm, entry):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    config = f'[prices."house-model-7"]\n{entry}\n'
+    async with turns(tmp_path, fake_llm, config, model="house-model-7") as (ws, _):
+        [line] = [w for w in ws.config.warnings if "prices" in w]
+        assert "this price is ignored." in line and ws.pop_warnings() == []
+        rows = await ws.ledger.recent_usage(ws.session)
+        assert sorted(u.cost.total if u.cost else None for u in rows if u.cost) == [0.5]
+        await ws.current()
+        assert ws.cost_label() == "$0.50 + 1 call price unknown"
+
+
+async def test_a_reloaded_config_prices_the_calls_that_had_no_price(tmp_path, fake_llm):
+    """The workspace's trust action reloads the config: the new override applies at the
+    next read of the session."""
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, _):
+        (tmp_path / "user.toml").write_text(HOUSE_PRICE)
+        ws.reconfigure(
+            load_config(
+                db=str(ws.config.db_path),
+                env=env_for(fake_llm, SLOP_CONFIG=str(tmp_path / "user.toml")),
+                cwd=tmp_path,
+            )
+        )
+        await ws.current()
+        assert PRICE_UNKNOWN not in ws.cost_label()
+
+
+async def test_a_later_override_prices_trashed_calls_too(tmp_path, fake_llm):
+    await _unknown_then_priced_rows(tmp_path, fake_llm)
+    async with turns(tmp_path, fake_llm, model="house-model-7") as (ws, _):
+        cleared = (await dispatch(ws, "/session clear")).data
+    async with turns(tmp_path, fake_llm, HOUSE_PRICE, model="house-model-7") as (ws, _):
+        [(_, day)] = await ws.ledger.spend_per_day()
+        assert day.unpriced == 0 and day.calls == 2
+        await dispatch(ws, f"/trash restore {cleared.id}")
+        rows = await ws.ledger.recent_usage(ws.session)
+        assert len(rows) == 2 and all(u.cost is not None for u in rows)

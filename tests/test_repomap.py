@@ -341,3 +341,29 @@ def test_real_sdk_request_has_map_in_system_and_the_tree_pair_first(
     assert text.index(MAP_HEADER) > text.index("## Available Tools")
     assert "core/models.py:\n  1: class UserAccount\n    2: def save(self)" in text
     assert "app/views.py" in tree and ".slop" not in tree
+
+
+async def test_map_and_tree_are_cut_alike_whatever_the_learned_correction(tmp_path: Path) -> None:
+    """For a model whose counts are corrected from the provider's (not OpenAI), the
+    correction moves after every call; the map and the tree are cut by the uncorrected
+    count, so the same project gives the same texts: the same prompt prefix, which the
+    provider's cache can serve."""
+    from slop_tui.config import load_config
+    from slop_tui.context.tokens import TokenCounter
+    from slop_tui.workspace import Workspace
+
+    write(tmp_path, {f"pkg/mod{i}.py": f"def function_{i}(a, b):\n    pass\n" for i in range(40)})
+    (tmp_path / "user.toml").write_text("[context]\nrepo_map_tokens = 120\nfile_tree_tokens = 60\n")
+    env = {"SLOP_CONFIG": str(tmp_path / "user.toml")}
+    config = load_config(db=str(tmp_path / ".slop" / "slop.db"), env=env, cwd=tmp_path)
+    ws = await Workspace.open(config, env=env)
+    try:
+        texts = []
+        for factor in (1.0, 1.6, 0.7):
+            ws.counter = TokenCounter("gemini-2.5-flash", factor=factor)
+            map_text, tree, _ = await ws.repo_sources([], [], 1_000_000)
+            assert "more file(s) not listed" in map_text and "more file(s) not listed" in tree
+            texts.append((map_text, tree))
+        assert texts[0] == texts[1] == texts[2]
+    finally:
+        await ws.close()

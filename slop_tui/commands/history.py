@@ -442,6 +442,7 @@ async def stats(ws, args: str) -> CommandResult:
         lines += ["", *await _cost_lines(ws)]
     else:
         lines.append("No usage recorded yet.")
+    lines += await _day_lines(ws)
     purposes = await ws.ledger.usage_by_purpose(ws.session)
     background = [p for p in purposes if p[0] != "turn"]
     if background:
@@ -470,7 +471,7 @@ async def stats(ws, args: str) -> CommandResult:
 
 
 async def _cost_lines(ws) -> list[str]:
-    """The session's cost, and its cost per lane, turn, day and call (newest first)."""
+    """The session's cost, and its cost per lane, turn and call (newest first)."""
     from slop_tui.pricing import PRICE_UNKNOWN, format_usd, spend_text
 
     spend = await ws.ledger.spend(ws.session)
@@ -484,7 +485,7 @@ async def _cost_lines(ws) -> list[str]:
     check = await ws.budget_check()
     if check.text:
         lines.append(f"Budget: {check.text}")
-    for key, title in (("lane", "lane"), ("turn", "turn (group)"), ("day", "day")):
+    for key, title in (("lane", "lane"), ("turn", "turn (group)")):
         rows = await ws.ledger.spend_by(ws.session, key)
         lines += ["", f"| {title} | calls | cost | cache saved |", "|---|---|---|---|"]
         lines += [f"| {k} | {s.calls} | {spend_text(s)} | {format_usd(s.saved)} |" for k, s in rows]
@@ -508,6 +509,26 @@ async def _cost_lines(ws) -> list[str]:
             f"{u.model} | {u.prompt_tokens} | {u.cached_tokens} | {u.completion_tokens} | "
             f"{u.reasoning_tokens} | {cost} |"
         )
+    return lines
+
+
+async def _day_lines(ws) -> list[str]:
+    """Every session's spend per day: each call made, its history cleared or trashed
+    since or not (the figure `[budget] daily_cost_limit` is held to)."""
+    from slop_tui.pricing import format_usd, spend_text
+
+    rows = await ws.ledger.spend_per_day()
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Per day, every session of the ledger (calls whose history was cleared or "
+        "removed since included):",
+        "",
+        "| day | calls | cost | cache saved |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {k} | {s.calls} | {spend_text(s)} | {format_usd(s.saved)} |" for k, s in rows]
     return lines
 
 

@@ -845,6 +845,25 @@ class HistoryMixin(LedgerBase):
                     ),
                 ),
             )
+            await db.execute(
+                """INSERT INTO spend_log(usage_id, model, purpose, prompt_tokens, cached_tokens,
+                       completion_tokens, reasoning_tokens, reported, cost_total, cost_saved,
+                       created_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    cur.lastrowid,
+                    model,
+                    purpose,
+                    prompt_tokens,
+                    cached_tokens,
+                    completion_tokens,
+                    reasoning_tokens,
+                    int(reported),
+                    c.total if c is not None else None,
+                    c.saved if c is not None else None,
+                    t,
+                ),
+            )
         return Usage(
             cur.lastrowid,
             session,
@@ -904,21 +923,84 @@ class HistoryMixin(LedgerBase):
         )
         return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
 
+    async def reprice_unknown(
+        self,
+        models: Sequence[str],
+        price: Callable[[str, int, int, int, int], UsageCost | None],
+    ) -> dict[str, int]:
+        """Give a price to the calls of `models` recorded as "price unknown" (a
+        `[prices]` override added since): `price(model, prompt, cached, completion,
+        reasoning)` is their cost. Live, trashed and logged rows alike; a row that had
+        a price keeps it. How many calls (`spend_log` rows) got one, per model."""
+        priced: dict[str, int] = {}
+        if not models:
+            return priced
+        marks = ", ".join("?" * len(models))
+        unknown = f"cost_total IS NULL AND reported AND model IN ({marks})"
+        tokens = "model, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens"
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "SELECT 1 FROM pragma_table_info('trash_usage') WHERE name = 'cost_total'"
+            )
+            tables = ["usage", "trash_usage"] if await cur.fetchone() else ["usage"]
+            for table in [*tables, "spend_log"]:
+                key = "usage_id" if table == "spend_log" else "id"
+                cur = await db.execute(
+                    f"SELECT {key}, {tokens} FROM {table} WHERE {unknown}", tuple(models)
+                )
+                for row in await cur.fetchall():
+                    c = price(*row[1:])
+                    if c is None:
+                        continue
+                    if table == "spend_log":
+                        priced[row[1]] = priced.get(row[1], 0) + 1
+                        await db.execute(
+                            "UPDATE spend_log SET cost_total = ?, cost_saved = ? "
+                            "WHERE usage_id = ?",
+                            (c.total, c.saved, row[0]),
+                        )
+                        continue
+                    await db.execute(
+                        f"""UPDATE {table} SET cost_input = ?, cost_cached = ?, cost_output = ?,
+                               cost_reasoning = ?, cost_saved = ?, cost_total = ?,
+                               price_source = ?
+                           WHERE id = ? AND cost_total IS NULL""",
+                        (
+                            c.input,
+                            c.cached,
+                            c.output,
+                            c.reasoning,
+                            c.saved,
+                            c.total,
+                            c.source,
+                            row[0],
+                        ),
+                    )
+        return priced
+
     async def spend_since(self, since: float) -> Spend:
-        """What every session spent since `since` (a time stamp): the day's spend.
-        A call copied with its session (`copy_session`) counts once."""
+        """Every call made since `since` (a time stamp), in any session: the day's spend.
+        Read from `spend_log`, so a call whose history was cleared, removed or deleted
+        from the trash still counts, and one copied with its session counts once."""
         row = await self._one(
-            f"""SELECT COUNT(*), {_COST_SUMS} FROM (
-                   SELECT DISTINCT created_at, provider, model, prompt_tokens,
-                       completion_tokens, reported, cost_total, cost_saved
-                   FROM usage WHERE created_at >= ?)""",
+            f"""SELECT COUNT(*), {_COST_SUMS}, {_BACKGROUND_SUMS}
+               FROM spend_log WHERE created_at >= ?""",
             (since,),
         )
-        return Spend(row[0], *_spend(row, 1))
+        return Spend(row[0], *_spend(row, 1), background=Spend(row[5] or 0, *_spend(row, 6)))
+
+    async def spend_per_day(self, limit: int = 10) -> list[tuple[str, Spend]]:
+        """Every session's calls per local calendar day, newest first (`spend_log`)."""
+        rows = await self._all(
+            f"""SELECT date(created_at, 'unixepoch', 'localtime') AS k, COUNT(*), {_COST_SUMS}
+               FROM spend_log GROUP BY k ORDER BY k DESC LIMIT ?""",
+            (limit,),
+        )
+        return [(r[0], Spend(r[1], *_spend(r, 2))) for r in rows]
 
     async def spend_by(self, session: str, key: str, limit: int = 10) -> list[tuple[str, Spend]]:
-        """The session's spend per `call`, `turn` (group), `lane` or `day` (local
-        date), newest first, at most `limit` rows."""
+        """The session's spend per `call`, `turn` (group) or `lane`, newest first, at
+        most `limit` rows (per day over every session: `spend_per_day`)."""
         lane = (
             "(SELECT m.lane FROM messages m WHERE m.session_id = u.session_id "
             "AND m.group_id = u.group_id ORDER BY m.id LIMIT 1)"
@@ -927,7 +1009,6 @@ class HistoryMixin(LedgerBase):
             "call": "CAST(u.id AS TEXT)",
             "turn": "COALESCE(CAST(u.group_id AS TEXT), '-')",
             "lane": f"COALESCE({lane}, '-')",
-            "day": "date(u.created_at, 'unixepoch', 'localtime')",
         }[key]
         rows = await self._all(
             f"""SELECT {column} AS k, MAX(u.id) AS newest, COUNT(*), {_COST_SUMS}

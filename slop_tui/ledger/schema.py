@@ -399,6 +399,38 @@ _MCP_RESOURCES = [
     )""",
 ]
 
+# The money spent: one row per provider call, written with its usage row and never
+# moved by an edit. `usage` rows belong to a session's history, so `/session clear`,
+# `/session remove` and `/trash empty` take them away; a call made is money spent all
+# the same, and the day's spend (`[budget] daily_cost_limit`, `/stats` per day) is
+# summed here. A usage row copied with its session (`copy_session`) is not a call and
+# writes none. `usage_id` is the usage row's id (ids are never reused). The rows are
+# filled from the live usage rows, a copied one once; calls already in the trash when
+# the ledger is upgraded are not counted.
+_SPEND_LOG = [
+    """CREATE TABLE spend_log(
+        usage_id INTEGER PRIMARY KEY,
+        model TEXT NOT NULL,
+        purpose TEXT NOT NULL DEFAULT 'turn',
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        cached_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+        reported INTEGER NOT NULL DEFAULT 1,
+        cost_total REAL,
+        cost_saved REAL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ix_spend_log_created ON spend_log(created_at)",
+    """INSERT INTO spend_log(usage_id, model, purpose, prompt_tokens, cached_tokens,
+           completion_tokens, reasoning_tokens, reported, cost_total, cost_saved, created_at)
+       SELECT MIN(id), model, purpose, prompt_tokens, cached_tokens, completion_tokens,
+           reasoning_tokens, reported, cost_total, cost_saved, created_at
+       FROM usage
+       GROUP BY created_at, provider, model, prompt_tokens, completion_tokens, cached_tokens,
+           reported, cost_total""",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -410,5 +442,6 @@ MIGRATIONS: list[list[str]] = [
     _USAGE_COST,
     _CONTEXT_SOURCES,
     _MCP_RESOURCES,
+    _SPEND_LOG,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

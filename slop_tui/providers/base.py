@@ -84,6 +84,11 @@ class ProviderReply:
     reasoning_tokens: int = 0
     # False when the provider sent no usage at all: the counts are unknown, not zero.
     usage_reported: bool = True
+    # Tokens written to an explicit context cache made for this call (Gemini): billed
+    # once at the input rate, apart from the call's own usage.
+    cache_write_tokens: int = 0
+    # One line for the user about the call (a context cache that could not be made).
+    notice: str = ""
 
 
 StreamItem = TextDelta | ThinkingDelta | ProviderReply

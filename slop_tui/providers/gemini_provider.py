@@ -9,15 +9,33 @@ exercised offline beyond constructing the client.
 The SDK is imported lazily (~0.6 s). google-genai makes one attempt by default;
 `retry.py` is the one retry policy. Transport errors arrive unwrapped
 (`httpx2.*`), so they are classified by class name (see `transport_kind`).
+
+Explicit context caching (docs/context.md, "Gemini: implicit and explicit
+caching"). Gemini caches repeated prefixes on its own (implicit caching, no
+guarantee); an explicit cache (`client.aio.caches.create`) guarantees the
+discount but bills its creation at the full input rate and its storage by the
+hour. So one is made only for a prefix that is large and has stayed the same:
+the tool declarations, the system instruction and the leading engine contents
+(the pair layers, the pinned message when it ends a content), estimated at
+`EXPLICIT_CACHE_MIN_TOKENS` or more, and sent byte-identical in a recent
+request. Requests then name it (`cached_content`) and send only the rest; a
+changed prefix that qualifies replaces it (the old one is deleted), and the
+cache lives `EXPLICIT_CACHE_TTL` seconds. A cache that cannot be created never
+fails a request: it goes out whole, and the reply carries a one-line notice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from slop_tui.context.prompt import Prompt
+from slop_tui.context.prompt import ENGINE_KINDS, KIND_CONTEXT, Prompt
 from slop_tui.providers.base import (
     IdleTimeout,
     Provider,
@@ -51,6 +69,34 @@ if TYPE_CHECKING:
 
 _COMPLETE_FINISH = {"STOP"}
 _CONFIG_ONLY = ("project", "location")  # `extra` keys that configure the client, not requests
+
+# An explicit cache is made for a stable prefix of at least this many tokens (estimated
+# at 4 characters a token): the largest of the models' minimums (Gemini 2.5 Pro and 3
+# Pro: 4,096; the Flash models: 1,024). Below it, implicit caching is all there is.
+EXPLICIT_CACHE_MIN_TOKENS = 4096
+EXPLICIT_CACHE_TTL = 300  # seconds; storage is billed by the hour, so it is kept short
+_CACHE_MARGIN = 30  # seconds before its expiry a cache is no longer named
+_CHARS_PER_TOKEN = 4
+_RECENT_PREFIXES = 8  # prefixes remembered (a background call's prompt comes in between)
+_CACHED_AWAY = ("system_instruction", "tools", "tool_config")  # held by the cache instead
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    """The part of a request an explicit cache would hold: `contents` leading contents,
+    with the system instruction and tools; `digest` of its JSON, `tokens` estimated."""
+
+    contents: int
+    digest: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class _ExplicitCache:
+    name: str
+    prefix: _Prefix
+    tokens: int  # as the service counted them
+    expires: float  # time.monotonic()
 
 
 def _enum_text(value: Any) -> str | None:
@@ -139,6 +185,8 @@ class GeminiProvider(Provider):
         self.strategy = STRATEGY_GEMINI_GCA if config.kind == "gemini_gca" else STRATEGY_GEMINI
         self.reply_timeout = config.reply_timeout
         self._client: genai.Client | None = None
+        self._cache: _ExplicitCache | None = None
+        self._recent: deque[str] = deque(maxlen=_RECENT_PREFIXES)
 
     @property
     def vertex(self) -> bool:
@@ -216,9 +264,117 @@ class GeminiProvider(Provider):
 
     # -- streaming ---------------------------------------------------------------------
 
+    # -- explicit context caching ------------------------------------------------------
+
+    def _prefix(
+        self,
+        prompt: Prompt,
+        model: str,
+        contents: list[types.Content],
+        config: types.GenerateContentConfig,
+    ) -> _Prefix | None:
+        """The cacheable prefix of a request, or None when it is too small (or the
+        settings name a cached content of their own)."""
+        if config.cached_content:
+            return None
+        head = _head_messages(prompt)
+        count = len(gemini_contents(replace(prompt, messages=head))) if head else 0
+        dump = {"by_alias": True, "mode": "json", "exclude_none": True}
+        held = {
+            "model": model,
+            "system": config.system_instruction,
+            "tools": [t.model_dump(**dump) for t in config.tools or []],
+            "tool_config": config.tool_config.model_dump(**dump) if config.tool_config else None,
+            "contents": [c.model_dump(**dump) for c in contents[:count]],
+        }
+        text = json.dumps(held, sort_keys=True, default=str)
+        tokens = len(text) // _CHARS_PER_TOKEN
+        if tokens < EXPLICIT_CACHE_MIN_TOKENS:
+            return None
+        return _Prefix(count, hashlib.sha256(text.encode()).hexdigest(), tokens)
+
+    async def _use_cache(
+        self, client: genai.Client, model: str, prefix: _Prefix, contents, config
+    ) -> tuple[_ExplicitCache | None, bool]:
+        """The explicit cache this request names (None: send it whole), and whether it
+        was created for it. Raises what creating it raised."""
+        seen = prefix.digest in self._recent
+        self._recent.append(prefix.digest)
+        cache = self._cache
+        if cache is not None and cache.prefix.digest == prefix.digest:
+            if time.monotonic() < cache.expires - _CACHE_MARGIN:
+                return cache, False
+        elif not seen:
+            return None, False  # a new prefix: cached once it comes again
+        from google.genai import types
+
+        if cache is not None:
+            self._cache = None
+            await self._drop(client, cache)
+        made = await asyncio.wait_for(
+            client.aio.caches.create(
+                model=model,
+                config=types.CreateCachedContentConfig(
+                    contents=contents[: prefix.contents] or None,
+                    system_instruction=config.system_instruction,
+                    tools=config.tools,
+                    tool_config=config.tool_config,
+                    ttl=f"{EXPLICIT_CACHE_TTL}s",
+                ),
+            ),
+            timeout=self.config.timeout,
+        )
+        usage = made.usage_metadata
+        counted = int(getattr(usage, "total_token_count", 0) or 0) or prefix.tokens
+        self._cache = _ExplicitCache(
+            str(made.name), prefix, counted, time.monotonic() + EXPLICIT_CACHE_TTL
+        )
+        return self._cache, True
+
+    async def _drop(self, client: genai.Client, cache: _ExplicitCache) -> None:
+        """Delete a cache no request will name again; a failure is left to its expiry."""
+        try:
+            await asyncio.wait_for(client.aio.caches.delete(name=cache.name), timeout=10)
+        except Exception:  # noqa: BLE001 - it expires on its own within the TTL
+            pass
+
+    async def _cached_request(
+        self, client: genai.Client, model: str, prompt: Prompt, contents, config
+    ) -> tuple[list[types.Content], types.GenerateContentConfig, int, str]:
+        """(contents, config) to send, the tokens written to a new cache for it, and a
+        notice ("" or one line: the cache could not be made, the request goes whole)."""
+        prefix = self._prefix(prompt, model, contents, config)
+        if prefix is None:
+            return contents, config, 0, ""
+        try:
+            cache, created = await self._use_cache(client, model, prefix, contents, config)
+        except Exception as exc:  # noqa: BLE001 - a cache is an optimisation, never a failure
+            detail = exc.message if hasattr(exc, "message") and exc.message else exc
+            notice = (
+                f"The {self.name} provider's context cache could not be created ({detail}); "
+                "this request was sent without it."
+            )
+            return contents, config, 0, " ".join(str(notice).split())
+        if cache is None:
+            return contents, config, 0, ""
+        update: dict[str, Any] = dict.fromkeys(_CACHED_AWAY)
+        update["cached_content"] = cache.name
+        return (
+            contents[prefix.contents :],
+            config.model_copy(update=update),
+            cache.tokens if created else 0,
+            "",
+        )
+
+    # -- streaming ---------------------------------------------------------------------
+
     async def stream(self, prompt: Prompt, model: str | None = None) -> AsyncIterator[StreamItem]:
+        model = model or self.model
         contents, config = self._request(prompt)
         client = self._get_client()
+        contents, config, written, notice = await self._cached_request(
+            client, model, prompt, contents, config
+        )
         state = _Assembly()
         stream = None
         watchdog = Watchdog(idle=self.config.timeout)
@@ -226,7 +382,7 @@ class GeminiProvider(Provider):
             try:
                 stream = await watchdog.wait(
                     client.aio.models.generate_content_stream(
-                        model=model or self.model, contents=contents, config=config
+                        model=model, contents=contents, config=config
                     )
                 )
                 while (chunk := await watchdog.wait(anext(stream, None))) is not None:
@@ -258,7 +414,7 @@ class GeminiProvider(Provider):
             raise provider_error(
                 "truncated", self.name, output_started=state.started, partial_text=state.answer
             )
-        yield state.reply(self.strategy)
+        yield replace(state.reply(self.strategy), cache_write_tokens=written, notice=notice)
 
     def _map_error(self, exc: Exception, state: _Assembly | None = None) -> ProviderError:
         from google.genai import errors
@@ -325,8 +481,30 @@ class GeminiProvider(Provider):
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
+        cache, self._cache = self._cache, None
         if client is not None:
+            if cache is not None and time.monotonic() < cache.expires:
+                await self._drop(client, cache)
             await client.aio.aclose()
+
+
+def _head_messages(prompt: Prompt) -> tuple:
+    """The leading engine messages (pair layers, the pinned message) that make whole
+    Gemini contents: the last one is left out while the next message would be merged
+    into its content (same role)."""
+    messages = prompt.messages
+    end = 0
+    while end < len(messages) and messages[end].kind in ENGINE_KINDS - {KIND_CONTEXT}:
+        end += 1
+    while 0 < end < len(messages) and _gemini_role(messages[end]) == _gemini_role(
+        messages[end - 1]
+    ):
+        end -= 1
+    return tuple(messages[:end])
+
+
+def _gemini_role(msg) -> str:
+    return "model" if msg.role == "assistant" else "user"
 
 
 def _invalid_key(details: object) -> bool:
