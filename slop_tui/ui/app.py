@@ -343,6 +343,7 @@ class SlopApp(App):
             ("Switch provider or model…", "Provider dialog", self.action_provider),
             ("Sessions…", "Switch, new, clone or remove a session", self.action_sessions),
             ("Search history…", "Across all sessions", self.action_search),
+            ("MCP servers…", "Status; restart, enable or disable one", self.action_mcp),
             ("Copy the scratchpad", "System clipboard or OSC 52", self.action_copy_scratchpad),
             ("Copy the whole context", "The exact next request", self.action_copy_context),
             ("Export session as Markdown", "/export markdown", self.action_export_markdown),
@@ -429,6 +430,22 @@ class SlopApp(App):
             await self.run_command(f"/session {verb} {name}")
 
     @work(group="dialogs")
+    async def action_mcp(self) -> None:
+        """The MCP servers dialog: what `/mcp list` says, and the command it answers with."""
+        from slop_tui.commands import dispatch
+        from slop_tui.ui.screens.mcp import McpScreen
+
+        ws = self.workspace
+        listed = await dispatch(ws, "/mcp list")
+        if not listed.ok:
+            self.notify(listed.text, severity="warning", timeout=8)
+            return
+        mcp = ws.mcp
+        rows = [(s.name, mcp.status_line(s), s.error or "") for s in listed.data]
+        line = await self.push_screen_wait(McpScreen(rows))
+        if line:
+            await self.run_command(line)
+
     async def action_search(self) -> None:
         from slop_tui.ui.screens.search import SearchScreen
         from slop_tui.ui.widgets.conversation import ConversationView
