@@ -179,7 +179,10 @@ class CompactionSettings:
     are not sent: the summary layer lists them in one line with the `query_db` query
     that reads them; `"short"` sends them in a short form until a summary covers them.
     `lane_max_anchors` caps the rolled summary's anchors (the user's
-    constraints and decisions beyond it). `lane_keep_recent` and
+    constraints and decisions beyond it). `session_summary` (seed 002's optional
+    per-session summary, off by default) keeps one more rolling summary: an overview
+    of the session's lanes, made from their summaries and sent in every lane's
+    summary layer. `lane_keep_recent` and
     `lane_min_messages` are accepted for old configs and not used. The current
     turn's own message is cut to `own_message_max_pct` of the input budget when
     it alone is longer (0 = never). Handoff checkpoints every
@@ -207,13 +210,14 @@ class CompactionSettings:
     own_message_max_pct: int = 50
     checkpoint_interval: int = 5
     unsummarized: str = UNSUMMARIZED_INDEX
+    session_summary: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "enabled":
+            if f.name in ("enabled", "session_summary"):
                 if not isinstance(value, bool):
-                    raise ValueError(f"compaction.enabled must be true or false, got {value!r}")
+                    raise ValueError(f"compaction.{f.name} must be true or false, got {value!r}")
             elif f.name == "unsummarized":
                 if value not in UNSUMMARIZED_MODES:
                     raise ValueError(

@@ -95,6 +95,7 @@ KIND_GUARD = "guard"  # the guard ladder's summarize step, before a request
 KIND_COMPACTION = "compaction"  # after-reply compaction, summarize case
 KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
 KIND_LANE = "lane"  # rolling lane summary of rows that left the window
+KIND_SESSION = "session"  # the session summary: an overview made from the lanes' summaries
 COMPACTION_KINDS = frozenset({KIND_GUARD, KIND_COMPACTION, KIND_TRUNCATE})
 
 
@@ -671,6 +672,12 @@ def build_plan(
             )
         if summary is not None:
             notes.append(f"summary {summary.id} covers messages up to #{summary.last_message_id}")
+        if asm.session_summary is not None:
+            overview = asm.session_summary
+            notes.append(
+                f"session summary {overview.id}: every lane, messages up to "
+                f"#{overview.last_message_id}"
+            )
         with_summary = replace(
             asm, summaries=(summary,) if summary is not None else (), unsummarized=index
         )
@@ -789,6 +796,7 @@ __all__ = [
     "KIND_COMPACTION",
     "KIND_GUARD",
     "KIND_LANE",
+    "KIND_SESSION",
     "KIND_TRUNCATE",
     "LABEL_OTHER_PROVIDER",
     "PLACE_DROPPED",
