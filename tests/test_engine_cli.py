@@ -5,6 +5,7 @@ subfolder of a repository that already has a ledger."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -169,3 +170,25 @@ def test_a_subfolder_of_a_repository_uses_the_root_ledger(tmp_path, fake_llm):
     fake_llm.enqueue(Reply(text="alone"))
     assert run(["ask", "asked alone"], other / "sub", env).returncode == 0
     assert (other / "sub" / ".slop" / "slop.db").exists()
+
+
+def test_the_removed_unsummarized_key_is_one_warning_and_the_window_stays_strict(
+    tmp_path, fake_llm
+):
+    env = env_for(fake_llm, tmp_path)
+    (tmp_path / ".slop").mkdir(exist_ok=True)
+    (tmp_path / ".slop" / "config.toml").write_text(
+        '[compaction]\nunsummarized = "short"\nlane_max_messages = 100\n'
+    )
+    r = run(["exec", "/context window 1"], tmp_path, env)
+    warned = [line for line in r.stderr.splitlines() if "unsummarized" in line]
+    assert r.returncode == 0 and len(warned) == 1, r.stderr
+    assert "[compaction] unsummarized is gone and ignored" in warned[0]
+    for i in range(3):
+        fake_llm.enqueue(Reply(text=f"answer {i}"))
+        assert run(["ask", f"question {i}"], tmp_path, env).returncode == 0
+    # The rest of the table is used (no summary below 100 messages), and the rows that
+    # left the window are listed, not sent in a short form.
+    body = json.dumps(fake_llm.last.body, ensure_ascii=False)
+    assert "question 0" not in body and "answer 1" not in body and "question 2" in body
+    assert "groups 1–3 (4 message(s)): not summarized yet" in body

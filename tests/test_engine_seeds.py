@@ -122,17 +122,6 @@ async def test_rows_that_left_the_window_reach_the_model_through_the_summary_whe
     assert [u for u in groups_sent(fake_llm.last)] == ["## Begin Conversation History\nand now?"]
 
 
-async def test_the_short_form_stays_an_explicit_option(make, fake_llm):
-    ws, orch = await make(compaction={"unsummarized": "short"})
-    await ws.ledger.set_window(ws.session, 1)
-    for i in range(3):
-        fake_llm.enqueue(Reply(text=f"answer {i}"))
-        await orch.run_turn(f"question {i}")
-    text = body_of(fake_llm.last)
-    assert all(f"question {i}" in text for i in range(3))
-    assert "not summarized yet" not in text
-
-
 # -- 2. elision ----------------------------------------------------------------------------
 
 
@@ -215,6 +204,35 @@ async def test_rules_and_values_survive_the_summary_with_their_subject(make, fak
         assert sentence in system, sentence
     # The later value wins: the correction is kept, the earlier value is not.
     assert "the release moved to March 17." in system and "March 3" not in system
+
+
+async def test_a_waiting_correction_replaces_the_summary_anchor_it_corrects(make, fake_llm):
+    ws, orch = await make()
+    await ws.ledger.set_window(ws.session, 1)
+    fake_llm.enqueue(Reply(text="noted"))
+    await orch.run_turn("The webhook retry window is 45 minutes.")
+    rows = [m.id for m in await ws.ledger.session_messages(ws.session)]
+    anchors = "## Anchors kept verbatim\n- [value/1] The webhook retry window is 45 minutes.\n"
+    await ws.ledger.add_summary(ws.session, "main", "lane", rows, "OLD-SUMMARY\n\n" + anchors)
+    fake_llm.enqueue(Reply(text="noted"))
+    await orch.run_turn("Correction on the webhook retry window: it is 90 minutes now.")
+    await orch.wait_background()
+    # The correction left the window and waits for a summary (due at once): the request
+    # lists it and no longer presents the earlier value beside it.
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>NEW-SUMMARY</summary>"))
+    await orch.run_turn("How long is the retry window?")
+    asked = [r for r in fake_llm.chat_requests if "How long is the retry" in body_of(r)]
+    system = system_of(asked[0])
+    assert "OLD-SUMMARY" in system and "45 minutes" not in system
+    assert (
+        "- corrected there (the later value wins): Correction on the webhook retry window: "
+        "it is 90 minutes now." in system
+    )
+    await orch.wait_background()
+    # The summary made then keeps the later value alone.
+    new = (await ws.ledger.summaries(ws.session))[-1]
+    assert "NEW-SUMMARY" in new.content and "90 minutes" in new.content
+    assert "45 minutes" not in new.content
 
 
 async def test_a_correction_after_the_state_is_flagged_next_to_it(make, fake_llm):

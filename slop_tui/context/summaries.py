@@ -1050,16 +1050,45 @@ def carried_anchor_items(previous_summary: str) -> list[Anchor]:
             continue
         if inside and line.startswith("#"):
             break
-        if inside and line.startswith("- "):
-            item = line[2:].strip()
-            tagged = _TAGGED.match(item)
-            if tagged:
-                kind, prio, text = tagged.groups()
-                priority = int(prio) if prio is not None else PRIORITY_USER
-                out.append(Anchor(kind, text, priority))
-            elif item:
-                out.append(Anchor(KIND_VALUE, item, PRIORITY_USER))
+        anchor = _anchor_item(line) if inside else None
+        if anchor is not None:
+            out.append(anchor)
     return out
+
+
+def _anchor_item(line: str) -> Anchor | None:
+    """The anchor of one `- [kind/priority] text` line (untagged: priority 1), or None."""
+    if not line.startswith("- "):
+        return None
+    item = line[2:].strip()
+    tagged = _TAGGED.match(item)
+    if tagged:
+        kind, prio, text = tagged.groups()
+        return Anchor(kind, text, int(prio) if prio is not None else PRIORITY_USER)
+    return Anchor(KIND_VALUE, item, PRIORITY_USER) if item else None
+
+
+def without_corrected(summary: str, corrections: Sequence[str]) -> str:
+    """`summary` without the anchors that one of `corrections` (the user's later
+    statements, `summary_corrections`) supersedes: the request that lists those
+    corrections does not also present the earlier values as kept verbatim. The stored
+    summary is unchanged; the next one drops them for good (`supersede`)."""
+    if not corrections:
+        return summary
+    news = [Anchor(KIND_VALUE, c, PRIORITY_USER) for c in corrections]
+    out: list[str] = []
+    inside = False
+    for line in summary.splitlines(keepends=True):
+        if line.strip() == ANCHORS_HEADER:
+            inside = True
+        elif inside and line.startswith("#"):
+            inside = False
+        elif inside:
+            old = _anchor_item(line)
+            if old is not None and any(supersedes(new, old) for new in news):
+                continue
+        out.append(line)
+    return "".join(out)
 
 
 def carried_anchors(previous_summary: str) -> list[str]:
