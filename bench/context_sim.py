@@ -28,9 +28,6 @@ Policies, all on the same script and the same model window (128,000 tokens):
   after-reply compaction, rolling lane summaries with anchors), with one
   setting added, `[compaction] detector_model`, so the topic boundary can be
   found (without a detector model the engine never truncates at a boundary);
-- `default-short` (only with `--policy`): the same with `[compaction] unsummarized =
-  "short"`: rows that left the window are sent in a short form until a summary covers
-  them, instead of the strict window's one-line index;
 - `default-cache` (only with `--policy`): the same with `[context] layout = "cache"`.
 
 The guard ladder runs before every request for every policy (with compaction
@@ -94,7 +91,6 @@ from slop_tui.commands import dispatch  # noqa: E402
 from slop_tui.config import load_config  # noqa: E402
 from slop_tui.context.compaction import BOUNDARY_INSTRUCTION, BOUNDARY_SYSTEM  # noqa: E402
 from slop_tui.context.layout import longest_common_prefix, serialize_request  # noqa: E402
-from slop_tui.context.plan import TIER_POINTER  # noqa: E402
 from slop_tui.context.prompt import KIND_NOTICE, PLACEMENT_SYSTEM, Prompt  # noqa: E402
 from slop_tui.context.summaries import STANDALONE_SYSTEM  # noqa: E402
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE  # noqa: E402
@@ -150,13 +146,6 @@ POLICIES = {
         driver="truncate",
     ),
     "default": Policy("default", "slop-tui default (+ detector)", None, WINDOW, _DETECTOR),
-    "default-short": Policy(
-        "default-short",
-        "slop-tui, unsummarized rows sent short",
-        None,
-        WINDOW,
-        {**_DETECTOR, "unsummarized": "short"},
-    ),
     "default-cache": Policy(
         "default-cache",
         "slop-tui default, cache layout",
@@ -279,8 +268,7 @@ class Recorder:
     def _paths(self, prompt: Prompt) -> None:
         """What the engine did to this request: tier cuts (tool results, user messages
         of older groups under pressure, the turn's own oversized message), elision,
-        pointers in place of the results of rows awaiting a summary, emergency,
-        shedding."""
+        emergency, shedding."""
         elided = 0
         for m in prompt.messages:
             if m.kind == KIND_NOTICE and m.text == sim_policies.LEFT_OUT:
@@ -298,8 +286,8 @@ class Recorder:
                 elided += 1
             else:
                 self.fire(f"cut:{m.tier}")
-            pointer = m.tier in ("elided", TIER_POINTER)
-            self.cut_ids.setdefault(m.message_id, "elided" if pointer else "truncated")
+            elided_one = m.tier == "elided"
+            self.cut_ids.setdefault(m.message_id, "elided" if elided_one else "truncated")
             if f"WHERE id={m.message_id}" in m.text:
                 self.hints_ok += 1
             else:
@@ -890,7 +878,6 @@ PATHS = (
     ("cut:inactive", "tier inactive"),
     ("cut:paste", "paste cut"),
     ("cut:oversize", "own cut"),
-    ("cut:pointer", "pointer"),
     ("elide", "elide"),
     ("stored:guard", "guard summary"),
     ("stored:compaction", "after-reply summary"),

@@ -238,6 +238,11 @@ def _check_types(data: dict[str, Any], path: Path, warnings: list[str]) -> dict[
                 else:
                     checked[k] = v
             clean[table] = checked
+    if "compaction" in clean:
+        from slop_tui.context.budget import removed_settings
+
+        clean["compaction"], gone = removed_settings(clean["compaction"])
+        warnings.extend(f"{path}: {warning}" for warning in gone)
     if "truncation" in clean:
         from slop_tui.context.tiers import TruncationSettings
 

@@ -673,8 +673,8 @@ class Orchestrator:
         self.compaction_task = asyncio.create_task(self._background(turn, None))
 
     async def _background(self, turn: _Turn, reply_text: str | None) -> None:
-        """After-reply compaction, then lane summaries while one is due; errors become a
-        `failed` event."""
+        """After-reply compaction, then lane summaries while one is due, then the session
+        summary when it is on and due; errors become a `failed` event."""
         send = turn.send
 
         async def notify(
@@ -700,6 +700,8 @@ class Orchestrator:
                 done = await self.compactor.lane_summary(turn.model, turn.strategy, notify=notify)
                 if done is None:
                     break
+            if not self._past_deadline():
+                await self.compactor.session_summary(turn.model, turn.strategy, notify=notify)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # background housekeeping must never break the app

@@ -884,6 +884,11 @@ class Workspace:
                 stored = await self.ledger.summaries(self.session, lane)
                 if stored:
                     named.append((lane, max(stored, key=lambda x: (x.last_message_id, x.id))))
+        overview = None
+        if comp.enabled and comp.session_summary:
+            made = await self.ledger.session_summaries(self.session)
+            made = [x for x in made if edit is None or not edit.invalidates(x)]
+            overview = made[-1] if made else None
         personality, source = await self.personality(sess)
         candidates, bm25 = await self.ledger.memo_candidates(keywords)
         memos = rank_memos(keywords, candidates, bm25)
@@ -916,6 +921,7 @@ class Workspace:
             personality=personality,
             personality_source=source,
             named_lanes=tuple(named),
+            session_summary=overview,
             repo_map=repo_map,
             file_tree=file_tree,
             urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],

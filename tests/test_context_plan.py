@@ -13,14 +13,13 @@ from dataclasses import replace
 
 import pytest
 
-from slop_tui.context.assemble import AssemblyInputs, ContextSettings
+from slop_tui.context.assemble import AssemblyInputs, ContextSettings, rough_tokens
 from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.guards import elided_pointer
 from slop_tui.context.plan import (
     PLACE_DROPPED,
     PLACE_OTHER_LANE,
     PLACE_OUTSIDE,
-    PLACE_PENDING,
     PLACE_SUMMARY,
     PLACE_WAITING,
     PLACE_WINDOW,
@@ -29,6 +28,7 @@ from slop_tui.context.plan import (
     build_plan,
     cut_older_pastes,
     head_summary,
+    pending_form,
 )
 from slop_tui.context.prompt import ToolSpec
 from slop_tui.context.render import render_prompt
@@ -95,11 +95,6 @@ def plan_of(
     return build_plan(inputs, settings)
 
 
-# The rows that left the window sent in their short form until a summary covers them
-# (`[compaction] unsummarized = "short"`); the default is the strict window.
-SHORT = CompactionSettings(unsummarized="short")
-
-
 def text_of(plan) -> str:
     return render_prompt(plan.request)
 
@@ -115,29 +110,10 @@ def places(plan, rows) -> dict[int, str]:
 # -- the window is a view ----------------------------------------------------------------
 
 
-def test_rows_that_left_the_window_are_sent_until_a_summary_covers_them() -> None:
-    rows = history(6)  # groups 1, 3, 5, 7, 9, 11
-    plan = plan_of(rows, 2, compaction=SHORT)
-    assert plan.window_groups == {9, 11} and plan.pending_groups == {1, 3, 5, 7}
-    assert places(plan, rows) == {
-        1: "pending",
-        3: "pending",
-        5: "pending",
-        7: "pending",
-        9: "window",
-        11: "window",
-    }
-    for g in range(6):  # every row word for word
-        assert f"question {g}" in text_of(plan) and f"answer {g}" in text_of(plan)
-    assert plan.pending_messages == 8 and plan.pending_tokens > 0
-    assert not plan.summary_due  # 8 messages, few tokens, no age: below seed 002's thresholds
-    assert "pending" in plan.layer_tokens()
-
-
 def test_the_strict_window_sends_only_its_groups_and_indexes_the_rest() -> None:
     rows = history(6)  # groups 1, 3, 5, 7, 9, 11
     plan = plan_of(rows, 2)
-    assert plan.window_groups == {9, 11} and plan.pending_groups == frozenset()
+    assert plan.window_groups == {9, 11}
     assert places(plan, rows) == {
         1: "waiting",
         3: "waiting",
@@ -179,49 +155,54 @@ def test_a_correction_waiting_outside_the_strict_window_makes_a_summary_due() ->
         "- corrected there (the later value wins): Correction: the webhook retry window is "
         "90 minutes now." in plan.request.system_text
     )
+    # The summary in the request does not present the earlier value as kept verbatim.
+    assert "45 minutes" not in plan.request.system_text
+    assert "45 minutes" in old.content  # the stored summary is unchanged
     # Without the correction the same rows are below the thresholds.
     calm = plan_of(history(6), 2, [old])
     assert not calm.summary_due
 
 
-def test_a_summary_covers_what_lies_before_it_and_the_rest_is_sent() -> None:
+def test_a_summary_covers_what_lies_before_it_and_the_rest_is_listed() -> None:
     rows = history(6)
     s = summary(1, last=6)  # groups 1, 3, 5
-    plan = plan_of(rows, 2, [s], compaction=SHORT)
+    plan = plan_of(rows, 2, [s])
     assert plan.head == s
     assert places(plan, rows) == {
         1: "summary",
         3: "summary",
         5: "summary",
-        7: "pending",
+        7: "waiting",
         9: "window",
         11: "window",
     }
     assert plan.group_place(1, "main", "completed").summary_id == 1
     text = text_of(plan)
-    assert "SUMMARY-1" in text and "question 0" not in text and "question 3" in text
+    assert "SUMMARY-1" in text and "question 0" not in text and "question 3" not in text
+    assert "group 7 (2 message(s)): not summarized yet" in text
     assert plan.message_label(rows[0]) == "covered by summary 1"
+    assert plan.message_label(rows[6]) == "not sent: waiting for a summary"
 
 
 def test_widening_brings_rows_back_word_for_word_and_narrowing_reuses_a_summary() -> None:
     rows = history(8)  # groups 1, 3, ..., 15
     first, second = summary(1, last=4), summary(2, last=10)  # 1-3, then 1-9
-    narrow = plan_of(rows, 2, [first, second], compaction=SHORT)
+    narrow = plan_of(rows, 2, [first, second])
     assert narrow.head == second
     # Full history: no summary, every row in the window, word for word.
-    full = plan_of(rows, 0, [first, second], compaction=SHORT)
-    assert full.head is None and full.pending_groups == frozenset()
+    full = plan_of(rows, 0, [first, second])
+    assert full.head is None and full.unsent_backlog == ()
     assert set(places(full, rows).values()) == {PLACE_WINDOW}
     assert all(f"question {g}" in text_of(full) for g in range(8))
     assert "SUMMARY" not in text_of(full)
     # A window of 5 starts at group 7: the newer summary reaches into it, so the older
-    # one (whose span still fits) is reused, and groups 5 and 7... are sent.
-    five = plan_of(rows, 5, [first, second], compaction=SHORT)
+    # one (whose span still fits) is reused, and group 5 waits for the next summary.
+    five = plan_of(rows, 5, [first, second])
     assert five.head == first
     assert places(five, rows) == {
         1: "summary",
         3: "summary",
-        5: "pending",
+        5: "waiting",
         7: "window",
         9: "window",
         11: "window",
@@ -229,8 +210,8 @@ def test_widening_brings_rows_back_word_for_word_and_narrowing_reuses_a_summary(
         15: "window",
     }
     # Narrowing to 3 and widening to 5 again: five groups in the window.
-    assert len(plan_of(rows, 3, [first, second], compaction=SHORT).window_groups) == 3
-    assert plan_of(rows, 5, [first, second], compaction=SHORT).window_groups == five.window_groups
+    assert len(plan_of(rows, 3, [first, second]).window_groups) == 3
+    assert plan_of(rows, 5, [first, second]).window_groups == five.window_groups
 
 
 def test_head_summary_is_the_newest_valid_one_wholly_before_the_window() -> None:
@@ -271,15 +252,12 @@ def test_dropped_groups_and_other_lanes() -> None:
     assert "question 1" not in text_of(plan)
 
 
-def test_a_long_backlog_sends_its_newest_rows_and_the_rest_waits() -> None:
+def test_a_long_backlog_lists_its_newest_rows_and_the_rest_waits() -> None:
     rows = history(6)
     plan = plan_of(rows, 2, backlog_complete=False)
     assert plan.summary_due and "wait" in plan.due_reason
-    # The workspace passes only the newest rows; here every group is passed, so the
-    # place of a group older than all of them would be "waiting".
-    plan = replace(plan, pending_groups=frozenset({7}))
+    assert "groups 1–7 and older ones (8 message(s)): not summarized yet" in text_of(plan)
     assert plan.group_place(1, "main", "completed").place == PLACE_WAITING
-    assert plan.group_place(7, "main", "completed").place == PLACE_PENDING
 
 
 # -- seed 002's thresholds ------------------------------------------------------------------
@@ -389,7 +367,6 @@ def test_places_are_one_of_the_known_ones() -> None:
     plan = plan_of(rows, 1, [summary(1, last=2)])
     assert set(places(plan, rows).values()) <= {
         PLACE_WINDOW,
-        PLACE_PENDING,
         PLACE_SUMMARY,
         PLACE_OUTSIDE,
         PLACE_WAITING,
@@ -480,7 +457,7 @@ def test_cut_older_pastes_can_treat_every_group_as_older() -> None:
 STATE_BLOCK = "\n\n### STATE\nGoal: ship the parser\nResolved: step done\n"
 
 
-def test_rows_awaiting_a_summary_send_pointers_and_answers_without_state() -> None:
+def test_rows_awaiting_a_summary_are_measured_as_pointers_and_answers_without_state() -> None:
     rows = [
         user(1, 1, "read the config"),
         openai_calls(2, 1, [("a", "read_file", {})]),
@@ -489,13 +466,17 @@ def test_rows_awaiting_a_summary_send_pointers_and_answers_without_state() -> No
         *[replace(m, id=m.id + 10, group_id=(m.group_id or 0) + 10) for m in tool_rows()[:1]],
         replace(answer(12, 11, "Done." + STATE_BLOCK), payload='{"role": "assistant"}'),
     ]
-    plan = plan_of(rows, 1, tools=TOOLS, compaction=SHORT)
-    assert plan.pending_groups == {1} and plan.window_groups == {11}
-    sent = {m.message_id: m for m in plan.request.messages}
+    plan = plan_of(rows, 1, tools=TOOLS)
+    assert plan.window_groups == {11} and not {1, 2, 3, 4} & plan.sent
+    assert plan.unsent_backlog == (1, 2, 3, 4)
+    # Seed 002's token threshold measures them in their short form.
+    whole = plan_of(rows, 0, tools=TOOLS).request
+    short = pending_form(whole, frozenset({1}), rough_tokens)
+    sent = {m.message_id: m for m in short.messages}
     assert sent[3].tier == "pointer" and sent[3].text == elided_pointer(3)
-    assert plan.message_label(rows[2]) == "pointer until a summary covers it"
     assert sent[4].text == "It looks fine." and sent[4].native is None
-    # The window's rows are sent as they are: its answer keeps its STATE.
+    assert plan.pending_tokens == sum(m.tokens for m in short.messages if m.group_id == 1)
+    # The window's rows are as they are: its answer keeps its STATE.
     assert sent[12].text == "Done." + STATE_BLOCK and sent[12].native is not None
-    assert_structurally_valid(plan.request.messages)
+    assert_structurally_valid(short.messages)
     assert sum(plan.layer_tokens().values()) == plan.request_tokens

@@ -444,10 +444,10 @@ async def test_rows_that_leave_the_window_fold_into_the_lane_summary(make, fake_
     assert "request 0:" not in text_of(fake_llm.last)
 
 
-async def test_below_the_thresholds_rows_are_sent_until_a_summary_is_due(make, fake_llm):
-    """Seed 002's thresholds: no summary call per turn; with `unsummarized = "short"`
-    what left the window and is not summarized yet stays in the request (no limbo)."""
-    ws, orch = await make(compaction={"unsummarized": "short"})
+async def test_below_the_thresholds_rows_are_listed_until_a_summary_is_due(make, fake_llm):
+    """Seed 002's thresholds: no summary call per turn; what left the window and is not
+    summarized yet is not sent, but listed in one line with the query that reads it."""
+    ws, orch = await make()
     await ws.ledger.set_window(ws.session, 2)
     await history(ws, 3, 5)
     for i in range(4):
@@ -457,8 +457,9 @@ async def test_below_the_thresholds_rows_are_sent_until_a_summary_is_due(make, f
     assert len(fake_llm.chat_requests) == 4  # four answers, no summary call
     assert await ws.ledger.summaries(ws.session) == []
     body = text_of(fake_llm.last)
-    for i in range(3):  # every group that left the window is still sent, word for word
-        assert f"request {i}:" in body
+    for i in range(3):  # the groups that left the window are not sent
+        assert f"request {i}:" not in body
+    assert "(10 message(s)): not summarized yet; query_db reads them" in body
     plan = await ws.plan("openai")
     assert not plan.summary_due and plan.pending_messages == 10
     places = {
@@ -466,7 +467,7 @@ async def test_below_the_thresholds_rows_are_sent_until_a_summary_is_due(make, f
         for g in await ws.ledger.list_groups(ws.session)
     }
     assert (
-        sorted(places.values()).count("pending") == 5 and list(places.values()).count("window") == 2
+        sorted(places.values()).count("waiting") == 5 and list(places.values()).count("window") == 2
     )
 
 

@@ -5,13 +5,14 @@ subfolder of a repository that already has a ledger."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.fakeserver import Reply
+from tests.fakeserver import FakeToolCall, Reply
 from tests.test_cli import run
 
 # An "editor" that copies the file it is given next to itself, to read back.
@@ -103,6 +104,22 @@ def test_message_show_gives_the_snapshot_beside_the_message_size(tmp_path, fake_
     # The answer: its own size, and beside it the call that produced it (seed 000).
     assert "· 4,338 tokens in context (prompt 4,321 + completion 17)" in answer
     assert "tokens in context" not in user
+    # The group list gives each group's snapshot: the last call its turn made.
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("list_directory", {"path": "."})], prompt_tokens=5000),
+        Reply(text="listed", prompt_tokens=5600, completion_tokens=9),
+    )
+    assert run(["ask", "list it"], tmp_path, env).returncode == 0
+    listed = run(["exec", "/message list"], tmp_path, env)
+    assert listed.returncode == 0, listed.stderr
+    assert "| group | msgs | tokens | in context | status | prompt |" in listed.stdout
+    rows = {line.split("|")[1].strip(): line for line in listed.stdout.splitlines()[2:]}
+    assert "| 5,609 |" in rows["3"] and "| 4,338 |" in rows["1"]
+    shown = run(["exec", "/message show 3"], tmp_path, env).stdout
+    # Every message of one call shows that call's snapshot (seed 000: the tool call and
+    # its result alike); the answer shows the call that produced it.
+    assert shown.count("tokens in context (prompt 5,000 + completion") == 2
+    assert "· 5,609 tokens in context (prompt 5,600 + completion 9)" in shown
 
 
 def test_session_list_shows_sessions_with_history_unless_all(tmp_path, fake_llm):
@@ -153,3 +170,25 @@ def test_a_subfolder_of_a_repository_uses_the_root_ledger(tmp_path, fake_llm):
     fake_llm.enqueue(Reply(text="alone"))
     assert run(["ask", "asked alone"], other / "sub", env).returncode == 0
     assert (other / "sub" / ".slop" / "slop.db").exists()
+
+
+def test_the_removed_unsummarized_key_is_one_warning_and_the_window_stays_strict(
+    tmp_path, fake_llm
+):
+    env = env_for(fake_llm, tmp_path)
+    (tmp_path / ".slop").mkdir(exist_ok=True)
+    (tmp_path / ".slop" / "config.toml").write_text(
+        '[compaction]\nunsummarized = "short"\nlane_max_messages = 100\n'
+    )
+    r = run(["exec", "/context window 1"], tmp_path, env)
+    warned = [line for line in r.stderr.splitlines() if "unsummarized" in line]
+    assert r.returncode == 0 and len(warned) == 1, r.stderr
+    assert "[compaction] unsummarized is gone and ignored" in warned[0]
+    for i in range(3):
+        fake_llm.enqueue(Reply(text=f"answer {i}"))
+        assert run(["ask", f"question {i}"], tmp_path, env).returncode == 0
+    # The rest of the table is used (no summary below 100 messages), and the rows that
+    # left the window are listed, not sent in a short form.
+    body = json.dumps(fake_llm.last.body, ensure_ascii=False)
+    assert "question 0" not in body and "answer 1" not in body and "question 2" in body
+    assert "groups 1–3 (4 message(s)): not summarized yet" in body

@@ -122,17 +122,6 @@ async def test_rows_that_left_the_window_reach_the_model_through_the_summary_whe
     assert [u for u in groups_sent(fake_llm.last)] == ["## Begin Conversation History\nand now?"]
 
 
-async def test_the_short_form_stays_an_explicit_option(make, fake_llm):
-    ws, orch = await make(compaction={"unsummarized": "short"})
-    await ws.ledger.set_window(ws.session, 1)
-    for i in range(3):
-        fake_llm.enqueue(Reply(text=f"answer {i}"))
-        await orch.run_turn(f"question {i}")
-    text = body_of(fake_llm.last)
-    assert all(f"question {i}" in text for i in range(3))
-    assert "not summarized yet" not in text
-
-
 # -- 2. elision ----------------------------------------------------------------------------
 
 
@@ -215,6 +204,35 @@ async def test_rules_and_values_survive_the_summary_with_their_subject(make, fak
         assert sentence in system, sentence
     # The later value wins: the correction is kept, the earlier value is not.
     assert "the release moved to March 17." in system and "March 3" not in system
+
+
+async def test_a_waiting_correction_replaces_the_summary_anchor_it_corrects(make, fake_llm):
+    ws, orch = await make()
+    await ws.ledger.set_window(ws.session, 1)
+    fake_llm.enqueue(Reply(text="noted"))
+    await orch.run_turn("The webhook retry window is 45 minutes.")
+    rows = [m.id for m in await ws.ledger.session_messages(ws.session)]
+    anchors = "## Anchors kept verbatim\n- [value/1] The webhook retry window is 45 minutes.\n"
+    await ws.ledger.add_summary(ws.session, "main", "lane", rows, "OLD-SUMMARY\n\n" + anchors)
+    fake_llm.enqueue(Reply(text="noted"))
+    await orch.run_turn("Correction on the webhook retry window: it is 90 minutes now.")
+    await orch.wait_background()
+    # The correction left the window and waits for a summary (due at once): the request
+    # lists it and no longer presents the earlier value beside it.
+    fake_llm.enqueue(Reply(text="ok"), Reply(text="<summary>NEW-SUMMARY</summary>"))
+    await orch.run_turn("How long is the retry window?")
+    asked = [r for r in fake_llm.chat_requests if "How long is the retry" in body_of(r)]
+    system = system_of(asked[0])
+    assert "OLD-SUMMARY" in system and "45 minutes" not in system
+    assert (
+        "- corrected there (the later value wins): Correction on the webhook retry window: "
+        "it is 90 minutes now." in system
+    )
+    await orch.wait_background()
+    # The summary made then keeps the later value alone.
+    new = (await ws.ledger.summaries(ws.session))[-1]
+    assert "NEW-SUMMARY" in new.content and "90 minutes" in new.content
+    assert "45 minutes" not in new.content
 
 
 async def test_a_correction_after_the_state_is_flagged_next_to_it(make, fake_llm):
@@ -341,3 +359,103 @@ async def test_uncompact_and_automatic_drops_are_journalled(make, fake_llm):
     assert (await dispatch(ws, "/redo")).ok
     rows = await ws.ledger.group_messages(ws.session, group)
     assert {r.status for r in rows} == {"dropped"}
+
+
+# -- 6. the optional session summary (seed 002) --------------------------------------------
+
+SESSION_HEAD = "### Session summary (every lane of the session)"
+
+
+async def two_lanes_summarized(ws, orch, fake_llm, session_reply: Reply | None) -> None:
+    """Three turns in main and three in topic:deploy with a window of 1 group: after
+    each lane's third, 4 messages left its window (> lane_max_messages 3) and it gets
+    a lane summary; `session_reply` answers the session summary's call when one is
+    made."""
+    await ws.ledger.set_window(ws.session, 1)
+    lanes = (
+        (None, ("The staging port is 8443.", "main two", "main three"), "MAIN-LANE-PROSE"),
+        ("/lane new deploy", ("deploy one", "deploy two", "deploy three"), "DEPLOY-LANE-PROSE"),
+    )
+    for switch, prompts, prose in lanes:
+        if switch is not None:
+            assert (await dispatch(ws, switch)).ok
+        for i, text in enumerate(prompts):
+            fake_llm.enqueue(Reply(text="noted"))
+            if i == 2:
+                fake_llm.enqueue(Reply(text=f"<summary>## User Intent\n- {prose}</summary>"))
+                if switch is not None and session_reply is not None:
+                    fake_llm.enqueue(session_reply)
+            await orch.run_turn(text)
+            await orch.wait_background()
+    assert (await dispatch(ws, "/lane switch main")).ok
+
+
+def session_calls(fake_llm) -> list:
+    return [r for r in fake_llm.chat_requests if "**Lane summaries:**" in body_of(r)]
+
+
+async def test_the_session_summary_is_off_by_default(make, fake_llm):
+    ws, orch = await make(compaction={"lane_max_messages": 3})
+    await two_lanes_summarized(ws, orch, fake_llm, None)
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and now?")
+    assert session_calls(fake_llm) == []
+    assert SESSION_HEAD not in system_of(fake_llm.last)
+    assert "MAIN-LANE-PROSE" in system_of(fake_llm.last)
+    assert "DEPLOY-LANE-PROSE" not in system_of(fake_llm.last)
+
+
+async def test_the_session_summary_is_made_from_the_lanes_and_sent_in_every_lane(make, fake_llm):
+    ws, orch = await make(compaction={"lane_max_messages": 3, "session_summary": True})
+    overview = Reply(text="<analysis>x</analysis><summary>SESSION-OVERVIEW: two lanes</summary>")
+    await two_lanes_summarized(ws, orch, fake_llm, overview)
+    # One call, made once both lanes had a summary: their prose under their names, and
+    # nothing else of the session.
+    [call] = session_calls(fake_llm)
+    text = body_of(call)
+    assert "### Lane main (messages #" in text and "MAIN-LANE-PROSE" in text
+    assert "### Lane topic:deploy (messages #" in text and "DEPLOY-LANE-PROSE" in text
+    assert "deploy three" not in text and "main three" not in text
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and now?")
+    system = system_of(fake_llm.last)
+    assert SESSION_HEAD in system and "SESSION-OVERVIEW: two lanes" in system
+    assert "<analysis>" not in system
+    # In the summary layer, before the lane's own summary; the deploy lane's summary
+    # itself stays out (it was not named).
+    assert system.index(SESSION_HEAD) < system.index("MAIN-LANE-PROSE")
+    assert "DEPLOY-LANE-PROSE" not in system
+    assert (await dispatch(ws, "/lane switch topic:deploy")).ok
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and here?")
+    system = system_of(fake_llm.last)
+    assert "SESSION-OVERVIEW: two lanes" in system and "DEPLOY-LANE-PROSE" in system
+    # No new lane summary since: no second session summary call.
+    assert len(session_calls(fake_llm)) == 1
+    # Un-compacting a lane summary discards the session summary made from it; /undo
+    # brings both back.
+    [deploy] = await ws.ledger.summaries(ws.session, "topic:deploy")
+    assert (await dispatch(ws, f"/context uncompact {deploy.id}")).ok
+    assert "SESSION-OVERVIEW" not in (await ws.prompt("openai")).system_text
+    assert (await dispatch(ws, "/undo")).ok
+    assert "SESSION-OVERVIEW" in (await ws.prompt("openai")).system_text
+    # An edit under its span takes it out of date: the next request goes without it.
+    assert (await dispatch(ws, "/message remove 1")).ok
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("after the edit?")
+    assert "SESSION-OVERVIEW" not in system_of(fake_llm.last)
+
+
+async def test_a_failed_session_summary_call_stores_the_lanes_prose(make, fake_llm):
+    ws, orch = await make(compaction={"lane_max_messages": 3, "session_summary": True})
+    await two_lanes_summarized(
+        ws, orch, fake_llm, Reply(status=500, error_message="the summary model is down")
+    )
+    assert len(session_calls(fake_llm)) == 1
+    fake_llm.enqueue(Reply(text="ok"))
+    await orch.run_turn("and now?")
+    system = system_of(fake_llm.last)
+    assert SESSION_HEAD in system and "made without a model" in system
+    overview = system[system.index(SESSION_HEAD) :]
+    assert "### Lane main\n## User Intent\n- MAIN-LANE-PROSE" in overview
+    assert "### Lane topic:deploy\n## User Intent\n- DEPLOY-LANE-PROSE" in overview

@@ -139,7 +139,7 @@ async def test_a_turn_request_ends_with_its_own_prompt_when_another_workspace_wr
         # still two groups in the window, the older one; the two before it left the
         # strict window: not sent, listed until a summary covers them
         assert plan.window_groups == {old[2], mine.id}
-        assert plan.pending_groups == frozenset() and plan.waiting
+        assert plan.waiting
         assert set(plan.unsent_backlog) == {old[0], old[1]}
         # Without the turn's group (e.g. /context show) the newest groups are shown.
         users = [m.text for m in (await a.prompt()).messages if m.role == "user"]

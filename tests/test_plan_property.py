@@ -8,9 +8,9 @@ prompts it was asked to summarise, as a real model would. After every step:
 
 - the marks the group list draws are the plan's places, group by group;
 - the marks say what the server receives: a group marked sent (● in the
-  window, ◉ sent until a summary covers it) is in the request word for word; a
-  group marked Σ is not, but its summary is; a dropped or removed group is in
-  no layer at all (not in a summary either);
+  window) is in the request word for word; a group marked Σ is not, but its
+  summary is; one marked ◌ (left the window, not summarized yet) is not either;
+  a dropped or removed group is in no layer at all (not in a summary either);
 - the request the server receives at a turn is, byte for byte, the preview's
   JSON body taken when the turn's prompt was written.
 """
@@ -33,8 +33,8 @@ from slop_tui.config import load_config
 from slop_tui.context.plan import (
     MARKS,
     PLACE_DROPPED,
-    PLACE_PENDING,
     PLACE_SUMMARY,
+    PLACE_WAITING,
     PLACE_WINDOW,
 )
 from slop_tui.orchestrator import Orchestrator, TurnStarted
@@ -146,8 +146,10 @@ class Run:
             assert plan.group_place(gid, lane, status) == place
             assert marks[gid] == MARKS[place.place], (gid, place)
             token = self.tokens[gid]
-            if place.place in (PLACE_WINDOW, PLACE_PENDING):
+            if place.place == PLACE_WINDOW:
                 assert token in conversation, (gid, place)
+            elif place.place == PLACE_WAITING:
+                assert token not in conversation, (gid, place)
             elif place.place == PLACE_SUMMARY:
                 assert token not in conversation and token in system, (gid, place)
             elif place.place == PLACE_DROPPED:

@@ -44,7 +44,6 @@ def prompt_of(history: int, system: int = 1000, tools: tuple[ToolSpec, ...] = ()
         window_size=5,
         window_groups=frozenset({1}),
         window_start=1,
-        pending_groups=frozenset(),
         head=None,
         compaction_enabled=True,
         waiting=False,

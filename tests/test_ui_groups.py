@@ -22,7 +22,7 @@ from slop_tui.ui.widgets.groups import (
 )
 from tests.workspace_fixtures import open_workspace
 
-MARK_IN_WINDOW, MARK_PENDING, MARK_SUMMARY = MARKS["window"], MARKS["pending"], MARKS["summary"]
+MARK_IN_WINDOW, MARK_WAITING, MARK_SUMMARY = MARKS["window"], MARKS["waiting"], MARKS["summary"]
 MARK_OUTSIDE, MARK_DROPPED = MARKS["outside"], MARKS["dropped"]
 
 
@@ -30,9 +30,7 @@ def group(gid: int, status: str = "completed", tokens: int = 100, lane: str = "m
     return GroupSummary(gid, lane, prompt or f"prompt {gid}", 2, tokens, status, float(gid))
 
 
-def plan_for(
-    groups, window: int, lane: str = "main", *, summaries=(), compaction=False, short=False
-):
+def plan_for(groups, window: int, lane: str = "main", *, summaries=(), compaction=False):
     """The real context plan over one user row per group (its id is the group's)."""
     rows = [
         Row(g.group_id, "s", g.group_id, g.lane, "user", g.prompt, status=g.status)
@@ -46,9 +44,7 @@ def plan_for(
         backlog=visible,
         summaries=summaries,
     )
-    unsummarized = "short" if short else "index"
-    comp = CompactionSettings(enabled=compaction, unsummarized=unsummarized)
-    return build_plan(inputs, PlanSettings(compaction=comp))
+    return build_plan(inputs, PlanSettings(compaction=CompactionSettings(enabled=compaction)))
 
 
 class ListsApp(App):
@@ -140,25 +136,21 @@ async def test_marks_for_each_status_and_window_membership():
             assert groups.place_of(g.group_id) == plan.group_place(g.group_id, g.lane, g.status)
 
 
-async def test_summary_and_pending_marks_come_from_the_plan():
-    """With compaction on, what left the window is covered by a summary or sent until
-    one covers it."""
+async def test_summary_and_waiting_marks_come_from_the_plan():
+    """With compaction on, what left the window is covered by a summary or waits for
+    one, listed and not sent."""
     app = ListsApp()
     summary = Summary(7, "s", "main", "lane", 1, 2, "earlier", 1, 0.0)
     async with app.run_test(size=(80, 20)):
         groups = app.query_one(GroupList)
-        # The strict window (the default): what left it waits, listed, not sent.
         groups.load(MIXED, plan_for(MIXED, 3, summaries=[summary], compaction=True))
-        marks = {g.group_id: groups.row_text(g.group_id)[0] for g in groups.groups}
-        assert marks[4] == marks[5] == MARKS["waiting"]
-        groups.load(MIXED, plan_for(MIXED, 3, summaries=[summary], compaction=True, short=True))
         marks = {g.group_id: groups.row_text(g.group_id)[0] for g in groups.groups}
         assert marks == {
             1: MARK_SUMMARY,
             2: MARK_SUMMARY,
             3: MARK_DROPPED,
-            4: MARK_PENDING,
-            5: MARK_PENDING,
+            4: MARK_WAITING,
+            5: MARK_WAITING,
             6: MARK_IN_WINDOW,
             7: MARK_IN_WINDOW,
             8: MARK_OUTSIDE,

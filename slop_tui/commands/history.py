@@ -331,7 +331,8 @@ async def undo(ws, args: str) -> CommandResult:
     "message",
     "list",
     "/message list [N]",
-    "The last N groups (default 10): id, messages, tokens, status, prompt.",
+    "The last N groups (default 10): id, messages, their tokens, the tokens in context "
+    "when the group's last call was made (prompt + completion), status, prompt.",
     CAT,
 )
 async def message_list(ws, args: str) -> CommandResult:
@@ -339,12 +340,20 @@ async def message_list(ws, args: str) -> CommandResult:
     groups = await ws.ledger.list_groups(ws.session, n)
     if not groups:
         return ok(f"Session '{ws.session}' has no messages yet.", data=[])
+    snapshots = await ws.ledger.group_snapshots(ws.session, [g.group_id for g in groups])
     # The short columns first and the prompt last: in a narrow pane the prompt wraps
     # and the numbers keep their headers.
-    lines = ["| group | msgs | tokens | status | prompt |", "|---|---|---|---|---|"]
+    lines = [
+        "| group | msgs | tokens | in context | status | prompt |",
+        "|---|---|---|---|---|---|",
+    ]
     for g in groups:
         prompt = snippet(g.prompt, 48).replace("|", "\\|")
-        lines.append(f"| {g.group_id} | {g.messages} | {g.tokens} | {g.status} | {prompt} |")
+        snap = snapshots.get(g.group_id)
+        weight = f"{snap[0] + snap[1]:,}" if snap else "-"
+        lines.append(
+            f"| {g.group_id} | {g.messages} | {g.tokens} | {weight} | {g.status} | {prompt} |"
+        )
     return ok("\n".join(lines), data=groups)
 
 
@@ -352,7 +361,8 @@ async def message_list(ws, args: str) -> CommandResult:
     "message",
     "show",
     "/message show GID",
-    "Every message of one group, in full.",
+    "Every message of one group, in full, with its size and the tokens in context of "
+    "the call that produced it (prompt + completion).",
     CAT,
     aliases=("view",),
 )

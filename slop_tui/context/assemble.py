@@ -87,6 +87,8 @@ MEMOS_HEADER = (
 SUMMARY_HEADER = "## Summary of earlier conversation\n"
 # Another lane's summary, only when the user named that lane in the current request.
 NAMED_LANE_HEADER = "### Lane {lane} (named in the current request)\n"
+# The session summary (`[compaction] session_summary`): an overview of every lane.
+SESSION_SUMMARY_HEADER = "### Session summary (every lane of the session)\n"
 PERSONALITY_HEADER = "## Personality (from the {source})\n"
 SUMMARY_SOURCE = (
     '[messages #{first}..#{last}; originals: query_db(sql="SELECT id, role, content '
@@ -178,6 +180,8 @@ class AssemblyInputs:
     personality_source: str = ""
     # Summaries of other lanes the user named in the current request: (lane, summary).
     named_lanes: Sequence[tuple[str, Summary]] = ()
+    # The session summary, an overview of every lane (None: off, or none made yet).
+    session_summary: Summary | None = None
     files: Sequence[tuple[str, str]] = ()  # `/file add` set: (root-relative path, content)
     resume: str = ""  # handoff text; pass it for the first turn after a resume only
     quoted: str = ""  # text of the group the user replies to
@@ -303,6 +307,9 @@ def _layers(
     summaries = _lane_summaries(inputs)
     index = inputs.unsummarized.strip()
     blocks = [_summary_block(s) for s in summaries]
+    overview = inputs.session_summary
+    if overview is not None and overview.content.strip():
+        blocks.insert(0, SESSION_SUMMARY_HEADER + _summary_block(overview))
     if index:
         blocks.append(index + "\n")
     blocks += [

@@ -157,10 +157,26 @@ def model_info(model: str, overrides: Mapping[str, Any] | None = None) -> ModelI
     return ModelInfo(model, window, output, source)
 
 
-# How rows that left the window and no summary covers yet reach the model.
-UNSUMMARIZED_INDEX = "index"  # not sent: one line in the summary layer says where they are
-UNSUMMARIZED_SHORT = "short"  # sent in a short form (results as pointers) until summarized
-UNSUMMARIZED_MODES = (UNSUMMARIZED_INDEX, UNSUMMARIZED_SHORT)
+# `[compaction]` keys that were removed: a config that still has one gets a one-line
+# warning and the rest of its table is used.
+REMOVED_SETTINGS = {
+    "unsummarized": (
+        "rows that left the window are never sent now, only listed in one line until a "
+        "summary covers them (seed 000's strict window; sending them short cost more "
+        "tokens for no more answerable facts, docs/context.md §5.11)"
+    ),
+}
+
+
+def removed_settings(data: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
+    """`data` without the removed `[compaction]` keys, and one warning per key found."""
+    kept = {k: v for k, v in data.items() if k not in REMOVED_SETTINGS}
+    warnings = [
+        f"[compaction] {key} is gone and ignored: {why}."
+        for key, why in REMOVED_SETTINGS.items()
+        if key in data
+    ]
+    return kept, warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +188,15 @@ class CompactionSettings:
     `detector_model` / `summary_model` ("" = the session's model).
     Guards before every request (seed 004): `warn_pct`, `reduce_pct`,
     `removal_levels`, `keep_recent_messages`, `min_shrink_pct`.
-    Lane summaries (seed 002): the rows that left the window are sent until a
-    summary covers them; one is due past `lane_max_messages`, `lane_max_tokens`
-    (as sent) or `lane_max_age_hours` since the last (`context.plan`).
-    With `unsummarized = "index"` (seed 000's strict window, the default) those rows
-    are not sent: the summary layer lists them in one line with the `query_db` query
-    that reads them; `"short"` sends them in a short form until a summary covers them.
-    `lane_max_anchors` caps the rolled summary's anchors (the user's
-    constraints and decisions beyond it). `lane_keep_recent` and
+    Lane summaries (seed 002): the rows that left the window are not sent (seed
+    000's strict window): the summary layer lists them in one line with the
+    `query_db` query that reads them until a summary covers them; one is due past
+    `lane_max_messages`, `lane_max_tokens` (in their short form) or
+    `lane_max_age_hours` since the last (`context.plan`). `lane_max_anchors` caps
+    the rolled summary's anchors (the user's constraints and decisions beyond it).
+    `session_summary` (seed 002's optional per-session summary, off by default)
+    keeps one more rolling summary: an overview of the session's lanes, made from
+    their summaries and sent in every lane's summary layer. `lane_keep_recent` and
     `lane_min_messages` are accepted for old configs and not used. The current
     turn's own message is cut to `own_message_max_pct` of the input budget when
     it alone is longer (0 = never). Handoff checkpoints every
@@ -206,21 +223,14 @@ class CompactionSettings:
     lane_max_anchors: int = 80
     own_message_max_pct: int = 50
     checkpoint_interval: int = 5
-    unsummarized: str = UNSUMMARIZED_INDEX
+    session_summary: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "enabled":
+            if f.name in ("enabled", "session_summary"):
                 if not isinstance(value, bool):
-                    raise ValueError(f"compaction.enabled must be true or false, got {value!r}")
-            elif f.name == "unsummarized":
-                if value not in UNSUMMARIZED_MODES:
-                    raise ValueError(
-                        "compaction.unsummarized must be "
-                        + " or ".join(f'"{m}"' for m in UNSUMMARIZED_MODES)
-                        + f", got {value!r}"
-                    )
+                    raise ValueError(f"compaction.{f.name} must be true or false, got {value!r}")
             elif f.name in ("detector_model", "summary_model"):
                 if not isinstance(value, str):
                     raise ValueError(f"compaction.{f.name} must be a string, got {value!r}")

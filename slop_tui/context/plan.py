@@ -2,8 +2,8 @@
 
 `build_plan(inputs, settings, count_tokens)` turns ledger records and settings
 into a `ContextPlan`: for every group and message its place (in the window,
-sent while it waits for a summary, covered by summary N, outside the window,
-in another lane, dropped), each tool result's tier and limit or elision, each
+waiting for a summary, covered by summary N, outside the window, in another
+lane, dropped), each tool result's tier and limit or elision, each
 layer's tokens, the guard ladder's verdict and the exact request. The
 orchestrator sends `plan.request`; the workspace's panes draw the plan (group
 marks, tool-block labels, the gauge, the preview); a "what if I drop this"
@@ -16,13 +16,13 @@ status of a row:
 - The window holds the last N visible groups of the session's lane (0: all).
 - With compaction enabled, the rows of the lane older than the window are
   covered by the newest valid summary that lies wholly outside the window
-  (`head_summary`); the rows between that summary and the window are sent
-  (`PLACE_PENDING`) until a lane summary covers them, in a short form (tool
-  results as their `query_db` pointer, answers without their STATE block,
-  `pending_form`): no row is ever in neither. Widening the window uncovers rows at once; narrowing it
-  reuses a stored summary whose range still fits, or sends the rows until a
-  new one is made. With compaction disabled, rows older than the window are
-  simply not sent (seed 000).
+  (`head_summary`); the rows between that summary and the window are not sent
+  (seed 000's strict window, `PLACE_WAITING`): the summary layer lists them in
+  one line with the `query_db` query that reads them (`unsummarized_index`)
+  until a lane summary covers them. Widening the window uncovers rows at once;
+  narrowing it reuses a stored summary whose range still fits, or lists the
+  rows until a new one is made. With compaction disabled, rows older than the
+  window are simply not sent and not listed (seed 000).
 - A compaction summary (after-reply or guard) may reach into the window: it
   is used while the request is under pressure (history above
   `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),
@@ -33,8 +33,8 @@ status of a row:
   that share (`cap_own_message`).
 - A lane summary is due (`summary_due`) when the rows awaiting one pass seed
   002's thresholds: more than `lane_max_messages` rows, more than
-  `lane_max_tokens` tokens as sent, or `lane_max_age_hours` since the last
-  summary.
+  `lane_max_tokens` tokens in their short form (`pending_form`), or
+  `lane_max_age_hours` since the last summary.
 
 Pure: no I/O. A group's messages stay together: places are decided per group.
 """
@@ -55,7 +55,7 @@ from slop_tui.context.assemble import (
     rough_tokens,
     window_note,
 )
-from slop_tui.context.budget import UNSUMMARIZED_INDEX, CompactionSettings, ModelInfo
+from slop_tui.context.budget import CompactionSettings, ModelInfo
 from slop_tui.context.guards import (
     TIER_ELIDED,
     GuardPlan,
@@ -66,7 +66,11 @@ from slop_tui.context.guards import (
 )
 from slop_tui.context.isolation import message_tokens, same_family
 from slop_tui.context.prompt import ENGINE_KINDS, KIND_PAIR, Prompt, PromptMessage
-from slop_tui.context.summaries import state_corrections, summary_corrections
+from slop_tui.context.summaries import (
+    state_corrections,
+    summary_corrections,
+    without_corrected,
+)
 from slop_tui.context.tiers import TIER_OVERSIZE, TIER_PASTE, TruncationSettings, truncate
 from slop_tui.context.window import window_and_groups
 from slop_tui.records import (
@@ -82,39 +86,38 @@ CountTokens = Callable[[str], int]
 
 # Where a group stands in the next request.
 PLACE_WINDOW = "window"  # in the rolling window: sent
-PLACE_PENDING = "pending"  # left the window, no summary covers it yet: sent (short form)
 PLACE_SUMMARY = "summary"  # covered by a summary (`GroupPlace.summary_id`): not sent itself
-PLACE_WAITING = "waiting"  # left the window, beyond what is sent, not summarized yet
+PLACE_WAITING = "waiting"  # left the window, not summarized yet: listed in one line
 PLACE_OUTSIDE = "outside"  # outside the window (compaction off): not sent
 PLACE_OTHER_LANE = "other_lane"  # another lane of the session: never sent here
 PLACE_DROPPED = "dropped"  # `/context drop`: not sent, kept in the ledger
-SENT_PLACES = frozenset({PLACE_WINDOW, PLACE_PENDING})
+SENT_PLACES = frozenset({PLACE_WINDOW})
 
 # Summary kinds (`summaries.kind`); compaction kinds may cover rows of the window.
 KIND_GUARD = "guard"  # the guard ladder's summarize step, before a request
 KIND_COMPACTION = "compaction"  # after-reply compaction, summarize case
 KIND_TRUNCATE = "truncate"  # after-reply compaction, truncate case
 KIND_LANE = "lane"  # rolling lane summary of rows that left the window
+KIND_SESSION = "session"  # the session summary: an overview made from the lanes' summaries
 COMPACTION_KINDS = frozenset({KIND_GUARD, KIND_COMPACTION, KIND_TRUNCATE})
 
 
 def pending_cap(settings: CompactionSettings) -> int:
-    """How many of the newest rows awaiting a summary are sent at most: twice the
+    """How many of the newest rows awaiting a summary the plan reads at most: twice the
     `lane_max_messages` threshold (60 by default), so the steady state (a summary is due
     past the threshold) never reaches it. A longer backlog (an imported history, a
     summary an edit took out of date) waits beyond it while the lane summaries absorb
-    it, oldest first, instead of being read and sent whole for every request."""
+    it, oldest first, instead of being read whole for every request."""
     return max(60, 2 * settings.lane_max_messages)
 
 
 LABEL_OTHER_PROVIDER = "not sent: other provider"  # a tool row of another provider family
-# A tool result of a group awaiting a summary: its `query_db` pointer is sent, not its text.
+# A tool result of a group awaiting a summary, as its short form measures it: its
+# `query_db` pointer, not its text.
 TIER_POINTER = "pointer"
-LABEL_POINTER = "pointer until a summary covers it"
 
 MARKS = {
     PLACE_WINDOW: "●",
-    PLACE_PENDING: "◉",
     PLACE_SUMMARY: "Σ",
     PLACE_WAITING: "◌",
     PLACE_OUTSIDE: "○",
@@ -145,7 +148,6 @@ class GroupPlace:
             return f"covered by summary {self.summary_id}"
         return {
             PLACE_WINDOW: "in window",
-            PLACE_PENDING: "sent until a summary covers it",
             PLACE_WAITING: "not sent: waiting for a summary",
             PLACE_OUTSIDE: "not sent: outside window",
             PLACE_OTHER_LANE: "not sent: other lane",
@@ -196,19 +198,18 @@ class ContextPlan:
     window_size: int
     window_groups: frozenset[int]
     window_start: int | None  # the oldest window group's id (None: an empty window)
-    pending_groups: frozenset[int]
     head: Summary | None  # the summary in the request (None: none)
     compaction_enabled: bool
-    waiting: bool  # rows older than the pending ones wait for a summary, not sent
+    waiting: bool  # rows that left the window wait for a summary, not sent
     summary_due: bool  # a lane summary should be made now
     due_reason: str
-    pending_tokens: int  # tokens (as sent) of the rows awaiting a summary
+    pending_tokens: int  # tokens (in their short form) of the rows awaiting a summary
     pending_messages: int
     messages: Mapping[int, str] = field(default_factory=dict)  # message id -> label (sent groups)
     sent: frozenset[int] = frozenset()  # ledger ids of the rows the request carries
-    # Ids of the rows awaiting a summary that the request does not carry (the strict
-    # window lists them in one line): a summary of the request's older rows folds them
-    # in first, so it never stands for rows it did not read.
+    # Ids of the rows awaiting a summary, which the request does not carry (it lists
+    # them in one line): a summary of the request's older rows folds them in first, so
+    # it never stands for rows it did not read.
     unsent_backlog: tuple[int, ...] = ()
     # The last message id the head summary stands for in this request (None: its own
     # end): a summary that reaches into the window while the window is sent whole
@@ -229,8 +230,6 @@ class ContextPlan:
             return GroupPlace(PLACE_SUMMARY, head.id)
         if group_id in self.window_groups:
             return GroupPlace(PLACE_WINDOW)
-        if group_id in self.pending_groups:
-            return GroupPlace(PLACE_PENDING)
         if self.waiting and (self.window_start is None or group_id < self.window_start):
             return GroupPlace(PLACE_WAITING)
         return GroupPlace(PLACE_OUTSIDE)
@@ -251,11 +250,10 @@ class ContextPlan:
 
     def layer_tokens(self) -> dict[str, int]:
         """Tokens per layer of the request, in order: the engine's layers, then `history`
-        (the window), `pending` (rows sent until a summary covers them) and `tools`.
-        They add up to `request_tokens`: the heading of a pinned or context message
-        counts with the first layer it carries."""
+        (the window) and `tools`. They add up to `request_tokens`: the heading of a
+        pinned or context message counts with the first layer it carries."""
         counts = {layer.name: layer.tokens for layer in self.request.layers}
-        history = pending = 0
+        history = 0
         for m in self.request.messages:
             if m.kind == KIND_PAIR:
                 continue  # a pair layer's tokens are its two messages'
@@ -264,13 +262,8 @@ class ContextPlan:
                 if names:
                     counts[names[0]] += m.tokens - sum(counts[n] for n in names)
                 continue
-            if m.group_id in self.pending_groups:
-                pending += m.tokens + m.image_tokens
-            else:
-                history += m.tokens + m.image_tokens
+            history += m.tokens + m.image_tokens
         counts["history"] = history
-        if pending:
-            counts["pending"] = pending
         counts["tools"] = self.request.tool_tokens
         return counts
 
@@ -343,10 +336,10 @@ def _due(
     corrections: Sequence[str] = (),
 ) -> tuple[bool, str]:
     """Seed 002's triggers over the rows awaiting a summary, the rebuild of a summary an
-    edit took out of date, and (strict window: the rows are not sent) a correction of
-    a value the summary in the request holds."""
+    edit took out of date, and a correction of a value the summary in the request
+    holds (the rows are not sent)."""
     if waiting:
-        return True, "older rows than the ones sent wait for a summary"
+        return True, "older rows than the ones read wait for a summary"
     if not pending:
         return False, ""
     if stale_top is not None and pending[0].id <= stale_top:
@@ -476,11 +469,9 @@ def pending_form(prompt: Prompt, groups: frozenset[int], count_tokens: CountToke
     """The request with the rows of `groups` (left the window, awaiting a summary) in
     their short form: each tool result replaced by its one-line `query_db` pointer
     (`TIER_POINTER`; a result no longer than its pointer stays), each answer without
-    its `### STATE` block (the STATE layer holds the current one).
-
-    The window sends an older group's result cut to the inactive limit; beyond the
-    window the pointer is enough: the summary that will cover the group keeps the
-    result's values as anchors, and `query_db` reads it whole."""
+    its `### STATE` block (the STATE layer holds the current one). Seed 002's token
+    threshold measures those rows this way (`_short_form_tokens`): what they hold
+    that a summary would keep, not the tool output it keeps only as anchors."""
     if not groups:
         return prompt
     out: list[PromptMessage] = []
@@ -591,8 +582,6 @@ def _labels(
         if m is not None:
             if m.tier == TIER_ELIDED:
                 out[msg.id] = "elided"
-            elif m.tier == TIER_POINTER:
-                out[msg.id] = LABEL_POINTER
             elif m.tier == TIER_OVERSIZE:
                 out[msg.id] = f"{m.tier} {len(m.text)}"
             elif m.tier:
@@ -648,8 +637,7 @@ def build_plan(
     if not enabled:
         pending = []
     # Seed 000's strict window: rows that left it reach the model through a summary,
-    # query_db, or the one-line index of what is not summarized yet; "short" sends them.
-    strict = comp.unsummarized == UNSUMMARIZED_INDEX
+    # query_db, or the one-line index of what is not summarized yet.
     beyond_cap = enabled and not inputs.backlog_complete
     fixes: list[str] = []  # the user's corrections of the summary among unsent rows
 
@@ -657,20 +645,24 @@ def build_plan(
         notes = [window_note(window, groups, size)]
         nonlocal fixes
         index, fixes = "", []
-        if pending and strict:
+        if pending:
             fixes = summary_corrections(summary.content, pending) if summary is not None else []
             index = unsummarized_index(pending, older=beyond_cap, corrections=fixes)
+            if fixes and summary is not None:
+                # The later value wins: the anchors it corrects are not sent beside it.
+                summary = replace(summary, content=without_corrected(summary.content, fixes))
             notes.append(
                 f"not summarized yet: {len({m.group_id for m in pending})} group(s) that left "
                 "the window are listed in one line, not sent"
             )
-        elif pending:
-            notes.append(
-                f"pending: {len({m.group_id for m in pending})} group(s) that left the window "
-                "are sent until a summary covers them"
-            )
         if summary is not None:
             notes.append(f"summary {summary.id} covers messages up to #{summary.last_message_id}")
+        if asm.session_summary is not None:
+            overview = asm.session_summary
+            notes.append(
+                f"session summary {overview.id}: every lane, messages up to "
+                f"#{overview.last_message_id}"
+            )
         with_summary = replace(
             asm, summaries=(summary,) if summary is not None else (), unsummarized=index
         )
@@ -682,9 +674,9 @@ def build_plan(
         fixes = tuple(state_corrections(asm.state, later))
         if fixes != tuple(asm.state_corrections):
             asm = replace(asm, state_corrections=fixes)
-    rows = list(window) if strict else [*pending, *window]
+    rows = list(window)
     newest = groups[-1] if groups else None
-    if strict and pending and newest is not None:
+    if pending and newest is not None:
         # A compaction summary that reaches into the window also stands for the rows
         # before it: better than their one-line index; the window is still sent whole.
         deeper = _compaction_summary(summaries, lane, after, newest)
@@ -719,17 +711,8 @@ def build_plan(
             unsendable=settings.model.max_input_tokens,
         )
 
-    if strict:
-        pending_groups: frozenset[int] = frozenset()
-        pending_tokens = _short_form_tokens(pending, asm, ctx, count_tokens)
-        waiting = beyond_cap or bool(pending)
-    else:
-        pending_groups = frozenset(m.group_id for m in pending if m.group_id is not None)
-        prompt = pending_form(prompt, pending_groups, count_tokens)
-        pending_tokens = sum(
-            m.tokens for m in prompt.messages if not m.kind and m.group_id in pending_groups
-        )
-        waiting = beyond_cap
+    pending_tokens = _short_form_tokens(pending, asm, ctx, count_tokens)
+    waiting = beyond_cap or bool(pending)
     due, reason = (False, "")
     if enabled:
         due, reason = _due(
@@ -767,7 +750,6 @@ def build_plan(
         window_size=size,
         window_groups=frozenset(groups),
         window_start=window_start,
-        pending_groups=pending_groups,
         head=head,
         compaction_enabled=enabled,
         waiting=waiting,
@@ -779,7 +761,7 @@ def build_plan(
         sent=frozenset(
             m.message_id for m in request.messages if m.message_id is not None and not m.kind
         ),
-        unsent_backlog=tuple(m.id for m in pending) if strict else (),
+        unsent_backlog=tuple(m.id for m in pending),
         covered_upto=_covered_upto(head, rows),
     )
 
@@ -789,12 +771,12 @@ __all__ = [
     "KIND_COMPACTION",
     "KIND_GUARD",
     "KIND_LANE",
+    "KIND_SESSION",
     "KIND_TRUNCATE",
     "LABEL_OTHER_PROVIDER",
     "PLACE_DROPPED",
     "PLACE_OTHER_LANE",
     "PLACE_OUTSIDE",
-    "PLACE_PENDING",
     "PLACE_SUMMARY",
     "PLACE_WAITING",
     "PLACE_WINDOW",

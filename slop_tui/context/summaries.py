@@ -40,7 +40,7 @@ from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
 from slop_tui.context.tiers import truncate
-from slop_tui.records import STATUS_TOOL_CALL, Message, ToolCall
+from slop_tui.records import STATUS_TOOL_CALL, Message, Summary, ToolCall
 
 CountTokens = Callable[[str], int]
 AnyMessage = Message | PromptMessage
@@ -255,12 +255,72 @@ def standalone_summary_request(
     previous_summary = redact_secrets(summary_as_sent(previous_summary.strip()))
     instruction = summary_instruction(budget_tokens, previous_summary)
     text = "**Conversation History:**\n" + history + "\n" + instruction
+    return _standalone(text, strategy, count_tokens, "summary request (standalone)")
+
+
+def _standalone(text: str, strategy: str, count_tokens: CountTokens, note: str) -> Prompt:
+    """A request of `STANDALONE_SYSTEM` and one user message, `text`."""
     system = STANDALONE_SYSTEM
     return Prompt(
         layers=(Layer("system", system, count_tokens(system)),),
         messages=(PromptMessage(role="user", text=text, tokens=count_tokens(text)),),
         strategy=strategy,
-        notes=("summary request (standalone)",),
+        notes=(note,),
+    )
+
+
+SESSION_SUMMARY_INSTRUCTION = """\
+[slop-tui: context compaction request, not a message from the user]
+Above are the summaries of the lanes (threads) of one session. Write the session summary: \
+one overview of the whole session for whoever works in any of its lanes. For each lane, one \
+or two lines: its goal and where it stands; then what connects the lanes (shared decisions, \
+constraints, values that apply to all). Keep file paths, identifiers, numbers and the user's \
+constraints exactly as written; where a later value replaced an earlier one, give the later. \
+Never copy API keys, tokens or passwords. Stay under about {budget} tokens. Do not call tools.
+"""
+
+
+def lane_heads_text(heads: Sequence[Summary]) -> str:
+    """The lanes' summaries as a session summary reads them: each lane's prose under its
+    name (`### Lane <lane> (messages #A..#B)`); the anchors stay in the lane summaries."""
+    return "".join(
+        f"### Lane {h.lane} (messages #{h.first_message_id}..#{h.last_message_id})\n"
+        + redact_secrets(_strip_anchor_section(h.content.strip()))
+        + "\n\n"
+        for h in heads
+    )
+
+
+def session_summary_request(
+    heads: Sequence[Summary],
+    strategy: str,
+    budget_tokens: int = 500,
+    count_tokens: CountTokens = rough_tokens,
+) -> Prompt:
+    """The request of a session summary (seed 002's optional `session_summary`): the
+    newest summary of each lane (`lane_heads_text`) and the instruction; nothing else
+    of the session."""
+    text = (
+        "**Lane summaries:**\n"
+        + lane_heads_text(heads)
+        + SESSION_SUMMARY_INSTRUCTION.format(budget=budget_tokens)
+    )
+    return _standalone(text, strategy, count_tokens, "session summary request (standalone)")
+
+
+def extractive_session_summary(
+    heads: Sequence[Summary], budget_tokens: int, count_tokens: CountTokens = rough_tokens
+) -> str:
+    """A session summary without a model: each lane's prose, cut to an equal share of
+    the budget."""
+    share = max(1, budget_tokens // max(1, len(heads)))
+    parts = [
+        f"### Lane {h.lane}\n"
+        + bound_prose(redact_secrets(_strip_anchor_section(h.content.strip())), share, count_tokens)
+        for h in heads
+    ]
+    return "(Session summary made without a model: the lanes' summaries, cut.)\n\n" + (
+        "\n\n".join(parts)
     )
 
 
@@ -990,16 +1050,45 @@ def carried_anchor_items(previous_summary: str) -> list[Anchor]:
             continue
         if inside and line.startswith("#"):
             break
-        if inside and line.startswith("- "):
-            item = line[2:].strip()
-            tagged = _TAGGED.match(item)
-            if tagged:
-                kind, prio, text = tagged.groups()
-                priority = int(prio) if prio is not None else PRIORITY_USER
-                out.append(Anchor(kind, text, priority))
-            elif item:
-                out.append(Anchor(KIND_VALUE, item, PRIORITY_USER))
+        anchor = _anchor_item(line) if inside else None
+        if anchor is not None:
+            out.append(anchor)
     return out
+
+
+def _anchor_item(line: str) -> Anchor | None:
+    """The anchor of one `- [kind/priority] text` line (untagged: priority 1), or None."""
+    if not line.startswith("- "):
+        return None
+    item = line[2:].strip()
+    tagged = _TAGGED.match(item)
+    if tagged:
+        kind, prio, text = tagged.groups()
+        return Anchor(kind, text, int(prio) if prio is not None else PRIORITY_USER)
+    return Anchor(KIND_VALUE, item, PRIORITY_USER) if item else None
+
+
+def without_corrected(summary: str, corrections: Sequence[str]) -> str:
+    """`summary` without the anchors that one of `corrections` (the user's later
+    statements, `summary_corrections`) supersedes: the request that lists those
+    corrections does not also present the earlier values as kept verbatim. The stored
+    summary is unchanged; the next one drops them for good (`supersede`)."""
+    if not corrections:
+        return summary
+    news = [Anchor(KIND_VALUE, c, PRIORITY_USER) for c in corrections]
+    out: list[str] = []
+    inside = False
+    for line in summary.splitlines(keepends=True):
+        if line.strip() == ANCHORS_HEADER:
+            inside = True
+        elif inside and line.startswith("#"):
+            inside = False
+        elif inside:
+            old = _anchor_item(line)
+            if old is not None and any(supersedes(new, old) for new in news):
+                continue
+        out.append(line)
+    return "".join(out)
 
 
 def carried_anchors(previous_summary: str) -> list[str]:

@@ -13,8 +13,12 @@ summaries and stores them:
   none configured or a failed call gives `SAFE_BOUNDARY`), `decide`, then
   truncate (the detector's one-line summary, no model call) or summarize.
 - `lane_summary`: when the plan says a lane summary is due (seed 002's
-  thresholds over the rows that left the window and are sent until one covers
-  them), the oldest of those rows are summarised.
+  thresholds over the rows that left the window and are not summarized yet),
+  the oldest of those rows are summarised.
+- `session_summary`: with `[compaction] session_summary` on (seed 002's
+  optional per-session summary), once two or more lanes have a summary and one
+  of them is newer than the session summary, an overview of the session is
+  made from the newest summary of each lane.
 
 Every summary request is standalone (`standalone_summary_request`): the rows
 it summarises, tool results cut as an older group's are, and the summary it
@@ -68,24 +72,28 @@ from slop_tui.context.plan import (
     KIND_COMPACTION,
     KIND_GUARD,
     KIND_LANE,
+    KIND_SESSION,
     KIND_TRUNCATE,
     ContextPlan,
     cut_older_pastes,
 )
 from slop_tui.context.prompt import Prompt
+from slop_tui.context.redact import redact_secrets
 from slop_tui.context.summaries import (
     bound_prose,
     carried_anchor_items,
     clean_summary,
     complete_summary,
     extract_anchor_items,
+    extractive_session_summary,
     extractive_summary,
     merge_anchors,
+    session_summary_request,
     standalone_summary_request,
     strip_anchor_section,
 )
 from slop_tui.ledger.core import LedgerError
-from slop_tui.records import STATUS_DROPPED, Handoff, Message, Summary
+from slop_tui.records import SESSION_LANE, STATUS_DROPPED, Handoff, Message, Summary
 
 if TYPE_CHECKING:
     from slop_tui.context.assemble import ContextSettings
@@ -426,6 +434,70 @@ class Compactor:
             f"lane {plan.lane}: {len(covered)} message(s) that left the window into summary "
             f"{summary.id}, {before:,} → {after:,} tokens"
             + (" (extractive: the summary call failed)" if fallback else "")
+        )
+        if notify is not None:
+            await notify("done", CASE_SUMMARIZE, before, after, line, job)
+        return CompactionResult(CASE_SUMMARIZE, before, after, line, summary, fallback)
+
+    # -- the session summary ---------------------------------------------------------------
+
+    async def session_summary(
+        self, model: str, strategy: str, notify: Notify | None = None
+    ) -> CompactionResult | None:
+        """With `[compaction] session_summary` on: make the session summary when two or
+        more lanes have a summary and one of them is newer than it (None otherwise).
+
+        Its request holds the newest summary of each lane (their prose; the anchors
+        stay in the lane summaries) and nothing else; a failed call stores the lanes'
+        prose, cut to the budget. It stands for every lane from the first message its
+        summaries cover to the last, so an edit under that span of any lane takes it
+        out of date (`Ledger.history_changed`)."""
+        ws = self.ws
+        s = ws.compaction_settings()
+        if not (s.enabled and s.session_summary):
+            return None
+        heads = await ws.ledger.lane_heads(ws.session)
+        if len(heads) < 2:
+            return None
+        made = await ws.ledger.session_summaries(ws.session)
+        if made and made[-1].id > max(h.id for h in heads):
+            return None
+        count = ws.ledger.count_tokens
+        before = (await ws.plan(strategy)).request_tokens
+        lanes = ", ".join(h.lane for h in heads)
+        job = JOB_SUMMARY
+        if notify is not None:
+            await notify("started", "", before, before, f"session summary of {lanes}", job)
+        request = await asyncio.to_thread(
+            session_summary_request, heads, strategy, s.summary_budget_tokens, count
+        )
+        target = s.summary_model or model
+        max_in = ws.model_info(target).max_input_tokens
+        reply = (
+            await self.call(request, target, PURPOSE_SUMMARY)
+            if request.request_tokens <= max_in
+            else None
+        )
+        text = strip_anchor_section(clean_summary(reply or ""))
+        fallback = not text
+        if fallback:
+            text = extractive_session_summary(heads, s.summary_budget_tokens, count)
+        content = redact_secrets(bound_prose(text, s.summary_budget_tokens, count)) + "\n"
+        how = "extractive fallback (the summary call failed)" if fallback else f"model {target}"
+        summary, after = await self._store(
+            lane=SESSION_LANE,
+            kind=KIND_SESSION,
+            case=CASE_SUMMARIZE,
+            ids=[min(h.first_message_id for h in heads), max(h.last_message_id for h in heads)],
+            content=content,
+            trigger=f"a lane summary newer than the session summary ({lanes})",
+            detail=f"session summary of {len(heads)} lane(s): {lanes}; {how}",
+            tokens_before=before,
+            strategy=strategy,
+            previous=None,
+        )
+        line = f"session summary {summary.id} of {len(heads)} lane(s) ({lanes})" + (
+            " (extractive: the summary call failed)" if fallback else ""
         )
         if notify is not None:
             await notify("done", CASE_SUMMARIZE, before, after, line, job)

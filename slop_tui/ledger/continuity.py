@@ -22,6 +22,7 @@ from slop_tui.records import (
     COMPACTION_CASES,
     DEFAULT_LANE,
     HANDOFF_REASONS,
+    SESSION_LANE,
     STATUS_DROPPED,
     STATUS_SUMMARIZED,
     SUMMARY_DISCARDED,
@@ -222,6 +223,16 @@ class ContinuityMixin(LedgerBase):
             # first row, so a stored summary always covers its lane from the start (a group
             # restored before a summary's first message would otherwise fall between).
             stale += [s.id for s in map(_summary, await cur.fetchall()) if s.overlaps(first)]
+        if spans:
+            # The session summary stands for every lane: an edit under its span of any
+            # lane takes it out of date too.
+            first = min(f for _, f in spans)
+            cur = await db.execute(
+                f"SELECT id FROM summaries WHERE session_id=? AND lane=? "
+                f"AND superseded = {SUMMARY_VALID} AND last_message_id >= ?",
+                (session, SESSION_LANE, first),
+            )
+            stale += [r[0] for r in await cur.fetchall()]
         for sid in stale:
             await db.execute(
                 f"UPDATE summaries SET superseded = {SUMMARY_STALE} WHERE id=?", (sid,)
@@ -256,6 +267,23 @@ class ContinuityMixin(LedgerBase):
             (session, lane),
         )
         return row[0] if row else None
+
+    async def session_summaries(self, session: str) -> list[Summary]:
+        """The valid session summaries (overviews of every lane), oldest first; the
+        request carries the newest."""
+        return await self.summaries(session, SESSION_LANE)
+
+    async def lane_heads(self, session: str) -> list[Summary]:
+        """The newest valid summary of each lane of the session (the session summary
+        aside), by lane name."""
+        rows = await self._all(
+            f"""SELECT * FROM summaries WHERE id IN (
+                   SELECT MAX(id) FROM summaries WHERE session_id=? AND lane != ?
+                   AND superseded = {SUMMARY_VALID} GROUP BY lane)
+               ORDER BY lane""",
+            (session, SESSION_LANE),
+        )
+        return [_summary(r) for r in rows]
 
     async def get_summary(self, session: str, summary_id: int) -> Summary | None:
         row = await self._one(
@@ -582,9 +610,9 @@ class ContinuityMixin(LedgerBase):
     async def summarized_lanes(self, session: str) -> list[str]:
         """The lanes of the session that have a valid summary."""
         rows = await self._all(
-            f"SELECT DISTINCT lane FROM summaries WHERE session_id=? "
+            f"SELECT DISTINCT lane FROM summaries WHERE session_id=? AND lane != ? "
             f"AND superseded = {SUMMARY_VALID} ORDER BY lane",
-            (session,),
+            (session, SESSION_LANE),
         )
         return [r["lane"] for r in rows]
 

@@ -69,6 +69,7 @@ from slop_tui.records import (
     EDIT_STATE_SET,
     EDIT_TRASH_RESTORE,
     EDIT_UNCOMPACT,
+    SESSION_LANE,
     SUMMARY_DISCARDED,
     SUMMARY_VALID,
     VALUE_EDIT_KINDS,
@@ -686,13 +687,13 @@ class EditsMixin(InflightMixin, ContinuityMixin):
 
     async def discard_summary(self, session: str, summary_id: int) -> int:
         """`/context uncompact`, journalled: the summary and every later valid one of its
-        lane are discarded; how many."""
+        lane are discarded, and every later session summary (made from it); how many."""
         async with self.transaction() as db:
             row = await self._summary_row(db, session, summary_id)
             cur = await db.execute(
-                f"SELECT id FROM summaries WHERE session_id=? AND lane=? "
+                f"SELECT id FROM summaries WHERE session_id=? AND lane IN (?, ?) "
                 f"AND superseded = {SUMMARY_VALID} AND (id = ? OR id > ?) ORDER BY id",
-                (session, row["lane"], summary_id, summary_id),
+                (session, row["lane"], SESSION_LANE, summary_id, summary_id),
             )
             ids = [r[0] for r in await cur.fetchall()]
             if not ids:

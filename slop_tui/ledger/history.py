@@ -561,6 +561,23 @@ class HistoryMixin(LedgerBase):
         row = await self._one("SELECT seq FROM sqlite_sequence WHERE name='messages'", ())
         return (row["seq"] if row else 0) + 1
 
+    async def group_snapshots(
+        self, session: str, group_ids: Sequence[int]
+    ) -> dict[int, tuple[int, int]]:
+        """Seed 000's token snapshot of each group: (prompt, completion) tokens of the last
+        provider call the group's turn made, its weight in the model's context when it
+        ended. Groups without a recorded call have none."""
+        if not group_ids:
+            return {}
+        marks = ",".join("?" * len(group_ids))
+        rows = await self._tuples(
+            f"""SELECT group_id, prompt_tokens, completion_tokens FROM usage WHERE id IN (
+                   SELECT MAX(id) FROM usage WHERE session_id=? AND purpose=?
+                   AND group_id IN ({marks}) GROUP BY group_id)""",
+            (session, PURPOSE_TURN, *group_ids),
+        )
+        return {int(g): (int(p), int(c)) for g, p, c in rows}
+
     async def last_group_id(self, session: str, *, visible: bool = True) -> int | None:
         """The newest group; with `visible`, the newest one not dropped (what /undo takes)."""
         hidden = " AND status != 'dropped'" if visible else ""

@@ -80,7 +80,7 @@ class WorkspacePanes(Screen):
                 yield Static("Sessions", classes="pane-title")
                 yield SessionList(id="session-list")
                 yield Static(
-                    "Groups  ● window ◉ unsummarized Σ summary ○ out × dropped",
+                    "Groups  ● window ◌ unsummarized Σ summary ○ out × dropped",
                     classes="pane-title",
                 )
                 yield GroupList(id="group-list")

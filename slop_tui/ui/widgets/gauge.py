@@ -39,11 +39,10 @@ LAYER_ORDER = (
     "state",
     "scratchpad",
     "memos",
-    "pending",
     "history",
     "tools",
 )
-LAYER_LABELS = {"state": "STATE", "pending": "unsummarized"}
+LAYER_LABELS = {"state": "STATE"}
 
 ESTIMATE_MARK = "≈"  # before a total that holds estimated counts
 ESTIMATE_TOOLTIP = (

@@ -39,7 +39,6 @@ from slop_tui.context.plan import (
     PLACE_DROPPED,
     PLACE_OTHER_LANE,
     PLACE_OUTSIDE,
-    PLACE_PENDING,
     PLACE_SUMMARY,
     PLACE_WAITING,
     PLACE_WINDOW,
@@ -70,7 +69,6 @@ _GID, _LANE, _PROMPT, _MESSAGES, _TOKENS, _STATUS, _CREATED = range(7)
 # Component class of the mark and of the rest of the row, per place.
 _PLACE_STYLES = {
     PLACE_WINDOW: (".grouplist--in-window", ""),
-    PLACE_PENDING: (".grouplist--in-window", ""),
     PLACE_SUMMARY: (".grouplist--summarized", ".grouplist--summarized"),
     PLACE_WAITING: (".grouplist--outside", ".grouplist--outside"),
     PLACE_OUTSIDE: (".grouplist--outside", ".grouplist--outside"),
@@ -349,8 +347,7 @@ class GroupList(GroupLines, can_focus=True):
 
     The first mark is where the context plan puts the group in the next request
     (`ContextPlan.group_place`; the list never decides it): `●` in the window,
-    `◉` sent until a summary covers it, `Σ` covered by a summary, `◌` waiting
-    for a summary, `○` outside the window or in another lane, `×` dropped. A
+    `Σ` covered by a summary, `◌` left the window, waiting for a summary, `○` outside the window or in another lane, `×` dropped. A
     second column shows `◐` for an interrupted turn and `!` for one that ended
     in an error. A click on the mark drops or restores the group; a click
     elsewhere on the line shows it. Styles come from the component classes below, so a
