@@ -1261,6 +1261,11 @@ class HistoryReader:
         """The prompts of the groups older than `below` (`Ledger.group_prompts`)."""
         return await self._ledger.group_prompts(self.session, below, prompt_chars)
 
+    async def group_snapshots(self, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Each group's token snapshot: the (prompt, completion) tokens of its turn's last
+        call (`Ledger.group_snapshots`); groups without a recorded call are left out."""
+        return await self._ledger.group_snapshots(self.session, group_ids)
+
 
 class ContextFileError(Exception):
     """A `/file` path that cannot be put into the context; the message is one sentence."""

@@ -396,6 +396,23 @@ async def test_between_turns_tool_blocks_show_the_tier_the_next_prompt_sends(ws)
         assert [t.tier_label for t in view.block(active).tool_blocks] == ["inactive 300"] * 3
 
 
+async def test_a_group_header_shows_its_token_snapshot_beside_its_size(ws) -> None:
+    """Seed 000's snapshot (the prompt and completion of the turn's last call) stands
+    beside the group's own size; a group no call answered shows its size alone."""
+    answered = await add_group(ws, "answered question")
+    await ws.ledger.record_usage(ws.session, answered, "openai", "m", 900, 40)
+    await ws.ledger.record_usage(ws.session, answered, "openai", "m", 12_345, 67)  # the last
+    quiet = await add_group(ws, "imported question")
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history(), plan=(await ws.display_plan())[0])
+        await pilot.pause()
+        header = str(view.block(answered)._header.render())
+        assert "prompt 12k · reply 67" in header and "tokens" in header, header
+        assert "prompt" not in str(view.block(quiet)._header.render())
+
+
 # -- safe text -------------------------------------------------------------------------
 
 NASTY = "before\x1b[31mRED\x1b[0m\x07bell\x9b2J\r\nafter\x00end"

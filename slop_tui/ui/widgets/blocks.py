@@ -857,6 +857,12 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
     return cut_middle(text, limit, note)
 
 
+def snapshot_label(prompt_tokens: int, completion_tokens: int) -> str:
+    """A group's token snapshot, beside its own size in its header: the prompt and the
+    completion of its turn's last call (seed 000), as the live turn shows them."""
+    return f"prompt {compact_tokens(prompt_tokens)} · reply {compact_tokens(completion_tokens)}"
+
+
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 

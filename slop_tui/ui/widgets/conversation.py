@@ -35,7 +35,6 @@ from textual.widgets import Static
 from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
 from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.frames import frame_drawn
-from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.widgets.blocks import (
     LIVE_ROOM,
@@ -45,6 +44,7 @@ from slop_tui.ui.widgets.blocks import (
     LiveAnswer,
     ToolBlock,
     group_to_markdown,
+    snapshot_label,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +66,12 @@ def live_step(height: int) -> int:
 
 
 # -- the view ---------------------------------------------------------------------
+
+
+def _snapshot(block: GroupBlock, snapshot: tuple[int, int] | None) -> None:
+    """The group's token snapshot beside its size in its header (none: no call made)."""
+    if snapshot is not None:
+        block.usage = snapshot_label(*snapshot)
 
 
 class PageMarker(Static):
@@ -331,12 +337,14 @@ class GroupBlocks(VerticalScroll):
         prepared = self._prepared if self._prepared_session == self.session else {}
         width = self._answer_width()
         blocks = []
+        snapshots = await self.history.group_snapshots([g for g in gids if g not in prepared])
         for gid in gids:
             block = prepared.pop(gid, None)
             if block is None:
                 rows = await self.history.group_messages(gid)
                 block = GroupBlock.build(rows, self._fetch_text)
                 block.group_id = gid
+                _snapshot(block, snapshots.get(gid))
                 for answer in block.answers():
                     await answer.render_ahead(width)
             self._label(block)
@@ -363,6 +371,7 @@ class GroupBlocks(VerticalScroll):
             self._prepared, self._prepared_session = {}, self.session
         self._prepared = {g: b for g, b in self._prepared.items() if g in gids}
         width = self._answer_width()
+        snapshots = await self.history.group_snapshots([g for g in gids if g not in self._prepared])
         for gid in gids:
             if gid in self._prepared:
                 for answer in self._prepared[gid].answers():
@@ -373,6 +382,7 @@ class GroupBlocks(VerticalScroll):
                 return
             block = GroupBlock.build(rows, self._fetch_text)
             block.group_id = gid
+            _snapshot(block, snapshots.get(gid))
             for answer in block.answers():
                 await answer.render_ahead(width)
             self._prepared[gid] = block
@@ -473,6 +483,7 @@ class GroupBlocks(VerticalScroll):
             self._update_markers()
         elif old is not None:
             new = GroupBlock.build(rows, self._fetch_text)
+            _snapshot(new, (await self.history.group_snapshots([group_id])).get(group_id))
             self._label(new)
             self._blocks[group_id] = new
             with self.app.batch_update():
@@ -947,7 +958,7 @@ class ConversationView(GroupPager):
         live = self._live
         if live is not None:
             event = message.event
-            live.usage = f"prompt {compact_tokens(event.prompt_tokens)} · reply {compact_tokens(event.completion_tokens)}"
+            live.usage = snapshot_label(event.prompt_tokens, event.completion_tokens)
             live.render_header()
 
     async def on_turn_notice(self, message) -> None:
