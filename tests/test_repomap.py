@@ -152,6 +152,109 @@ def test_cache_on_disk_parses_only_what_changed(tmp_path: Path) -> None:
     assert third.parsed == 0 and set(third.tags) == {f"p/m{i}.py" for i in (0, 1, 2, 3)}
 
 
+def _web(root: Path, files: int = 40) -> None:
+    """Files that use each other's names: every file a class and two functions."""
+    write(
+        root,
+        {
+            f"pkg/part{i % 4}/mod_{i}.py": (
+                f"from pkg import helper_{(i * 7) % files}, Widget{(i * 3 + 1) % files}\n\n"
+                f"class Widget{i}:\n    def run_{i}(self, config):\n"
+                f"        return helper_{(i * 5 + 2) % files}(config)\n\n"
+                f"def helper_{i}(value):\n    return Widget{(i + 9) % files}()\n\n"
+                f"def _private_{i}():\n    return helper_{(i * 11) % files}(1)\n"
+            )
+            for i in range(files)
+        },
+    )
+
+
+def _outputs(rm: RepoMap) -> tuple:
+    """Everything the map gives: rankings and texts for a few inputs."""
+    cases = [((), ""), ({"pkg/part1/mod_5.py"}, ""), ((), "fix helper_7 in mod_12.py please")]
+    return tuple(
+        (rm.scores(files, said), rm.render(budget, rough, files, said).text)
+        for files, said in cases
+        for budget in (120, 600, 4000)
+    )
+
+
+def _cold(root: Path) -> tuple:
+    rm = RepoMap(root)  # no store: parses everything
+    rm.refresh()
+    return _outputs(rm)
+
+
+def test_warm_and_incremental_maps_equal_a_cold_build(tmp_path: Path) -> None:
+    """After each kind of change, the map kept up to date file by file and a new map
+    started from the store give exactly what a cold build of the same files gives."""
+    _web(tmp_path)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    live = RepoMap(tmp_path, cache)
+    live.refresh()
+    assert _outputs(live) == _cold(tmp_path)
+    steps = [
+        # a body changes: the same names, other line numbers
+        lambda: (tmp_path / "pkg/part0/mod_0.py").write_text(
+            "\n\n" + (tmp_path / "pkg/part0/mod_0.py").read_text()
+        ),
+        # a new definition that others already use, and a new use of it
+        lambda: write(
+            tmp_path,
+            {
+                "pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n",
+                "pkg/part2/mod_2.py": "def user(): return helper_3(helper_3(2))\n",
+            },
+        ),
+        # a file goes, one comes in a new folder, a definition is renamed
+        lambda: (
+            (tmp_path / "pkg/part3/mod_3.py").unlink(),
+            write(tmp_path, {"extra/new_mod.py": "class Widget12:\n    pass\n"}),
+            write(tmp_path, {"pkg/part0/mod_4.py": "def renamed_helper(v): return Widget9()\n"}),
+        ),
+        # a file loses every name and every use
+        lambda: write(tmp_path, {"pkg/part1/mod_9.py": "\n"}),
+    ]
+    for n, step in enumerate(steps):
+        time.sleep(0.01)
+        graph = live._graph
+        step()
+        live.refresh()
+        if n == 0:
+            assert live._graph is graph  # the same edges: the graph and its ranking stay
+        warm = RepoMap(tmp_path, cache)
+        warm.refresh()
+        cold = _cold(tmp_path)
+        assert _outputs(live) == cold
+        assert _outputs(warm) == cold
+        assert warm.parsed == 0
+        warm.close()
+    live.close()
+
+
+def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
+    _web(tmp_path, 130)
+    (tmp_path / ".slop").mkdir()
+    first = RepoMap(tmp_path, tmp_path / ".slop")
+    first.refresh()
+    expected = first.render(600, rough).text
+    first.close()
+    warm = RepoMap(tmp_path, tmp_path / ".slop")
+    warm.refresh()
+    assert warm.parsed == 0
+    assert warm.render(600, rough).text == expected
+    # Only the best ranked files' definitions were read from the store.
+    assert 0 < len(warm._defs) <= 100
+    # A damaged snapshot is a rebuild from the stored tags, not an error.
+    warm.cache.db.execute("UPDATE state SET data = x'00'")
+    warm.close()
+    again = RepoMap(tmp_path, tmp_path / ".slop")
+    again.refresh()
+    assert again.parsed == 0 and again.render(600, rough).text == expected
+    again.close()
+
+
 def test_a_file_that_cannot_be_parsed_is_one_line_and_the_rest_is_mapped(tmp_path: Path) -> None:
     write(tmp_path, {"good.py": "def fine(): pass\n", "bad.py": "def broken(:\n  )))\n"})
     (tmp_path / "bin.py").write_bytes(b"\0\1\2def x(): pass")
