@@ -122,6 +122,7 @@ def row(name: str, times: list[float], target: float | None = None) -> list[str]
     med = c.median(times) / 1e6
     lo, hi = min(times) / 1e6, max(times) / 1e6
     verdict = "" if target is None else f"{c.verdict(med, target)} (<= {target:g} ms)"
+    print(f"  {name}: {med:.1f} ms [{lo:.1f}-{hi:.1f}]", file=sys.stderr, flush=True)
     return [name, f"{med:.1f}", f"{lo:.1f}-{hi:.1f}", verdict]
 
 
@@ -179,7 +180,7 @@ def main() -> None:
         )
         (project / ".slop").mkdir(exist_ok=True)
         rows.append(row("this project cold", cold(project, count, budget, args.runs)))
-        rows.append(row("this project warm", warm(project, count, budget, args.runs)))
+        rows.append(row("this project warm", warm(project, count, budget, args.runs)[0]))
         rows.append(
             row(
                 "request, 2,000 messages, all layers",

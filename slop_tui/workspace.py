@@ -95,6 +95,7 @@ from slop_tui.records import (
     STATUS_ERROR,
     Changed,
     Handoff,
+    ImageRef,
     Message,
     Session,
     SessionSummary,
@@ -368,7 +369,8 @@ class Workspace:
 
     def history(self, session: str | None = None) -> HistoryReader:
         """A read-only view of a session's history for the panes (default: the current)."""
-        return HistoryReader(self.ledger, session or self.session)
+        root = Path(self.config.project_root).resolve()
+        return HistoryReader(self.ledger, session or self.session, root)
 
     def reconfigure(self, config: Config) -> None:
         """Take a reloaded configuration (a project folder just trusted): the sandbox is
@@ -1052,9 +1054,20 @@ class HistoryReader:
     Read only, and bound to one session, so a pane holds this instead of the
     workspace or the ledger (the conversation pages older groups in through it)."""
 
-    def __init__(self, ledger: Ledger, session: str) -> None:
+    def __init__(self, ledger: Ledger, session: str, root: Path | None = None) -> None:
         self._ledger = ledger
         self.session = session
+        self._root = root  # the project, where `.slop/images/` keeps the images
+
+    async def message_images(self, message_ids: Collection[int]) -> dict[int, list[ImageRef]]:
+        """The images attached to each of `message_ids` that has any."""
+        return await self._ledger.message_images(message_ids) if message_ids else {}
+
+    def image_file(self, ref: ImageRef) -> Path | None:
+        """Where an attached image's bytes are (None: no project known)."""
+        from slop_tui.images import image_path
+
+        return image_path(self._root, ref.sha256, ref.mime) if self._root is not None else None
 
     async def group_messages(self, group_id: int) -> list[Message]:
         return await self._ledger.group_messages(self.session, group_id)
