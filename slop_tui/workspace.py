@@ -150,6 +150,18 @@ class ProviderChoice:
 # App-state keys of `/repo map` and `/repo tree`: "off", or a token budget.
 KEY_REPO_MAP = "repo_map"
 KEY_FILE_TREE = "file_tree"
+# `dropped_layers:<session>`: the layers `/context drop LAYER` took out of the session's
+# requests (JSON), until `/context restore LAYER`.
+KEY_DROPPED_LAYERS = "dropped_layers"
+IMAGES_LAYER = "images"  # the images of the history's prompts (they ride in its messages)
+DROPPABLE_LAYERS = ("repo_map", "file_tree", "urls", IMAGES_LAYER)
+
+
+def dropped_note(layer: str) -> str:
+    """The plan's note for a layer `/context drop LAYER` took out (the preview reads it)."""
+    return f"layer {layer} dropped; /context restore {layer} brings it back"
+
+
 MENTION_ROWS = 12  # the newest window rows whose names and paths steer the map's ranking
 REFRESH_INTERVAL = 3.0  # seconds between two looks at the files for the map
 MAX_SOURCE_NOTES = 5
@@ -753,10 +765,12 @@ class Workspace:
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
         model = self.model_info(choice.model)
+        dropped = await self.dropped_layers()
         repo_map, file_tree, source_notes = await self.repo_sources(
-            window, [p for p, _ in files], model.max_input_tokens, count_tokens
+            window, [p for p, _ in files], model.max_input_tokens, count_tokens, skip=dropped
         )
         notes.extend(source_notes)
+        notes.extend(dropped_note(name) for name in DROPPABLE_LAYERS if name in dropped)
         reply_to = lane_group(sess.lane)
         if reply_to is None:
             reply_to = _replied_group(window)
@@ -782,8 +796,12 @@ class Workspace:
             named_lanes=tuple(named),
             repo_map=repo_map,
             file_tree=file_tree,
-            urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
-            images=await self.prompt_images(window, strategy, choice.model, notes),
+            urls=[]
+            if "urls" in dropped
+            else [(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            images={}
+            if IMAGES_LAYER in dropped
+            else await self.prompt_images(window, strategy, choice.model, notes),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -819,6 +837,23 @@ class Workspace:
             if text:
                 return text, source
         return "", ""
+
+    async def dropped_layers(self) -> frozenset[str]:
+        """The layers `/context drop LAYER` took out of this session's requests."""
+        raw = await self.ledger.get_setting(f"{KEY_DROPPED_LAYERS}:{self.session}")
+        return frozenset(v for v in _json_list(raw) if v in DROPPABLE_LAYERS)
+
+    async def drop_layer(self, layer: str, dropped: bool) -> bool:
+        """Take `layer` out of this session's requests (or put it back); False when it
+        already was."""
+        now = await self.dropped_layers()
+        after = now | {layer} if dropped else now - {layer}
+        if after == now:
+            return False
+        await self.ledger.set_setting(
+            f"{KEY_DROPPED_LAYERS}:{self.session}", json.dumps(sorted(after))
+        )
+        return True
 
     async def elided_results(self) -> frozenset[int]:
         """The tool results elided from this session's requests: they stay elided (or
@@ -918,9 +953,15 @@ class Workspace:
         chat_files: Collection[str],
         max_input_tokens: int | None,
         count_tokens: Callable[[str], int] | None = None,
+        skip: Collection[str] = (),
     ) -> tuple[str, str, list[str]]:
-        """(map text, file tree text, one note per file the map could not read)."""
+        """(map text, file tree text, one note per file the map could not read); the
+        layers named in `skip` are left empty."""
         map_budget, tree_budget = await self.repo_settings(max_input_tokens)
+        if "repo_map" in skip:
+            map_budget = 0
+        if "file_tree" in skip:
+            tree_budget = 0
         if map_budget <= 0 and tree_budget <= 0:
             return "", "", []
         import asyncio

@@ -206,6 +206,7 @@ def _with_big_ids(usage: str) -> str:
     other arguments filled in."""
     line = re.sub(r" \[--role ROLE\]", "", usage)
     line = line.replace("[on|off|tokens N]", "tokens N").replace("[ID ...]", "ID")
+    line = line.replace("GID|LAYER", "GID")
     line = re.sub(r"[\[\]]", "", line)
     return re.sub(_ID_WORDS, BIG, line).replace("TEXT", "hello")
 

@@ -7,10 +7,10 @@
 - `defs` and `refs`: which files define and which use each name, indexed by
   name, so a change to one file finds the files whose edges it moves
   without reading every file.
-- `state`: one row, the snapshot a warm start needs: the listing (with its
-  folders' times), every file's stamp, the graph's nodes and its edges as
-  arrays. It is written in the same transaction as the rows it describes,
-  so the two never disagree.
+- `state`: what a warm start needs besides the files' stamps: the listing
+  (with its folders' times) and the graph (its nodes, its edges as arrays),
+  one row each, each written only when it changed, in the same transaction
+  as the rows it describes, so they never disagree.
 
 A store that cannot be opened or read is replaced by an empty one: it only
 ever saves time.
@@ -102,16 +102,16 @@ class TagCache:
 
     # -- reading ------------------------------------------------------------------------
 
-    def snapshot(self) -> object | None:
-        """The stored snapshot (whatever `write` was given), or None."""
+    def state(self, key: int) -> object | None:
+        """A stored state row (whatever `put_state` was given), or None."""
         try:
-            row = self.db.execute("SELECT data FROM state WHERE k=1").fetchone()
+            row = self.db.execute("SELECT data FROM state WHERE k=?", (key,)).fetchone()
             return marshal.loads(row[0]) if row else None
         except (sqlite3.Error, ValueError, EOFError, TypeError):
             return None
 
     def stamps(self) -> dict[str, Stamp]:
-        """Every stored file's stamp (used when there is no snapshot)."""
+        """Every stored file's stamp."""
         rows = self.db.execute("SELECT path, size, mtime_ns FROM files").fetchall()
         return {p: (s, m) for p, s, m in rows}
 
@@ -217,9 +217,9 @@ class TagCache:
         db.executemany("INSERT INTO defs VALUES (?, ?)", defs)
         db.executemany("INSERT INTO refs VALUES (?, ?)", refs)
 
-    def put_snapshot(self, snapshot: object) -> None:
+    def put_state(self, key: int, value: object) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO state(k, data) VALUES (1, ?)", (marshal.dumps(snapshot),)
+            "INSERT OR REPLACE INTO state(k, data) VALUES (?, ?)", (key, marshal.dumps(value))
         )
 
     def close(self) -> None:

@@ -18,13 +18,14 @@ budget holds:
   rendered, the largest count whose text is within the budget. Files in
   context are left out: the files layer carries them whole.
 
-What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags,
-who defines and who uses each name, and a snapshot of the listing, every
-file's stamp and the graph. A warm start reads the snapshot, checks the
-folders' times and the files' stamps, and reads the definitions of the files
-it renders, nothing else. A changed file moves only its own edges and those
-of the files using a name it stopped or started defining; the ranking is run
-again only when an edge changed. The graph and the ranking are pure functions
+What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags
+and stamp, who defines and who uses each name, the listing (with its folders'
+times) and the graph. A warm start reads the listing, the stamps and the
+graph, checks the folders' times and the files' stamps, and reads the
+definitions of the files it renders, nothing else. A changed file moves only
+its own edges and those of the files using a name it stopped or started
+defining; the ranking is run again only when an edge changed, and the graph
+is written back only then. The graph and the ranking are pure functions
 of the files, so the map after any series of changes is the map a cold build
 of the same files gives.
 
@@ -67,6 +68,7 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
+STATE_LISTING, STATE_GRAPH = 1, 2  # the store's state rows
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
@@ -204,7 +206,10 @@ class RepoMap:
                 graph = self._graph.updated(changed, before, self.cache)
             else:
                 graph = self._graph
-            self.cache.put_snapshot(self._snapshot(graph))
+            if listed_again or not snapshot_ok:
+                self.cache.put_state(STATE_LISTING, self._listing_state())
+            if graph is not self._graph or not snapshot_ok:
+                self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
         except BaseException:
             self.cache.rollback()
             raise
@@ -240,28 +245,37 @@ class RepoMap:
         return notes
 
     def _load_snapshot(self) -> bool:
-        """Take the stored snapshot as the state of the files; False without one."""
-        snap = self.cache.snapshot()
+        """Take the stored listing, stamps and graph as the state of the files; False
+        without them."""
+        listing, graph = self.cache.state(STATE_LISTING), self.cache.state(STATE_GRAPH)
         try:
-            version, listing, stamps, graph = snap  # type: ignore[misc]
-            if version != SNAPSHOT_VERSION:
+            version, paths, notes, source, folders, ignores, sources = listing  # type: ignore[misc]
+            graph_version, parts = graph  # type: ignore[misc]
+            if version != SNAPSHOT_VERSION or graph_version != SNAPSHOT_VERSION:
                 return False
-            self._listing = Listing(*listing[:5])
-            self._sources = self._absolute(listing[5])
-            self.stamps = dict(stamps)
-            self._graph = _Graph.from_parts(graph)
-        except (TypeError, ValueError):
-            self._listing, self.stamps, self._graph = None, {}, _Graph.empty()
+            self._listing = Listing(paths, notes, source, folders, ignores)
+            self._sources = self._absolute(sources)
+            self._graph = _Graph.from_parts(parts)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+            self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
+        self.stamps = self.cache.stamps()
         self.paths = self._listing.paths
         return True
 
-    def _snapshot(self, graph: _Graph) -> tuple:
+    def _listing_state(self) -> tuple:
         lst = self._listing
         assert lst is not None
         sources = [p for p, _ in self._sources]
-        listing = (lst.paths, lst.notes, lst.source, lst.folders, lst.ignores, sources)
-        return (SNAPSHOT_VERSION, listing, self.stamps, graph.parts())
+        return (
+            SNAPSHOT_VERSION,
+            lst.paths,
+            lst.notes,
+            lst.source,
+            lst.folders,
+            lst.ignores,
+            sources,
+        )
 
     def _absolute(self, paths: list[str]) -> list[tuple[str, str]]:
         root = os.path.join(str(self.root), "")
