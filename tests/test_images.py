@@ -398,3 +398,23 @@ def test_the_chip_names_the_providers_tokens_and_knows_pixel_terminals() -> None
     assert _named_pixel_terminal({"TERM_PROGRAM": "WezTerm"})
     assert not _named_pixel_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "tmux"})
     assert not _named_pixel_terminal({"TERM": "xterm-kitty", "SLOP_TUI_IMAGES": "off"})
+
+
+async def test_the_images_are_dropped_and_restored_as_a_layer(tmp_path: Path) -> None:
+    make_image(tmp_path / "shot.png", size=(1024, 1024))
+    ws = await open_workspace(tmp_path)
+    try:
+        await dispatch(ws, "/image add shot.png")
+        user = await ws.ledger.append_user(ws.session, "what is in the picture?")
+        r = await dispatch(ws, "/context drop images")
+        assert r.ok and "Dropped the images" in r.text
+        plan = await ws.plan(count_tokens=rough)
+        (msg,) = [m for m in plan.request.messages if m.message_id == user.id]
+        assert msg.images == () and "layer images dropped" in " ".join(plan.request.notes)
+        assert (await ws.ledger.message_images([user.id]))[user.id]  # kept
+        assert (await dispatch(ws, "/context restore images")).ok
+        plan = await ws.plan(count_tokens=rough)
+        (msg,) = [m for m in plan.request.messages if m.message_id == user.id]
+        assert [i.tokens for i in msg.images] == [765]
+    finally:
+        await ws.close()

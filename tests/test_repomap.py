@@ -444,3 +444,35 @@ def test_real_sdk_request_has_map_in_system_and_the_tree_pair_first(
     assert text.index(MAP_HEADER) > text.index("## Available Tools")
     assert "core/models.py:\n  1: class UserAccount\n    2: def save(self)" in text
     assert "app/views.py" in tree and ".slop" not in tree
+
+
+async def test_context_drop_and_restore_a_layer(tmp_path: Path) -> None:
+    _project(tmp_path)
+    ws = await open_workspace(tmp_path)
+    try:
+        await ws.ledger.append_user(ws.session, "the UserAccount save is slow")
+        r = await dispatch(ws, "/context drop map")
+        assert r.ok and r.revert == "/context restore repo_map", r.text
+        again = await dispatch(ws, "/context drop repo_map")
+        assert again.ok and "already" in again.text
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER not in plan.request.system_text
+        assert [m for m in plan.request.messages if m.kind == KIND_PAIR]  # the tree stays
+        assert any("layer repo_map dropped" in n for n in plan.request.notes)
+        await dispatch(ws, "/context drop tree")
+        plan = await ws.plan(count_tokens=rough)
+        assert not [m for m in plan.request.messages if m.kind == KIND_PAIR]
+        # Per session: another session still has both.
+        await dispatch(ws, "/session activate other")
+        await ws.ledger.append_user(ws.session, "hello")
+        assert MAP_HEADER in (await ws.plan(count_tokens=rough)).request.system_text
+        await dispatch(ws, "/session activate default_session")
+        for word in ("map", "tree"):
+            assert (await dispatch(ws, f"/context restore {word}")).ok
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER in plan.request.system_text
+        assert [m for m in plan.request.messages if m.kind == KIND_PAIR]
+        bad = await dispatch(ws, "/context drop everything")
+        assert not bad.ok and bad.error_kind == "usage" and "\n" not in bad.text
+    finally:
+        await ws.close()
