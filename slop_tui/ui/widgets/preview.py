@@ -41,10 +41,34 @@ class ContextPreview(Widget):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "toggle_json", "Text/JSON", id="preview_toggle_json"),
         Binding("w", "toggle_wrap", "Wrap", id="preview_toggle_wrap"),
-        Binding("m", "toggle_layer('repo_map')", "Map", id="preview_toggle_map", show=False),
-        Binding("t", "toggle_layer('file_tree')", "Tree", id="preview_toggle_tree", show=False),
-        Binding("u", "toggle_layer('urls')", "Pages", id="preview_toggle_urls", show=False),
-        Binding("i", "toggle_layer('images')", "Images", id="preview_toggle_images", show=False),
+        Binding(
+            "m",
+            "toggle_layer('repo_map')",
+            "Drop/restore the map",
+            id="preview_toggle_map",
+            show=False,
+        ),
+        Binding(
+            "t",
+            "toggle_layer('file_tree')",
+            "Drop/restore the tree",
+            id="preview_toggle_tree",
+            show=False,
+        ),
+        Binding(
+            "u",
+            "toggle_layer('urls')",
+            "Drop/restore the pages",
+            id="preview_toggle_urls",
+            show=False,
+        ),
+        Binding(
+            "i",
+            "toggle_layer('images')",
+            "Drop/restore the images",
+            id="preview_toggle_images",
+            show=False,
+        ),
     ]
 
     DEFAULT_CSS = """
