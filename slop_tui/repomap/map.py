@@ -349,7 +349,7 @@ class RepoMap:
         nodes = graph.nodes
         if not nodes:
             return []
-        index = graph.index()
+        index = graph.index() if chat_files or mentions else {}
         personal = np.zeros(len(nodes))
         for p in chat_files:
             i = index.get(p)
