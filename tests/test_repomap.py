@@ -233,6 +233,55 @@ def test_warm_and_incremental_maps_equal_a_cold_build(tmp_path: Path) -> None:
     live.close()
 
 
+def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path) -> None:
+    """A map whose store another process wrote since reads it again before it adds
+    its own changes, so neither keeps a graph that misses the other's."""
+    _web(tmp_path, 20)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    one, two = RepoMap(tmp_path, cache), RepoMap(tmp_path, cache)
+    one.refresh()
+    two.refresh()
+    write(tmp_path, {"pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n"})
+    two.refresh()  # the other process sees the change first and writes it
+    time.sleep(0.01)
+    write(tmp_path, {"pkg/part2/mod_2.py": "def user(): return helper_3(Widget7())\n"})
+    one.refresh()
+    cold = _cold(tmp_path)
+    assert _outputs(one) == cold
+    two.refresh()
+    assert _outputs(two) == cold
+    three = RepoMap(tmp_path, cache)
+    three.refresh()
+    assert three.parsed == 0 and _outputs(three) == cold
+    for rm in (one, two, three):
+        rm.close()
+
+
+def test_a_store_another_process_holds_is_tried_again_later(tmp_path: Path, monkeypatch) -> None:
+    import sqlite3
+
+    from slop_tui.repomap import cache as store
+
+    monkeypatch.setattr(store, "BUSY_WAIT", 0.1)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    rm.refresh()
+    write(tmp_path, {"pkg/part1/mod_1.py": "def fresh_name(v): return v\n"})
+    other = sqlite3.connect(tmp_path / ".slop" / "repomap.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    notes = rm.refresh()
+    assert any("busy" in n for n in notes) and "\n" not in notes[-1]
+    assert rm.cache.path is not None  # still the store on disk
+    other.execute("ROLLBACK")
+    other.close()
+    rm.refresh()
+    assert "fresh_name" in rm.render(4000, rough).text
+    assert _outputs(rm) == _cold(tmp_path)
+    rm.close()
+
+
 def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
     _web(tmp_path, 130)
     (tmp_path / ".slop").mkdir()

@@ -27,6 +27,7 @@ from slop_tui.repomap.tags import Definition, FileTags
 
 _VERSION = 2
 Stamp = tuple[int, int]  # (size, mtime_ns)
+BUSY_WAIT = 5.0  # seconds a write waits for another process holding the store
 _CHUNK = 900  # bound parameters per statement (SQLite's default limit is 999 on old builds)
 
 _SCHEMA = (
@@ -79,7 +80,10 @@ class TagCache:
     @staticmethod
     def _open(path: Path | None) -> sqlite3.Connection:
         db = sqlite3.connect(
-            ":memory:" if path is None else path, check_same_thread=False, isolation_level=None
+            ":memory:" if path is None else path,
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=BUSY_WAIT,
         )
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != _VERSION:
@@ -176,27 +180,20 @@ class TagCache:
     # -- writing ------------------------------------------------------------------------
 
     def begin(self) -> None:
-        self.db.execute("BEGIN")
+        """Start a write transaction, holding the write lock from the start: what is
+        read inside it cannot be changed by another process until `commit`."""
+        self.db.execute("BEGIN IMMEDIATE")
 
-    def commit(self) -> bool:
-        """End the transaction; False (and nothing kept, no snapshot) when it failed."""
-        try:
-            self.db.execute("COMMIT")
-            return True
-        except sqlite3.Error:
-            self.rollback()
-            return False
+    def commit(self) -> None:
+        self.db.execute("COMMIT")
 
     def rollback(self) -> None:
-        try:
-            self.db.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-        # A store that could not take a change must not keep a stale snapshot.
-        try:
-            self.db.execute("DELETE FROM state")
-        except sqlite3.Error:
-            pass
+        """Undo the open transaction, if any: the store stays as it was."""
+        if self._db is not None and self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def put(self, rows: dict[str, tuple[Stamp, FileTags] | None]) -> None:
         """Store changed files (None: the file is gone); inside `begin`/`commit`."""

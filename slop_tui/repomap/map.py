@@ -39,6 +39,7 @@ import functools
 import math
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -68,7 +69,9 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
-STATE_LISTING, STATE_GRAPH = 1, 2  # the store's state rows
+# The store's state rows: a count of the writes (another process may write the same
+# store), the listing, the graph.
+STATE_WRITES, STATE_LISTING, STATE_GRAPH = 0, 1, 2
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
@@ -129,6 +132,7 @@ class RepoMap:
         # The listing's files that have a grammar: (path, absolute path).
         self._sources: list[tuple[str, str]] = []
         self._loaded = False
+        self._writes = 0  # the store's write count this map's state is from
         self._graph = _Graph.empty()
         self._defs: dict[str, FileTags] = {}  # definitions read so far (no references)
         self._lines: dict[str, tuple[str, ...]] = {}  # each file's rendered lines
@@ -141,7 +145,7 @@ class RepoMap:
 
     # -- keeping up with the files ------------------------------------------------
 
-    def refresh(self, min_interval: float = 0.0) -> list[str]:
+    def refresh(self, min_interval: float = 0.0, _again: int = 0) -> list[str]:
         """Look at the files again; parse what changed. Returns the problems found,
         one line each (an unreadable file, one that cannot be parsed, ...)."""
         now = time.monotonic()
@@ -191,11 +195,17 @@ class RepoMap:
         self.scan_ms = (time.perf_counter() - started) * 1000
         if snapshot_ok and not changed and not listed_again:
             return notes
-        self.stamps = stamps
-        # The tags `changed` replaces, read before the transaction replaces them.
-        before = self.cache.tags([p for p in changed if p in stored]) if snapshot_ok else {}
-        self.cache.begin()
         try:
+            self.cache.begin()
+            if snapshot_ok and (self.cache.state(STATE_WRITES) or 0) != self._writes:
+                # Another process wrote the store since: start from what it holds now.
+                if _again > 2:
+                    raise sqlite3.OperationalError("the store keeps changing under the map")
+                self.cache.rollback()
+                self._forget()
+                return self.refresh(_again=_again + 1)
+            # The tags `changed` replaces, as the store has them before this write.
+            before = self.cache.tags([p for p in changed if p in stored]) if snapshot_ok else {}
             self.cache.put(changed)
             if not snapshot_ok:
                 every = self.cache.tags(from_store)
@@ -210,20 +220,24 @@ class RepoMap:
                 self.cache.put_state(STATE_LISTING, self._listing_state())
             if graph is not self._graph or not snapshot_ok:
                 self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
+            self.cache.put_state(STATE_WRITES, self._writes + 1)
+            self.cache.commit()
+        except sqlite3.Error as exc:
+            self.cache.rollback()
+            self._forget()
+            if not snapshot_ok or not _busy(exc):
+                # A store that cannot be written: keep going in memory; the next start
+                # rebuilds it. (A busy one is tried again at the next look.)
+                self.cache.close()
+                self.cache = TagCache(None)
+                return self.refresh()
+            self.notes = [*notes, f"repo map: the store is busy ({exc}); looked again later"]
+            return self.notes
         except BaseException:
             self.cache.rollback()
             raise
-        if not self.cache.commit():
-            # The store failed: keep going in memory; the next start rebuilds it.
-            self.cache.close()
-            self.cache = TagCache(None)
-            self._loaded = False
-            self._listing = None
-            self.stamps = {}
-            self._graph = _Graph.empty()
-            self._defs, self._lines, self._uses = {}, {}, {}
-            self._memo.clear()
-            return self.refresh()
+        self._writes += 1
+        self.stamps = stamps
         for path, row in changed.items():
             self._lines.pop(path, None)
             old = before.get(path)
@@ -244,9 +258,19 @@ class RepoMap:
         self._graph = graph
         return notes
 
+    def _forget(self) -> None:
+        """Drop what this map holds in memory: the next refresh reads the store again."""
+        self._loaded = False
+        self._listing, self._sources, self.stamps = None, [], {}
+        self._graph = _Graph.empty()
+        self._defs, self._lines, self._uses = {}, {}, {}
+        self._memo.clear()
+
     def _load_snapshot(self) -> bool:
         """Take the stored listing, stamps and graph as the state of the files; False
         without them."""
+        writes = self.cache.state(STATE_WRITES)
+        self._writes = writes if isinstance(writes, int) else 0
         listing, graph = self.cache.state(STATE_LISTING), self.cache.state(STATE_GRAPH)
         try:
             version, paths, notes, source, folders, ignores, sources = listing  # type: ignore[misc]
@@ -645,6 +669,11 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     if not total:
         return ((), ())
     return (tuple(targets), tuple(edges[t] / total for t in targets))
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """A store another process holds locked (past the connection's wait)."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _no_refs(tags: FileTags) -> FileTags:
