@@ -185,9 +185,16 @@ def _cold(root: Path) -> tuple:
     return _outputs(rm)
 
 
-def test_warm_and_incremental_maps_equal_a_cold_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize("numpy_nodes", [1500, 0], ids=["python", "numpy"])
+def test_warm_and_incremental_maps_equal_a_cold_build(
+    tmp_path: Path, monkeypatch, numpy_nodes: int
+) -> None:
     """After each kind of change, the map kept up to date file by file and a new map
-    started from the store give exactly what a cold build of the same files gives."""
+    started from the store give exactly what a cold build of the same files gives
+    (with a small graph's plain Python, and with numpy as a large graph is ranked)."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NUMPY_NODES", numpy_nodes)
     _web(tmp_path)
     cache = tmp_path / ".slop"
     cache.mkdir()

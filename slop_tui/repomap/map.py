@@ -10,9 +10,9 @@ budget holds:
   weighted like aider's (√ of the uses; ×10 for a long snake_case or
   camelCase name, ×0.1 for a `_private` one or one defined in more than five
   files);
-- the ranking: PageRank over that graph (numpy), personalized towards the
-  files in context, files named in the recent conversation and files defining
-  a name it mentions; with nothing to personalize, plain PageRank (the files
+- the ranking: PageRank over that graph (numpy for a large one), personalized
+  towards the files in context, files named in the recent conversation and
+  files defining a name it mentions; with nothing to personalize, plain PageRank (the files
   most used by the rest come first);
 - the fit: a binary search over how many of the ranked definitions are
   rendered, the largest count whose text is within the budget. Files in
@@ -42,10 +42,10 @@ import re
 import sqlite3
 import threading
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from slop_tui.repomap.cache import Stamp, TagCache
 from slop_tui.repomap.files import Listing, list_files, unchanged
@@ -72,6 +72,7 @@ SNAPSHOT_VERSION = 1
 # The store's state rows: a count of the writes (another process may write the same
 # store), the listing, the graph.
 STATE_WRITES, STATE_LISTING, STATE_GRAPH = 0, 1, 2
+NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
@@ -367,14 +368,12 @@ class RepoMap:
         return found  # type: ignore[return-value]
 
     def _scores(self, chat_files: Collection[str], mentions: str) -> list[tuple[str, float]]:
-        import numpy as np
-
         graph = self._graph
         nodes = graph.nodes
         if not nodes:
             return []
         index = graph.index() if chat_files or mentions else {}
-        personal = np.zeros(len(nodes))
+        personal = [0.0] * len(nodes)
         for p in chat_files:
             i = index.get(p)
             if i is not None:
@@ -394,8 +393,13 @@ class RepoMap:
                     if i is not None:
                         personal[i] += 0.5
         rank = pagerank(graph, personal)
-        order = np.lexsort((np.arange(len(nodes)), -rank))
-        return list(zip([nodes[i] for i in order.tolist()], rank[order].tolist(), strict=True))
+        if graph.large:
+            import numpy as np
+
+            order = np.lexsort((np.arange(len(nodes)), -np.array(rank))).tolist()
+        else:
+            order = sorted(range(len(nodes)), key=lambda i: (-rank[i], i))
+        return [(nodes[i], rank[i]) for i in order]
 
     # -- rendering ---------------------------------------------------------------------
 
@@ -491,17 +495,21 @@ class _Graph:
     updated file by file is the same, to the bit, as one built from scratch."""
 
     nodes: list[str]
-    src: Any  # numpy int64 arrays and a float64 array
-    dst: Any
-    w: Any
+    src: array  # int64 ("q") and float64 ("d") arrays, numpy's view of them when large
+    dst: array
+    w: array
     _index: dict[str, int] | None = None
     _by_basename: dict[str, list[int]] | None = None
 
     @classmethod
     def empty(cls) -> _Graph:
-        import numpy as np
+        return cls([], array("q"), array("q"), array("d"))
 
-        return cls([], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    @property
+    def large(self) -> bool:
+        """Ranked and updated with numpy (a small graph is quicker in plain Python than
+        importing numpy, which a one-shot `slop-tui ask` would pay every time)."""
+        return len(self.nodes) > NUMPY_NODES
 
     @classmethod
     def build(cls, tags: dict[str, FileTags]) -> _Graph:
@@ -513,19 +521,17 @@ class _Graph:
         return cls.from_rows(nodes, {p: _row(p, tags[p].references, defined) for p in nodes})
 
     @classmethod
-    def from_rows(cls, nodes: list[str], rows: dict[str, Row]) -> _Graph:
-        import numpy as np
-
+    def from_rows(cls, nodes: list[str], rows: Mapping[str, Row]) -> _Graph:
         index = {p: i for i, p in enumerate(nodes)}
         src: list[int] = []
         dst: list[int] = []
         w: list[float] = []
         for i, p in enumerate(nodes):
-            targets, weights = rows[p]
+            targets, weights = rows.get(p, ((), ()))
             src.extend([i] * len(targets))
             dst.extend(index[t] for t in targets)
             w.extend(weights)
-        graph = cls(nodes, np.array(src, np.int64), np.array(dst, np.int64), np.array(w))
+        graph = cls(nodes, array("q", src), array("q", dst), array("d", w))
         graph._index = index
         return graph
 
@@ -534,15 +540,11 @@ class _Graph:
 
     @classmethod
     def from_parts(cls, parts: tuple) -> _Graph:
-        import numpy as np
-
         nodes, src, dst, w = parts
-        graph = cls(
-            list(nodes),
-            np.frombuffer(src, np.int64),
-            np.frombuffer(dst, np.int64),
-            np.frombuffer(w, np.float64),
-        )
+        graph = cls(list(nodes), array("q"), array("q"), array("d"))
+        graph.src.frombytes(src)
+        graph.dst.frombytes(dst)
+        graph.w.frombytes(w)
         if not (len(graph.src) == len(graph.dst) == len(graph.w)):
             raise ValueError("a damaged graph")
         return graph
@@ -563,20 +565,15 @@ class _Graph:
     def same(self, other: _Graph) -> bool:
         return (
             self.nodes == other.nodes
-            and bool((self.src == other.src).all())
-            and bool((self.dst == other.dst).all())
-            and bool((self.w == other.w).all())
+            and self.src == other.src
+            and self.dst == other.dst
+            and self.w == other.w
         )
 
     def row(self, path: str) -> Row:
-        import numpy as np
-
         i = self.index()[path]
-        a, b = np.searchsorted(self.src, [i, i + 1])
-        return (
-            tuple(self.nodes[j] for j in self.dst[a:b].tolist()),
-            tuple(self.w[a:b].tolist()),
-        )
+        a, b = bisect.bisect_left(self.src, i), bisect.bisect_left(self.src, i + 1)
+        return (tuple(self.nodes[j] for j in self.dst[a:b]), tuple(self.w[a:b]))
 
     def updated(
         self,
@@ -587,8 +584,6 @@ class _Graph:
         """The graph after `changed` (None: gone), `before` holding their earlier tags and
         `store` the files as they are now: only the edges of the changed files and of
         the files using a name whose definers changed are computed again."""
-        import numpy as np
-
         now = {p: row[1] for p, row in changed.items() if row is not None}
         moved: set[str] = set()  # names defined in other files than before
         node_set = set(self.nodes)
@@ -613,6 +608,30 @@ class _Graph:
             rows = {p: r for p, r in rows.items() if r != self.row(p)}
             if not rows:
                 return self
+        if self.large or len(nodes) > NUMPY_NODES:
+            return self._with_rows_numpy(nodes, rows)
+        # A small graph: the kept rows as they are, the new ones, built again.
+        keep = set(nodes)
+        kept: dict[str, tuple[list[str], list[float]]] = {}
+        for s, d, x in zip(self.src, self.dst, self.w, strict=True):
+            p, q = self.nodes[s], self.nodes[d]
+            if p in rows or p not in keep or q not in keep:
+                continue
+            entry = kept.setdefault(p, ([], []))
+            entry[0].append(q)
+            entry[1].append(x)
+        merged: dict[str, Row] = {p: (tuple(t), tuple(w)) for p, (t, w) in kept.items()}
+        merged.update(rows)
+        return _Graph.from_rows(nodes, merged)
+
+    def _with_rows_numpy(self, nodes: list[str], rows: dict[str, Row]) -> _Graph:
+        """The graph on `nodes` with `rows` replacing (or adding) those files' edges."""
+        import numpy as np
+
+        src0 = np.frombuffer(self.src, np.int64)
+        dst0 = np.frombuffer(self.dst, np.int64)
+        w0 = np.frombuffer(self.w, np.float64)
+        if nodes == self.nodes:
             remap = np.arange(len(nodes), dtype=np.int64)
         else:
             new_index = {p: i for i, p in enumerate(nodes)}
@@ -622,11 +641,11 @@ class _Graph:
         for p in rows:
             if p in old_index:
                 redone[old_index[p]] = True
-        if len(self.src):
-            keep = ~redone[self.src] & (remap[self.src] >= 0) & (remap[self.dst] >= 0)
-            kept = (remap[self.src[keep]], remap[self.dst[keep]], self.w[keep])
+        if len(src0):
+            keep = ~redone[src0] & (remap[src0] >= 0) & (remap[dst0] >= 0)
+            kept = (remap[src0[keep]], remap[dst0[keep]], w0[keep])
         else:
-            kept = (self.src, self.dst, self.w)
+            kept = (src0, dst0, w0)
         index = {p: i for i, p in enumerate(nodes)}
         add_src: list[int] = []
         add_dst: list[int] = []
@@ -639,7 +658,10 @@ class _Graph:
         dst = np.concatenate([kept[1], np.array(add_dst, np.int64)])
         w = np.concatenate([kept[2], np.array(add_w, np.float64)])
         order = np.lexsort((dst, src))
-        graph = _Graph(nodes, src[order], dst[order], w[order])
+        graph = _Graph(nodes, array("q"), array("q"), array("d"))
+        graph.src.frombytes(src[order].tobytes())
+        graph.dst.frombytes(dst[order].tobytes())
+        graph.w.frombytes(w[order].tobytes())
         graph._index = index
         return graph
 
@@ -693,34 +715,62 @@ def _mention_tokens(mentions: str) -> set[str]:
 
 def pagerank(
     graph: _Graph,
-    personal: Any = None,
+    personal: list[float] | None = None,
     damping: float = 0.85,
     iterations: int = 12,
     tolerance: float = 1e-4,
-) -> Any:
+) -> list[float]:
     """Personalized PageRank by power iteration over the graph's weighted edges
-    (numpy); dangling files give their rank to the personalization (uniform without
-    one). A pure function of its inputs: the same graph ranks the same, to the bit."""
+    (numpy for a large graph, plain Python for a small one); dangling files give
+    their rank to the personalization (uniform without one). A pure function of its
+    inputs: the same graph ranks the same, to the bit."""
+    n = len(graph.nodes)
+    if not n:
+        return []
+    total = sum(personal) if personal else 0.0
+    teleport = [x / total for x in personal] if personal and total > 0 else [1.0 / n] * n
+    if graph.large:
+        return _pagerank_numpy(graph, teleport, damping, iterations, tolerance)
+    has_out = [False] * n
+    for s in graph.src:
+        has_out[s] = True
+    dangling = [i for i in range(n) if not has_out[i]]
+    edges = list(zip(graph.src, graph.dst, graph.w, strict=True))
+    rank = [1.0 / n] * n
+    for _ in range(iterations):
+        new = [0.0] * n
+        for s, d, x in edges:
+            new[d] += damping * rank[s] * x
+        spread = damping * sum(rank[i] for i in dangling) + (1.0 - damping)
+        new = [v + spread * t for v, t in zip(new, teleport, strict=True)]
+        delta = sum(abs(a - b) for a, b in zip(new, rank, strict=True))
+        rank = new
+        if delta < tolerance:
+            break
+    return rank
+
+
+def _pagerank_numpy(
+    graph: _Graph, teleport_list: list[float], damping: float, iterations: int, tolerance: float
+) -> list[float]:
     import numpy as np
 
     n = len(graph.nodes)
-    if not n:
-        return np.zeros(0)
-    if personal is not None and personal.sum() > 0:
-        teleport = personal / personal.sum()
-    else:
-        teleport = np.full(n, 1.0 / n)
-    dangling = np.bincount(graph.src, minlength=n) == 0
+    src = np.frombuffer(graph.src, np.int64)
+    dst = np.frombuffer(graph.dst, np.int64)
+    w = np.frombuffer(graph.w, np.float64)
+    teleport = np.array(teleport_list)
+    dangling = np.bincount(src, minlength=n) == 0
     rank = np.full(n, 1.0 / n)
     for _ in range(iterations):
-        flow = damping * rank[graph.src] * graph.w
-        new = np.bincount(graph.dst, weights=flow, minlength=n).astype(np.float64)
+        flow = damping * rank[src] * w
+        new = np.bincount(dst, weights=flow, minlength=n).astype(np.float64)
         new += (damping * rank[dangling].sum() + (1.0 - damping)) * teleport
         delta = np.abs(new - rank).sum()
         rank = new
         if delta < tolerance:
             break
-    return rank
+    return rank.tolist()
 
 
 def file_outline(path: str, tags: FileTags, which: Iterable[int] | None = None) -> str:
