@@ -532,3 +532,16 @@ async def test_context_drop_and_restore_a_layer(tmp_path: Path) -> None:
         assert not bad.ok and bad.error_kind == "usage" and "\n" not in bad.text
     finally:
         await ws.close()
+
+
+def test_closing_while_a_refresh_runs_waits_for_it(tmp_path: Path) -> None:
+    """The workspace may close while a plan's thread refreshes the map: the store is
+    closed when that thread lets go, not under its running statement."""
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    with rm.lock:  # a refresh in another thread
+        rm.close()
+        assert rm.cache._db is not None  # still open for the holder
+        rm.refresh()  # a late caller gets the last notes, touches nothing
+    assert rm.cache._db is None and rm.render(500, rough).text == ""

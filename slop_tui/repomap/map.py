@@ -141,7 +141,8 @@ class RepoMap:
         self._refreshed_at = 0.0
         # Held by whoever refreshes or renders: the workspace may build two plans at once
         # (the panes and a turn), each in its own thread.
-        self.lock = threading.Lock()
+        self.lock = _Guard(self._close_now)
+        self.closed = False
         self._memo: dict[tuple, object] = {}  # rankings and renders of the current graph
 
     # -- keeping up with the files ------------------------------------------------
@@ -150,7 +151,7 @@ class RepoMap:
         """Look at the files again; parse what changed. Returns the problems found,
         one line each (an unreadable file, one that cannot be parsed, ...)."""
         now = time.monotonic()
-        if self._loaded and now - self._refreshed_at < min_interval:
+        if self.closed or (self._loaded and now - self._refreshed_at < min_interval):
             return self.notes
         self._refreshed_at = now
         started = time.perf_counter()
@@ -417,7 +418,7 @@ class RepoMap:
         rank times how widely its name is used (1 + log of the files using it; ×0.1
         for a `_private` name), so a large file shows its most used parts and the
         budget reaches more files."""
-        if budget <= 0:
+        if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
         key = ("render", budget, count_tokens, frozenset(chat_files), mentions)
         found = self._memo.get(key)
@@ -481,7 +482,41 @@ class RepoMap:
         return MapText("", 0, 0, n_files, tuple(self.notes))
 
     def close(self) -> None:
-        self.cache.close()
+        """Close the store now, or, while a thread holds `lock` (a refresh or a render in
+        progress), when it lets go: a connection closed under a running statement
+        crashes the process."""
+        self.closed = True
+        if self.lock.acquire(blocking=False):
+            self.lock.release()
+
+    def _close_now(self) -> None:
+        if self.closed:
+            self.cache.close()
+
+
+class _Guard:
+    """A lock that calls `on_release` each time it is let go (to close the store once
+    the last holder is done)."""
+
+    def __init__(self, on_release: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._on_release = on_release
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        try:
+            self._on_release()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> _Guard:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 Row = tuple[tuple[str, ...], tuple[float, ...]]  # a file's edges: targets, weights
