@@ -154,6 +154,18 @@ class ProviderChoice:
 # App-state keys of `/repo map` and `/repo tree`: "off", or a token budget.
 KEY_REPO_MAP = "repo_map"
 KEY_FILE_TREE = "file_tree"
+# `dropped_layers:<session>`: the layers `/context drop LAYER` took out of the session's
+# requests (JSON), until `/context restore LAYER`.
+KEY_DROPPED_LAYERS = "dropped_layers"
+IMAGES_LAYER = "images"  # the images of the history's prompts (they ride in its messages)
+DROPPABLE_LAYERS = ("repo_map", "file_tree", "urls", IMAGES_LAYER)
+
+
+def dropped_note(layer: str) -> str:
+    """The plan's note for a layer `/context drop LAYER` took out (the preview reads it)."""
+    return f"layer {layer} dropped; /context restore {layer} brings it back"
+
+
 MENTION_ROWS = 12  # the newest window rows whose names and paths steer the map's ranking
 REFRESH_INTERVAL = 3.0  # seconds between two looks at the files for the map
 MAX_SOURCE_NOTES = 5
@@ -388,7 +400,8 @@ class Workspace:
 
     def history(self, session: str | None = None) -> HistoryReader:
         """A read-only view of a session's history for the panes (default: the current)."""
-        return HistoryReader(self.ledger, session or self.session)
+        root = Path(self.config.project_root).resolve()
+        return HistoryReader(self.ledger, session or self.session, root)
 
     def reconfigure(self, config: Config) -> None:
         """Take a reloaded configuration (a project folder just trusted): the sandbox is
@@ -894,10 +907,12 @@ class Workspace:
         memos = rank_memos(keywords, candidates, bm25)
         files, notes = await self.context_files()
         model = self.model_info(choice.model)
+        dropped = await self.dropped_layers()
         repo_map, file_tree, source_notes = await self.repo_sources(
-            window, [p for p, _ in files], model.max_input_tokens, count_tokens
+            window, [p for p, _ in files], model.max_input_tokens, count_tokens, skip=dropped
         )
         notes.extend(source_notes)
+        notes.extend(dropped_note(name) for name in DROPPABLE_LAYERS if name in dropped)
         reply_to = lane_group(sess.lane)
         if reply_to is None:
             reply_to = _replied_group(window)
@@ -924,12 +939,16 @@ class Workspace:
             session_summary=overview,
             repo_map=repo_map,
             file_tree=file_tree,
-            urls=[(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
+            urls=[]
+            if "urls" in dropped
+            else [(p.url, p.title, p.content) for p in await self.ledger.url_pages(self.session)],
             resources=[
                 (r.server, r.uri, r.name, r.content)
                 for r in await self.ledger.mcp_resources(self.session)
             ],
-            images=await self.prompt_images(window, strategy, choice.model, notes, pending),
+            images={}
+            if IMAGES_LAYER in dropped
+            else await self.prompt_images(window, strategy, choice.model, notes, pending),
         )
         settings = PlanSettings(
             context=self.context_settings(),
@@ -965,6 +984,23 @@ class Workspace:
             if text:
                 return text, source
         return "", ""
+
+    async def dropped_layers(self) -> frozenset[str]:
+        """The layers `/context drop LAYER` took out of this session's requests."""
+        raw = await self.ledger.get_setting(f"{KEY_DROPPED_LAYERS}:{self.session}")
+        return frozenset(v for v in _json_list(raw) if v in DROPPABLE_LAYERS)
+
+    async def drop_layer(self, layer: str, dropped: bool) -> bool:
+        """Take `layer` out of this session's requests (or put it back); False when it
+        already was."""
+        now = await self.dropped_layers()
+        after = now | {layer} if dropped else now - {layer}
+        if after == now:
+            return False
+        await self.ledger.set_setting(
+            f"{KEY_DROPPED_LAYERS}:{self.session}", json.dumps(sorted(after))
+        )
+        return True
 
     async def elided_results(self) -> frozenset[int]:
         """The tool results elided from this session's requests: they stay elided (or
@@ -1085,9 +1121,15 @@ class Workspace:
         chat_files: Collection[str],
         max_input_tokens: int | None,
         count_tokens: Callable[[str], int] | None = None,
+        skip: Collection[str] = (),
     ) -> tuple[str, str, list[str]]:
-        """(map text, file tree text, one note per file the map could not read)."""
+        """(map text, file tree text, one note per file the map could not read); the
+        layers named in `skip` are left empty."""
         map_budget, tree_budget = await self.repo_settings(max_input_tokens)
+        if "repo_map" in skip:
+            map_budget = 0
+        if "file_tree" in skip:
+            tree_budget = 0
         if map_budget <= 0 and tree_budget <= 0:
             return "", "", []
         import asyncio
@@ -1236,9 +1278,20 @@ class HistoryReader:
     Read only, and bound to one session, so a pane holds this instead of the
     workspace or the ledger (the conversation pages older groups in through it)."""
 
-    def __init__(self, ledger: Ledger, session: str) -> None:
+    def __init__(self, ledger: Ledger, session: str, root: Path | None = None) -> None:
         self._ledger = ledger
         self.session = session
+        self._root = root  # the project, where `.slop/images/` keeps the images
+
+    async def message_images(self, message_ids: Collection[int]) -> dict[int, list[ImageRef]]:
+        """The images attached to each of `message_ids` that has any."""
+        return await self._ledger.message_images(message_ids) if message_ids else {}
+
+    def image_file(self, ref: ImageRef) -> Path | None:
+        """Where an attached image's bytes are (None: no project known)."""
+        from slop_tui.images import image_path
+
+        return image_path(self._root, ref.sha256, ref.mime) if self._root is not None else None
 
     async def group_messages(self, group_id: int) -> list[Message]:
         return await self._ledger.group_messages(self.session, group_id)

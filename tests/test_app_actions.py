@@ -837,6 +837,38 @@ async def test_editing_state_stores_a_version_the_next_request_uses(fake_llm, pr
         assert "Goal: XYZ" in json.dumps(fake_llm.last_chat.body)
 
 
+async def test_preview_keys_drop_and_restore_the_map_tree_pages_and_images(project):
+    (project / "shop.py").write_text("class ShoppingCart:\n    def add_item(self, sku): pass\n")
+    await seed(project, TWO)
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        preview = app.query_one(ContextPreview)
+        await wait_for(pilot, lambda: "## Repository Structure" in preview.text)
+        assert "## Repository Files" in preview.text
+        await pilot.click("#preview-text")
+        for key, layer, header in (
+            ("m", "repo_map", "## Repository Structure"),
+            ("t", "file_tree", "## Repository Files"),
+            ("u", "urls", None),
+            ("i", "images", None),
+        ):
+            await pilot.press(key)
+            await wait_for(pilot, lambda layer=layer: preview.dropped(layer))
+            assert layer in await ws.dropped_layers()
+            if header is not None:
+                assert header not in preview.text
+                assert header not in (await ws.plan()).request.system_text + "".join(
+                    m.text for m in (await ws.plan()).request.messages
+                )
+            await pilot.press(key)
+            await wait_for(pilot, lambda layer=layer: not preview.dropped(layer))
+            assert layer not in await ws.dropped_layers()
+            if header is not None:
+                await wait_for(pilot, lambda header=header: header in preview.text)
+
+
 async def test_pane_keys_hide_resize_and_focus_the_panes(project):
     app = make_app(project)
     async with app.run_test(size=SIZE) as pilot:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 import socket
 import stat
@@ -192,6 +193,60 @@ async def test_inputs_that_used_to_escape_the_dispatcher_are_one_line_errors(tmp
         assert db_checksum(ws.ledger.path) == before
         assert ws.session == "default_session"
         assert (await dispatch(ws, "/session list")).ok  # the workspace still works
+    finally:
+        await ws.close()
+
+
+BIG = str(2**63)  # one past SQLite's INTEGER range
+_ID_WORDS = r"\b(NAME\|ID|SUMMARY_ID|ID|GID|N|ENTRY|SECONDS)\b"
+
+
+def _with_big_ids(usage: str) -> str:
+    """The command's usage line with every id, count or number argument 2**63 and the
+    other arguments filled in."""
+    line = re.sub(r" \[--role ROLE\]", "", usage)
+    line = line.replace("[on|off|tokens N]", "tokens N").replace("[ID ...]", "ID")
+    line = line.replace("GID|LAYER", "GID")
+    line = re.sub(r"[\[\]]", "", line)
+    return re.sub(_ID_WORDS, BIG, line).replace("TEXT", "hello")
+
+
+ID_COMMANDS = sorted(
+    _with_big_ids(c.usage) for c in TABLE.commands if re.search(_ID_WORDS, c.usage)
+)
+
+
+def test_every_id_taking_command_is_found() -> None:
+    # The table is read, not listed by hand: a new command with an id is tested too.
+    assert len(ID_COMMANDS) >= 25
+    assert f"/skill activate {BIG}" in ID_COMMANDS and f"/reply {BIG} hello" in ID_COMMANDS
+
+
+@pytest.mark.parametrize("line", [*ID_COMMANDS, f"/lane switch reply:{BIG}"])
+async def test_every_id_argument_past_the_integer_range_is_a_one_line_usage_error(tmp_path, line):
+    ws = await open_workspace(tmp_path)
+    try:
+        await ws.ledger.add_skill("helper", "helps", "Be helpful.")
+        before = db_checksum(ws.ledger.path)
+        result = await dispatch(ws, line)
+        assert not result.ok and result.error_kind == "usage", (line, result.text)
+        assert "\n" not in result.text and "Usage" in result.text, result.text
+        assert db_checksum(ws.ledger.path) == before
+        assert not ws.active_skills and ws.throttle == 0
+    finally:
+        await ws.close()
+
+
+async def test_a_skill_id_past_the_integer_range_names_no_skill(tmp_path):
+    """The model's skill tool and the ledger itself: no OverflowError either."""
+    ws = await open_workspace(tmp_path)
+    try:
+        skill = await ws.ledger.add_skill("helper", "helps", "Be helpful.")
+        assert await ws.ledger.get_skill(BIG) is None
+        assert await ws.ledger.get_skill("²") is None  # a digit int() does not read
+        assert (await ws.ledger.get_skill(str(skill.id))).name == "helper"
+        r = await dispatch(ws, "/skill activate ²")
+        assert not r.ok and "\n" not in r.text
     finally:
         await ws.close()
 

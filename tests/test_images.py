@@ -342,3 +342,79 @@ def test_an_image_follows_a_provider_switch_in_the_new_form(tmp_path: Path, fake
     assert req.provider == "gemini"
     sent = str(req.body)
     assert base64.urlsafe_b64encode(data).decode() in sent and "image_url" not in sent
+
+
+# -- in the TUI --------------------------------------------------------------------------
+
+
+async def test_an_attached_image_is_a_chip_with_name_size_and_tokens(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from slop_tui.ui.app import SlopApp
+    from slop_tui.ui.widgets.image_chip import ImageChip, graphics
+    from tests.fakeserver import wait_for
+    from tests.test_app import started
+
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "SLOP_DB", "SLOP_SESSION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLOP_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.chdir(tmp_path)
+    data = make_image(tmp_path / "shot.png", size=(1024, 1024))
+    app = SlopApp(db=str(tmp_path / "slop.db"), user_themes=False, blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        await pilot.press(*"/image add shot.png", "enter")
+        await wait_for(pilot, lambda: app.query_one("#prompt").text == "")
+        await pilot.press(*"what is this?", "enter")
+        await wait_for(
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=60
+        )
+        await wait_for(pilot, lambda: bool(app.query(ImageChip)))
+        (chip,) = app.query(ImageChip)
+        label = str(chip.label.render())
+        size = f"{max(1, len(data) // 1000)} KB"
+        assert label == f"▣ shot.png · 1024×1024 · {size} · 765 tokens", label
+        assert chip.region.height >= 1  # on screen, in the group
+        group = chip.parent
+        assert group is not None and group.prompt == "what is this?"
+        # No pixels in a test terminal: the chip alone.
+        assert not graphics() and not chip.query(".image-thumb")
+        # The group shown again from the ledger (another session and back) keeps it.
+        await pilot.press(*"/session activate other", "enter")
+        await wait_for(pilot, lambda: not app.query(ImageChip))
+        await pilot.press(*"/session activate default_session", "enter")
+        await wait_for(pilot, lambda: bool(app.query(ImageChip)))
+        assert str(app.query_one(ImageChip).label.render()) == label
+
+
+def test_the_chip_names_the_providers_tokens_and_knows_pixel_terminals() -> None:
+    from slop_tui.records import ImageRef
+    from slop_tui.ui.widgets.image_chip import _named_pixel_terminal, chip_text
+
+    ref = ImageRef(1, "s", 2, "ab", "a\x1b[2Jb.png", "image/png", 1024, 1024, 2_500_000, 0.0)
+    assert chip_text(ref, "openai") == "▣ a␛[2Jb.png · 1024×1024 · 2.5 MB · 765 tokens"
+    assert chip_text(ref, "gemini").endswith(f"· {image_tokens(1024, 1024, 'gemini'):,} tokens")
+    assert _named_pixel_terminal({"TERM": "xterm-kitty"})
+    assert _named_pixel_terminal({"TERM_PROGRAM": "WezTerm"})
+    assert not _named_pixel_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "tmux"})
+    assert not _named_pixel_terminal({"TERM": "xterm-kitty", "SLOP_TUI_IMAGES": "off"})
+
+
+async def test_the_images_are_dropped_and_restored_as_a_layer(tmp_path: Path) -> None:
+    make_image(tmp_path / "shot.png", size=(1024, 1024))
+    ws = await open_workspace(tmp_path)
+    try:
+        await dispatch(ws, "/image add shot.png")
+        user = await ws.ledger.append_user(ws.session, "what is in the picture?")
+        r = await dispatch(ws, "/context drop images")
+        assert r.ok and "Dropped the images" in r.text
+        plan = await ws.plan(count_tokens=rough)
+        (msg,) = [m for m in plan.request.messages if m.message_id == user.id]
+        assert msg.images == () and "layer images dropped" in " ".join(plan.request.notes)
+        assert (await ws.ledger.message_images([user.id]))[user.id]  # kept
+        assert (await dispatch(ws, "/context restore images")).ok
+        plan = await ws.plan(count_tokens=rough)
+        (msg,) = [m for m in plan.request.messages if m.message_id == user.id]
+        assert [i.tokens for i in msg.images] == [765]
+    finally:
+        await ws.close()

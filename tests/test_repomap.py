@@ -152,6 +152,165 @@ def test_cache_on_disk_parses_only_what_changed(tmp_path: Path) -> None:
     assert third.parsed == 0 and set(third.tags) == {f"p/m{i}.py" for i in (0, 1, 2, 3)}
 
 
+def _web(root: Path, files: int = 40) -> None:
+    """Files that use each other's names: every file a class and two functions."""
+    write(
+        root,
+        {
+            f"pkg/part{i % 4}/mod_{i}.py": (
+                f"from pkg import helper_{(i * 7) % files}, Widget{(i * 3 + 1) % files}\n\n"
+                f"class Widget{i}:\n    def run_{i}(self, config):\n"
+                f"        return helper_{(i * 5 + 2) % files}(config)\n\n"
+                f"def helper_{i}(value):\n    return Widget{(i + 9) % files}()\n\n"
+                f"def _private_{i}():\n    return helper_{(i * 11) % files}(1)\n"
+            )
+            for i in range(files)
+        },
+    )
+
+
+def _outputs(rm: RepoMap) -> tuple:
+    """Everything the map gives: rankings and texts for a few inputs."""
+    cases = [((), ""), ({"pkg/part1/mod_5.py"}, ""), ((), "fix helper_7 in mod_12.py please")]
+    return tuple(
+        (rm.scores(files, said), rm.render(budget, rough, files, said).text)
+        for files, said in cases
+        for budget in (120, 600, 4000)
+    )
+
+
+def _cold(root: Path) -> tuple:
+    rm = RepoMap(root)  # no store: parses everything
+    rm.refresh()
+    return _outputs(rm)
+
+
+@pytest.mark.parametrize("numpy_nodes", [1500, 0], ids=["python", "numpy"])
+def test_warm_and_incremental_maps_equal_a_cold_build(
+    tmp_path: Path, monkeypatch, numpy_nodes: int
+) -> None:
+    """After each kind of change, the map kept up to date file by file and a new map
+    started from the store give exactly what a cold build of the same files gives
+    (with a small graph's plain Python, and with numpy as a large graph is ranked)."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NUMPY_NODES", numpy_nodes)
+    _web(tmp_path)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    live = RepoMap(tmp_path, cache)
+    live.refresh()
+    assert _outputs(live) == _cold(tmp_path)
+    steps = [
+        # a body changes: the same names, other line numbers
+        lambda: (tmp_path / "pkg/part0/mod_0.py").write_text(
+            "\n\n" + (tmp_path / "pkg/part0/mod_0.py").read_text()
+        ),
+        # a new definition that others already use, and a new use of it
+        lambda: write(
+            tmp_path,
+            {
+                "pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n",
+                "pkg/part2/mod_2.py": "def user(): return helper_3(helper_3(2))\n",
+            },
+        ),
+        # a file goes, one comes in a new folder, a definition is renamed
+        lambda: (
+            (tmp_path / "pkg/part3/mod_3.py").unlink(),
+            write(tmp_path, {"extra/new_mod.py": "class Widget12:\n    pass\n"}),
+            write(tmp_path, {"pkg/part0/mod_4.py": "def renamed_helper(v): return Widget9()\n"}),
+        ),
+        # a file loses every name and every use
+        lambda: write(tmp_path, {"pkg/part1/mod_9.py": "\n"}),
+    ]
+    for n, step in enumerate(steps):
+        time.sleep(0.01)
+        graph = live._graph
+        step()
+        live.refresh()
+        if n == 0:
+            assert live._graph is graph  # the same edges: the graph and its ranking stay
+        warm = RepoMap(tmp_path, cache)
+        warm.refresh()
+        cold = _cold(tmp_path)
+        assert _outputs(live) == cold
+        assert _outputs(warm) == cold
+        assert warm.parsed == 0
+        warm.close()
+    live.close()
+
+
+def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path) -> None:
+    """A map whose store another process wrote since reads it again before it adds
+    its own changes, so neither keeps a graph that misses the other's."""
+    _web(tmp_path, 20)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    one, two = RepoMap(tmp_path, cache), RepoMap(tmp_path, cache)
+    one.refresh()
+    two.refresh()
+    write(tmp_path, {"pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n"})
+    two.refresh()  # the other process sees the change first and writes it
+    time.sleep(0.01)
+    write(tmp_path, {"pkg/part2/mod_2.py": "def user(): return helper_3(Widget7())\n"})
+    one.refresh()
+    cold = _cold(tmp_path)
+    assert _outputs(one) == cold
+    two.refresh()
+    assert _outputs(two) == cold
+    three = RepoMap(tmp_path, cache)
+    three.refresh()
+    assert three.parsed == 0 and _outputs(three) == cold
+    for rm in (one, two, three):
+        rm.close()
+
+
+def test_a_store_another_process_holds_is_tried_again_later(tmp_path: Path, monkeypatch) -> None:
+    import sqlite3
+
+    from slop_tui.repomap import cache as store
+
+    monkeypatch.setattr(store, "BUSY_WAIT", 0.1)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    rm.refresh()
+    write(tmp_path, {"pkg/part1/mod_1.py": "def fresh_name(v): return v\n"})
+    other = sqlite3.connect(tmp_path / ".slop" / "repomap.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    notes = rm.refresh()
+    assert any("busy" in n for n in notes) and "\n" not in notes[-1]
+    assert rm.cache.path is not None  # still the store on disk
+    other.execute("ROLLBACK")
+    other.close()
+    rm.refresh()
+    assert "fresh_name" in rm.render(4000, rough).text
+    assert _outputs(rm) == _cold(tmp_path)
+    rm.close()
+
+
+def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
+    _web(tmp_path, 130)
+    (tmp_path / ".slop").mkdir()
+    first = RepoMap(tmp_path, tmp_path / ".slop")
+    first.refresh()
+    expected = first.render(600, rough).text
+    first.close()
+    warm = RepoMap(tmp_path, tmp_path / ".slop")
+    warm.refresh()
+    assert warm.parsed == 0
+    assert warm.render(600, rough).text == expected
+    # Only the best ranked files' definitions were read from the store.
+    assert 0 < len(warm._defs) <= 100
+    # A damaged snapshot is a rebuild from the stored tags, not an error.
+    warm.cache.db.execute("UPDATE state SET data = x'00'")
+    warm.close()
+    again = RepoMap(tmp_path, tmp_path / ".slop")
+    again.refresh()
+    assert again.parsed == 0 and again.render(600, rough).text == expected
+    again.close()
+
+
 def test_a_file_that_cannot_be_parsed_is_one_line_and_the_rest_is_mapped(tmp_path: Path) -> None:
     write(tmp_path, {"good.py": "def fine(): pass\n", "bad.py": "def broken(:\n  )))\n"})
     (tmp_path / "bin.py").write_bytes(b"\0\1\2def x(): pass")
@@ -367,3 +526,48 @@ async def test_map_and_tree_are_cut_alike_whatever_the_learned_correction(tmp_pa
         assert texts[0] == texts[1] == texts[2]
     finally:
         await ws.close()
+
+
+async def test_context_drop_and_restore_a_layer(tmp_path: Path) -> None:
+    _project(tmp_path)
+    ws = await open_workspace(tmp_path)
+    try:
+        await ws.ledger.append_user(ws.session, "the UserAccount save is slow")
+        r = await dispatch(ws, "/context drop map")
+        assert r.ok and r.revert == "/context restore repo_map", r.text
+        again = await dispatch(ws, "/context drop repo_map")
+        assert again.ok and "already" in again.text
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER not in plan.request.system_text
+        assert [m for m in plan.request.messages if m.kind == KIND_PAIR]  # the tree stays
+        assert any("layer repo_map dropped" in n for n in plan.request.notes)
+        await dispatch(ws, "/context drop tree")
+        plan = await ws.plan(count_tokens=rough)
+        assert not [m for m in plan.request.messages if m.kind == KIND_PAIR]
+        # Per session: another session still has both.
+        await dispatch(ws, "/session activate other")
+        await ws.ledger.append_user(ws.session, "hello")
+        assert MAP_HEADER in (await ws.plan(count_tokens=rough)).request.system_text
+        await dispatch(ws, "/session activate default_session")
+        for word in ("map", "tree"):
+            assert (await dispatch(ws, f"/context restore {word}")).ok
+        plan = await ws.plan(count_tokens=rough)
+        assert MAP_HEADER in plan.request.system_text
+        assert [m for m in plan.request.messages if m.kind == KIND_PAIR]
+        bad = await dispatch(ws, "/context drop everything")
+        assert not bad.ok and bad.error_kind == "usage" and "\n" not in bad.text
+    finally:
+        await ws.close()
+
+
+def test_closing_while_a_refresh_runs_waits_for_it(tmp_path: Path) -> None:
+    """The workspace may close while a plan's thread refreshes the map: the store is
+    closed when that thread lets go, not under its running statement."""
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    with rm.lock:  # a refresh in another thread
+        rm.close()
+        assert rm.cache._db is not None  # still open for the holder
+        rm.refresh()  # a late caller gets the last notes, touches nothing
+    assert rm.cache._db is None and rm.render(500, rough).text == ""

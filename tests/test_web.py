@@ -244,6 +244,14 @@ async def test_url_commands_store_the_page_and_send_it_as_a_pair(tmp_path: Path,
         assert pairs[3].text == URLS_ACK
         assert plan.layer_tokens()[LAYER_URLS] == urls.tokens + pairs[3].tokens
         assert sum(plan.layer_tokens().values()) == plan.request_tokens
+        # Dropped as a layer: out of the request, kept, and back on restore.
+        assert (await dispatch(ws, "/context drop urls")).ok
+        plan = await ws.plan(count_tokens=rough)
+        assert LAYER_URLS not in [la.name for la in plan.request.layers]
+        assert await ws.ledger.url_pages(ws.session) == before
+        assert (await dispatch(ws, "/context restore pages")).ok
+        plan = await ws.plan(count_tokens=rough)
+        assert LAYER_URLS in [la.name for la in plan.request.layers]
         r = await dispatch(ws, f"/url remove {before[0].id}")
         assert r.ok
         plan = await ws.plan(count_tokens=rough)

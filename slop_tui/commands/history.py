@@ -142,8 +142,29 @@ async def context_budget(ws, args: str) -> CommandResult:
     return ok("\n".join(lines), data=r)
 
 
+# `/context drop LAYER`: the layers a request can go without, and the words for them.
+LAYER_WORDS = {
+    "repo_map": "repo_map",
+    "map": "repo_map",
+    "file_tree": "file_tree",
+    "tree": "file_tree",
+    "urls": "urls",
+    "pages": "urls",
+    "images": "images",
+}
+LAYER_TITLES = {
+    "repo_map": "the repository map",
+    "file_tree": "the file tree",
+    "urls": "the URL pages",
+    "images": "the images",
+}
+
+
 async def _drop(ws, args: str, dropped: bool) -> CommandResult:
-    usage = "/context drop GID" if dropped else "/context restore GID"
+    usage = "/context drop GID|LAYER" if dropped else "/context restore GID|LAYER"
+    layer = LAYER_WORDS.get(args.strip().lower())
+    if layer is not None:
+        return await _drop_layer(ws, layer, dropped)
     gid = await _group(ws, args, usage)
     changed = await ws.ledger.drop_group(ws.session, gid, dropped)
     verb = "Dropped" if dropped else "Restored"
@@ -155,6 +176,23 @@ async def _drop(ws, args: str, dropped: bool) -> CommandResult:
         changed=Changed.HISTORY | Changed.STATE,
         revert="/redo" if dropped else None,
     )
+
+
+async def _drop_layer(ws, layer: str, dropped: bool) -> CommandResult:
+    title = LAYER_TITLES[layer]
+    if not await ws.drop_layer(layer, dropped):
+        state = "out of" if dropped else "in"
+        return ok(
+            f"{title.capitalize()} {'were' if title.endswith('s') else 'was'} already "
+            f"{state} the requests."
+        )
+    if dropped:
+        return ok(
+            f"Dropped {title} from the next requests (kept; /context restore {layer}).",
+            changed=Changed.CONTEXT,
+            revert=f"/context restore {layer}",
+        )
+    return ok(f"Restored {title} to the next requests.", changed=Changed.CONTEXT)
 
 
 async def _state_note(ws) -> str:
@@ -180,16 +218,22 @@ async def trash_group(ws, gid: int, kind: str, what: str) -> CommandResult:
 @command(
     "context",
     "drop",
-    "/context drop GID",
-    "Soft-drop a group: hidden from the model, kept in the ledger, journalled; "
-    "/redo or /context restore reverts it.",
+    "/context drop GID|LAYER",
+    "Soft-drop a group (hidden from the model, kept in the ledger, journalled; /redo or "
+    "/context restore reverts it), or a layer: map, tree, urls or images.",
     CAT,
 )
 async def context_drop(ws, args: str) -> CommandResult:
     return await _drop(ws, args, True)
 
 
-@command("context", "restore", "/context restore GID", "Undo a soft drop (journalled).", CAT)
+@command(
+    "context",
+    "restore",
+    "/context restore GID|LAYER",
+    "Undo a soft drop of a group (journalled) or of a layer.",
+    CAT,
+)
 async def context_restore(ws, args: str) -> CommandResult:
     return await _drop(ws, args, False)
 

@@ -25,10 +25,6 @@ CAT = "Context & history"
 TABLE.default_sub["image"] = "list"
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{max(1, n // 1000)} KB"
-
-
 @command(
     "image",
     "add",
@@ -37,7 +33,7 @@ def _size(n: int) -> str:
     CAT,
 )
 async def image_add(ws, args: str):
-    from slop_tui.images import ImageError, check_image, image_tokens, store_image
+    from slop_tui.images import ImageError, check_image, image_tokens, size_text, store_image
 
     words = _words(args, "/image add PATH")
     if len(words) != 1:
@@ -63,7 +59,7 @@ async def image_add(ws, args: str):
         "" if ws.vision(choice.model) else f" {choice.model} reads no images: switch models first."
     )
     return ok(
-        f"Image {ref.id}: {path.name}, {info.width}×{info.height}, {_size(info.size)}, "
+        f"Image {ref.id}: {path.name}, {info.width}×{info.height}, {size_text(info.size)}, "
         f"about {tokens:,} tokens; it goes with the next prompt.{note}",
         changed=Changed.FILES,
         data=ref.id,
@@ -78,13 +74,15 @@ async def image_list(ws, args: str):
     if not pending:
         return ok("No image waits for the next prompt; /image add PATH adds one.", data=[])
     choice = await ws.provider_choice()
-    from slop_tui.images import image_tokens
+    from slop_tui.images import image_tokens, size_text
 
     lines = ["| # | image | size | tokens |", "|---|---|---|---|"]
     for r in pending:
         tokens = image_tokens(r.width, r.height, choice.strategy)
         name = r.name.replace("|", "\\|")
-        lines.append(f"| {r.id} | {name} | {r.width}×{r.height}, {_size(r.size)} | {tokens:,} |")
+        lines.append(
+            f"| {r.id} | {name} | {r.width}×{r.height}, {size_text(r.size)} | {tokens:,} |"
+        )
     return ok("\n".join(lines), data=[r.id for r in pending])
 
 

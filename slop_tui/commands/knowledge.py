@@ -223,6 +223,8 @@ def _parse_skill_form(text: str) -> tuple[str, str, str]:
 async def _skill(ws, ref: str, usage: str):
     if not ref.strip():
         raise UsageError(f"a skill name or id is needed. Usage: {usage}")
+    if ref.strip().isdigit():  # an id: the one bounded parse of every id argument
+        parse_int(ref, "the skill id", usage, minimum=1)
     skill = await ws.ledger.get_skill(ref.strip())
     if skill is None:
         raise CommandError(f"there is no skill '{ref.strip()}'.")

@@ -217,6 +217,8 @@ async def throttle(ws, args: str) -> CommandResult:
             "the throttle must be a number of seconds. Usage: /throttle [SECONDS]"
         ) from None
     if seconds < 0 or seconds != seconds or seconds > 3600:
-        raise UsageError("the throttle must be between 0 and 3600 seconds.")
+        raise UsageError(
+            "the throttle must be between 0 and 3600 seconds. Usage: /throttle [SECONDS]"
+        )
     await ws.set_throttle(seconds)
     return ok(f"Throttle set to {seconds:g} seconds between tool-loop iterations.")

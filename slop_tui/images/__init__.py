@@ -112,6 +112,11 @@ def check_bytes(name: str, data: bytes) -> ImageInfo:
     return ImageInfo(hashlib.sha256(data).hexdigest(), mime, ext, width, height, len(data), data)
 
 
+def size_text(n: int) -> str:
+    """An image's size in bytes as the commands and the conversation show it."""
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{max(1, n // 1000)} KB"
+
+
 def image_path(root: Path, sha256: str, mime: str) -> Path:
     ext = next((e for m, e in FORMATS.values() if m == mime), "bin")
     return root / IMAGES_DIR / f"{sha256}.{ext}"

@@ -188,9 +188,12 @@ class KnowledgeMixin(LedgerBase):
         return [_skill(r) for r in await self._all("SELECT * FROM skills ORDER BY id")]
 
     async def get_skill(self, ref: str | int) -> Skill | None:
-        """By name, or by id when `ref` is all digits."""
+        """By name, or by id when `ref` is all ASCII digits (an id past SQLite's
+        INTEGER range names no skill: no name is all digits)."""
         ref_s = str(ref).strip()
-        if ref_s.isdigit():
+        if ref_s.isascii() and ref_s.isdigit():
+            if int(ref_s) > 2**63 - 1:
+                return None
             row = await self._one("SELECT * FROM skills WHERE id=? OR name=?", (int(ref_s), ref_s))
         else:
             row = await self._one("SELECT * FROM skills WHERE name=?", (ref_s,))

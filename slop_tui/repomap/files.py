@@ -5,6 +5,11 @@ ones that no ignore file excludes), else a walk that reads every `.gitignore`
 it passes (pathspec's gitignore rules). Either way `.slop/`, `.git/`,
 vendored and generated folders are left out, and the walk never follows a
 symlinked folder, so a symlink loop cannot make it spin.
+
+A walk records the modification time of every folder it read and the stamp of
+every ignore file it read: a file created, removed or renamed changes its
+folder's time, so `unchanged(root, listing)` tells with one `stat` per folder
+whether the listing still holds (git's listing is asked again each time).
 """
 
 from __future__ import annotations
@@ -59,6 +64,10 @@ class Listing:
     paths: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = "walk"  # "git" | "walk"
+    # A walk's folders (root-relative, "" for the root) -> mtime_ns, and the stamps
+    # ((size, mtime_ns); (-1, -1) for none) of the ignore files it looked for.
+    folders: dict[str, int] = field(default_factory=dict)
+    ignores: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def skipped(path: str) -> bool:
@@ -76,6 +85,29 @@ def list_files(root: Path) -> Listing:
         listing = _walk(root)
     listing.paths = sorted(p for p in listing.paths if not skipped(p))
     return listing
+
+
+def unchanged(root: Path, listing: Listing) -> bool:
+    """Whether a walk's listing still holds: no folder it read has a new modification
+    time, no ignore file changed, and the root is still not a git work tree."""
+    if listing.source != "walk" or not listing.folders or (root / ".git").exists():
+        return False
+    base = str(root)
+    try:
+        for rel, mtime in listing.folders.items():
+            if os.stat(os.path.join(base, rel) if rel else base).st_mtime_ns != mtime:
+                return False
+    except OSError:
+        return False
+    return all(_ignore_stamp(root, rel) == stamp for rel, stamp in listing.ignores.items())
+
+
+def _ignore_stamp(root: Path, rel: str) -> tuple[int, int]:
+    try:
+        st = os.stat(root / rel)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _git_files(root: Path) -> Listing | None:
@@ -122,6 +154,7 @@ def _walk(root: Path) -> Listing:
         folder = root / rel if rel else root
         specs = [*specs, *_ignore_spec(folder, rel, listing)]
         try:
+            listing.folders[rel] = os.stat(folder).st_mtime_ns
             entries = list(os.scandir(folder))
         except OSError as exc:
             listing.notes.append(f"{rel or '.'}: cannot be listed ({exc.strerror})")
@@ -149,6 +182,8 @@ def _ignore_spec(
     folder: Path, rel: str, listing: Listing
 ) -> Iterable[tuple[str, pathspec.PathSpec]]:
     ignore = folder / ".gitignore"
+    name = f"{rel}/.gitignore" if rel else ".gitignore"
+    listing.ignores[name] = _ignore_stamp(folder, ".gitignore")
     try:
         text = ignore.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:

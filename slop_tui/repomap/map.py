@@ -1,22 +1,33 @@
 """The repository map: the project's definitions, ranked, fitted to a token budget.
 
 `RepoMap(root)` lists the project's files (`files.list_files`), parses the
-ones whose size or mtime changed since the last look (`tags.extract`, cached
-in `.slop/repomap.db`), and keeps a graph of which file uses names another
-file defines. `render(...)` ranks the files by relevance to the conversation
-and renders as many as the budget holds:
+ones whose size or mtime changed since the last look (`tags.extract`), and
+keeps a graph of which file uses names another file defines. `render(...)`
+ranks the files by relevance to the conversation and renders as many as the
+budget holds:
 
 - the graph: an edge from a file to each file defining a name it uses,
   weighted like aider's (√ of the uses; ×10 for a long snake_case or
   camelCase name, ×0.1 for a `_private` one or one defined in more than five
   files);
-- the ranking: PageRank over that graph, personalized towards the files in
-  context, files named in the recent conversation and files defining a name
-  it mentions; with nothing to personalize, plain PageRank (the files most
-  used by the rest come first);
-- the fit: a binary search over how many of the ranked files are rendered,
-  the largest count whose text is within the budget. Files in context are
-  left out: the files layer carries them whole.
+- the ranking: PageRank over that graph (numpy for a large one), personalized
+  towards the files in context, files named in the recent conversation and
+  files defining a name it mentions; with nothing to personalize, plain PageRank (the files
+  most used by the rest come first);
+- the fit: a binary search over how many of the ranked definitions are
+  rendered, the largest count whose text is within the budget. Files in
+  context are left out: the files layer carries them whole.
+
+What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags
+and stamp, who defines and who uses each name, the listing (with its folders'
+times) and the graph. A warm start reads the listing, the stamps and the
+graph, checks the folders' times and the files' stamps, and reads the
+definitions of the files it renders, nothing else. A changed file moves only
+its own edges and those of the files using a name it stopped or started
+defining; the ranking is run again only when an edge changed, and the graph
+is written back only then. The graph and the ranking are pure functions
+of the files, so the map after any series of changes is the map a cold build
+of the same files gives.
 
 Headless and synchronous (the workspace runs it in a thread).
 """
@@ -28,14 +39,16 @@ import functools
 import math
 import os
 import re
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slop_tui.repomap.cache import Stamp, TagCache, decode, encode
-from slop_tui.repomap.files import list_files
+from slop_tui.repomap.cache import Stamp, TagCache
+from slop_tui.repomap.files import Listing, list_files, unchanged
 from slop_tui.repomap.tags import (
     Definition,
     FileTags,
@@ -55,7 +68,13 @@ CACHE_NAME = "repomap.db"
 # stays proportional to the number of files.
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
+SNAPSHOT_VERSION = 1
+# The store's state rows: a count of the writes (another process may write the same
+# store), the listing, the graph.
+STATE_WRITES, STATE_LISTING, STATE_GRAPH = 0, 1, 2
+NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
     r"^(?=.{8,})(?:[a-z0-9]+(?:_[a-z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)$"
 )
@@ -74,8 +93,26 @@ class MapText:
     notes: tuple[str, ...] = ()
 
 
-def _stamp(st: os.stat_result) -> Stamp:
-    return (st.st_size, st.st_mtime_ns)
+class _Tags(Mapping[str, FileTags]):
+    """The mapped files' tags, read from the store on first use (a warm start reads only
+    those it renders)."""
+
+    def __init__(self, owner: RepoMap) -> None:
+        self._owner = owner
+
+    def __getitem__(self, path: str) -> FileTags:
+        if path not in self._owner.stamps:
+            raise KeyError(path)
+        return self._owner._full_tags([path])[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner.stamps)
+
+    def __len__(self) -> int:
+        return len(self._owner.stamps)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._owner.stamps
 
 
 class RepoMap:
@@ -84,71 +121,215 @@ class RepoMap:
     def __init__(self, root: Path, cache_dir: Path | None = None) -> None:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
-        self.tags: dict[str, FileTags] = {}
-        self.stamps: dict[str, Stamp] = {}
+        self.tags: Mapping[str, FileTags] = _Tags(self)
+        self.stamps: dict[str, Stamp] = {}  # every mapped file's (size, mtime_ns)
         self.paths: list[str] = []  # every listed file (the file tree)
         self.notes: list[str] = []  # the last refresh's problems, one line each
         self.parsed = 0  # files parsed by the last refresh
+        # Of the last refresh: milliseconds spent listing and stat'ing the files (not
+        # parsing them), the cost a refresh has even when nothing changed.
+        self.scan_ms = 0.0
+        self._listing: Listing | None = None
+        # The listing's files that have a grammar: (path, absolute path).
+        self._sources: list[tuple[str, str]] = []
         self._loaded = False
-        self._edges: dict[str, dict[str, float]] = {}
-        self._defined: dict[str, set[str]] = {}  # name -> files defining it
-        self._used: dict[str, list[str]] = {}  # file -> the defined names it uses
+        self._writes = 0  # the store's write count this map's state is from
+        self._graph = _Graph.empty()
+        self._defs: dict[str, FileTags] = {}  # definitions read so far (no references)
+        self._lines: dict[str, tuple[str, ...]] = {}  # each file's rendered lines
+        self._uses: dict[str, int] = {}  # how many files use a name, read so far
         self._refreshed_at = 0.0
         # Held by whoever refreshes or renders: the workspace may build two plans at once
         # (the panes and a turn), each in its own thread.
-        self.lock = threading.Lock()
-        self._version = 0  # bumped whenever the graph may have changed
-        self._memo: dict[tuple, object] = {}  # results for the current version
-        self._previous: dict[tuple, object] = {}  # rankings of earlier versions
+        self.lock = _Guard(self._close_now)
+        self.closed = False
+        self._memo: dict[tuple, object] = {}  # rankings and renders of the current graph
 
     # -- keeping up with the files ------------------------------------------------
 
-    def refresh(self, min_interval: float = 0.0) -> list[str]:
+    def refresh(self, min_interval: float = 0.0, _again: int = 0) -> list[str]:
         """Look at the files again; parse what changed. Returns the problems found,
         one line each (an unreadable file, one that cannot be parsed, ...)."""
         now = time.monotonic()
-        if self._loaded and now - self._refreshed_at < min_interval:
+        if self.closed or (self._loaded and now - self._refreshed_at < min_interval):
             return self.notes
         self._refreshed_at = now
-        listing = list_files(self.root)
+        started = time.perf_counter()
+        snapshot_ok = self._loaded or self._load_snapshot()
+        self._loaded = True
+        listing = self._listing
+        listed_again = listing is None or not unchanged(self.root, listing)
+        if listed_again:
+            listing = list_files(self.root)
+            self._listing = listing
+            self.paths = listing.paths
+            self._sources = self._absolute([p for p in listing.paths if language_of(p) is not None])
+        assert listing is not None
         notes = list(listing.notes)
-        self.paths = listing.paths
-        stored = {} if self._loaded else self.cache.load()
-        changed: list[tuple[str, Stamp, bytes]] = []
-        seen: set[str] = set()
         self.parsed = 0
-        root = str(self.root)
-        for path in listing.paths:
-            if language_of(path) is None:
-                continue
+        stored = self.stamps if snapshot_ok else self.cache.stamps()
+        changed: dict[str, tuple[Stamp, FileTags] | None] = {}
+        from_store: list[str] = []
+        stamps: dict[str, Stamp] = {}
+        for path, full in self._sources:
             try:
-                st = os.stat(os.path.join(root, path))
+                st = os.stat(full)
             except OSError as exc:
                 notes.append(f"{path}: skipped ({exc.strerror})")
                 continue
             if st.st_size > MAX_FILE_BYTES:
                 continue
-            stamp = _stamp(st)
-            seen.add(path)
-            if self.stamps.get(path) == stamp:
+            stamp = stamps[path] = (st.st_size, st.st_mtime_ns)
+            if stored.get(path) == stamp:
+                if not snapshot_ok:
+                    from_store.append(path)
                 continue
-            row = stored.get(path)
-            if row is not None and row[0] == stamp:
-                self._set(path, decode(row[1]), stamp)
-                continue
+            parse_started = time.perf_counter()
             tags, note = self._parse(path)
+            started += time.perf_counter() - parse_started
             if note:
                 notes.append(note)
-            self._set(path, tags, stamp)
-            changed.append((path, stamp, encode(tags)))
-        gone = [p for p in self.tags if p not in seen]
-        for p in gone:
-            self._unset(p)
-        stale = [p for p in stored if p not in seen]
-        self.cache.store(changed, gone if self._loaded else stale)
-        self._loaded = True
+            changed[path] = (stamp, tags)
+        for path in stored:
+            if path not in stamps:
+                changed[path] = None
         self.notes = notes
+        self.scan_ms = (time.perf_counter() - started) * 1000
+        if snapshot_ok and not changed and not listed_again:
+            return notes
+        try:
+            self.cache.begin()
+            if snapshot_ok and (self.cache.state(STATE_WRITES) or 0) != self._writes:
+                # Another process wrote the store since: start from what it holds now.
+                if _again > 2:
+                    raise sqlite3.OperationalError("the store keeps changing under the map")
+                self.cache.rollback()
+                self._forget()
+                return self.refresh(_again=_again + 1)
+            # The tags `changed` replaces, as the store has them before this write.
+            before = self.cache.tags([p for p in changed if p in stored]) if snapshot_ok else {}
+            self.cache.put(changed)
+            if not snapshot_ok:
+                every = self.cache.tags(from_store)
+                every.update({p: row[1] for p, row in changed.items() if row is not None})
+                self._defs = {p: _no_refs(t) for p, t in every.items()}
+                graph = _Graph.build(every)
+            elif changed:
+                graph = self._graph.updated(changed, before, self.cache)
+            else:
+                graph = self._graph
+            if listed_again or not snapshot_ok:
+                self.cache.put_state(STATE_LISTING, self._listing_state())
+            if graph is not self._graph or not snapshot_ok:
+                self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
+            self.cache.put_state(STATE_WRITES, self._writes + 1)
+            self.cache.commit()
+        except sqlite3.Error as exc:
+            self.cache.rollback()
+            self._forget()
+            if not snapshot_ok or not _busy(exc):
+                # A store that cannot be written: keep going in memory; the next start
+                # rebuilds it. (A busy one is tried again at the next look.)
+                self.cache.close()
+                self.cache = TagCache(None)
+                return self.refresh()
+            self.notes = [*notes, f"repo map: the store is busy ({exc}); looked again later"]
+            return self.notes
+        except BaseException:
+            self.cache.rollback()
+            raise
+        self._writes += 1
+        self.stamps = stamps
+        for path, row in changed.items():
+            self._lines.pop(path, None)
+            old = before.get(path)
+            for name in old.references if old else ():
+                self._uses.pop(name, None)
+            if row is None:
+                self._defs.pop(path, None)
+            else:
+                self._defs[path] = _no_refs(row[1])
+                for name in row[1].references:
+                    self._uses.pop(name, None)
+        if graph is not self._graph or not graph.same(self._graph):
+            self._memo.clear()
+        else:
+            # The same names defined and used: the ranking holds, only the rendered lines
+            # (line numbers, signatures) may change.
+            self._memo = {k: v for k, v in self._memo.items() if k[0] != "render"}
+        self._graph = graph
         return notes
+
+    def _forget(self) -> None:
+        """Drop what this map holds in memory: the next refresh reads the store again."""
+        self._loaded = False
+        self._listing, self._sources, self.stamps = None, [], {}
+        self._graph = _Graph.empty()
+        self._defs, self._lines, self._uses = {}, {}, {}
+        self._memo.clear()
+
+    def _load_snapshot(self) -> bool:
+        """Take the stored listing, stamps and graph as the state of the files; False
+        without them."""
+        writes = self.cache.state(STATE_WRITES)
+        self._writes = writes if isinstance(writes, int) else 0
+        listing, graph = self.cache.state(STATE_LISTING), self.cache.state(STATE_GRAPH)
+        try:
+            version, paths, notes, source, folders, ignores, sources = listing  # type: ignore[misc]
+            graph_version, parts = graph  # type: ignore[misc]
+            if version != SNAPSHOT_VERSION or graph_version != SNAPSHOT_VERSION:
+                return False
+            self._listing = Listing(paths, notes, source, folders, ignores)
+            self._sources = self._absolute(sources)
+            self._graph = _Graph.from_parts(parts)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+            self._listing, self._sources, self._graph = None, [], _Graph.empty()
+            return False
+        self.stamps = self.cache.stamps()
+        self.paths = self._listing.paths
+        return True
+
+    def _listing_state(self) -> tuple:
+        lst = self._listing
+        assert lst is not None
+        sources = [p for p, _ in self._sources]
+        return (
+            SNAPSHOT_VERSION,
+            lst.paths,
+            lst.notes,
+            lst.source,
+            lst.folders,
+            lst.ignores,
+            sources,
+        )
+
+    def _absolute(self, paths: list[str]) -> list[tuple[str, str]]:
+        root = os.path.join(str(self.root), "")
+        return [(p, root + p) for p in paths]
+
+    def _definitions(self, paths: Collection[str]) -> dict[str, FileTags]:
+        """The definitions of `paths` (no references), read from the store once."""
+        missing = [p for p in paths if p not in self._defs]
+        if missing:
+            self._defs.update(self.cache.tags(missing, references=False))
+        return {p: self._defs[p] for p in paths if p in self._defs}
+
+    def _full_tags(self, paths: list[str]) -> dict[str, FileTags]:
+        return self.cache.tags(paths)
+
+    def _use_counts(self, names: set[str]) -> dict[str, int]:
+        """How many files use each of `names`, read from the store once."""
+        missing = sorted(n for n in names if n not in self._uses)
+        if missing:
+            found = self.cache.use_counts(missing)
+            self._uses.update({n: found.get(n, 0) for n in missing})
+        return self._uses
+
+    def _file_lines(self, path: str, tags: FileTags) -> tuple[str, ...]:
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self._lines[path] = tuple(_line(d) for d in tags.definitions)
+        return lines
 
     def _parse(self, path: str) -> tuple[FileTags, str]:
         try:
@@ -169,78 +350,7 @@ class RepoMap:
             return tags, f"{path}: {tags.error}; mapped as far as it parses"
         return tags, ""
 
-    def _set(self, path: str, tags: FileTags, stamp: Stamp) -> None:
-        old = self.tags.get(path)
-        self.tags[path] = tags
-        self.stamps[path] = stamp
-        names_before = {d.name for d in old.definitions} if old else set()
-        names_after = {d.name for d in tags.definitions}
-        for n in names_before - names_after:
-            holders = self._defined.get(n)
-            if holders is not None:
-                holders.discard(path)
-                if not holders:
-                    del self._defined[n]
-        for n in names_after - names_before:
-            self._defined.setdefault(n, set()).add(path)
-        if old is not None and names_before == names_after and old.references == tags.references:
-            # The same names defined and used: the graph and its ranking still hold, only
-            # the rendered lines (line numbers, signatures) change.
-            self._memo = {k: v for k, v in self._memo.items() if k[0] != "render"}
-            return
-        self._dirty(path, names_before ^ names_after)
-
-    def _unset(self, path: str) -> None:
-        old = self.tags.pop(path)
-        self.stamps.pop(path, None)
-        names = {d.name for d in old.definitions}
-        for n in names:
-            holders = self._defined.get(n)
-            if holders is not None:
-                holders.discard(path)
-                if not holders:
-                    del self._defined[n]
-        self._edges.pop(path, None)
-        self._used.pop(path, None)
-        self._dirty(None, names)
-
-    def _dirty(self, path: str | None, names: set[str]) -> None:
-        """Forget the edges that changed: the file's own, and those of every file using
-        a name whose definers changed (the weights depend on how many define it)."""
-        self._version += 1
-        # The last rankings stay as the starting point of the next PageRank run.
-        self._previous.update({k[1:]: v for k, v in self._memo.items() if k[0] == "scores"})
-        while len(self._previous) > 8:
-            self._previous.pop(next(iter(self._previous)))
-        self._memo.clear()
-        if path is not None:
-            self._edges.pop(path, None)
-        if names and self._edges:
-            for src in [s for s in self._edges if not self.tags[s].references.isdisjoint(names)]:
-                del self._edges[src]
-
-    # -- the graph and the ranking -------------------------------------------------
-
-    def _out_edges(self, src: str) -> dict[str, float]:
-        edges = self._edges.get(src)
-        if edges is not None:
-            return edges
-        edges = {}
-        defined = self._defined
-        used = [n for n in self.tags[src].references if n in defined]
-        self._used[src] = used
-        for name in used:
-            holders = defined[name]
-            mul = _name_weight(name)
-            if len(holders) > 5:
-                mul *= 0.1
-            for dst in holders:
-                if dst != src:
-                    edges[dst] = edges.get(dst, 0.0) + mul
-        if len(edges) > MAX_OUT_EDGES:
-            edges = dict(sorted(edges.items(), key=lambda x: (-x[1], x[0]))[:MAX_OUT_EDGES])
-        self._edges[src] = edges
-        return edges
+    # -- the ranking ---------------------------------------------------------------------
 
     def rank(self, chat_files: Collection[str] = (), mentions: str = "") -> list[str]:
         """The mapped files, most relevant first (see the module docstring)."""
@@ -249,34 +359,48 @@ class RepoMap:
     def scores(
         self, chat_files: Collection[str] = (), mentions: str = ""
     ) -> list[tuple[str, float]]:
-        """(file, PageRank score), most relevant first (kept until the files change)."""
+        """(file, PageRank score), most relevant first (kept until the graph changes)."""
         key = ("scores", frozenset(chat_files), mentions)
         found = self._memo.get(key)
         if found is None:
+            if len(self._memo) > MEMO_MAX:
+                self._memo.clear()
             found = self._memo[key] = self._scores(chat_files, mentions)
         return found  # type: ignore[return-value]
 
     def _scores(self, chat_files: Collection[str], mentions: str) -> list[tuple[str, float]]:
-        nodes = [p for p, t in self.tags.items() if t.definitions or t.references]
+        graph = self._graph
+        nodes = graph.nodes
         if not nodes:
             return []
-        words = set(_WORD.findall(mentions)) if mentions else set()
-        personal: dict[str, float] = {}
-        for p in nodes:
-            base = p.rsplit("/", 1)[-1]
-            if p in chat_files or (
-                mentions and (p in mentions or base in words or base in mentions)
-            ):
-                personal[p] = 1.0
-        for name in words.intersection(self._defined):
-            for p in self._defined[name]:
-                personal[p] = personal.get(p, 0.0) + 0.5
-        earlier = self._previous.get((frozenset(chat_files), mentions)) or next(
-            iter(self._previous.values()), None
-        )
-        start = dict(earlier) if earlier else None  # type: ignore[call-overload]
-        scores = pagerank({p: self._out_edges(p) for p in nodes}, personal, start=start)
-        return sorted(((p, scores.get(p, 0.0)) for p in nodes), key=lambda x: (-x[1], x[0]))
+        index = graph.index() if chat_files or mentions else {}
+        personal = [0.0] * len(nodes)
+        for p in chat_files:
+            i = index.get(p)
+            if i is not None:
+                personal[i] = 1.0
+        if mentions:
+            by_name = graph.by_basename()
+            for token in _mention_tokens(mentions):
+                i = index.get(token)
+                if i is not None:
+                    personal[i] = 1.0
+                for i in by_name.get(token.rsplit("/", 1)[-1], ()):
+                    personal[i] = 1.0
+            words = sorted(set(_WORD.findall(mentions)))
+            for holders in self.cache.definers(words).values():
+                for p in holders:
+                    i = index.get(p)
+                    if i is not None:
+                        personal[i] += 0.5
+        rank = pagerank(graph, personal)
+        if graph.large:
+            import numpy as np
+
+            order = np.lexsort((np.arange(len(nodes)), -np.array(rank))).tolist()
+        else:
+            order = sorted(range(len(nodes)), key=lambda i: (-rank[i], i))
+        return [(nodes[i], rank[i]) for i in order]
 
     # -- rendering ---------------------------------------------------------------------
 
@@ -294,7 +418,7 @@ class RepoMap:
         rank times how widely its name is used (1 + log of the files using it; ×0.1
         for a `_private` name), so a large file shows its most used parts and the
         budget reaches more files."""
-        if budget <= 0:
+        if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
         key = ("render", budget, count_tokens, frozenset(chat_files), mentions)
         found = self._memo.get(key)
@@ -308,27 +432,31 @@ class RepoMap:
         self, budget: int, count_tokens: CountTokens, chat_files: Collection[str], mentions: str
     ) -> MapText:
         ranked = self.scores(chat_files, mentions)
-        users = self._users()
         n_files = len(ranked)
-        scored: list[tuple[float, str, int]] = []
-        # Only the best ranked files can fit: a line costs at least a few tokens.
-        for path, base in ranked[: max(200, budget // 4)]:
-            if path in chat_files:
-                continue
-            for i, d in enumerate(self.tags[path].definitions):
+        # Only the best ranked files can fit: a file costs at least a dozen tokens.
+        top = [(p, base) for p, base in ranked[: max(100, budget // 12)] if p not in chat_files]
+        tags = self._definitions([p for p, _ in top])
+        users = self._use_counts({d.name for t in tags.values() for d in t.definitions})
+        scored: list[tuple[float, str, int]] = []  # (-score, path, index), best first
+        for path, base in top:
+            for i, d in enumerate(tags[path].definitions):
                 w = 1.0 + math.log1p(users.get(d.name, 0))
                 if d.name.startswith("_"):
                     w *= 0.1
-                scored.append((base * w, path, i))
+                scored.append((-base * w, path, i))
         if not scored:
             return MapText("", 0, 0, 0, tuple(self.notes))
-        scored.sort(key=lambda x: (-x[0], x[1], x[2]))
+        scored.sort()
+
+        lines = {p: self._file_lines(p, tags[p]) for p, _ in top}
 
         def text_for(n: int) -> tuple[str, int]:
             chosen: dict[str, list[int]] = {}
             for _score, path, i in scored[:n]:
                 chosen.setdefault(path, []).append(i)
-            body = "".join(file_outline(p, self.tags[p], sorted(chosen[p])) for p in sorted(chosen))
+            body = "".join(
+                f"{p}:\n" + "".join(lines[p][i] for i in sorted(chosen[p])) for p in sorted(chosen)
+            )
             more = n_files - len(chosen)
             tail = f"\n({more} more file(s) not listed)\n" if more else ""
             return MAP_HEADER + MAP_INTRO + body + tail, len(chosen)
@@ -339,7 +467,7 @@ class RepoMap:
         lengths = [length]
         opened: set[str] = set()
         for _score, path, i in scored:
-            length += len(_line(self.tags[path].definitions[i]))
+            length += len(lines[path][i])
             if path not in opened:
                 opened.add(path)
                 length += len(path) + 2
@@ -353,20 +481,331 @@ class RepoMap:
             lo = lo * budget // tokens * 95 // 100 if tokens > budget else lo - 1
         return MapText("", 0, 0, n_files, tuple(self.notes))
 
-    def _users(self) -> dict[str, int]:
-        """How many files use each defined name (from the graph's edges)."""
-        found = self._memo.get(("users",))
-        if found is not None:
-            return found  # type: ignore[return-value]
-        users: dict[str, int] = {}
-        self._memo[("users",)] = users
-        for path in self._edges:
-            for name in self._used[path]:
-                users[name] = users.get(name, 0) + 1
-        return users
-
     def close(self) -> None:
-        self.cache.close()
+        """Close the store now, or, while a thread holds `lock` (a refresh or a render in
+        progress), when it lets go: a connection closed under a running statement
+        crashes the process."""
+        self.closed = True
+        if self.lock.acquire(blocking=False):
+            self.lock.release()
+
+    def _close_now(self) -> None:
+        if self.closed:
+            self.cache.close()
+
+
+class _Guard:
+    """A lock that calls `on_release` each time it is let go (to close the store once
+    the last holder is done)."""
+
+    def __init__(self, on_release: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._on_release = on_release
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        try:
+            self._on_release()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> _Guard:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+Row = tuple[tuple[str, ...], tuple[float, ...]]  # a file's edges: targets, weights
+
+
+@dataclass
+class _Graph:
+    """Which file uses names another file defines: `nodes` (the files that define or use
+    a name, sorted), and the edges as arrays sorted by (source, target), each source's
+    weights adding up to one. One order for every way of building it, so a graph
+    updated file by file is the same, to the bit, as one built from scratch."""
+
+    nodes: list[str]
+    src: array  # int64 ("q") and float64 ("d") arrays, numpy's view of them when large
+    dst: array
+    w: array
+    _index: dict[str, int] | None = None
+    _by_basename: dict[str, list[int]] | None = None
+
+    @classmethod
+    def empty(cls) -> _Graph:
+        return cls([], array("q"), array("q"), array("d"))
+
+    @property
+    def large(self) -> bool:
+        """Ranked and updated with numpy (a small graph is quicker in plain Python than
+        importing numpy, which a one-shot `slop-tui ask` would pay every time)."""
+        return len(self.nodes) > NUMPY_NODES
+
+    @classmethod
+    def build(cls, tags: dict[str, FileTags]) -> _Graph:
+        nodes = sorted(p for p, t in tags.items() if t.definitions or t.references)
+        defined: dict[str, list[str]] = {}
+        for p in nodes:
+            for n in {d.name for d in tags[p].definitions}:
+                defined.setdefault(n, []).append(p)
+        return cls.from_rows(nodes, {p: _row(p, tags[p].references, defined) for p in nodes})
+
+    @classmethod
+    def from_rows(cls, nodes: list[str], rows: Mapping[str, Row]) -> _Graph:
+        index = {p: i for i, p in enumerate(nodes)}
+        src: list[int] = []
+        dst: list[int] = []
+        w: list[float] = []
+        for i, p in enumerate(nodes):
+            targets, weights = rows.get(p, ((), ()))
+            src.extend([i] * len(targets))
+            dst.extend(index[t] for t in targets)
+            w.extend(weights)
+        graph = cls(nodes, array("q", src), array("q", dst), array("d", w))
+        graph._index = index
+        return graph
+
+    def parts(self) -> tuple:
+        return (self.nodes, self.src.tobytes(), self.dst.tobytes(), self.w.tobytes())
+
+    @classmethod
+    def from_parts(cls, parts: tuple) -> _Graph:
+        nodes, src, dst, w = parts
+        graph = cls(list(nodes), array("q"), array("q"), array("d"))
+        graph.src.frombytes(src)
+        graph.dst.frombytes(dst)
+        graph.w.frombytes(w)
+        if not (len(graph.src) == len(graph.dst) == len(graph.w)):
+            raise ValueError("a damaged graph")
+        return graph
+
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {p: i for i, p in enumerate(self.nodes)}
+        return self._index
+
+    def by_basename(self) -> dict[str, list[int]]:
+        if self._by_basename is None:
+            found: dict[str, list[int]] = {}
+            for i, p in enumerate(self.nodes):
+                found.setdefault(p.rsplit("/", 1)[-1], []).append(i)
+            self._by_basename = found
+        return self._by_basename
+
+    def same(self, other: _Graph) -> bool:
+        return (
+            self.nodes == other.nodes
+            and self.src == other.src
+            and self.dst == other.dst
+            and self.w == other.w
+        )
+
+    def row(self, path: str) -> Row:
+        i = self.index()[path]
+        a, b = bisect.bisect_left(self.src, i), bisect.bisect_left(self.src, i + 1)
+        return (tuple(self.nodes[j] for j in self.dst[a:b]), tuple(self.w[a:b]))
+
+    def updated(
+        self,
+        changed: dict[str, tuple[Stamp, FileTags] | None],
+        before: dict[str, FileTags],
+        store: TagCache,
+    ) -> _Graph:
+        """The graph after `changed` (None: gone), `before` holding their earlier tags and
+        `store` the files as they are now: only the edges of the changed files and of
+        the files using a name whose definers changed are computed again."""
+        now = {p: row[1] for p, row in changed.items() if row is not None}
+        moved: set[str] = set()  # names defined in other files than before
+        node_set = set(self.nodes)
+        for p in changed:
+            old, new = before.get(p), now.get(p)
+            names_before = {d.name for d in old.definitions} if old else set()
+            moved |= names_before ^ ({d.name for d in new.definitions} if new else set())
+            if new is not None and (new.definitions or new.references):
+                node_set.add(p)
+            else:
+                node_set.discard(p)
+        affected = {p for p in changed if p in node_set}
+        if moved:
+            affected |= store.users(sorted(moved)) & node_set
+        refs = {p: now[p].references for p in affected if p in now}
+        rest = sorted(affected - refs.keys())
+        refs.update({p: t.references for p, t in store.tags(rest).items()})
+        defined = store.definers(sorted(set().union(*refs.values())) if refs else [])
+        rows = {p: _row(p, refs[p], defined) for p in sorted(affected)}
+        nodes = sorted(node_set)
+        if nodes == self.nodes:
+            rows = {p: r for p, r in rows.items() if r != self.row(p)}
+            if not rows:
+                return self
+        if self.large or len(nodes) > NUMPY_NODES:
+            return self._with_rows_numpy(nodes, rows)
+        # A small graph: the kept rows as they are, the new ones, built again.
+        keep = set(nodes)
+        kept: dict[str, tuple[list[str], list[float]]] = {}
+        for s, d, x in zip(self.src, self.dst, self.w, strict=True):
+            p, q = self.nodes[s], self.nodes[d]
+            if p in rows or p not in keep or q not in keep:
+                continue
+            entry = kept.setdefault(p, ([], []))
+            entry[0].append(q)
+            entry[1].append(x)
+        merged: dict[str, Row] = {p: (tuple(t), tuple(w)) for p, (t, w) in kept.items()}
+        merged.update(rows)
+        return _Graph.from_rows(nodes, merged)
+
+    def _with_rows_numpy(self, nodes: list[str], rows: dict[str, Row]) -> _Graph:
+        """The graph on `nodes` with `rows` replacing (or adding) those files' edges."""
+        import numpy as np
+
+        src0 = np.frombuffer(self.src, np.int64)
+        dst0 = np.frombuffer(self.dst, np.int64)
+        w0 = np.frombuffer(self.w, np.float64)
+        if nodes == self.nodes:
+            remap = np.arange(len(nodes), dtype=np.int64)
+        else:
+            new_index = {p: i for i, p in enumerate(nodes)}
+            remap = np.array([new_index.get(p, -1) for p in self.nodes], np.int64)
+        old_index = self.index()
+        redone = np.zeros(len(self.nodes), bool)
+        for p in rows:
+            if p in old_index:
+                redone[old_index[p]] = True
+        if len(src0):
+            keep = ~redone[src0] & (remap[src0] >= 0) & (remap[dst0] >= 0)
+            kept = (remap[src0[keep]], remap[dst0[keep]], w0[keep])
+        else:
+            kept = (src0, dst0, w0)
+        index = {p: i for i, p in enumerate(nodes)}
+        add_src: list[int] = []
+        add_dst: list[int] = []
+        add_w: list[float] = []
+        for p, (targets, weights) in rows.items():
+            add_src.extend([index[p]] * len(targets))
+            add_dst.extend(index[t] for t in targets)
+            add_w.extend(weights)
+        src = np.concatenate([kept[0], np.array(add_src, np.int64)])
+        dst = np.concatenate([kept[1], np.array(add_dst, np.int64)])
+        w = np.concatenate([kept[2], np.array(add_w, np.float64)])
+        order = np.lexsort((dst, src))
+        graph = _Graph(nodes, array("q"), array("q"), array("d"))
+        graph.src.frombytes(src[order].tobytes())
+        graph.dst.frombytes(dst[order].tobytes())
+        graph.w.frombytes(w[order].tobytes())
+        graph._index = index
+        return graph
+
+
+def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]]) -> Row:
+    """A file's out-edges: to each file defining a name it uses, weighted like aider's
+    (see the module docstring), the strongest `MAX_OUT_EDGES` kept, normalised. Names
+    and targets are taken in sorted order, so the float sums never depend on how a set
+    happened to iterate."""
+    edges: dict[str, float] = {}
+    for name in sorted(references):
+        holders = defined.get(name)
+        if not holders:
+            continue
+        mul = _name_weight(name)
+        if len(holders) > 5:
+            mul *= 0.1
+        for dst in holders:
+            if dst != path:
+                edges[dst] = edges.get(dst, 0.0) + mul
+    if len(edges) > MAX_OUT_EDGES:
+        edges = dict(sorted(edges.items(), key=lambda x: (-x[1], x[0]))[:MAX_OUT_EDGES])
+    targets = sorted(edges)
+    total = 0.0
+    for t in targets:
+        total += edges[t]
+    if not total:
+        return ((), ())
+    return (tuple(targets), tuple(edges[t] / total for t in targets))
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """A store another process holds locked (past the connection's wait)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _no_refs(tags: FileTags) -> FileTags:
+    return FileTags(tags.definitions, frozenset(), tags.error) if tags.references else tags
+
+
+def _mention_tokens(mentions: str) -> set[str]:
+    """Path-like words of the conversation: `misc/other.py`, `./a.py` and `a.py.` all
+    name `misc/other.py` or `a.py`."""
+    out: set[str] = set()
+    for token in _PATHLIKE.findall(mentions):
+        token = token.strip(".-/")
+        if token:
+            out.add(token)
+    return out
+
+
+def pagerank(
+    graph: _Graph,
+    personal: list[float] | None = None,
+    damping: float = 0.85,
+    iterations: int = 12,
+    tolerance: float = 1e-4,
+) -> list[float]:
+    """Personalized PageRank by power iteration over the graph's weighted edges
+    (numpy for a large graph, plain Python for a small one); dangling files give
+    their rank to the personalization (uniform without one). A pure function of its
+    inputs: the same graph ranks the same, to the bit."""
+    n = len(graph.nodes)
+    if not n:
+        return []
+    total = sum(personal) if personal else 0.0
+    teleport = [x / total for x in personal] if personal and total > 0 else [1.0 / n] * n
+    if graph.large:
+        return _pagerank_numpy(graph, teleport, damping, iterations, tolerance)
+    has_out = [False] * n
+    for s in graph.src:
+        has_out[s] = True
+    dangling = [i for i in range(n) if not has_out[i]]
+    edges = list(zip(graph.src, graph.dst, graph.w, strict=True))
+    rank = [1.0 / n] * n
+    for _ in range(iterations):
+        new = [0.0] * n
+        for s, d, x in edges:
+            new[d] += damping * rank[s] * x
+        spread = damping * sum(rank[i] for i in dangling) + (1.0 - damping)
+        new = [v + spread * t for v, t in zip(new, teleport, strict=True)]
+        delta = sum(abs(a - b) for a, b in zip(new, rank, strict=True))
+        rank = new
+        if delta < tolerance:
+            break
+    return rank
+
+
+def _pagerank_numpy(
+    graph: _Graph, teleport_list: list[float], damping: float, iterations: int, tolerance: float
+) -> list[float]:
+    import numpy as np
+
+    n = len(graph.nodes)
+    src = np.frombuffer(graph.src, np.int64)
+    dst = np.frombuffer(graph.dst, np.int64)
+    w = np.frombuffer(graph.w, np.float64)
+    teleport = np.array(teleport_list)
+    dangling = np.bincount(src, minlength=n) == 0
+    rank = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        flow = damping * rank[src] * w
+        new = np.bincount(dst, weights=flow, minlength=n).astype(np.float64)
+        new += (damping * rank[dangling].sum() + (1.0 - damping)) * teleport
+        delta = np.abs(new - rank).sum()
+        rank = new
+        if delta < tolerance:
+            break
+    return rank.tolist()
 
 
 def file_outline(path: str, tags: FileTags, which: Iterable[int] | None = None) -> str:
@@ -388,55 +827,6 @@ def _name_weight(name: str) -> float:
 
 def _line(d: Definition) -> str:
     return f"{'  ' * (d.depth + 1)}{d.line}: {d.signature}\n"
-
-
-def pagerank(
-    edges: dict[str, dict[str, float]],
-    personal: dict[str, float] | None = None,
-    damping: float = 0.85,
-    iterations: int = 12,
-    tolerance: float = 1e-4,
-    start: dict[str, float] | None = None,
-) -> dict[str, float]:
-    """Personalized PageRank by power iteration over weighted out-edges; dangling
-    nodes give their rank to the personalization (uniform without one)."""
-    nodes = list(edges)
-    n = len(nodes)
-    if not n:
-        return {}
-    if personal:
-        total = sum(personal.values())
-        teleport = {p: w / total for p, w in personal.items() if p in edges}
-    else:
-        teleport = {}
-    if not teleport:
-        teleport = dict.fromkeys(nodes, 1.0 / n)
-    norm = {}
-    for src, out in edges.items():
-        s = sum(out.values())
-        if s:
-            norm[src] = [(dst, w / s) for dst, w in out.items() if dst in edges]
-    rank = dict.fromkeys(nodes, 1.0 / n)
-    if start:
-        # A warm start from the ranking before a small change converges in a step or two.
-        known = {p: start.get(p, 1.0 / n) for p in nodes}
-        total = sum(known.values())
-        rank = {p: v / total for p, v in known.items()} if total > 0 else rank
-    for _ in range(iterations):
-        dangling = sum(rank[p] for p in nodes if p not in norm)
-        new = dict.fromkeys(nodes, 0.0)
-        for src, out in norm.items():
-            r = damping * rank[src]
-            for dst, w in out:
-                new[dst] += r * w
-        spread = damping * dangling + (1.0 - damping)
-        for p, w in teleport.items():
-            new[p] += spread * w
-        delta = sum(abs(new[p] - rank[p]) for p in nodes)
-        rank = new
-        if delta < tolerance:
-            break
-    return rank
 
 
 def mentioned_text(texts: Iterable[str], limit: int = 20_000) -> str:

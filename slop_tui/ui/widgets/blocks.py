@@ -30,6 +30,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from markdown_it import MarkdownIt
@@ -62,11 +63,13 @@ from slop_tui.records import (
     STATUS_INTERRUPTED,
     STATUS_SUMMARIZED,
     STATUS_TOOL_CALL,
+    ImageRef,
     Message,
     ToolCall,
 )
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
+from slop_tui.ui.widgets.image_chip import ImageChip
 
 if TYPE_CHECKING:
     pass
@@ -903,6 +906,8 @@ class GroupBlock(Vertical, can_focus=True):
         ]
         self.tools: dict[str, ToolBlock] = {}  # by call id
         self.tool_blocks: list[ToolBlock] = []  # every tool block, in order
+        self._prompts: dict[int, Widget] = {}  # each later user message's widget, by id
+        self.image_chips: list[ImageChip] = []  # the prompts' images, in order
         self.live_answer: LiveAnswer | None = None
         self.thinking: ToolBlock | None = None
         self.tops: dict[Widget, int] = {}  # live: each part's top, as last arranged
@@ -954,9 +959,11 @@ class GroupBlock(Vertical, can_focus=True):
             tool.set_result(m, ok=m.status != STATUS_ERROR, text=m.content)
             return out
         if m.role == "user":
-            return [
-                Static(Content(clip(neutralise(m.content), PROMPT_CHARS)), classes="user-prompt")
-            ]
+            prompt = Static(
+                Content(clip(neutralise(m.content), PROMPT_CHARS)), classes="user-prompt"
+            )
+            self._prompts[m.id] = prompt
+            return [prompt]
         text = message_parser.assistant_text(m)
         if text.strip():
             out.append(AnswerBlock(text, m.status, m.id))
@@ -967,6 +974,28 @@ class GroupBlock(Vertical, can_focus=True):
                 self.tool_blocks.append(tool)
                 out.append(tool)
         return out
+
+    async def show_images(
+        self,
+        images: Mapping[int, Sequence[ImageRef]],
+        file_of: Callable[[ImageRef], Path | None],
+        strategy: str,
+    ) -> None:
+        """A chip for each image attached to one of the group's prompts (`images`: by
+        message id), right below that prompt; `strategy` is whose tokens it shows."""
+        for mid, refs in images.items():
+            prompt = self._prompts.get(mid)
+            if prompt is None and mid == self.group_id:
+                prompt = self._initial[1]
+            if prompt is None:
+                continue
+            chips = [ImageChip(ref, file_of(ref), strategy) for ref in refs]
+            self.image_chips.extend(chips)
+            if self.is_mounted and prompt.parent is self:
+                await self.mount_all(chips, after=prompt)
+            elif prompt in self._initial:
+                at = self._initial.index(prompt) + 1
+                self._initial[at:at] = chips
 
     def _tool_for(self, call_id: str | None) -> ToolBlock | None:
         tool = self.tools.get(call_id or "")

@@ -32,7 +32,7 @@ from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 from textual.widgets import Static
 
-from slop_tui.records import STATUS_INTERRUPTED, GroupSummary
+from slop_tui.records import STATUS_INTERRUPTED, GroupSummary, Message
 from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.text import neutralise
@@ -345,6 +345,7 @@ class GroupBlocks(VerticalScroll):
                 block = GroupBlock.build(rows, self._fetch_text)
                 block.group_id = gid
                 _snapshot(block, snapshots.get(gid))
+                await self._show_images(block, rows)
                 for answer in block.answers():
                     await answer.render_ahead(width)
             self._label(block)
@@ -383,6 +384,7 @@ class GroupBlocks(VerticalScroll):
             block = GroupBlock.build(rows, self._fetch_text)
             block.group_id = gid
             _snapshot(block, snapshots.get(gid))
+            await self._show_images(block, rows)
             for answer in block.answers():
                 await answer.render_ahead(width)
             self._prepared[gid] = block
@@ -420,6 +422,8 @@ class GroupBlocks(VerticalScroll):
             block.set_mark(f"{place.mark} {place.label}")
         for tool, msg in block.tool_results():
             tool.set_tier(plan.message_label(msg), msg.id in plan.sent)
+        for chip in block.image_chips:
+            chip.set_strategy(plan.request.strategy)
 
     async def _mount_slice(self, lo: int, hi: int) -> None:
         self._generation += 1
@@ -484,6 +488,7 @@ class GroupBlocks(VerticalScroll):
         elif old is not None:
             new = GroupBlock.build(rows, self._fetch_text)
             _snapshot(new, (await self.history.group_snapshots([group_id])).get(group_id))
+            await self._show_images(new, rows)
             self._label(new)
             self._blocks[group_id] = new
             with self.app.batch_update():
@@ -507,6 +512,19 @@ class GroupBlocks(VerticalScroll):
             self._hi += 1
             await self._trim(from_bottom=not tail)
         self._update_markers()
+
+    async def _show_images(self, block: GroupBlock, rows: Sequence[Message]) -> None:
+        """The chips of the images attached to the group's prompts."""
+        history = self.history
+        if history is None:
+            return
+        images = await history.message_images([m.id for m in rows if m.role == "user"])
+        if images:
+            await block.show_images(images, history.image_file, self._strategy())
+
+    def _strategy(self) -> str:
+        """Whose image tokens the chips show: the provider of the plan drawn."""
+        return self.plan.request.strategy if self.plan is not None else "openai"
 
     def set_plan(self, plan: ContextPlan, *, relabel: bool = True) -> None:
         """Show `plan`'s marks and tier labels (the app passes the plan it drew)."""
@@ -998,6 +1016,7 @@ class ConversationView(GroupPager):
             return
         rows = await self.history.group_messages(gid)
         await live.settle(rows)
+        await self._show_images(live, rows)
         if gid not in self._index:
             self._gids.append(gid)
             self._index[gid] = len(self._gids) - 1

@@ -5,6 +5,10 @@ A read-only `TextArea` renders only the visible lines, so a request of
 `render_prompt(prompt)`, the same text `/context show` prints; the JSON view
 is the body the provider adapter would send, which the app builds only when
 someone asks for it (building it imports the provider's SDK).
+
+`m`, `t`, `u` and `i` drop the repository map, the file tree, the URL pages or
+the images from the requests, and bring them back: `/context drop|restore
+LAYER`, run as if typed, so the panes and the gauge follow.
 """
 
 from __future__ import annotations
@@ -43,6 +47,34 @@ class ContextPreview(Widget):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "toggle_json", "Text/JSON", id="preview_toggle_json"),
         Binding("w", "toggle_wrap", "Wrap", id="preview_toggle_wrap"),
+        Binding(
+            "m",
+            "toggle_layer('repo_map')",
+            "Drop/restore the map",
+            id="preview_toggle_map",
+            show=False,
+        ),
+        Binding(
+            "t",
+            "toggle_layer('file_tree')",
+            "Drop/restore the tree",
+            id="preview_toggle_tree",
+            show=False,
+        ),
+        Binding(
+            "u",
+            "toggle_layer('urls')",
+            "Drop/restore the pages",
+            id="preview_toggle_urls",
+            show=False,
+        ),
+        Binding(
+            "i",
+            "toggle_layer('images')",
+            "Drop/restore the images",
+            id="preview_toggle_images",
+            show=False,
+        ),
     ]
 
     DEFAULT_CSS = """
@@ -124,6 +156,16 @@ class ContextPreview(Widget):
         if self.mode == MODE_JSON and self.body is None and self.prompt is not None:
             self.post_message(self.JsonRequested(self))
         self._refresh_view(keep_scroll=False)
+
+    def dropped(self, layer: str) -> bool:
+        """Whether the request shown left `layer` out by `/context drop LAYER`."""
+        from slop_tui.workspace import dropped_note
+
+        return self.prompt is not None and dropped_note(layer) in self.prompt.notes
+
+    async def action_toggle_layer(self, layer: str) -> None:
+        verb = "restore" if self.dropped(layer) else "drop"
+        await self.app.run_command(f"/context {verb} {layer}")  # type: ignore[attr-defined]
 
     def action_toggle_wrap(self) -> None:
         self.wrap = not self.soft_wrap
