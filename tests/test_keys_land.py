@@ -19,6 +19,7 @@ from slop_tui.ui.keyroute import TEXT_RUN
 from slop_tui.ui.screens.dialogs import ConfirmScreen
 from slop_tui.ui.widgets.anchors import StatePane
 from slop_tui.ui.widgets.blocks import AnswerBlock
+from slop_tui.ui.widgets.conversation import ConversationView
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.keybar import KeyBar
 from slop_tui.ui.widgets.preview import ContextPreview
@@ -116,7 +117,10 @@ async def test_a_sentence_after_a_click_on_any_pane_lands_in_the_prompt_whole(pr
                 app.workspace_screen.query_one(PromptArea).text = ""
                 await click()
                 await settle(pilot)
-                assert isinstance(app.focused, PromptArea), (what, app.focused)
+                # The keyboard stays in the prompt; a click in the conversation gives
+                # it the scrolling keys (it binds no letter).
+                expected = ConversationView if what in ("message", "conversation") else PromptArea
+                assert isinstance(app.focused, expected), (what, app.focused)
                 if how == "burst":
                     burst(app, sentence)
                     await settle(pilot)

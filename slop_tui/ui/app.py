@@ -446,6 +446,7 @@ class SlopApp(App):
         if line:
             await self.run_command(line)
 
+    @work(group="dialogs")
     async def action_search(self) -> None:
         from slop_tui.ui.screens.search import SearchScreen
         from slop_tui.ui.widgets.conversation import ConversationView

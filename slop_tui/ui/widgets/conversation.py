@@ -115,7 +115,15 @@ class GroupBlocks(VerticalScroll):
     block or a streamed answer's last line. Paging is `GroupPager`'s, the running
     turn `ConversationView`'s."""
 
-    FOCUS_ON_CLICK = False  # a click selects or acts; the keyboard stays (ui/keyroute.py)
+    # A click anywhere in the conversation (a message included) gives it the keys that
+    # scroll (PageUp, ctrl+u, Home, End); it binds no letter, so typing still goes to
+    # the prompt, whole (ui/keyroute.py). The messages themselves are not focused by
+    # a click: their `c` would take the first letter of a sentence.
+    FOCUS_ON_CLICK = True
+
+    def on_click(self, event: events.Click) -> None:
+        if self.app.focused is not self and self.can_focus:
+            self.screen.set_focus(self, scroll_visible=False)
 
     def __init__(
         self,
