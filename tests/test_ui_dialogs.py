@@ -19,6 +19,7 @@ from slop_tui.ui.screens.dialogs import (
     ProviderScreen,
     SessionScreen,
     hidden_notice,
+    keyless_providers,
     neutralise,
     provider_dialog_args,
 )
@@ -212,6 +213,30 @@ async def test_provider_notice_and_model_follow_the_highlight():
         await pilot.press("enter")
         await pilot.pause()
     assert app.results == [("local", "qwen3")]
+
+
+async def test_a_provider_without_a_key_is_marked_and_the_dialog_says_so():
+    app = Host(lambda: ProviderScreen(CHOICES, "openai", HIDDEN, keyless={"gemini"}))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        rows = screen.query_one("#providers")
+        assert "no key" in str(rows.get_option_at_index(1).prompt)
+        assert "no key" not in str(rows.get_option_at_index(0).prompt)
+        await pilot.press("down")
+        await pilot.pause()
+        notice = text_of(screen.query_one("#notice", Static))
+        assert notice.startswith("gemini has no API key") and "next send fails" in notice
+        assert "4 tool messages in the window will not be sent to gemini" in notice
+
+
+async def test_keyless_providers_are_the_configured_ones_without_a_key(tmp_path):
+    ws = await open_workspace(tmp_path, env={"OPENAI_API_KEY": "k"})
+    try:
+        names = keyless_providers(ws)
+    finally:
+        await ws.close()
+    assert "gemini" in names and "openai" not in names and "demo" not in names
 
 
 def test_hidden_notice_wording():

@@ -404,10 +404,16 @@ class SlopApp(App):
 
     @work(group="dialogs")
     async def action_provider(self) -> None:
-        from slop_tui.ui.screens.dialogs import ProviderScreen, provider_dialog_args
+        from slop_tui.ui.screens.dialogs import (
+            ProviderScreen,
+            keyless_providers,
+            provider_dialog_args,
+        )
 
-        choices, current, hidden = await provider_dialog_args(self.workspace)
-        result = await self.push_screen_wait(ProviderScreen(choices, current, hidden))
+        ws = self.workspace
+        choices, current, hidden = await provider_dialog_args(ws)
+        keyless = keyless_providers(ws)
+        result = await self.push_screen_wait(ProviderScreen(choices, current, hidden, keyless))
         if result:
             await self.run_command(f"/provider {result[0]} {result[1]}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rich.text import Text
 from textual import on
@@ -231,11 +231,14 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         choices: Sequence[ProviderRow],
         current: str,
         hidden_counts: Mapping[str, int] | None = None,
+        keyless: Collection[str] = (),
     ) -> None:
         super().__init__()
         self.choices = list(choices)
         self.current = current
         self.hidden_counts = dict(hidden_counts or {})
+        # Providers without a usable key: marked in the list, said before a switch.
+        self.keyless = frozenset(keyless)
 
     def compose(self) -> ComposeResult:
         with DialogBox(id="dialog"):
@@ -255,6 +258,8 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         line.append_text(plain(f"{name:<14}", "bold"))
         line.append_text(plain(f" {kind:<11} {model:<28} "))
         line.append_text(plain(endpoint or "default", "dim"))
+        if name in self.keyless:
+            line.append_text(plain("  no key", "bold red"))
         return Option(line, id=name)
 
     def on_mount(self) -> None:
@@ -275,7 +280,13 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         field.value = model
         field.cursor_position = len(model)  # typing goes on at the end
         count = self.hidden_counts.get(name, 0)
-        self.query_one("#notice", Static).update(plain(hidden_notice(name, count)))
+        notice = hidden_notice(name, count)
+        if name in self.keyless:
+            notice = (
+                f"{name} has no API key: a switch is kept, but the next send fails until "
+                "its key is set (docs/configuration.md)." + (f"\n{notice}" if notice else "")
+            )
+        self.query_one("#notice", Static).update(plain(notice))
 
     @on(OptionList.OptionHighlighted, "#providers")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -335,6 +346,11 @@ async def provider_dialog_args(ws) -> tuple[list[ProviderRow], str, dict[str, in
             )
         hidden[cfg.name] = by_strategy[strategy]
     return rows, choice.name, hidden
+
+
+def keyless_providers(ws) -> list[str]:
+    """The configured providers without a usable key (the provider dialog marks them)."""
+    return [name for name, cfg in ws.provider_configs().items() if not cfg.has_key]
 
 
 # -- sessions -----------------------------------------------------------------------
@@ -516,4 +532,5 @@ __all__ = [
     "neutralise",
     "plain",
     "provider_dialog_args",
+    "keyless_providers",
 ]
