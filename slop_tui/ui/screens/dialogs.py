@@ -259,7 +259,8 @@ class ProviderScreen(Dialog[tuple[str, str] | None]):
         line.append_text(plain(f" {kind:<11} {model:<28} "))
         line.append_text(plain(endpoint or "default", "dim"))
         if name in self.keyless:
-            line.append_text(plain("  no key", "bold red"))
+            line.append(" · ")
+            line.append_text(plain("no key", "bold red"))
         return Option(line, id=name)
 
     def on_mount(self) -> None:
