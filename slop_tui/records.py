@@ -36,7 +36,7 @@ STRATEGY_GEMINI_GCA = "gemini_gca"
 STRATEGIES = (STRATEGY_OPENAI, STRATEGY_GEMINI, STRATEGY_GEMINI_GCA)
 
 DEFAULT_LANE = "main"
-# The `lane` of the session summary (seed 002's optional `session_summary`): not a lane
+# The `lane` of the session summary (`[compaction] session_summary`): not a lane
 # name (`check_lane` refuses it), so no lane's rows or summaries ever meet it.
 SESSION_LANE = "*"
 DEFAULT_SESSION = "default_session"

@@ -684,8 +684,8 @@ class Workspace:
         return check_budget(session, day, session_limit, daily_limit)
 
     def note_sent(self, prompt: Prompt) -> None:
-        """The stability tracker after a request of the session was sent (seed 003: it
-        lives in memory and starts empty in each process)."""
+        """The stability tracker after a request of the session was sent (it lives in
+        memory and starts empty in each process)."""
         tracker = self.stability.get(self.session, Stability())
         self.stability[self.session] = tracker.update(sent_layers(prompt))
 

@@ -116,7 +116,7 @@ def test_message_show_gives_the_snapshot_beside_the_message_size(tmp_path, fake_
     rows = {line.split("|")[1].strip(): line for line in listed.stdout.splitlines()[2:]}
     assert "| 5,609 |" in rows["3"] and "| 4,338 |" in rows["1"]
     shown = run(["exec", "/message show 3"], tmp_path, env).stdout
-    # Every message of one call shows that call's snapshot (seed 000: the tool call and
+    # Every message of one call shows that call's snapshot (the tool call and
     # its result alike); the answer shows the call that produced it.
     assert shown.count("tokens in context (prompt 5,000 + completion") == 2
     assert "· 5,609 tokens in context (prompt 5,600 + completion 9)" in shown

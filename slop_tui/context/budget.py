@@ -162,7 +162,7 @@ def model_info(model: str, overrides: Mapping[str, Any] | None = None) -> ModelI
 REMOVED_SETTINGS = {
     "unsummarized": (
         "rows that left the window are never sent now, only listed in one line until a "
-        "summary covers them (seed 000's strict window; sending them short cost more "
+        "summary covers them (the strict window; sending them short cost more "
         "tokens for no more answerable facts, docs/context.md §5.11)"
     ),
 }
@@ -188,13 +188,13 @@ class CompactionSettings:
     `detector_model` / `summary_model` ("" = the session's model).
     Guards before every request (seed 004): `warn_pct`, `reduce_pct`,
     `removal_levels`, `keep_recent_messages`, `min_shrink_pct`.
-    Lane summaries (seed 002): the rows that left the window are not sent (seed
-    000's strict window): the summary layer lists them in one line with the
+    Lane summaries: the rows that left the window are not sent (the strict
+    window): the summary layer lists them in one line with the
     `query_db` query that reads them until a summary covers them; one is due past
     `lane_max_messages`, `lane_max_tokens` (in their short form) or
     `lane_max_age_hours` since the last (`context.plan`). `lane_max_anchors` caps
     the rolled summary's anchors (the user's constraints and decisions beyond it).
-    `session_summary` (seed 002's optional per-session summary, off by default)
+    `session_summary` (an optional per-session summary, off by default)
     keeps one more rolling summary: an overview of the session's lanes, made from
     their summaries and sent in every lane's summary layer. `lane_keep_recent` and
     `lane_min_messages` are accepted for old configs and not used. The current

@@ -23,7 +23,7 @@ throws the rest of the cache away. A layout says where each layer goes:
 `serialize_request` renders a prompt the same way whatever its strategy, and
 `longest_common_prefix` measures what two consecutive requests share.
 
-The stability tracker (seed 003, "Prompt Assembly (tiered)"): `Stability`
+The stability tracker: `Stability`
 records, per layer, a digest of its text and for how many consecutive
 requests it has stayed unchanged. In the `cache` layout a volatile layer
 (STATE, scratchpad, memos, resume) that stayed unchanged for `STABLE_AFTER`

@@ -17,12 +17,12 @@ status of a row:
 - With compaction enabled, the rows of the lane older than the window are
   covered by the newest valid summary that lies wholly outside the window
   (`head_summary`); the rows between that summary and the window are not sent
-  (seed 000's strict window, `PLACE_WAITING`): the summary layer lists them in
+  (the strict window, `PLACE_WAITING`): the summary layer lists them in
   one line with the `query_db` query that reads them (`unsummarized_index`)
   until a lane summary covers them. Widening the window uncovers rows at once;
   narrowing it reuses a stored summary whose range still fits, or lists the
   rows until a new one is made. With compaction disabled, rows older than the
-  window are simply not sent and not listed (seed 000).
+  window are simply not sent and not listed.
 - A compaction summary (after-reply or guard) may reach into the window: it
   is used while the request is under pressure (history above
   `compaction_trigger_tokens`, or the request at `reduce_pct` of max input),

@@ -297,7 +297,7 @@ def session_summary_request(
     budget_tokens: int = 500,
     count_tokens: CountTokens = rough_tokens,
 ) -> Prompt:
-    """The request of a session summary (seed 002's optional `session_summary`): the
+    """The request of a session summary (`[compaction] session_summary`): the
     newest summary of each lane (`lane_heads_text`) and the instruction; nothing else
     of the session."""
     text = (

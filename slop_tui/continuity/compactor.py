@@ -15,8 +15,8 @@ summaries and stores them:
 - `lane_summary`: when the plan says a lane summary is due (seed 002's
   thresholds over the rows that left the window and are not summarized yet),
   the oldest of those rows are summarised.
-- `session_summary`: with `[compaction] session_summary` on (seed 002's
-  optional per-session summary), once two or more lanes have a summary and one
+- `session_summary`: with `[compaction] session_summary` on (an optional
+  per-session summary), once two or more lanes have a summary and one
   of them is newer than the session summary, an overview of the session is
   made from the newest summary of each lane.
 

@@ -862,7 +862,7 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
 
 def snapshot_label(prompt_tokens: int, completion_tokens: int) -> str:
     """A group's token snapshot, beside its own size in its header: the prompt and the
-    completion of its turn's last call (seed 000), as the live turn shows them."""
+    completion of its turn's last call, as the live turn shows them."""
     return f"prompt {compact_tokens(prompt_tokens)} · reply {compact_tokens(completion_tokens)}"
 
 
