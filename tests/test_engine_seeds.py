@@ -361,7 +361,7 @@ async def test_uncompact_and_automatic_drops_are_journalled(make, fake_llm):
     assert {r.status for r in rows} == {"dropped"}
 
 
-# -- 6. the optional session summary (seed 002) --------------------------------------------
+# -- 6. the optional session summary ----------------------------------------------------------
 
 SESSION_HEAD = "### Session summary (every lane of the session)"
 
