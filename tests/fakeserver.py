@@ -1018,3 +1018,30 @@ async def wait_for(
             pilot.pause(interval) if pilot is not None else asyncio.sleep(interval)
         )
         await pause
+
+
+async def click_when_shown(pilot: Any, selector: str, timeout: float = 30.0) -> None:
+    """Click ``selector`` once it is laid out and the topmost widget at its centre.
+
+    A dialog is on the stack a few frames before its buttons have a region; a
+    click in that gap lands on nothing and the test would wait for an answer
+    that never comes.
+    """
+    app = pilot.app
+
+    def shown() -> bool:
+        found = app.screen.query(selector)
+        if not found:
+            return False
+        widget = found.first()
+        region = widget.region
+        if not region.area:
+            return False
+        try:
+            at, _ = app.screen.get_widget_at(*region.center)
+        except Exception:  # noqa: BLE001 - no widget there yet
+            return False
+        return at is widget or widget in at.ancestors
+
+    await wait_for(pilot, shown, timeout=timeout)
+    assert await pilot.click(selector), f"the click on {selector} did not land"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slop_tui.ui.app import ApprovalScreen, SlopApp
-from tests.fakeserver import FakeToolCall, Reply, wait_for
+from tests.fakeserver import FakeToolCall, Reply, click_when_shown, wait_for
 
 
 async def started(pilot) -> None:
@@ -79,7 +79,7 @@ async def test_approval_dialog_allows_a_write(project, fake_llm, monkeypatch):
         await started(pilot)
         await pilot.press(*"write it", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=10)
-        await pilot.click("#allow")
+        await click_when_shown(pilot, "#allow")
         await wait_for(
             pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=10
         )

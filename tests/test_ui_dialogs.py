@@ -25,7 +25,7 @@ from slop_tui.ui.screens.dialogs import (
 )
 from slop_tui.ui.screens.help import HelpScreen, binding_rows, help_document
 from slop_tui.ui.screens.search import SearchScreen
-from tests.fakeserver import wait_for
+from tests.fakeserver import click_when_shown, wait_for
 from tests.workspace_fixtures import open_workspace
 
 SIZE = (120, 40)
@@ -100,7 +100,7 @@ async def test_approval_buttons_work_at_once():
     app = Host(lambda: ApprovalScreen("bash", "ls", arm_delay=60))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await pilot.click("#allow_session")
+        await click_when_shown(pilot, "#allow_session")
         await pilot.pause()
     assert app.results == ["allow_session"]
 
@@ -168,7 +168,7 @@ async def test_a_y_typed_as_the_question_opens_does_not_answer_it():
         await pilot.pause()
         assert app.results == []
         assert "ignored" in text_of(app.screen.query_one("#confirm-hint", Static))
-        await pilot.click("#yes")  # a deliberate click works at once
+        await click_when_shown(pilot, "#yes")  # a deliberate click works at once
         await pilot.pause()
     assert app.results == [True]
 
@@ -385,7 +385,7 @@ async def test_session_remove_asks_first():
         assert isinstance(app.screen, SessionScreen) and app.results == []
         await pilot.click("#remove")
         await pilot.pause()
-        await pilot.click("#yes")
+        await click_when_shown(pilot, "#yes")
         await pilot.pause()
     assert app.results == [("remove", "beta")]
 

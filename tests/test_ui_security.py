@@ -11,7 +11,7 @@ from textual.widgets import Static
 from slop_tui.ui.app import SlopApp
 from slop_tui.ui.screens.dialogs import ApprovalScreen, ConfirmScreen
 from tests import test_app
-from tests.fakeserver import FakeToolCall, Reply, wait_for
+from tests.fakeserver import FakeToolCall, Reply, click_when_shown, wait_for
 from tests.test_app import started
 from tests.test_app_actions import palette, seed
 
@@ -95,7 +95,7 @@ async def test_the_approval_dialog_offers_no_always_for_the_shell_without_a_sand
             timeout=20,
         )
         assert app.screen.tool_name == "write_file" and app.screen.query("#allow_session")
-        await pilot.click("#allow")
+        await click_when_shown(pilot, "#allow")
         await wait_for(
             pilot,
             lambda: (
@@ -150,9 +150,9 @@ async def test_an_mcp_call_asks_with_server_tool_and_description_and_the_header_
         assert dialog.arguments_text.startswith("[MCP server 'toy'] Echo the text back.")
         assert '"text": "from the ui"' in dialog.arguments_text
         assert "mcp NO SANDBOX: toy" in app.sub_title
-        await pilot.click("#allow")
+        await click_when_shown(pilot, "#allow")
         await wait_for(
-            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=60
+            pilot, lambda: app.turns.orchestrator is not None and not app.turns.busy, timeout=120
         )
     rows = json.dumps(fake_llm.last.body["messages"])
     assert "echo: from the ui" in rows
