@@ -13,11 +13,12 @@ async def started(pilot) -> None:
     from slop_tui.ui.screens.firstrun import FirstRunScreen
 
     app = pilot.app
-    await wait_for(pilot, lambda: app.ready or app.startup_error is not None)
+    # generous: a loaded CI machine can take seconds to open the ledger and mount
+    await wait_for(pilot, lambda: app.ready or app.startup_error is not None, timeout=30)
     await pilot.pause()
     if isinstance(app.screen, FirstRunScreen):
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen))
+        await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen), timeout=30)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ size change, a scroll's repaint, page keys (slop_tui/ui/textual_fixes.py, echo.p
 from __future__ import annotations
 
 import asyncio
+import time
 
 from textual import _time
 from textual._compositor import ChopsUpdate, LayoutUpdate
@@ -212,14 +213,25 @@ async def test_a_long_session_is_first_laid_out_once(ws) -> None:  # noqa: F811
         assert view.scroll_y == view.max_scroll_y  # at the newest, as before
 
 
+async def settled_screenshot(app: App, pilot, timeout: float = 20.0) -> str:  # type: ignore[no-untyped-def]
+    """The screen once two screenshots 0.3 s apart agree: under load the timers and
+    workers a key started may still be drawing after a fixed pause."""
+    deadline = time.monotonic() + timeout
+    shot = app.export_screenshot()
+    while True:
+        await pilot.pause(0.3)
+        again = app.export_screenshot()
+        if again == shot or time.monotonic() > deadline:
+            return again
+        shot = again
+
+
 async def second_layout_changes_nothing(app: App, pilot) -> None:  # type: ignore[no-untyped-def]
     """What one layout drew is what a second layout of every widget draws."""
-    await pilot.pause(0.3)
-    once = app.export_screenshot()
+    once = await settled_screenshot(app, pilot)
     for widget in app.screen.walk_children(with_self=True):
         widget.refresh(layout=True)
-    await pilot.pause(0.3)
-    assert app.export_screenshot() == once
+    assert await settled_screenshot(app, pilot) == once
 
 
 async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
