@@ -421,6 +421,8 @@ async def test_the_session_summary_is_made_from_the_lanes_and_sent_in_every_lane
     system = system_of(fake_llm.last)
     assert SESSION_HEAD in system and "SESSION-OVERVIEW: two lanes" in system
     assert "<analysis>" not in system
+    log = (await dispatch(ws, "/context log")).text
+    assert "· the whole session ·" in log and "lane *" not in log
     # In the summary layer, before the lane's own summary; the deploy lane's summary
     # itself stays out (it was not named).
     assert system.index(SESSION_HEAD) < system.index("MAIN-LANE-PROSE")

@@ -26,6 +26,7 @@ from slop_tui.continuity.handoff import handoff_markdown, record_handoff
 from slop_tui.ledger import LANE_FORMS, LedgerError, check_lane, lane_group, reply_lane, snippet
 from slop_tui.records import (
     DEFAULT_LANE,
+    SESSION_LANE,
     SUMMARY_DISCARDED,
     SUMMARY_STALE,
     Changed,
@@ -385,8 +386,9 @@ def summary_standing(summary_id: int, head_id: int | None, r: CompactionRecord |
 def _log_entry(session: str, r: CompactionRecord, head_id: int | None) -> str:
     saved = r.tokens_before - r.tokens_after
     pct = f" (−{saved * 100 // r.tokens_before}%)" if r.tokens_before > 0 and saved > 0 else ""
+    where = "the whole session" if r.lane == SESSION_LANE else f"lane {r.lane}"
     head = (
-        f"- **#{r.id}** {_when(r.created_at)} · lane {r.lane} · **{r.case_kind}** · "
+        f"- **#{r.id}** {_when(r.created_at)} · {where} · **{r.case_kind}** · "
         f"trigger: {r.trigger or '-'} · tokens {r.tokens_before} → {r.tokens_after}{pct}"
     )
     lines = [head]
@@ -445,7 +447,13 @@ async def context_uncompact(ws, args: str) -> CommandResult:
     head = (await ws.plan()).head
     in_request = head is not None and head.id == sid
     n = await ws.ledger.discard_summary(ws.session, sid)
-    lane = "" if summary.lane == DEFAULT_LANE else f" in lane {summary.lane}"
+    lane = (
+        ""
+        if summary.lane == DEFAULT_LANE
+        else " of the whole session"
+        if summary.lane == SESSION_LANE
+        else f" in lane {summary.lane}"
+    )
     later = f" (and {n - 1} later summary(ies) built on it)" if n > 1 else ""
     if in_request:
         text = (
