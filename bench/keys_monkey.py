@@ -5,8 +5,9 @@
 tests/keys_monkey.py has the steps and the checks (the prompt holds the whole
 sentence, the ledger is unchanged). Prints a table: steps, violations, steps/s,
 and the first violations. Target: 5,000 steps, 0 unintended edits. Exit code 1
-when a step broke a check. Not part of `make bench`: at about 1 s a step on the
-2-core machine under load, 5,000 steps take over an hour.
+when a step broke a check. Not part of `make bench`: at about 3 steps a second
+alone on the 2-core machine (fewer under load), 5,000 steps take half an hour or
+more.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -43,9 +45,15 @@ def main() -> int:
     result = asyncio.run(one_run(args.steps, args.seed))
     rate = result.steps / result.seconds if result.seconds else 0.0
     print(f"# bench/keys_monkey.py --steps {args.steps} --seed {args.seed}\n")
-    print("| steps | violations | steps/s | seconds |")
-    print("|---:|---:|---:|---:|")
-    print(f"| {result.steps} | {len(result.violations)} | {rate:.2f} | {result.seconds:.0f} |")
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print("| steps | violations | steps/s | seconds | seed | commit |")
+    print("|---:|---:|---:|---:|---:|---|")
+    print(
+        f"| {result.steps} | {len(result.violations)} | {rate:.2f} | {result.seconds:.0f}"
+        f" | {args.seed} | {commit} |"
+    )
     for line in result.violations[:20]:
         print(f"- {line}")
     return 1 if result.violations else 0
