@@ -25,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import WidgetError
-from textual.widgets import Header, Markdown, Static
+from textual.widgets import Header, Static
 
 from slop_tui.records import Changed
 from slop_tui.ui import messages
@@ -38,6 +38,7 @@ from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
 from slop_tui.ui.widgets.groups import PROMPTS_FIRST, SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.keybar import KeyBar
+from slop_tui.ui.widgets.output import OutputMarkdown
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 from slop_tui.ui.widgets.sideswitch import SideSwitch
@@ -88,7 +89,7 @@ class WorkspacePanes(Screen):
                 yield Static("", id="banner", markup=False)
                 yield ConversationView(id="conversation")
                 with VerticalScroll(id="output"):
-                    yield Markdown("", id="output-text")
+                    yield OutputMarkdown("", id="output-text")
                 yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
             with Vertical(id="right", classes="-part-state"):
                 yield TokenGauge(id="gauge")
@@ -317,7 +318,7 @@ class WorkspacePanes(Screen):
         if not text and not out.has_class("-shown"):
             return
         # Line-by-line output (/context show, a STATE) keeps its line breaks.
-        await self.query_one("#output-text", Markdown).update(
+        await self.query_one("#output-text", OutputMarkdown).update(
             keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
