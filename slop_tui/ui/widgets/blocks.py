@@ -68,7 +68,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.ui.numbers import compact_tokens
-from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
+from slop_tui.ui.text import carries_line_numbers, keep_state_lines, neutralise, state_lines
 from slop_tui.ui.widgets.image_chip import ImageChip
 
 if TYPE_CHECKING:
@@ -823,7 +823,7 @@ class ToolBlock(Vertical, can_focus=True):
                     neutralise(text),
                     read_only=True,
                     soft_wrap=True,
-                    show_line_numbers=True,
+                    show_line_numbers=not carries_line_numbers(text),  # one column of them
                     classes="tool-body",
                 )
                 area.cursor_blink = False
