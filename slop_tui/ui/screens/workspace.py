@@ -391,7 +391,7 @@ class WorkspacePanes(Screen):
 
     def action_cancel_turn(self) -> None:
         if self.app.turns.cancel():
-            self.notify("Turn cancelled; the partial answer is kept as interrupted.")
+            return  # the turn's notice says what it kept (Orchestrator._interrupted_notice)
         elif self.query_one("#output").has_class("-shown"):
             self.query_one("#output").remove_class("-shown")
         elif self.query_one("#banner", Static).has_class("-shown"):

@@ -866,6 +866,12 @@ def snapshot_label(prompt_tokens: int, completion_tokens: int) -> str:
     return f"prompt {compact_tokens(prompt_tokens)} · reply {compact_tokens(completion_tokens)}"
 
 
+def status_mark(status: str) -> str:
+    """A group header's word for how its turn ended ("" for a completed one); the
+    notice of an interrupted turn uses the same (Orchestrator._interrupted_notice)."""
+    return {STATUS_INTERRUPTED: "‖ interrupted", STATUS_ERROR: "! error"}.get(status, "")
+
+
 class GroupBlock(Vertical, can_focus=True):
     """One group: header, the user prompt, answers, tool blocks, notices."""
 
@@ -1016,8 +1022,8 @@ class GroupBlock(Vertical, can_focus=True):
             parts.append(f"{compact_tokens(self.tokens)} tokens")
         if self.mark:
             parts.append(self.mark)
-        if self.status in (STATUS_INTERRUPTED, STATUS_ERROR):
-            parts.append("‖ interrupted" if self.status == STATUS_INTERRUPTED else "! error")
+        if mark := status_mark(self.status):
+            parts.append(mark)
         if self.usage:
             parts.append(self.usage)
         self._header.update(" · ".join(parts))
