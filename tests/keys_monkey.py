@@ -87,7 +87,11 @@ class KeysMonkey:
         self.project = project
         self.rng = random.Random(seed_)
 
-    async def run(self, steps: int) -> KeysMonkeyResult:
+    async def run(
+        self, steps: int, *, seconds: float | None = None, progress=None
+    ) -> KeysMonkeyResult:
+        """`steps` steps, or fewer when `seconds` run out; `progress(result)` after
+        every 100."""
         await seed(self.project, [(f"question {i}", f"answer {i}") for i in range(1, 7)])
         result = KeysMonkeyResult()
         start = time.monotonic()
@@ -98,6 +102,11 @@ class KeysMonkey:
             before = await fingerprint(ws)
             prompt = app.workspace_screen.query_one("#prompt")
             for step in range(steps):
+                if seconds is not None and time.monotonic() - start > seconds:
+                    break
+                if progress is not None and step and step % 100 == 0:
+                    result.seconds = time.monotonic() - start
+                    progress(result)
                 prompt.text = ""
                 where = await self._click(app)
                 text = sentence(self.rng)
