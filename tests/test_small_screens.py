@@ -8,12 +8,13 @@ from __future__ import annotations
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.sideswitch import SideSwitch
-from tests import test_app
+from tests import test_app, test_snapshots
 from tests.fakeserver import wait_for
 from tests.test_app import started
 from tests.test_app_actions import make_app, seed
 
 project = test_app.project
+snapshot_project = test_snapshots.project
 
 
 def shown_parts(app) -> dict[str, int]:
@@ -109,3 +110,31 @@ async def test_the_first_run_panel_keeps_its_button_in_sight_at_80x24(project):
         assert "more below" in hint  # ... and the panel says so
         await pilot.click("#demo")
         await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen))
+
+
+def test_every_gauge_line_fits_the_narrow_right_pane(snapshot_project):
+    """The snapshots' session at 80x24 with the right pane opened: eight layers and a
+    cached share, more gauge lines than rows. Each line takes its shortest form that
+    fits (a scrollbar, when it appears, takes columns without a resize and the lines
+    are fitted again): none wraps, no `%` lands on a line of its own."""
+    import asyncio
+
+    from tests.test_snapshots import prepare
+
+    prepare(snapshot_project)  # writes the ledger in its own event loop
+
+    async def body() -> None:
+        app = snapshot_project.app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(pilot)
+            await pilot.press("f8")
+            gauge = app.query_one("#gauge")
+            await wait_for(pilot, lambda: gauge.cached is not None and gauge.region.height > 0)
+            await pilot.pause()
+            await pilot.pause()
+            for line in ("#gauge-total", "#gauge-cached"):
+                shown = app.query_one(line)
+                assert shown.region.height == 1, (line, str(shown.render()))
+            assert str(app.query_one("#gauge-total").render()).endswith("%")
+
+    asyncio.run(body())

@@ -292,6 +292,11 @@ class TokenGauge(Widget):
     def on_resize(self) -> None:
         self._draw()
 
+    def watch_show_vertical_scrollbar(self) -> None:
+        # A scrollbar that appears takes columns without a resize: the lines are
+        # fitted again (the short forms), so no `%` wraps onto a line of its own.
+        self.call_after_refresh(self._draw)
+
     def _draw(self) -> None:
         if not self.is_mounted:
             return
@@ -333,6 +338,8 @@ class TokenGauge(Widget):
             if len(text) > self._room():
                 share = f" ({100 * self.cached / prompt:.0f} %)" if prompt > 0 else ""
                 text = f"cached last call: {compact_tokens(self.cached)}{share}"
+                if len(text) > self._room():
+                    text = f"cached: {compact_tokens(self.cached)}{share}"
             cached.update(text)
         calls, tokens = self.background
         background = self.query_one("#gauge-background", Static)
