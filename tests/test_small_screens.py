@@ -132,7 +132,10 @@ def test_every_gauge_line_fits_the_narrow_right_pane(snapshot_project):
             await wait_for(pilot, lambda: gauge.cached is not None and gauge.region.height > 0)
             await pilot.pause()
             await pilot.pause()
-            for line in ("#gauge-total", "#gauge-cached"):
+            gauge.background = (3, 12_345)  # background calls too, drawn on the next resize
+            gauge._draw()
+            await pilot.pause()
+            for line in ("#gauge-total", "#gauge-cached", "#gauge-background"):
                 shown = app.query_one(line)
                 assert shown.region.height == 1, (line, str(shown.render()))
             assert str(app.query_one("#gauge-total").render()).endswith("%")
