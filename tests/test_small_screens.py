@@ -141,3 +141,27 @@ def test_every_gauge_line_fits_the_narrow_right_pane(snapshot_project):
             assert str(app.query_one("#gauge-total").render()).endswith("%")
 
     asyncio.run(body())
+
+
+async def test_the_provider_dialog_shows_its_buttons_at_80x24_with_a_notice(project):
+    """A keyless provider highlighted (a two-line notice): the buttons are on screen
+    without scrolling the dialog."""
+    from slop_tui.ui.screens.dialogs import ProviderScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProviderScreen))
+        dialog = app.screen
+        names = [row[0] for row in dialog.choices]
+        dialog.query_one("#providers").highlighted = names.index("gemini")
+        notice = dialog.query_one("#notice")
+        await wait_for(pilot, lambda: "no API key" in str(notice.render()))
+        await pilot.pause()
+        box = dialog.query_one("#dialog")
+        assert box.max_scroll_y == 0, box.max_scroll_y
+        for button in ("#switch", "#cancel"):
+            region = dialog.query_one(button).region
+            assert region.height >= 1 and box.region.contains_region(region), (button, region)
