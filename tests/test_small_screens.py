@@ -165,3 +165,22 @@ async def test_the_provider_dialog_shows_its_buttons_at_80x24_with_a_notice(proj
         for button in ("#switch", "#cancel"):
             region = dialog.query_one(button).region
             assert region.height >= 1 and box.region.contains_region(region), (button, region)
+
+
+async def test_f3_and_f9_show_a_hidden_pane_before_taking_the_keyboard(project):
+    """At 80x24 both side panes start hidden: F3 and F9 open theirs, so typing never
+    goes to a list or an editor that is not drawn."""
+    from slop_tui.ui.widgets.groups import GroupList
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        groups = app.query_one(GroupList)
+        assert groups.region.width == 0  # hidden at 80 columns
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: groups.has_focus and groups.region.width > 0)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.query_one(StatePane).has_focus)
+        await pilot.pause()
+        assert app.query_one(StatePane).region.height >= 6

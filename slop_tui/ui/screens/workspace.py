@@ -338,12 +338,20 @@ class WorkspacePanes(Screen):
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
 
+    def _reveal(self, pane: str) -> None:
+        """Show a hidden side pane before its keyboard is taken: the keys never go to
+        a list or an editor the user cannot see."""
+        if not self.layout_state.shown[pane]:
+            self.fit_panes(self.app.size.width, opened=self.layout_state.toggle(pane))
+
     def action_focus_groups(self) -> None:
+        self._reveal("left")
         self.query_one(GroupList).focus()
 
     def action_focus_side(self) -> None:
         """The side pane's keyboard: the scratchpad editor; on a short terminal the shown
         part, and the next part when the shown one has the focus already."""
+        self._reveal("right")
         layout = self.layout_state
         if not layout.short:
             self.query_one(ScratchpadEditor).area.focus()  # the editor's TextArea
