@@ -269,6 +269,10 @@ class Orchestrator:
             answered = await self._claimed_turn(gid, journal, send, outcome)
         except LedgerError as exc:
             await self._ledger_failed(exc, send, outcome)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await send(Notice(text=await asyncio.shield(self._interrupted_notice(gid))))
+            raise
         finally:
             if not answered:  # failed or cancelled before any answer: the error mark
                 await asyncio.shield(self._mark_failed(session, gid))
@@ -356,6 +360,21 @@ class Orchestrator:
         )
         await send(ErrorEvent(error_kind="turn_timeout", message=msg))
         outcome.error = msg
+
+    async def _interrupted_notice(self, gid: int) -> str:
+        """What a turn the user stopped kept, in the words the group's mark uses
+        (docs/context.md, "An interrupted turn")."""
+        rows = await self.ws.ledger.group_messages(self.ws.session, gid)
+        if not any(m.role in ("assistant", "tool") for m in rows):
+            return (
+                "Turn interrupted before any answer: the prompt is marked ! and not sent "
+                "again; /retry sends it."
+            )
+        return (
+            "Turn interrupted: marked ‖ interrupted. A partial answer is shown, never sent to "
+            "the model; a tool call it cut short is sent with its result 'cancelled by the "
+            "user', and finished calls with theirs."
+        )
 
     async def _mark_failed(self, session: str, gid: int) -> None:
         """A prompt with no answer at all is marked (shown `!`, not replayed, /retry)."""
@@ -919,8 +938,11 @@ class Orchestrator:
                 r if isinstance(r, ToolResult) else error_result(c.name, why)
                 for c, r in zip(reply.tool_calls, done, strict=True)
             ]
+            # A call the user cut short is `interrupted`, as the turn is; its result
+            # ('cancelled by the user') is still sent, so the model knows it did not finish.
+            cut = None if deadline else [not isinstance(r, ToolResult) for r in done]
             stored = await asyncio.shield(
-                self._store_results(reply.tool_calls, results, strategy, gid)
+                self._store_results(reply.tool_calls, results, strategy, gid, cut)
             )
             if not deadline:
                 for text in ctx.notices:
@@ -963,8 +985,9 @@ class Orchestrator:
             await send(Notice(text=text))
         await ws.reload_active_skills()
 
-    async def _store_results(self, calls, results, strategy: str, gid: int):
-        # One transaction for the whole batch, in call order.
+    async def _store_results(self, calls, results, strategy: str, gid: int, cut=None):
+        # One transaction for the whole batch, in call order; `cut[i]`: call i was cut short.
+        cut = cut or [False] * len(calls)
         return await self.ws.ledger.append(
             self.ws.session,
             gid,
@@ -972,12 +995,12 @@ class Orchestrator:
                 NewMessage(
                     role="tool",
                     content=r.text,
-                    status=r.status,
+                    status=STATUS_INTERRUPTED if short else r.status,
                     tool_call_id=c.id,
                     tool_name=c.name,
                     strategy=strategy,
                 )
-                for c, r in zip(calls, results, strict=True)
+                for c, r, short in zip(calls, results, cut, strict=True)
             ],
         )
 

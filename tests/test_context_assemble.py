@@ -15,7 +15,7 @@ from slop_tui.context.assemble import (
 )
 from slop_tui.context.guidelines import BASE_PROMPT, STATE_FORMAT
 from slop_tui.context.prompt import ToolSpec
-from slop_tui.context.render import render_prompt
+from slop_tui.context.render import layer_figure, render_prompt
 from slop_tui.context.tiers import TruncationSettings, truncation_hint
 from slop_tui.records import Memo, Session, Skill, Summary
 from tests.test_context_factories import (
@@ -202,6 +202,25 @@ def test_lane_rows_of_other_lanes_are_ignored() -> None:
     assert "side lane" not in " ".join(m.text for m in p.messages)
 
 
+def test_a_layers_figure_stays_when_only_the_calibration_moves() -> None:
+    """A byte-identical layer shows one figure (its o200k count) whatever factor the
+    model's counter has learned; the request's total is the calibrated one."""
+    from slop_tui.context.tokens import DisplayCount, TokenCounter, get_encoding
+
+    assert get_encoding() is not None
+    shown = []
+    for factor in (1.0, 1.27):
+        counter = TokenCounter("gemini-2.5-flash", factor=factor)
+        p = assemble(_inputs(), ContextSettings(window=0), count_tokens=DisplayCount(counter))
+        text = render_prompt(p)
+        lines = [line for line in text.splitlines() if line.startswith("--- layer: ")]
+        shown.append((lines, p.request_tokens, [la.tokens for la in p.layers]))
+    (lines_a, total_a, counts_a), (lines_b, total_b, counts_b) = shown
+    assert counts_a != counts_b and total_a != total_b  # the calibration did move
+    assert lines_a == lines_b and len(lines_a) == 5
+    assert "--- layer: system · ≈" not in lines_a[0]  # counted, not estimated
+
+
 def test_render_shows_layers_tokens_and_tiers() -> None:
     p = assemble(_inputs(), ContextSettings(window=0))
     text = render_prompt(p)
@@ -209,7 +228,8 @@ def test_render_shows_layers_tokens_and_tiers() -> None:
         f"=== Context for strategy openai · {p.request_tokens:,} tokens ({p.total_tokens:,} of text"
     )
     for layer in p.layers:
-        assert f"--- layer: {layer.name} · {layer.tokens} tokens ---" in text
+        figure = layer_figure(layer.tokens, layer.text)
+        assert f"--- layer: {layer.name} · {figure} tokens ---" in text
     assert "tool read_file [c1] (#3, group 1) · " in text
     assert "tier inactive, truncated" in text
     assert '  -> call read_file [c1] {"path": "/a"}' in text

@@ -28,7 +28,7 @@ from tests import test_app
 from tests.fakeserver import Reply, wait_for
 from tests.test_app import started
 from tests.test_app_actions import SIZE, click_offset, make_app, openai_env, seed
-from tests.test_commands_edits import fingerprint
+from tests.test_commands_edits import fingerprint, live_groups
 
 project = test_app.project  # the fixture: a temporary project folder, no provider keys
 
@@ -252,3 +252,26 @@ async def test_a_prompt_sent_in_a_burst_is_sent_as_typed(project, fake_llm, monk
         await wait_for(pilot, lambda: len(fake_llm.chat_requests) == 1, timeout=10)
         await wait_for(pilot, lambda: prompt_text(app) == "typed while it starts")
         assert fake_llm.last.messages[-1]["content"].endswith("first line")
+
+
+async def test_a_letter_waiting_as_the_app_closes_does_nothing(project):
+    """A pane's letter is held for TEXT_RUN; the app closing meanwhile (its screens
+    gone when the wait ends) voids it instead of failing."""
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: app.focused is app.query_one(GroupList))
+        app.post_message(events.Key("d", "d"))
+        await wait_for(pilot, lambda: app.keys.holding, timeout=TEXT_RUN)
+        held = app.keys._held
+        stack = app._screen_stacks[app._current_mode]  # the stack itself, not a copy
+        shown = list(stack)
+        stack.clear()  # as at the app's end, before the wait is over
+        try:
+            await app.keys.act_now()
+        finally:
+            stack.extend(shown)
+        assert held is not None and not app.keys.holding
+        assert await live_groups(app.workspace) == [1]  # the letter did not act

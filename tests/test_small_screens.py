@@ -8,12 +8,13 @@ from __future__ import annotations
 from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.sideswitch import SideSwitch
-from tests import test_app
+from tests import test_app, test_snapshots
 from tests.fakeserver import wait_for
 from tests.test_app import started
 from tests.test_app_actions import make_app, seed
 
 project = test_app.project
+snapshot_project = test_snapshots.project
 
 
 def shown_parts(app) -> dict[str, int]:
@@ -109,3 +110,77 @@ async def test_the_first_run_panel_keeps_its_button_in_sight_at_80x24(project):
         assert "more below" in hint  # ... and the panel says so
         await pilot.click("#demo")
         await wait_for(pilot, lambda: not isinstance(app.screen, FirstRunScreen))
+
+
+def test_every_gauge_line_fits_the_narrow_right_pane(snapshot_project):
+    """The snapshots' session at 80x24 with the right pane opened: eight layers and a
+    cached share, more gauge lines than rows. Each line takes its shortest form that
+    fits (a scrollbar, when it appears, takes columns without a resize and the lines
+    are fitted again): none wraps, no `%` lands on a line of its own."""
+    import asyncio
+
+    from tests.test_snapshots import prepare
+
+    prepare(snapshot_project)  # writes the ledger in its own event loop
+
+    async def body() -> None:
+        app = snapshot_project.app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(pilot)
+            await pilot.press("f8")
+            gauge = app.query_one("#gauge")
+            await wait_for(pilot, lambda: gauge.cached is not None and gauge.region.height > 0)
+            await pilot.pause()
+            await pilot.pause()
+            gauge.background = (3, 12_345)  # background calls too, drawn on the next resize
+            gauge._draw()
+            await pilot.pause()
+            for line in ("#gauge-total", "#gauge-cached", "#gauge-background"):
+                shown = app.query_one(line)
+                assert shown.region.height == 1, (line, str(shown.render()))
+            assert str(app.query_one("#gauge-total").render()).endswith("%")
+
+    asyncio.run(body())
+
+
+async def test_the_provider_dialog_shows_its_buttons_at_80x24_with_a_notice(project):
+    """A keyless provider highlighted (a two-line notice): the buttons are on screen
+    without scrolling the dialog."""
+    from slop_tui.ui.screens.dialogs import ProviderScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProviderScreen))
+        dialog = app.screen
+        names = [row[0] for row in dialog.choices]
+        dialog.query_one("#providers").highlighted = names.index("gemini")
+        notice = dialog.query_one("#notice")
+        await wait_for(pilot, lambda: "no API key" in str(notice.render()))
+        await pilot.pause()
+        box = dialog.query_one("#dialog")
+        assert box.max_scroll_y == 0, box.max_scroll_y
+        for button in ("#switch", "#cancel"):
+            region = dialog.query_one(button).region
+            assert region.height >= 1 and box.region.contains_region(region), (button, region)
+
+
+async def test_f3_and_f9_show_a_hidden_pane_before_taking_the_keyboard(project):
+    """At 80x24 both side panes start hidden: F3 and F9 open theirs, so typing never
+    goes to a list or an editor that is not drawn."""
+    from slop_tui.ui.widgets.groups import GroupList
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(pilot)
+        groups = app.query_one(GroupList)
+        assert groups.region.width == 0  # hidden at 80 columns
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: groups.has_focus and groups.region.width > 0)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.query_one(StatePane).has_focus)
+        await pilot.pause()
+        assert app.query_one(StatePane).region.height >= 6

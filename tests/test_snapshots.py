@@ -563,6 +563,14 @@ def test_dialog_approval(project, snap_compare, size):
     assert snap_compare(project.app(), terminal_size=SIZES[size], run_before=run(_approval))
 
 
+async def _no_notices(pilot: Pilot) -> None:
+    """The edit's notice times out after 10 s: whether it is still up when the shot is
+    taken depends on the machine's load, so it is cleared before the dialog opens (a
+    dialog's screen shows the toasts of the screen below as they were)."""
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
 @at_every_size
 def test_dialog_confirm_empty_trash(project, snap_compare, size):
     """The one hard delete asks first: a group moved to the trash (Delete), then
@@ -574,6 +582,7 @@ def test_dialog_confirm_empty_trash(project, snap_compare, size):
         run_before=run(
             focus_group(4),
             press("delete"),
+            _no_notices,
             press("f2", *"/trash empty", "enter"),
             screen_is("ConfirmScreen"),
         ),
@@ -639,3 +648,82 @@ async def _banner(pilot: Pilot) -> None:
 def test_error_banner(project, snap_compare):
     prepare(project)
     assert snap_compare(project.app(), terminal_size=WIDE, run_before=run(_banner))
+
+
+# -- each pane with the keyboard in it ----------------------------------------------
+# At 120x40 and 200x50 the right pane shows STATE, the scratchpad and the preview at
+# once (test_main_layout); at 80x24 it shows one part under the switch, so each is shot.
+
+
+@at_every_size
+def test_groups_focused(project, snap_compare, size):
+    prepare(project)
+    assert snap_compare(project.app(), terminal_size=SIZES[size], run_before=run(press("f3")))
+
+
+def _side_part(name: str) -> Step:
+    async def step(pilot: Pilot) -> None:
+        screen = pilot.app.workspace_screen
+        if not screen.layout_state.shown["right"]:
+            await pilot.press("f8")
+        screen._show_part(name)
+        pilot.app.query_one(f"#{name}").focus()
+        await pilot.pause()
+
+    return step
+
+
+@pytest.mark.parametrize("part", ["state", "scratchpad", "preview"])
+def test_side_part_at_80x24(project, snap_compare, part):
+    """The right pane at 80x24: one part under the switch, which names all three."""
+    prepare(project)
+    assert snap_compare(project.app(), terminal_size=NARROW, run_before=run(_side_part(part)))
+
+
+# -- the output panel ----------------------------------------------------------------
+
+
+async def _wide_table(pilot: Pilot) -> None:
+    await pilot.app.run_command("/session list --all")
+    await wait_for(pilot, lambda: pilot.app.query_one("#output").has_class("-shown"))
+
+
+@at_every_size
+def test_output_wide_table(project, snap_compare, size):
+    """`/session list --all`: a grid when the pane has room, records when it has not;
+    every short cell whole (tests/test_output_tables.py)."""
+    prepare(project)
+    assert snap_compare(project.app(), terminal_size=SIZES[size], run_before=run(_wide_table))
+
+
+# -- more dialogs ----------------------------------------------------------------------
+
+
+@at_every_size
+def test_dialog_palette(project, snap_compare, size):
+    prepare(project)
+    assert snap_compare(
+        project.app(),
+        terminal_size=SIZES[size],
+        run_before=run(press("ctrl+p"), screen_is("CommandPalette"), press(*"session")),
+    )
+
+
+@at_every_size
+def test_dialog_mcp(project, snap_compare, size):
+    """The MCP servers dialog with one configured server that has not started."""
+    prepare(project)
+    config = Path(project.root / "user-config.toml")
+    config.write_text(
+        config.read_text()
+        + '\n[mcp.servers.docs]\ncommand = "docs-mcp-server"\nargs = ["--stdio"]\n'
+    )
+    assert snap_compare(
+        project.app(),
+        terminal_size=SIZES[size],
+        run_before=run(_open_mcp, screen_is("McpScreen")),
+    )
+
+
+async def _open_mcp(pilot: Pilot) -> None:
+    pilot.app.action_mcp()

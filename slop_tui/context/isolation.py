@@ -58,11 +58,14 @@ ORPHAN_RESULT = (
 )
 
 # Statuses that are replayed, per role. Error rows of users or assistants are
-# notices for the human (failed requests), not part of the conversation.
+# notices for the human (failed requests), not part of the conversation. An
+# interrupted assistant row (a partial answer) is shown, never replayed; an
+# interrupted tool row (a call the user cut short) is, so the model knows the
+# call it made did not finish.
 _REPLAYED = {
     "user": {STATUS_COMPLETED},
     "assistant": {STATUS_COMPLETED, STATUS_TOOL_CALL},
-    "tool": {STATUS_COMPLETED, STATUS_ERROR},
+    "tool": {STATUS_COMPLETED, STATUS_ERROR, STATUS_INTERRUPTED},
 }
 
 
@@ -348,7 +351,7 @@ def isolate(
         if not is_windowable(msg):
             continue
         role, status = msg.role, msg.status
-        if status == STATUS_INTERRUPTED:
+        if status == STATUS_INTERRUPTED and role != "tool":
             counts["interrupted"] += 1
         elif status not in _REPLAYED.get(role, ()):
             counts["not_replayed"] += 1

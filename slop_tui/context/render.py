@@ -9,6 +9,16 @@ from __future__ import annotations
 import json
 
 from slop_tui.context.prompt import ENGINE_KINDS, PLACEMENT_SYSTEM, Prompt, PromptMessage
+from slop_tui.context.tokens import o200k_count
+
+
+def layer_figure(tokens: int, text: str) -> str:
+    """A layer's token figure as shown: its o200k count, which depends on its text
+    alone, so a byte-identical layer shows the same figure whatever the model's
+    calibration (the request's total is calibrated); `≈` and the engine's count when
+    the text has not been counted yet."""
+    base = o200k_count(text)
+    return f"{base}" if base is not None else f"≈{tokens}"
 
 
 def _call_line(name: str, call_id: str, arguments: dict) -> str:
@@ -59,9 +69,15 @@ def render_prompt(prompt: Prompt) -> str:
         f"({prompt.total_tokens:,} of text{tools}; {len(prompt.layers)} layer(s), "
         f"{len(history)} message(s){layout}) ==="
     )
-    for layer in prompt.layers:
+    figures = [layer_figure(layer.tokens, layer.text) for layer in prompt.layers]
+    if figures != [str(layer.tokens) for layer in prompt.layers]:
+        out.append(
+            "(layers in o200k tokens, which stay put for the same text; the total is "
+            "calibrated to the model's reported counts, or estimated where marked ≈)"
+        )
+    for layer, figure in zip(prompt.layers, figures, strict=True):
         where = "" if layer.placement == PLACEMENT_SYSTEM else f" · in {layer.placement} message"
-        out.append(f"\n--- layer: {layer.name} · {layer.tokens} tokens{where} ---")
+        out.append(f"\n--- layer: {layer.name} · {figure} tokens{where} ---")
         out.append(layer.text.strip("\n"))
     if prompt.files:
         out.append(f"\n--- files in context · {len(prompt.files)} ---")

@@ -58,6 +58,7 @@ __all__ = [
     "default_counter",
     "encoding_error",
     "encoding_loaded",
+    "o200k_count",
     "encoding_ready",
     "get_encoding",
     "is_openai_model",
@@ -468,6 +469,23 @@ class DisplayCount:
             self.cache.put(key, base)
         self.used[key] = base
         return self.counter.scale(base, exact_base=True)
+
+
+def o200k_count(text: str) -> int | None:
+    """`text`'s o200k count when it is known without building the encoding (counted
+    before, or the encoding built); None otherwise. Unlike a model's count it never
+    moves with the model's learned factor: what a layer's figure is shown in."""
+    if not text:
+        return 0
+    key = CountCache.key(text)
+    base = _count_cache.get(key)
+    if base is None:
+        encoding = encoding_ready()
+        if encoding is None:
+            return None
+        base = len(encoding.encode_ordinary(text))
+        _count_cache.put(key, base)
+    return base
 
 
 def default_counter() -> TokenCounter:

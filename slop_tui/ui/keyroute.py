@@ -157,6 +157,8 @@ class KeyRouter:
             return
         held.timer.stop()
         app = self.app
+        if not app.screen_stack:
+            return  # the app is closing: its screens are gone
         if app.screen is not self._panes_screen() or not held.node.is_attached:
             return  # a dialog opened or the pane went away meanwhile: the letter is void
         await app.run_action(held.action, held.node)

@@ -9,6 +9,8 @@ few Textual APIs that take only a markup string. `keep_lines` makes a Markdown
 renderer keep the line breaks of line-by-line text (STATE, `/context show`).
 """
 
+import re
+
 from textual.content import Content
 
 from slop_tui.safe_text import UNSAFE_CODEPOINTS, has_unsafe, neutralise, neutralise_cells
@@ -79,3 +81,17 @@ __all__ = [
     "neutralise_cells",
     "state_lines",
 ]
+
+
+_NUMBERED = re.compile(r"(\d+): ")
+
+
+def carries_line_numbers(text: str) -> bool:
+    """Whether `text` numbers its own lines (`12: code`, as read_file returns a file):
+    most of its lines start with a number, and the numbers run one by one."""
+    numbers = [m.group(1) for line in text.splitlines() if (m := _NUMBERED.match(line))]
+    lines = sum(1 for line in text.splitlines() if line.strip())
+    if len(numbers) < 2 or len(numbers) * 2 < lines:
+        return False
+    values = [int(n) for n in numbers]
+    return all(b == a + 1 for a, b in zip(values, values[1:], strict=False))

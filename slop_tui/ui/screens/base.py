@@ -19,6 +19,8 @@ from slop_tui.ui import text as _text
 
 T = TypeVar("T")
 
+SHORT_DIALOG = 32  # below this many rows a dialog drops its blank rows (ui/layout.py SHORT)
+
 
 def neutralise(text: str) -> str:
     """Exact text for a dialog: controls visible, CRLF shown as ␍ plus a line end."""
@@ -77,7 +79,15 @@ class Dialog(ModalScreen[T]):
     Dialog .dialog-field > .dialog-label { width: auto; padding: 1 1 0 0; }
     Dialog .dialog-field > Input { width: 1fr; }
     Dialog PickList { height: auto; max-height: 14; text-wrap: nowrap; text-overflow: ellipsis; }
+    Dialog.-short > #dialog { padding: 0 2; }
+    Dialog.-short .dialog-title { margin-bottom: 0; }
+    Dialog.-short .dialog-field, Dialog.-short .dialog-buttons { margin-top: 0; }
     """
+
+    def on_resize(self, event: events.Resize) -> None:
+        # A short terminal (80x24): the box drops its blank rows, so a dialog with a
+        # notice still shows its buttons without scrolling.
+        self.set_class(event.size.height < SHORT_DIALOG, "-short")
 
 
 __all__ = ["Dialog", "DialogBox", "PickList", "neutralise", "option_row", "plain"]

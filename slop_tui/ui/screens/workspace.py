@@ -25,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import WidgetError
-from textual.widgets import Header, Markdown, Static
+from textual.widgets import Header, Static
 
 from slop_tui.records import Changed
 from slop_tui.ui import messages
@@ -38,6 +38,7 @@ from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
 from slop_tui.ui.widgets.gauge import TokenGauge
 from slop_tui.ui.widgets.groups import PROMPTS_FIRST, SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.keybar import KeyBar
+from slop_tui.ui.widgets.output import OutputMarkdown
 from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
 from slop_tui.ui.widgets.sideswitch import SideSwitch
@@ -88,7 +89,7 @@ class WorkspacePanes(Screen):
                 yield Static("", id="banner", markup=False)
                 yield ConversationView(id="conversation")
                 with VerticalScroll(id="output"):
-                    yield Markdown("", id="output-text")
+                    yield OutputMarkdown("", id="output-text")
                 yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
             with Vertical(id="right", classes="-part-state"):
                 yield TokenGauge(id="gauge")
@@ -317,7 +318,7 @@ class WorkspacePanes(Screen):
         if not text and not out.has_class("-shown"):
             return
         # Line-by-line output (/context show, a STATE) keeps its line breaks.
-        await self.query_one("#output-text", Markdown).update(
+        await self.query_one("#output-text", OutputMarkdown).update(
             keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
@@ -337,12 +338,20 @@ class WorkspacePanes(Screen):
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
 
+    def _reveal(self, pane: str) -> None:
+        """Show a hidden side pane before its keyboard is taken: the keys never go to
+        a list or an editor the user cannot see."""
+        if not self.layout_state.shown[pane]:
+            self.fit_panes(self.app.size.width, opened=self.layout_state.toggle(pane))
+
     def action_focus_groups(self) -> None:
+        self._reveal("left")
         self.query_one(GroupList).focus()
 
     def action_focus_side(self) -> None:
         """The side pane's keyboard: the scratchpad editor; on a short terminal the shown
         part, and the next part when the shown one has the focus already."""
+        self._reveal("right")
         layout = self.layout_state
         if not layout.short:
             self.query_one(ScratchpadEditor).area.focus()  # the editor's TextArea
@@ -390,7 +399,7 @@ class WorkspacePanes(Screen):
 
     def action_cancel_turn(self) -> None:
         if self.app.turns.cancel():
-            self.notify("Turn cancelled; the partial answer is kept as interrupted.")
+            return  # the turn's notice says what it kept (Orchestrator._interrupted_notice)
         elif self.query_one("#output").has_class("-shown"):
             self.query_one("#output").remove_class("-shown")
         elif self.query_one("#banner", Static).has_class("-shown"):

@@ -68,7 +68,7 @@ from slop_tui.records import (
     ToolCall,
 )
 from slop_tui.ui.numbers import compact_tokens
-from slop_tui.ui.text import keep_state_lines, neutralise, state_lines
+from slop_tui.ui.text import carries_line_numbers, keep_state_lines, neutralise, state_lines
 from slop_tui.ui.widgets.image_chip import ImageChip
 
 if TYPE_CHECKING:
@@ -823,7 +823,7 @@ class ToolBlock(Vertical, can_focus=True):
                     neutralise(text),
                     read_only=True,
                     soft_wrap=True,
-                    show_line_numbers=True,
+                    show_line_numbers=not carries_line_numbers(text),  # one column of them
                     classes="tool-body",
                 )
                 area.cursor_blink = False
@@ -864,6 +864,12 @@ def snapshot_label(prompt_tokens: int, completion_tokens: int) -> str:
     """A group's token snapshot, beside its own size in its header: the prompt and the
     completion of its turn's last call, as the live turn shows them."""
     return f"prompt {compact_tokens(prompt_tokens)} · reply {compact_tokens(completion_tokens)}"
+
+
+def status_mark(status: str) -> str:
+    """A group header's word for how its turn ended ("" for a completed one); the
+    notice of an interrupted turn uses the same (Orchestrator._interrupted_notice)."""
+    return {STATUS_INTERRUPTED: "‖ interrupted", STATUS_ERROR: "! error"}.get(status, "")
 
 
 class GroupBlock(Vertical, can_focus=True):
@@ -1016,8 +1022,8 @@ class GroupBlock(Vertical, can_focus=True):
             parts.append(f"{compact_tokens(self.tokens)} tokens")
         if self.mark:
             parts.append(self.mark)
-        if self.status in (STATUS_INTERRUPTED, STATUS_ERROR):
-            parts.append("‖ interrupted" if self.status == STATUS_INTERRUPTED else "! error")
+        if mark := status_mark(self.status):
+            parts.append(mark)
         if self.usage:
             parts.append(self.usage)
         self._header.update(" · ".join(parts))

@@ -988,7 +988,8 @@ class ConversationView(GroupPager):
             live.render_header()
 
     async def on_turn_notice(self, message) -> None:
-        if self._live is not None:
+        # A turn cancelled as the app closes says so after its group is taken down.
+        if self._live is not None and self._live.is_attached:
             await self._live.line(f"⚠ {message.event.text}", "notice")
 
     async def on_turn_error_event(self, message) -> None:

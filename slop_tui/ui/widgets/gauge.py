@@ -289,8 +289,18 @@ class TokenGauge(Widget):
         width = self.scrollable_content_region.width or self.content_size.width
         return width if width > 0 else 10_000  # not laid out yet: the long form
 
+    def _fit(self, *forms: str) -> str:
+        """The first of `forms` (longest first) that fits a line of the gauge."""
+        room = self._room()
+        return next((form for form in forms if len(form) <= room), forms[-1])
+
     def on_resize(self) -> None:
         self._draw()
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        # A scrollbar that appears takes columns without a resize: the lines are
+        # fitted again (the short forms), so no `%` wraps onto a line of its own.
+        self.call_after_refresh(self._draw)
 
     def _draw(self) -> None:
         if not self.is_mounted:
@@ -329,16 +339,25 @@ class TokenGauge(Widget):
             # The series ends with the last call's prompt tokens: the share of it cached.
             prompt = self.series[-1] if self.series else 0
             share = f" ({100 * self.cached / prompt:.0f} % of its prompt)" if prompt > 0 else ""
-            text = f"cached in the last call: {self.cached:,} tokens{share}"
-            if len(text) > self._room():
-                share = f" ({100 * self.cached / prompt:.0f} %)" if prompt > 0 else ""
-                text = f"cached last call: {compact_tokens(self.cached)}{share}"
-            cached.update(text)
+            short = f" ({100 * self.cached / prompt:.0f} %)" if prompt > 0 else ""
+            few = compact_tokens(self.cached)
+            cached.update(
+                self._fit(
+                    f"cached in the last call: {self.cached:,} tokens{share}",
+                    f"cached last call: {few}{short}",
+                    f"cached: {few}{short}",
+                )
+            )
         calls, tokens = self.background
         background = self.query_one("#gauge-background", Static)
         background.display = calls > 0
+        spent = compact_tokens(tokens)
         background.update(
-            f"background calls (summaries, compaction): {calls} · {compact_tokens(tokens)} tokens"
+            self._fit(
+                f"background calls (summaries, compaction): {calls} · {spent} tokens",
+                f"background calls: {calls} · {spent} tokens",
+                f"background: {calls} · {spent}",
+            )
         )
         self._draw_projection()
 
