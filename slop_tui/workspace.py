@@ -1112,7 +1112,7 @@ class Workspace:
 
             root = Path(self.config.project_root).resolve()
             cache = root / ".slop"
-            self._repo_map = RepoMap(root, cache if cache.is_dir() else None)
+            self._repo_map = RepoMap(root, cache if cache.is_dir() else None, watch=True)
         return self._repo_map
 
     async def repo_sources(

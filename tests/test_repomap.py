@@ -571,3 +571,110 @@ def test_closing_while_a_refresh_runs_waits_for_it(tmp_path: Path) -> None:
         assert rm.cache._db is not None  # still open for the holder
         rm.refresh()  # a late caller gets the last notes, touches nothing
     assert rm.cache._db is None and rm.render(500, rough).text == ""
+
+
+# -- change notifications -----------------------------------------------------------------
+
+
+def _names(rm: RepoMap) -> dict[str, list[str]]:
+    """Each mapped file's definition names, as the map holds them now."""
+    return {p: [d.name for d in rm.tags[p].definitions] for p in sorted(rm.tags)}
+
+
+def _cold_names(root: Path) -> dict[str, list[str]]:
+    rm = RepoMap(root)
+    rm.refresh()
+    return _names(rm)
+
+
+@pytest.mark.parametrize("repo", ["walk", "git"])
+def test_watched_map_sees_every_kind_of_change_without_looking_at_every_file(
+    tmp_path: Path, repo: str
+) -> None:
+    """Closed, then open: a file changed in between is seen by the first look. Open and
+    watching: a change, an addition, a removal and a rename are each in the next map,
+    and the next look reads only the files the notifications name."""
+    if repo == "git":
+        git_init(tmp_path)
+    _web(tmp_path, 30)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    first = RepoMap(tmp_path, cache, watch=True)
+    first.refresh()
+    first.close()
+    time.sleep(0.01)
+    write(tmp_path, {"pkg/part0/mod_0.py": "def changed_while_closed(v): return v\n"})
+    rm = RepoMap(tmp_path, cache, watch=True)
+    rm.refresh()
+    assert rm.watching and not rm.watch_error
+    assert _names(rm)["pkg/part0/mod_0.py"] == ["changed_while_closed"]
+    steps = {
+        "changed": lambda: write(tmp_path, {"pkg/part1/mod_1.py": "def edited_now(v): pass\n"}),
+        "added": lambda: write(tmp_path, {"pkg/part2/brand_new.py": "class AddedNow:\n  pass\n"}),
+        "deleted": lambda: (tmp_path / "pkg/part3/mod_3.py").unlink(),
+        "renamed": lambda: (tmp_path / "pkg/part2/mod_2.py").rename(
+            tmp_path / "pkg/part2/moved_mod.py"
+        ),
+        "saved through a temporary file": lambda: (
+            write(tmp_path, {"pkg/part0/.mod_4.py.tmp": "def saved_by_an_editor(): pass\n"}),
+            os.replace(tmp_path / "pkg/part0/.mod_4.py.tmp", tmp_path / "pkg/part0/mod_4.py"),
+        ),
+        "added in a new folder": lambda: write(
+            tmp_path, {"fresh/deeper/made.py": "def in_a_new_folder(): pass\n"}
+        ),
+        "changed in the new folder": lambda: write(
+            tmp_path, {"fresh/deeper/made.py": "def edited_in_new_folder(): pass\n"}
+        ),
+    }
+    for what, step in steps.items():
+        step()  # no sleep: the next map must see it at once
+        rm.refresh()
+        assert _names(rm) == _cold_names(tmp_path), what
+        assert rm.paths == list_files(tmp_path).paths, what
+        if what in ("changed", "changed in the new folder"):
+            assert rm.looked == 1 and rm.parsed == 1, what
+        assert rm.watching, what
+    assert "edited_in_new_folder" in rm.render(4000, rough).text
+    rm.close()
+    again = RepoMap(tmp_path, cache)
+    again.refresh()
+    assert again.parsed == 0 and _names(again) == _cold_names(tmp_path)
+    again.close()
+
+
+def test_a_notification_that_does_not_arrive_means_looking_at_every_file(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from slop_tui.repomap import watch
+
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert rm.watching
+    monkeypatch.setattr(watch.Watcher, "changed", lambda self, wait=0: None)
+    write(tmp_path, {"pkg/part1/mod_1.py": "def seen_anyway(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
+    rm.close()
+
+
+def test_without_notifications_the_map_looks_at_every_file(tmp_path: Path, monkeypatch) -> None:
+    """A system that refuses the watches (no inotify left, ...): every look reads every
+    file's stamp, and changes are still seen."""
+    from slop_tui.repomap import map as repomap
+    from slop_tui.repomap.watch import WatchUnavailable
+
+    def refused(*args, **kwargs):
+        raise WatchUnavailable("no watches left")
+
+    monkeypatch.setattr(repomap, "Watcher", refused)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert not rm.watching and rm.watch_error == "no watches left"
+    write(tmp_path, {"pkg/part1/mod_1.py": "def still_seen(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
+    rm.close()
