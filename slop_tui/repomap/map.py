@@ -156,7 +156,9 @@ class RepoMap:
         self.watch_error = ""
         self._path_set: frozenset[str] | None = None
         self._source_paths: frozenset[str] | None = None
-        self._stamps_stored = False  # whether the store has the stamps' state row
+        # The store's write count the stored stamps row is of (-1: none): the row is
+        # written when the map closes, and trusted only while no write came since.
+        self._stamps_saved = -1
 
     # -- keeping up with the files ------------------------------------------------
 
@@ -242,7 +244,7 @@ class RepoMap:
             self._trusted = True  # every file was looked at after the watcher began
         self.notes = notes
         self.scan_ms = (time.perf_counter() - started) * 1000
-        if snapshot_ok and not changed and not listed_again and self._stamps_stored:
+        if snapshot_ok and not changed and not listed_again:
             return notes
         try:
             self.cache.begin()
@@ -269,8 +271,6 @@ class RepoMap:
                 self.cache.put_state(STATE_LISTING, self._listing_state())
             if graph is not self._graph or not snapshot_ok:
                 self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
-            self.cache.put_state(STATE_STAMPS, _stamps_state(stamps))
-            self._stamps_stored = True
             self.cache.put_state(STATE_WRITES, self._writes + 1)
             self.cache.commit()
         except sqlite3.Error as exc:
@@ -300,7 +300,7 @@ class RepoMap:
                 self._defs[path] = _no_refs(row[1])
                 for name in row[1].references:
                     self._uses.pop(name, None)
-        if graph is not self._graph or not graph.same(self._graph):
+        if graph is not self._graph:
             self._memo.clear()
         else:
             # The same names defined and used: the ranking holds, only the rendered lines
@@ -422,8 +422,8 @@ class RepoMap:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        stamps = _stamps_from(self.cache.state(STATE_STAMPS))
-        self._stamps_stored = stamps is not None
+        stamps = _stamps_from(self.cache.state(STATE_STAMPS), self._writes)
+        self._stamps_saved = self._writes if stamps is not None else -1
         self.stamps = stamps if stamps is not None else self.cache.stamps()
         self.paths = self._listing.paths
         return True
@@ -631,7 +631,24 @@ class RepoMap:
     def _close_now(self) -> None:
         if self.closed:
             self._stop_watcher()
+            self._save_stamps()
             self.cache.close()
+
+    def _save_stamps(self) -> None:
+        """Store the files' stamps as one row, for the next start to read at once (not
+        at each change: a turn's write stays small). Only if no other process wrote
+        the store since this map's last write; a start without the row reads the
+        stamps from the files' rows."""
+        if not self._loaded or self._stamps_saved == self._writes or self.cache.path is None:
+            return
+        try:
+            self.cache.begin()
+            if (self.cache.state(STATE_WRITES) or 0) == self._writes:
+                self.cache.put_state(STATE_STAMPS, _stamps_state(self._writes, self.stamps))
+                self._stamps_saved = self._writes
+            self.cache.commit()
+        except sqlite3.Error:
+            self.cache.rollback()
 
 
 class _Guard:
@@ -736,14 +753,6 @@ class _Graph:
                 found.setdefault(p.rsplit("/", 1)[-1], []).append(i)
             self._by_basename = found
         return self._by_basename
-
-    def same(self, other: _Graph) -> bool:
-        return (
-            self.nodes == other.nodes
-            and self.src == other.src
-            and self.dst == other.dst
-            and self.w == other.w
-        )
 
     def row(self, path: str) -> Row:
         i = self.index()[path]
@@ -868,26 +877,20 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     return (tuple(targets), tuple(edges[t] / total for t in targets))
 
 
-def _stamps_state(stamps: dict[str, Stamp]) -> tuple:
-    """The files' stamps as one state row: the paths, then sizes and times as arrays."""
-    sizes = array("q", [s for s, _ in stamps.values()])
-    times = array("q", [m for _, m in stamps.values()])
-    return (SNAPSHOT_VERSION, list(stamps), sizes.tobytes(), times.tobytes())
+def _stamps_state(writes: int, stamps: dict[str, Stamp]) -> tuple:
+    """The files' stamps as one state row, with the store's write count they are of."""
+    return (SNAPSHOT_VERSION, writes, stamps)
 
 
-def _stamps_from(state: object) -> dict[str, Stamp] | None:
+def _stamps_from(state: object, writes: int) -> dict[str, Stamp] | None:
+    """The stored stamps, if the row is of the store's current write count."""
     try:
-        version, paths, size_bytes, time_bytes = state  # type: ignore[misc]
-        if version != SNAPSHOT_VERSION:
-            return None
-        sizes, times = array("q"), array("q")
-        sizes.frombytes(size_bytes)
-        times.frombytes(time_bytes)
-        if not (len(paths) == len(sizes) == len(times)):
-            return None
-        return dict(zip(paths, zip(sizes, times, strict=True), strict=True))
+        version, of_writes, stamps = state  # type: ignore[misc]
     except (TypeError, ValueError):
         return None
+    if version != SNAPSHOT_VERSION or of_writes != writes or not isinstance(stamps, dict):
+        return None
+    return stamps
 
 
 def _busy(exc: sqlite3.Error) -> bool:
