@@ -415,6 +415,23 @@ async def test_plan_carries_map_in_system_and_tree_as_a_pair(tmp_path: Path) -> 
         await ws.close()
 
 
+async def test_a_file_saved_between_two_requests_is_in_the_second(tmp_path: Path) -> None:
+    """The workspace's map watches: a file changed right before a request is in that
+    request's map (no interval during which the map would not look)."""
+    _project(tmp_path)
+    ws = await open_workspace(tmp_path)
+    try:
+        plan = await ws.plan(count_tokens=rough)
+        assert "saved_just_now" not in plan.request.system_text
+        assert ws.repo_map().watching
+        write(tmp_path, {"core/models.py": "def saved_just_now(value):\n    return value\n"})
+        plan = await ws.plan(count_tokens=rough)
+        assert "core/models.py:\n  1: def saved_just_now(value)" in plan.request.system_text
+        assert ws.repo_map().looked == 1
+    finally:
+        await ws.close()
+
+
 async def test_sources_are_shed_before_files_largest_first(tmp_path: Path) -> None:
     _project(tmp_path)
     write(tmp_path, {"notes.txt": "word " * 300})
