@@ -240,13 +240,15 @@ def test_warm_and_incremental_maps_equal_a_cold_build(
     live.close()
 
 
-def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watch", [False, True], ids=["looking", "watching"])
+def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path, watch) -> None:
     """A map whose store another process wrote since reads it again before it adds
-    its own changes, so neither keeps a graph that misses the other's."""
+    its own changes, so neither keeps a graph that misses the other's (and two
+    watchers on one store tell their sync files apart)."""
     _web(tmp_path, 20)
     cache = tmp_path / ".slop"
     cache.mkdir()
-    one, two = RepoMap(tmp_path, cache), RepoMap(tmp_path, cache)
+    one, two = RepoMap(tmp_path, cache, watch=watch), RepoMap(tmp_path, cache, watch=watch)
     one.refresh()
     two.refresh()
     write(tmp_path, {"pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n"})

@@ -103,6 +103,10 @@ class TagCache:
         return db
 
     @property
+    def is_open(self) -> bool:
+        return self._db is not None
+
+    @property
     def db(self) -> sqlite3.Connection:
         assert self._db is not None, "the store is closed"
         return self._db

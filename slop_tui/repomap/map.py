@@ -186,6 +186,8 @@ class RepoMap:
         if events is not None:
             listing, check = self._notified(events)
         if check is None:
+            if watched and events is None:
+                self._stop_watcher()  # it failed: a new one, then every file is looked at
             self._trusted = False
             listing = self._look(listing)
         listed_again = listing is not old_listing
@@ -631,7 +633,8 @@ class RepoMap:
     def _close_now(self) -> None:
         if self.closed:
             self._stop_watcher()
-            self._save_stamps()
+            if self.cache.is_open:
+                self._save_stamps()
             self.cache.close()
 
     def _save_stamps(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 SYNC_PREFIX = "repomap-sync-"
 SYNC_WAIT = 2.0  # seconds `changed()` waits for its own file's notification
 _STEP_MS = 1  # how often the waiting looks at what has arrived
+_GATHER_MS = 50  # a stream of notifications is handed over at least this often
 
 
 class WatchUnavailable(Exception):
@@ -50,6 +52,9 @@ class Watcher:
             self._notify = RustNotify(paths, False, False, 0, False, True)
         except (OSError, RuntimeError) as exc:
             raise WatchUnavailable(str(exc)) from exc
+        # Each watcher's sync files have names of their own: another map's watcher on the
+        # same store sees them too, and must not take them for its own.
+        self._name = f"{SYNC_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-"
         self._ticks = itertools.count()
         self.closed = False
 
@@ -59,23 +64,24 @@ class Watcher:
         been told; None when that cannot be known (see the module docstring)."""
         if self.closed:
             return None
-        sync = os.path.join(self.sync_dir, f"{SYNC_PREFIX}{os.getpid()}-{next(self._ticks)}")
+        sync = os.path.join(self.sync_dir, f"{self._name}{next(self._ticks)}")
         try:
             with open(sync, "w"):
                 pass
         except OSError:
             return None
         seen: set[str] = set()
-        deadline = time.monotonic() + wait
+        deadline = _Deadline(time.monotonic() + wait)
         try:
             while sync not in seen:
-                got = self._notify.watch(_STEP_MS, _STEP_MS, _STEP_MS, None)
-                if isinstance(got, set):
-                    seen.update(path for _change, path in got)
-                elif got != "timeout":  # "signal" or "stop": what was pending is dropped
+                # No timeout: `watch` returns only what arrived, or "stop" at the deadline
+                # (its timeout path empties the pending set, and would drop what came
+                # in just then). "stop", "signal" or an error drop what was pending: the
+                # caller then looks at every file.
+                got = self._notify.watch(_GATHER_MS, _STEP_MS, 0, deadline)
+                if not isinstance(got, set):
                     return None
-                if sync not in seen and time.monotonic() > deadline:
-                    return None
+                seen.update(path for _change, path in got)
         except Exception:  # the watcher's own error (a folder it cannot read, ...)
             return None
         finally:
@@ -95,3 +101,13 @@ class Watcher:
         if not self.closed:
             self.closed = True
             self._notify.close()
+
+
+class _Deadline:
+    """What `RustNotify.watch` asks at each step whether to stop waiting."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def is_set(self) -> bool:
+        return time.monotonic() > self.at
