@@ -149,6 +149,11 @@ async def test_declining_keeps_the_text_and_typing_never_attaches(project: Path)
         assert _offer(app)
         await pilot.press("backspace")
         assert not _offer(app) and await _pending(app) == []
+        # A path pasted into a command being typed is the command's argument.
+        prompt.clear()
+        await pilot.press(*"/image add ")
+        await _paste(pilot, pasted)
+        assert prompt.text == "/image add " + pasted and not _offer(app)
 
 
 async def test_an_attached_paste_goes_with_the_next_prompt_as_image_add_sends_it(

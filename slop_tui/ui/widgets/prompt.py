@@ -408,8 +408,10 @@ class PromptInput(Vertical, can_focus=False):
         """After `pasted` was inserted before the cursor: offer the images it names."""
         pasted = pasted.replace("\r\n", "\n").replace("\r", "\n")
         area = self.area
-        end = area.document.get_index_from_location(area.cursor_location)
-        offer = offer_for(pasted, end - len(pasted), self._root())
+        start = area.document.get_index_from_location(area.cursor_location) - len(pasted)
+        if self.text[: max(start, 0)].lstrip().startswith("/"):
+            return  # a path typed into a command line (`/image add ...`) is the command's
+        offer = offer_for(pasted, start, self._root())
         if offer is None:
             return
         self.offer = offer
