@@ -661,6 +661,27 @@ def test_watched_map_sees_every_kind_of_change_without_looking_at_every_file(
     again.close()
 
 
+def test_watching_git_sees_the_index_change_the_listing(tmp_path: Path) -> None:
+    """A file git ignores but is told to track (`git add -f`) joins the listing at the
+    next look, and a change to it is seen after that."""
+    git_init(tmp_path)
+    write(
+        tmp_path,
+        {".gitignore": "secret/\n", "a.py": "def a(): pass\n", "secret/b.py": "def hid(): pass\n"},
+    )
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert "secret/b.py" not in rm.paths and rm.watching
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "secret/b.py"], check=True)
+    rm.refresh()
+    assert "secret/b.py" in rm.paths and rm.paths == list_files(tmp_path).paths
+    write(tmp_path, {"secret/b.py": "def tracked_now(): pass\n"})
+    rm.refresh()
+    assert _names(rm) == _cold_names(tmp_path) and rm.watching
+    rm.close()
+
+
 def test_a_notification_that_does_not_arrive_means_looking_at_every_file(
     tmp_path: Path, monkeypatch
 ) -> None:

@@ -11,7 +11,8 @@ every ignore file it read: a file created, removed or renamed changes its
 folder's time, so `unchanged(root, listing)` tells with one `stat` per folder
 whether the listing still holds (git's listing is asked again each time).
 With git the folders come from a walk of the folders alone (the same ignore
-rules, no files): they are what a watcher of the files watches.
+rules, no files) and the listed files' folders: they are what a watcher of the
+files watches (`.git` and `.git/info` too).
 """
 
 from __future__ import annotations
@@ -148,9 +149,31 @@ def _git_files(root: Path) -> Listing | None:
         for p, st in found.items()
         if isinstance(st, os.stat_result) and stat_mode.S_ISREG(st.st_mode)
     }
-    listing = Listing(list(stamps), [], "git", _walk(root, files=False).folders)
+    listing = Listing(list(stamps), [], "git", _git_folders(root, stamps))
     listing.stamps = stamps
     return listing
+
+
+def _git_folders(root: Path, paths: Iterable[str]) -> dict[str, int]:
+    """What a watcher of a git listing watches: every folder the ignore files leave
+    (an empty one may get files), the folder of every listed file (a tracked file
+    may sit in an ignored one), and `.git` and `.git/info` (the index and the
+    exclude file change the listing)."""
+    folders = _walk(root, files=False).folders
+    extra = {".git", ".git/info"}
+    for p in paths:
+        folder = p.rpartition("/")[0]
+        while folder and folder not in folders and folder not in extra:
+            extra.add(folder)
+            folder = folder.rpartition("/")[0]
+    for folder in sorted(extra):
+        try:
+            st = os.stat(root / folder)
+        except OSError:
+            continue
+        if stat_mode.S_ISDIR(st.st_mode):
+            folders[folder] = st.st_mtime_ns
+    return folders
 
 
 def stat_files(root: Path, paths: Iterable[str]) -> dict[str, os.stat_result | OSError]:
