@@ -90,6 +90,7 @@ async def _open_workspace(args: argparse.Namespace):
         ws = await Workspace.open(config, _session(args))
     except LedgerError as exc:
         return _fail(str(exc))
+    ws.watch_files = False  # one request: the map looks at the files, no watcher
     for r in ws.ledger.recovered:  # a turn of a killed process, finished on open
         print(f"slop-tui: warning: {r.note()}", file=sys.stderr)
     for warning in ws.pop_warnings():  # provider settings, default_provider, ...

@@ -207,6 +207,9 @@ class Workspace:
     # A reloaded config may carry new `[prices]`: calls without a price get one (`current`).
     _reprice_due: bool = field(default=False, repr=False)
     _repo_map: RepoMap | None = field(default=None, repr=False)
+    # Whether the map takes change notifications (a long-lived process, the app); a
+    # process that makes one request (`slop-tui ask`, `exec`) just looks at the files.
+    watch_files: bool = True
     # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
     _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
 
@@ -1112,7 +1115,9 @@ class Workspace:
 
             root = Path(self.config.project_root).resolve()
             cache = root / ".slop"
-            self._repo_map = RepoMap(root, cache if cache.is_dir() else None)
+            self._repo_map = RepoMap(
+                root, cache if cache.is_dir() else None, watch=self.watch_files
+            )
         return self._repo_map
 
     async def repo_sources(

@@ -240,13 +240,15 @@ def test_warm_and_incremental_maps_equal_a_cold_build(
     live.close()
 
 
-def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watch", [False, True], ids=["looking", "watching"])
+def test_two_processes_on_one_store_stay_equal_to_a_cold_build(tmp_path: Path, watch) -> None:
     """A map whose store another process wrote since reads it again before it adds
-    its own changes, so neither keeps a graph that misses the other's."""
+    its own changes, so neither keeps a graph that misses the other's (and two
+    watchers on one store tell their sync files apart)."""
     _web(tmp_path, 20)
     cache = tmp_path / ".slop"
     cache.mkdir()
-    one, two = RepoMap(tmp_path, cache), RepoMap(tmp_path, cache)
+    one, two = RepoMap(tmp_path, cache, watch=watch), RepoMap(tmp_path, cache, watch=watch)
     one.refresh()
     two.refresh()
     write(tmp_path, {"pkg/part1/mod_1.py": "def helper_3(value):\n    return value\n"})
@@ -415,6 +417,23 @@ async def test_plan_carries_map_in_system_and_tree_as_a_pair(tmp_path: Path) -> 
         await ws.close()
 
 
+async def test_a_file_saved_between_two_requests_is_in_the_second(tmp_path: Path) -> None:
+    """The workspace's map watches: a file changed right before a request is in that
+    request's map (no interval during which the map would not look)."""
+    _project(tmp_path)
+    ws = await open_workspace(tmp_path)
+    try:
+        plan = await ws.plan(count_tokens=rough)
+        assert "saved_just_now" not in plan.request.system_text
+        assert ws.repo_map().watching
+        write(tmp_path, {"core/models.py": "def saved_just_now(value):\n    return value\n"})
+        plan = await ws.plan(count_tokens=rough)
+        assert "core/models.py:\n  1: def saved_just_now(value)" in plan.request.system_text
+        assert ws.repo_map().looked == 1
+    finally:
+        await ws.close()
+
+
 async def test_sources_are_shed_before_files_largest_first(tmp_path: Path) -> None:
     _project(tmp_path)
     write(tmp_path, {"notes.txt": "word " * 300})
@@ -571,3 +590,131 @@ def test_closing_while_a_refresh_runs_waits_for_it(tmp_path: Path) -> None:
         assert rm.cache._db is not None  # still open for the holder
         rm.refresh()  # a late caller gets the last notes, touches nothing
     assert rm.cache._db is None and rm.render(500, rough).text == ""
+
+
+# -- change notifications -----------------------------------------------------------------
+
+
+def _names(rm: RepoMap) -> dict[str, list[str]]:
+    """Each mapped file's definition names, as the map holds them now."""
+    return {p: [d.name for d in rm.tags[p].definitions] for p in sorted(rm.tags)}
+
+
+def _cold_names(root: Path) -> dict[str, list[str]]:
+    rm = RepoMap(root)
+    rm.refresh()
+    return _names(rm)
+
+
+@pytest.mark.parametrize("repo", ["walk", "git"])
+def test_watched_map_sees_every_kind_of_change_without_looking_at_every_file(
+    tmp_path: Path, repo: str
+) -> None:
+    """Closed, then open: a file changed in between is seen by the first look. Open and
+    watching: a change, an addition, a removal and a rename are each in the next map,
+    and the next look reads only the files the notifications name."""
+    if repo == "git":
+        git_init(tmp_path)
+    _web(tmp_path, 30)
+    cache = tmp_path / ".slop"
+    cache.mkdir()
+    first = RepoMap(tmp_path, cache, watch=True)
+    first.refresh()
+    first.close()
+    time.sleep(0.01)
+    write(tmp_path, {"pkg/part0/mod_0.py": "def changed_while_closed(v): return v\n"})
+    rm = RepoMap(tmp_path, cache, watch=True)
+    rm.refresh()
+    assert rm.watching and not rm.watch_error
+    assert _names(rm)["pkg/part0/mod_0.py"] == ["changed_while_closed"]
+    steps = {
+        "changed": lambda: write(tmp_path, {"pkg/part1/mod_1.py": "def edited_now(v): pass\n"}),
+        "added": lambda: write(tmp_path, {"pkg/part2/brand_new.py": "class AddedNow:\n  pass\n"}),
+        "deleted": lambda: (tmp_path / "pkg/part3/mod_3.py").unlink(),
+        "renamed": lambda: (tmp_path / "pkg/part2/mod_2.py").rename(
+            tmp_path / "pkg/part2/moved_mod.py"
+        ),
+        "saved through a temporary file": lambda: (
+            write(tmp_path, {"pkg/part0/.mod_4.py.tmp": "def saved_by_an_editor(): pass\n"}),
+            os.replace(tmp_path / "pkg/part0/.mod_4.py.tmp", tmp_path / "pkg/part0/mod_4.py"),
+        ),
+        "added in a new folder": lambda: write(
+            tmp_path, {"fresh/deeper/made.py": "def in_a_new_folder(): pass\n"}
+        ),
+        "changed in the new folder": lambda: write(
+            tmp_path, {"fresh/deeper/made.py": "def edited_in_new_folder(): pass\n"}
+        ),
+    }
+    for what, step in steps.items():
+        step()  # no sleep: the next map must see it at once
+        rm.refresh()
+        assert _names(rm) == _cold_names(tmp_path), what
+        assert rm.paths == list_files(tmp_path).paths, what
+        if what in ("changed", "changed in the new folder"):
+            assert rm.looked == 1 and rm.parsed == 1, what
+        assert rm.watching, what
+    assert "edited_in_new_folder" in rm.render(4000, rough).text
+    rm.close()
+    again = RepoMap(tmp_path, cache)
+    again.refresh()
+    assert again.parsed == 0 and _names(again) == _cold_names(tmp_path)
+    again.close()
+
+
+def test_watching_git_sees_the_index_change_the_listing(tmp_path: Path) -> None:
+    """A file git ignores but is told to track (`git add -f`) joins the listing at the
+    next look, and a change to it is seen after that."""
+    git_init(tmp_path)
+    write(
+        tmp_path,
+        {".gitignore": "secret/\n", "a.py": "def a(): pass\n", "secret/b.py": "def hid(): pass\n"},
+    )
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert "secret/b.py" not in rm.paths and rm.watching
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "secret/b.py"], check=True)
+    rm.refresh()
+    assert "secret/b.py" in rm.paths and rm.paths == list_files(tmp_path).paths
+    write(tmp_path, {"secret/b.py": "def tracked_now(): pass\n"})
+    rm.refresh()
+    assert _names(rm) == _cold_names(tmp_path) and rm.watching
+    rm.close()
+
+
+def test_a_notification_that_does_not_arrive_means_looking_at_every_file(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from slop_tui.repomap import watch
+
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert rm.watching
+    monkeypatch.setattr(watch.Watcher, "changed", lambda self, wait=0: None)
+    write(tmp_path, {"pkg/part1/mod_1.py": "def seen_anyway(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
+    rm.close()
+
+
+def test_without_notifications_the_map_looks_at_every_file(tmp_path: Path, monkeypatch) -> None:
+    """A system that refuses the watches (no inotify left, ...): every look reads every
+    file's stamp, and changes are still seen."""
+    from slop_tui.repomap import map as repomap
+    from slop_tui.repomap.watch import WatchUnavailable
+
+    def refused(*args, **kwargs):
+        raise WatchUnavailable("no watches left")
+
+    monkeypatch.setattr(repomap, "Watcher", refused)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    assert not rm.watching and rm.watch_error == "no watches left"
+    write(tmp_path, {"pkg/part1/mod_1.py": "def still_seen(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
+    rm.close()

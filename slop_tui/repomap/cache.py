@@ -6,7 +6,8 @@
   `marshal` form (the fastest stdlib codec for them).
 - `defs` and `refs`: which files define and which use each name, indexed by
   name, so a change to one file finds the files whose edges it moves
-  without reading every file.
+  without reading every file; `uses`: how many files use each name, kept
+  up to date with `refs` (the render weighs definitions by it).
 - `state`: what a warm start needs besides the files' stamps: the listing
   (with its folders' times) and the graph (its nodes, its edges as arrays),
   one row each, each written only when it changed, in the same transaction
@@ -20,12 +21,13 @@ from __future__ import annotations
 
 import marshal
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from slop_tui.repomap.tags import Definition, FileTags
 
-_VERSION = 2
+_VERSION = 3
 Stamp = tuple[int, int]  # (size, mtime_ns)
 BUSY_WAIT = 5.0  # seconds a write waits for another process holding the store
 _CHUNK = 900  # bound parameters per statement (SQLite's default limit is 999 on old builds)
@@ -38,6 +40,7 @@ _SCHEMA = (
     "CREATE TABLE refs(name TEXT, path TEXT)",
     "CREATE INDEX refs_name ON refs(name)",
     "CREATE INDEX refs_path ON refs(path)",
+    "CREATE TABLE uses(name TEXT PRIMARY KEY, n INT) WITHOUT ROWID",
     "CREATE TABLE state(k INTEGER PRIMARY KEY, data BLOB)",
 )
 
@@ -88,7 +91,7 @@ class TagCache:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != _VERSION:
             db.execute("BEGIN")
-            for table in ("tags", "files", "defs", "refs", "state"):
+            for table in ("tags", "files", "defs", "refs", "uses", "state"):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _SCHEMA:
                 db.execute(statement)
@@ -98,6 +101,10 @@ class TagCache:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
         return db
+
+    @property
+    def is_open(self) -> bool:
+        return self._db is not None
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -172,7 +179,7 @@ class TagCache:
             marks = ",".join("?" * len(part))
             out.update(
                 self.db.execute(
-                    f"SELECT name, COUNT(*) FROM refs WHERE name IN ({marks}) GROUP BY name", part
+                    f"SELECT name, n FROM uses WHERE name IN ({marks}) AND n > 0", part
                 ).fetchall()
             )
         return out
@@ -199,6 +206,9 @@ class TagCache:
         """Store changed files (None: the file is gone); inside `begin`/`commit`."""
         db = self.db
         gone = [(p,) for p in rows]
+        db.executemany(
+            "UPDATE uses SET n = n - 1 WHERE name IN (SELECT name FROM refs WHERE path=?)", gone
+        )
         db.executemany("DELETE FROM files WHERE path=?", gone)
         db.executemany("DELETE FROM defs WHERE path=?", gone)
         db.executemany("DELETE FROM refs WHERE path=?", gone)
@@ -213,6 +223,11 @@ class TagCache:
         db.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", files)
         db.executemany("INSERT INTO defs VALUES (?, ?)", defs)
         db.executemany("INSERT INTO refs VALUES (?, ?)", refs)
+        added = Counter(n for n, _ in refs)
+        db.executemany(
+            "INSERT INTO uses VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
+            sorted(added.items()),
+        )
 
     def put_state(self, key: int, value: object) -> None:
         self.db.execute(

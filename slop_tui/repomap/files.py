@@ -10,11 +10,15 @@ A walk records the modification time of every folder it read and the stamp of
 every ignore file it read: a file created, removed or renamed changes its
 folder's time, so `unchanged(root, listing)` tells with one `stat` per folder
 whether the listing still holds (git's listing is asked again each time).
+With git the folders come from a walk of the folders alone (the same ignore
+rules, no files) and the listed files' folders: they are what a watcher of the
+files watches (`.git` and `.git/info` too).
 """
 
 from __future__ import annotations
 
 import os
+import stat as stat_mode
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -68,6 +72,9 @@ class Listing:
     # ((size, mtime_ns); (-1, -1) for none) of the ignore files it looked for.
     folders: dict[str, int] = field(default_factory=dict)
     ignores: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Of a fresh git listing: each listed file's (size, mtime_ns), looked at while
+    # leaving out the tracked files that are gone (not stored; a refresh reuses them).
+    stamps: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def skipped(path: str) -> bool:
@@ -136,17 +143,55 @@ def _git_files(root: Path) -> Listing | None:
         if raw:
             paths.append(raw.decode("utf-8", "surrogateescape"))
     # A deleted but still tracked file is listed by git: only what exists is mapped.
-    return Listing([p for p in dict.fromkeys(paths) if _exists(root / p)], [], "git")
+    found = stat_files(root, list(dict.fromkeys(paths)))
+    stamps = {
+        p: (st.st_size, st.st_mtime_ns)
+        for p, st in found.items()
+        if isinstance(st, os.stat_result) and stat_mode.S_ISREG(st.st_mode)
+    }
+    listing = Listing(list(stamps), [], "git", _git_folders(root, stamps))
+    listing.stamps = stamps
+    return listing
 
 
-def _exists(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
+def _git_folders(root: Path, paths: Iterable[str]) -> dict[str, int]:
+    """What a watcher of a git listing watches: every folder the ignore files leave
+    (an empty one may get files), the folder of every listed file (a tracked file
+    may sit in an ignored one), and `.git` and `.git/info` (the index and the
+    exclude file change the listing)."""
+    folders = _walk(root, files=False).folders
+    extra = {".git", ".git/info"}
+    for p in paths:
+        folder = p.rpartition("/")[0]
+        while folder and folder not in folders and folder not in extra:
+            extra.add(folder)
+            folder = folder.rpartition("/")[0]
+    for folder in sorted(extra):
+        try:
+            st = os.stat(root / folder)
+        except OSError:
+            continue
+        if stat_mode.S_ISDIR(st.st_mode):
+            folders[folder] = st.st_mtime_ns
+    return folders
 
 
-def _walk(root: Path) -> Listing:
+def stat_files(root: Path, paths: Iterable[str]) -> dict[str, os.stat_result | OSError]:
+    """Each of `paths` (root-relative) -> its `os.stat` (symlinks followed), or the
+    error that stopped it."""
+    base = os.path.join(str(root), "")
+    out: dict[str, os.stat_result | OSError] = {}
+    for p in paths:
+        try:
+            out[p] = os.stat(base + p)
+        except OSError as exc:
+            out[p] = exc
+    return out
+
+
+def _walk(root: Path, files: bool = True) -> Listing:
+    """The listed files and every folder read; with `files` false, the folders alone
+    (the same ignore rules; a file entry costs nothing)."""
     listing = Listing()
     stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [("", [])]
     while stack:
@@ -163,6 +208,8 @@ def _walk(root: Path) -> Listing:
             path = f"{rel}/{entry.name}" if rel else entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
+                if not files and not is_dir:
+                    continue
                 is_file = not is_dir and entry.is_file()
             except OSError as exc:
                 listing.notes.append(f"{path}: skipped ({exc.strerror})")

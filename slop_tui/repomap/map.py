@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slop_tui.repomap.cache import Stamp, TagCache
-from slop_tui.repomap.files import Listing, list_files, unchanged
+from slop_tui.repomap.files import SKIP_DIRS, Listing, list_files, stat_files, unchanged
 from slop_tui.repomap.tags import (
     Definition,
     FileTags,
@@ -56,6 +56,7 @@ from slop_tui.repomap.tags import (
     extract,
     language_of,
 )
+from slop_tui.repomap.watch import Watcher, WatchUnavailable
 
 MAP_HEADER = "## Repository Structure\n"
 MAP_INTRO = (
@@ -71,7 +72,7 @@ MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
 # The store's state rows: a count of the writes (another process may write the same
 # store), the listing, the graph.
-STATE_WRITES, STATE_LISTING, STATE_GRAPH = 0, 1, 2
+STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS = 0, 1, 2, 3
 NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
@@ -118,7 +119,7 @@ class _Tags(Mapping[str, FileTags]):
 class RepoMap:
     """The map of one project (see the module docstring)."""
 
-    def __init__(self, root: Path, cache_dir: Path | None = None) -> None:
+    def __init__(self, root: Path, cache_dir: Path | None = None, watch: bool = False) -> None:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
         self.tags: Mapping[str, FileTags] = _Tags(self)
@@ -126,6 +127,7 @@ class RepoMap:
         self.paths: list[str] = []  # every listed file (the file tree)
         self.notes: list[str] = []  # the last refresh's problems, one line each
         self.parsed = 0  # files parsed by the last refresh
+        self.looked = 0  # files whose stamp the last refresh read
         # Of the last refresh: milliseconds spent listing and stat'ing the files (not
         # parsing them), the cost a refresh has even when nothing changed.
         self.scan_ms = 0.0
@@ -144,42 +146,88 @@ class RepoMap:
         self.lock = _Guard(self._close_now)
         self.closed = False
         self._memo: dict[tuple, object] = {}  # rankings and renders of the current graph
+        # Change notifications (`watch`): only with a store on disk, whose folder holds
+        # the watcher's own sync files. Trusted once every file was looked at after the
+        # watcher began; a failure to start one turns watching off for this map.
+        self._watch = watch and cache_dir is not None
+        self._sync_dir = cache_dir
+        self._watcher: Watcher | None = None
+        self._trusted = False
+        self.watch_error = ""
+        self._path_set: frozenset[str] | None = None
+        self._source_paths: frozenset[str] | None = None
+        # The store's write count the stored stamps row is of (-1: none): the row is
+        # written when the map closes, and trusted only while no write came since.
+        self._stamps_saved = -1
 
     # -- keeping up with the files ------------------------------------------------
 
     def refresh(self, min_interval: float = 0.0, _again: int = 0) -> list[str]:
         """Look at the files again; parse what changed. Returns the problems found,
-        one line each (an unreadable file, one that cannot be parsed, ...)."""
+        one line each (an unreadable file, one that cannot be parsed, ...).
+
+        Watching (`watch=True`), the first look starts the watcher and stats every
+        file; a later look takes the watcher's notifications and stats only the
+        files they name (`min_interval` is then ignored: a look costs little)."""
         now = time.monotonic()
-        if self.closed or (self._loaded and now - self._refreshed_at < min_interval):
+        if self.closed:
+            return self.notes
+        watched = self._watcher is not None and self._trusted
+        if not watched and self._loaded and now - self._refreshed_at < min_interval:
             return self.notes
         self._refreshed_at = now
         started = time.perf_counter()
         snapshot_ok = self._loaded or self._load_snapshot()
         self._loaded = True
-        listing = self._listing
-        listed_again = listing is None or not unchanged(self.root, listing)
+        old_listing = self._listing
+        events = self._watcher.changed() if watched and self._watcher is not None else None
+        check: set[str] | None = None  # the files to look at; None: every file
+        listing = old_listing
+        if events is not None:
+            listing, check = self._notified(events)
+        if check is None:
+            if watched and events is None:
+                self._stop_watcher()  # it failed: a new one, then every file is looked at
+            self._trusted = False
+            listing = self._look(listing)
+        listed_again = listing is not old_listing
         if listed_again:
-            listing = list_files(self.root)
             self._listing = listing
             self.paths = listing.paths
+            self._path_set = self._source_paths = None
             self._sources = self._absolute([p for p in listing.paths if language_of(p) is not None])
-        assert listing is not None
         notes = list(listing.notes)
         self.parsed = 0
         stored = self.stamps if snapshot_ok else self.cache.stamps()
         changed: dict[str, tuple[Stamp, FileTags] | None] = {}
         from_store: list[str] = []
-        stamps: dict[str, Stamp] = {}
-        for path, full in self._sources:
-            try:
-                st = os.stat(full)
-            except OSError as exc:
-                notes.append(f"{path}: skipped ({exc.strerror})")
+        if check is None:
+            stamps: dict[str, Stamp] = {}
+            targets = [p for p, _ in self._sources]
+            gone: Iterable[str] = stored
+        else:
+            stamps = dict(self.stamps)
+            if listed_again and old_listing is not None:
+                check |= set(old_listing.paths).symmetric_difference(listing.paths)
+            sources = self._source_set()
+            targets = sorted(p for p in check if p in sources)
+            for p in check:
+                stamps.pop(p, None)
+            gone = [p for p in check if p in stored]
+        found: Mapping[str, object] = listing.stamps if listing.stamps else {}
+        missing = [p for p in targets if p not in found]
+        self.looked = len(targets)
+        looked = stat_files(self.root, missing) if missing else {}
+        for path in targets:
+            st = found.get(path) or looked.get(path)
+            if isinstance(st, OSError):
+                if check is None or not isinstance(st, FileNotFoundError):
+                    notes.append(f"{path}: skipped ({st.strerror})")
                 continue
-            if st.st_size > MAX_FILE_BYTES:
+            stamp = (st.st_size, st.st_mtime_ns) if isinstance(st, os.stat_result) else st
+            if stamp[0] > MAX_FILE_BYTES:
                 continue
-            stamp = stamps[path] = (st.st_size, st.st_mtime_ns)
+            stamps[path] = stamp
             if stored.get(path) == stamp:
                 if not snapshot_ok:
                     from_store.append(path)
@@ -190,9 +238,12 @@ class RepoMap:
             if note:
                 notes.append(note)
             changed[path] = (stamp, tags)
-        for path in stored:
+        listing.stamps = {}  # what a listing saw is true only now
+        for path in gone:
             if path not in stamps:
                 changed[path] = None
+        if self._watcher is not None and check is None:
+            self._trusted = True  # every file was looked at after the watcher began
         self.notes = notes
         self.scan_ms = (time.perf_counter() - started) * 1000
         if snapshot_ok and not changed and not listed_again:
@@ -251,7 +302,7 @@ class RepoMap:
                 self._defs[path] = _no_refs(row[1])
                 for name in row[1].references:
                     self._uses.pop(name, None)
-        if graph is not self._graph or not graph.same(self._graph):
+        if graph is not self._graph:
             self._memo.clear()
         else:
             # The same names defined and used: the ranking holds, only the rendered lines
@@ -260,9 +311,97 @@ class RepoMap:
         self._graph = graph
         return notes
 
+    def _notified(self, events: set[str]) -> tuple[Listing, set[str] | None]:
+        """The listing after the notified `events` and the files to look at (None:
+        every file, after a new folder or one gone: the watcher must change)."""
+        listing = self._listing
+        assert listing is not None
+        paths = self._paths()
+        check: set[str] = set()
+        moved = False  # a file made, removed or renamed; an ignore file changed
+        root = os.path.join(str(self.root), "")
+        for rel in events:
+            parts = rel.split("/")
+            if rel in paths:
+                check.add(rel)
+                if parts[-1] == ".gitignore" or not os.path.isfile(root + rel):
+                    moved = True
+            elif parts[0] == ".git":
+                if listing.source == "git" and rel in (".git/index", ".git/info/exclude"):
+                    moved = True
+            elif any(p in SKIP_DIRS for p in parts):
+                continue
+            elif rel in listing.folders or os.path.lexists(root + rel):
+                moved = True
+            # else: a file that came and went (an editor's temporary file)
+        if not moved or (listing.source == "walk" and unchanged(self.root, listing)):
+            return listing, check
+        fresh = list_files(self.root)
+        watcher = self._watcher
+        if watcher is None or watcher.folders != frozenset(fresh.folders):
+            return fresh, None
+        return fresh, check
+
+    def _look(self, listing: Listing | None) -> Listing:
+        """The listing as the files are now. Watching, the watcher is started (or moved)
+        first on the listing's folders, and the listing is then checked or made
+        again, so nothing changed between the two goes unnoticed."""
+        for _ in range(3 if self._watch else 0):
+            if listing is not None:
+                self._watch_folders(listing.folders)
+                if self._watcher is None:
+                    break
+                if listing.source == "walk" and unchanged(self.root, listing):
+                    return listing
+            listing = list_files(self.root)
+            watcher = self._watcher
+            if watcher is not None and watcher.folders == frozenset(listing.folders):
+                return listing
+        self._stop_watcher()
+        if listing is None or not unchanged(self.root, listing):
+            listing = list_files(self.root)
+        return listing
+
+    def _watch_folders(self, folders: Collection[str]) -> None:
+        if self._watcher is not None and self._watcher.folders == frozenset(folders):
+            return
+        assert self._sync_dir is not None
+        try:
+            watcher = Watcher(self.root, folders, self._sync_dir)
+        except WatchUnavailable as exc:
+            self._watch, self.watch_error = False, str(exc)
+            self._stop_watcher()
+            return
+        self._stop_watcher()
+        self._watcher = watcher
+
+    def _stop_watcher(self) -> None:
+        self._trusted = False
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    def _paths(self) -> frozenset[str]:
+        if self._path_set is None:
+            self._path_set = frozenset(self.paths)
+        return self._path_set
+
+    def _source_set(self) -> frozenset[str]:
+        if self._source_paths is None:
+            self._source_paths = frozenset(p for p, _ in self._sources)
+        return self._source_paths
+
+    @property
+    def watching(self) -> bool:
+        """Whether the next refresh takes the watcher's notifications instead of looking
+        at every file."""
+        return self._watcher is not None and self._trusted
+
     def _forget(self) -> None:
         """Drop what this map holds in memory: the next refresh reads the store again."""
         self._loaded = False
+        self._trusted = False
+        self._path_set = self._source_paths = None
         self._listing, self._sources, self.stamps = None, [], {}
         self._graph = _Graph.empty()
         self._defs, self._lines, self._uses = {}, {}, {}
@@ -285,7 +424,9 @@ class RepoMap:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        self.stamps = self.cache.stamps()
+        stamps = _stamps_from(self.cache.state(STATE_STAMPS), self._writes)
+        self._stamps_saved = self._writes if stamps is not None else -1
+        self.stamps = stamps if stamps is not None else self.cache.stamps()
         self.paths = self._listing.paths
         return True
 
@@ -491,7 +632,26 @@ class RepoMap:
 
     def _close_now(self) -> None:
         if self.closed:
+            self._stop_watcher()
+            if self.cache.is_open:
+                self._save_stamps()
             self.cache.close()
+
+    def _save_stamps(self) -> None:
+        """Store the files' stamps as one row, for the next start to read at once (not
+        at each change: a turn's write stays small). Only if no other process wrote
+        the store since this map's last write; a start without the row reads the
+        stamps from the files' rows."""
+        if not self._loaded or self._stamps_saved == self._writes or self.cache.path is None:
+            return
+        try:
+            self.cache.begin()
+            if (self.cache.state(STATE_WRITES) or 0) == self._writes:
+                self.cache.put_state(STATE_STAMPS, _stamps_state(self._writes, self.stamps))
+                self._stamps_saved = self._writes
+            self.cache.commit()
+        except sqlite3.Error:
+            self.cache.rollback()
 
 
 class _Guard:
@@ -596,14 +756,6 @@ class _Graph:
                 found.setdefault(p.rsplit("/", 1)[-1], []).append(i)
             self._by_basename = found
         return self._by_basename
-
-    def same(self, other: _Graph) -> bool:
-        return (
-            self.nodes == other.nodes
-            and self.src == other.src
-            and self.dst == other.dst
-            and self.w == other.w
-        )
 
     def row(self, path: str) -> Row:
         i = self.index()[path]
@@ -726,6 +878,22 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     if not total:
         return ((), ())
     return (tuple(targets), tuple(edges[t] / total for t in targets))
+
+
+def _stamps_state(writes: int, stamps: dict[str, Stamp]) -> tuple:
+    """The files' stamps as one state row, with the store's write count they are of."""
+    return (SNAPSHOT_VERSION, writes, stamps)
+
+
+def _stamps_from(state: object, writes: int) -> dict[str, Stamp] | None:
+    """The stored stamps, if the row is of the store's current write count."""
+    try:
+        version, of_writes, stamps = state  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return None
+    if version != SNAPSHOT_VERSION or of_writes != writes or not isinstance(stamps, dict):
+        return None
+    return stamps
 
 
 def _busy(exc: sqlite3.Error) -> bool:

@@ -135,6 +135,9 @@ class KeyRouter:
         if held is not None:
             held.timer.stop()
         type_into(target, (held.character if held else "") + event.text)
+        offer = getattr(getattr(target, "owner", None), "offer_pasted", None)
+        if offer is not None:  # the prompt offers the images a pasted path names
+            offer(event.text)
 
     def _type(self, text: str) -> None:
         target = self._typing_target()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from slop_tui.ui import messages
 
 if TYPE_CHECKING:
+    from slop_tui.commands.base import CommandResult
     from slop_tui.ui.app import SlopApp
 
 
@@ -121,13 +122,14 @@ class TurnController:
         if result.send is None and result.changed & (Changed.HISTORY | Changed.WINDOW):
             self.upkeep()
 
-    async def run_command(self, text: str) -> None:
+    async def run_command(self, text: str) -> CommandResult | None:
         """Run a line and have the workspace screen report it (from outside the screen:
-        the palette, a dialog, a test)."""
+        the palette, a dialog, a test, a pasted image's offer); its result."""
         result = await self.execute(text)
         if result is not None:
             await self._posted(messages.CommandFinished(text, result))
             self.reported(result)
+        return result
 
     def confirm_empty_trash(self) -> None:
         self.asking = True

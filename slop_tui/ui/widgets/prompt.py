@@ -13,6 +13,13 @@ Keys (each binding has an id for `[keymap]`):
   highlighted one (`prompt_complete`), Up/Down move through the list,
   Escape closes it. Enter also takes it while the line is not yet a command.
 
+A pasted text that names image files (a file dragged in from a file manager
+arrives as a paste of its path) offers them on a line under the editor
+(`widgets/image_paste.py`): ctrl+t (`prompt_attach_image`) runs `/image add`
+for each and takes their paths out of the prompt; Escape, or editing the
+pasted text away, leaves the text as pasted. The offer takes no key that types
+or sends: typing goes on into the prompt and Enter sends the text as it is.
+
 ctrl+z and ctrl+y undo and redo the typing. ctrl+y with no typing to redo,
 and ctrl+z in an empty prompt with no typing to undo, are passed on to the
 app: its /redo and /undo of the history (the announcement of an edit names
@@ -33,6 +40,7 @@ for the screen behind it, and never reach it).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from textual import events, on
@@ -47,6 +55,7 @@ from textual.widgets.option_list import Option
 from textual.widgets.text_area import Edit, EditResult
 
 from slop_tui.ui import echo
+from slop_tui.ui.widgets.image_paste import ImageOffer, Offer, locate, offer_for, with_images
 
 PLACEHOLDER = "Type a prompt or /help · Enter sends · shift+enter or ctrl+j: new line"
 
@@ -79,6 +88,7 @@ class PromptArea(TextArea):
         Binding(
             "escape", "close_completions", "Close list", show=False, id="prompt_close_completions"
         ),
+        Binding("ctrl+t", "attach_pasted", "Attach image", show=False, id="prompt_attach_image"),
     ]
     DEFAULT_CSS = """
     PromptArea { height: auto; min-height: 3; max-height: 12; }
@@ -176,9 +186,23 @@ class PromptArea(TextArea):
             raise SkipAction()  # Tab moves the focus as usual
 
     def action_close_completions(self) -> None:
-        if not self.owner.completions_shown:
+        owner = self.owner
+        if owner.completions_shown:
+            owner.hide_completions()
+        elif owner.offer is not None:
+            owner.decline_offer()
+        else:
             raise SkipAction()  # Escape stays the app's (cancel the turn)
-        self.owner.hide_completions()
+
+    async def action_attach_pasted(self) -> None:
+        if self.owner.offer is None:
+            raise SkipAction()
+        await self.owner.accept_offer()
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # TextArea's own handler (run after this one) inserts the text; then the offer.
+        if not self.read_only:
+            self.call_later(self.owner.offer_pasted, event.text)
 
     def action_cursor_up(self, select: bool = False) -> None:
         owner = self.owner
@@ -249,6 +273,8 @@ class PromptInput(Vertical, can_focus=False):
         )
         self.area.cursor_blink = blink
         self.completion_list = CommandCompletions(id="prompt-completions")
+        self.offer_line = ImageOffer(id="prompt-image-offer")
+        self.offer: Offer | None = None  # the images a paste offers (widgets/image_paste.py)
         self._history: list[str] = list(history or [])
         self._index: int | None = None  # position while walking the history
         self._draft = ""  # what was typed before walking the history
@@ -263,6 +289,7 @@ class PromptInput(Vertical, can_focus=False):
     def compose(self):
         yield self.completion_list
         yield self.area
+        yield self.offer_line
 
     # -- text -----------------------------------------------------------------
 
@@ -295,6 +322,7 @@ class PromptInput(Vertical, can_focus=False):
         if not text.strip():
             return
         self.hide_completions()
+        self.decline_offer()  # sent as it is
         self._submitted = text
         if self.hold_after_submit:
             self.held = []
@@ -371,6 +399,68 @@ class PromptInput(Vertical, can_focus=False):
             # An edited history entry is a new draft; walking on must not drop it.
             self._index = None
         self._update_completions(text)
+        if self.offer is not None and locate(self.offer, text) is None:
+            self.decline_offer()  # the pasted text was edited away
+
+    # -- a pasted image path --------------------------------------------------------
+
+    def offer_pasted(self, pasted: str) -> None:
+        """After `pasted` was inserted before the cursor: offer the images it names."""
+        pasted = pasted.replace("\r\n", "\n").replace("\r", "\n")
+        area = self.area
+        start = area.document.get_index_from_location(area.cursor_location) - len(pasted)
+        if self.text[: max(start, 0)].lstrip().startswith("/"):
+            return  # a path typed into a command line (`/image add ...`) is the command's
+        offer = offer_for(pasted, start, self._root())
+        if offer is None:
+            return
+        self.offer = offer
+        key = _key_for(self, "prompt_attach_image", "ctrl+t")
+        self.offer_line.update(
+            Content.assemble(
+                (offer.label, "bold"), f"  {key} attaches · esc keeps the text as pasted"
+            )
+        )
+        self.offer_line.add_class("-shown")
+
+    def decline_offer(self) -> None:
+        self.offer = None
+        self.offer_line.remove_class("-shown")
+
+    async def accept_offer(self) -> None:
+        """Attach the offered images with `/image add` (reported like a typed command),
+        then take the paths of those that were attached out of the prompt."""
+        offer = self.offer
+        self.decline_offer()
+        turns = getattr(self.app, "turns", None)
+        if offer is None or turns is None:
+            return
+        import shlex
+
+        attached = []
+        for image in offer.images:
+            result = await turns.run_command(f"/image add {shlex.quote(str(image.path))}")
+            if result is not None and result.ok:
+                attached.append(image)
+        if not attached:
+            return
+        if len(attached) < len(offer.images):
+            offer = with_images(offer, attached)
+        text = self.text
+        at = locate(offer, text)
+        if at is None:
+            return
+        area = self.area
+        doc = area.document
+        start = doc.get_location_from_index(at)
+        end = doc.get_location_from_index(at + len(offer.pasted))
+        area.move_cursor(area.replace(offer.rest, start, end).end_location)
+
+    def _root(self) -> Path:
+        """Where a relative pasted path starts: the project (as `/image add` reads it)."""
+        workspace = getattr(self.app, "workspace", None)
+        root = getattr(getattr(workspace, "config", None), "project_root", None)
+        return Path(root).resolve() if root else Path.cwd()
 
     # -- completion -------------------------------------------------------------
 
@@ -451,6 +541,12 @@ class PromptInput(Vertical, can_focus=False):
         self.completion_list.highlighted = event.option_index
         self.accept_completion()
         self.area.focus()
+
+
+def _key_for(node, binding_id: str, default: str) -> str:
+    """The key the app binds to `binding_id` now (a `[keymap]` may move it)."""
+    key_for = getattr(node.app, "key_for", None)
+    return key_for(binding_id, default) if key_for is not None else default
 
 
 __all__ = ["CommandCompletions", "PromptArea", "PromptInput"]
