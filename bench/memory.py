@@ -24,6 +24,11 @@ its own overhead stays out of the RSS runs). Runs alternate: RSS, traced, RSS,
 traced, ...; `--runs` of each. Reported: median and range per point, and the
 slope per reply after the third (least squares over replies 3..N, per run).
 
+`--first-reply`: what the first reply loads, step by step, each in a fresh
+process that has imported the app first (as it has when shown): the RSS each
+step adds (the `openai` SDK's import, its client, tiktoken's import, building
+the o200k_base encoding, then a full collection and `malloc_trim`), 5 runs.
+
 `--diagnose`: one traced run that prints the 25 source lines whose live
 allocations grew most between reply 3 and the last reply.
 
@@ -152,6 +157,65 @@ def child(args: argparse.Namespace) -> None:
     )
     app.run(headless=True, size=(120, 40), auto_pilot=drive)
     print(json.dumps({"points": points, "diagnose": diagnose}))
+
+
+def first_reply_steps() -> None:
+    """One process: the app imported, then what the first reply loads, one step at a time."""
+    import ctypes
+    import gc
+
+    import slop_tui.ui.app  # noqa: F401  (what a shown app has imported)
+
+    def client() -> None:
+        import openai
+
+        openai.AsyncOpenAI(api_key="x", base_url="http://127.0.0.1:9")
+
+    def encoding() -> None:
+        import threading
+
+        from slop_tui.context.tokens import get_encoding
+
+        worker = threading.Thread(target=get_encoding)  # the app builds it in a thread
+        worker.start()
+        worker.join()
+
+    steps = [
+        ("import openai", lambda: __import__("openai")),
+        ("openai.AsyncOpenAI()", client),
+        (
+            "import slop_tui.providers.openai_provider",
+            lambda: __import__("slop_tui.providers.openai_provider"),
+        ),
+        ("import tiktoken", lambda: __import__("tiktoken")),
+        ("o200k_base encoding built", encoding),
+        ("gc.collect()", gc.collect),
+        ("malloc_trim(0)", lambda: ctypes.CDLL("libc.so.6").malloc_trim(0)),
+    ]
+    out = {"app imported": rss_mb()}
+    for name, step in steps:
+        before = rss_mb()
+        step()
+        out[name] = rss_mb() - before
+    print(json.dumps(out))
+
+
+def first_reply_report(runs: int) -> None:
+    results = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, str(HERE), "--first-reply-child"],
+            stdout=subprocess.PIPE,
+            text=True,
+            check=True,
+            env=dict(os.environ, XDG_CACHE_HOME=tempfile.mkdtemp(prefix="slop-tui-memory-")),
+        )
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    import _common as c
+
+    rows = [[name, summary([r[name] for r in results])] for name in results[0]]
+    print(f"# bench/memory.py --first-reply: {c.machine()}, {runs} runs, median (min–max)\n")
+    print(c.table(["step", "RSS MB (first row: total; then added)"], rows))
 
 
 # -- the parent: the ledger, the server, the runs, the table --------------------------------
@@ -283,9 +347,18 @@ def main() -> None:
         help="set in the app's environment (e.g. MALLOC_ARENA_MAX=2); repeatable",
     )
     ap.add_argument("--no-trace", action="store_true", help="only the RSS runs")
+    ap.add_argument("--first-reply", action="store_true", help="what the first reply loads")
+    ap.add_argument("--first-reply-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
+        return
+    if args.first_reply_child:
+        first_reply_steps()
+        return
+    if args.first_reply:
+        sys.path.insert(0, str(HERE.parent))
+        first_reply_report(args.runs)
         return
 
     sys.path.insert(0, str(HERE.parent))
