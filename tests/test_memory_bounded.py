@@ -107,8 +107,8 @@ async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds
             for i in range(REPLIES):
                 text = f"reply number {i}"
                 await submit(pilot, text)
-                await finished(pilot, text, timeout=30)
-                await wait_for(pilot, lambda: not app.turns.phase, timeout=30)
+                await finished(pilot, text, timeout=180)
+                await wait_for(pilot, lambda: not app.turns.phase, timeout=180)
                 await pilot.pause()
                 gc.collect()
                 if i == 1:  # traced from here: the SDK's import and the tokenizer are done
