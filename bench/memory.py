@@ -405,7 +405,8 @@ def main() -> None:
         print(f"environment of the app: {' '.join(args.env)}")
     print(
         f"{args.size} session, {args.replies} replies of {args.deltas} deltas through the openai "
-        f"SDK; {args.runs} RSS runs and {args.runs} traced runs, interleaved; median (min–max)\n"
+        f"SDK; {len(rss_runs)} RSS runs and {len(traced_runs)} traced runs, interleaved; "
+        "median (min–max)\n"
     )
     print(report(rss_runs, traced_runs, args.replies))
     print()
