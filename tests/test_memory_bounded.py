@@ -9,8 +9,7 @@
   explicit bound are within it, and after the first `WARM` replies (the SDK's
   import, the tokenizer, Textual's and Rich's caches warming up) the traced
   heap's growth per reply (least squares, each point after a collection)
-  stays under `PER_REPLY_BYTES`: a cache that kept every reply's rendered
-  lines, or every request, goes over it.
+  stays under `PER_REPLY_BYTES`.
 """
 
 from __future__ import annotations
@@ -33,10 +32,10 @@ from tests.test_app_actions import finished, make_app, openai_env, seed, submit
 
 REPLIES = 12
 WARM = 4  # replies before the slope is taken
-# Measured here: ~0.6 MiB per reply (the fake server's own record of each request
-# included), most of it strips Textual keeps for the widgets that stay mounted; a
-# cache of every reply's rendered and styled lines, or every request, adds ~1 MiB
-# per reply on top.
+# Measured here: ~0.6 MiB per reply (0.8 MiB before unmounted blocks let go of their
+# lines), the fake server's own record of each request included; most of it is
+# strips (bench/results/2026-11-29-memory.md). A ceiling against a cache that grows
+# faster than today's, not the product's 0.5 MB target.
 PER_REPLY_BYTES = 1024 * 1024
 
 
