@@ -263,6 +263,18 @@ class RenderedLines(Widget):
 
     _styled: dict[int, tuple[Strip, Any, Strip]] | None = None
 
+    def forget_rendered(self) -> None:
+        """Let go of every line drawn so far (drawn again if needed)."""
+        self._styled = None
+        self._styles_cache.clear()
+
+    def on_unmount(self) -> None:
+        # An unmounted block may stay in memory a long while: the app's collector
+        # freezes what survives a collection (ui/collector.py), and a frozen block
+        # that becomes garbage is freed only by the next deep collection. Its lines,
+        # most of its size, are freed now, by reference count.
+        self.forget_rendered()
+
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         lines = self.rendered(width)
@@ -319,6 +331,10 @@ class AnswerBlock(RenderedLines, can_focus=True):
         if self.status == STATUS_ERROR:
             return "\n\n*! ended in an error*"
         return ""
+
+    def forget_rendered(self) -> None:
+        super().forget_rendered()
+        self._lines = None
 
     def rendered(self, width: int) -> list[Strip]:
         """The answer's lines at `width` cells (rendered once per width and theme)."""
@@ -460,6 +476,10 @@ class SettledMarkdown:
 
     def add(self, text: str) -> None:
         self.parts.append(text)
+
+    def forget(self) -> None:
+        """Drop the rendered lines (the parts stay; `rendered` draws them again)."""
+        self._width, self._look, self._lines, self._rendered = 0, "", [], 0
 
     def pending(self, width: int, look: MarkdownLook) -> tuple[int, list[str]]:
         """The parts not yet rendered at `width` in `look`, and where they start."""
@@ -670,6 +690,11 @@ class LiveAnswer(RenderedLines):
     def _open_lines(self, look: MarkdownLook, width: int, open_text: str) -> list[Strip]:
         shown, _ = state_lines(open_text.strip("\n"), self._in_state)
         return markdown_lines(look, shown, width) if shown.strip() else []
+
+    def forget_rendered(self) -> None:
+        super().forget_rendered()
+        self._cache = None
+        self.settled.forget()
 
     def on_unmount(self) -> None:
         if self.stream is not None:

@@ -1,0 +1,132 @@
+"""Memory while replies stream: the caches the workspace fills stay within their bounds.
+
+- An answer block that leaves the screen lets go of its drawn lines at once
+  (its rendered and styled lines, Textual's lines cache): the app's collector
+  freezes what survives a collection, so a block unmounted later would
+  otherwise keep them until the next deep collection (ui/collector.py).
+- The real app streams a dozen replies from the fake server through the
+  `openai` SDK into a seeded session. After every reply the caches with an
+  explicit bound are within it, and after the first `WARM` replies (the SDK's
+  import, the tokenizer, Textual's and Rich's caches warming up) the traced
+  heap's growth per reply (least squares, each point after a collection)
+  stays under `PER_REPLY_BYTES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import statistics
+import tracemalloc
+
+from textual.app import App
+
+from slop_tui import message_parser
+from slop_tui.context.tokens import count_cache
+from slop_tui.ui.themes import load_themes, register_themes
+from slop_tui.ui.widgets.blocks import AnswerBlock, RenderedLines
+from slop_tui.ui.widgets.conversation import ConversationView
+from tests.fakeserver import Reply, wait_for
+from tests.test_app import project, started  # noqa: F401  (the fixture)
+from tests.test_app_actions import finished, make_app, openai_env, seed, submit
+
+REPLIES = 12
+WARM = 4  # replies before the slope is taken
+# Measured here: ~0.6 MiB per reply (0.8 MiB before unmounted blocks let go of their
+# lines), the fake server's own record of each request included; most of it is
+# strips (bench/results/2026-11-29-memory.md). A ceiling against a cache that grows
+# faster than today's, not the product's 0.5 MB target.
+PER_REPLY_BYTES = 1024 * 1024
+
+
+def answer(i: int) -> str:
+    """A markdown answer of ~40 lines: headings, a list, a fenced code block."""
+    body = [f"## Step {i}", ""]
+    for k in range(12):
+        body.append(f"Line {k} of answer {i} explains the ledger window and the token gauge.")
+    body += ["", "- first item with `code`", "- second item", "", "```python"]
+    body += [f"def step_{i}_{k}(x):\n    return x + {k}" for k in range(6)]
+    body += ["```", "", f"Done with answer {i}."]
+    return "\n".join(body)
+
+
+def slope(values: list[float]) -> float:
+    xs = list(range(len(values)))
+    mx, my = statistics.fmean(xs), statistics.fmean(values)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, values, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+class AnswersApp(App):
+    def on_mount(self) -> None:
+        register_themes(self, load_themes(user_dir=None))
+
+    def compose(self):
+        yield AnswerBlock(answer(1))
+        yield AnswerBlock(answer(2))
+
+
+async def test_an_unmounted_answer_lets_go_of_its_drawn_lines():
+    app = AnswersApp()
+    async with app.run_test(size=(80, 60)) as pilot:
+        await pilot.pause()
+        first, second = app.query(AnswerBlock)
+        assert first._lines is not None and first._styled  # drawn: rendered and styled
+        assert first._styles_cache._cache
+        await first.remove()
+        await pilot.pause()
+        assert first._lines is None and first._styled is None
+        # (A last repaint at width 0 may leave blanks in Textual's cache: no text.)
+        assert all(line.cell_length == 0 for line in first._styles_cache._cache.values())
+        assert second._lines is not None and second._styled  # the one still shown keeps them
+
+
+def lru_bounded(fn: functools._lru_cache_wrapper) -> bool:
+    info = fn.cache_info()
+    return info.maxsize is not None and info.currsize <= info.maxsize
+
+
+async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds(
+    fake_llm,
+    project,  # noqa: F811
+    monkeypatch,
+):
+    openai_env(monkeypatch, fake_llm)
+    await seed(project, [(f"question {i}", answer(i)) for i in range(30)])
+    served = iter(range(100, 10_000))
+    # Every request (the turns, and the background summaries after them) gets a new answer.
+    fake_llm.default_reply = lambda req: Reply(text=answer(next(served)), chunk_size=40)
+    app = make_app(project)
+    heap: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        view = app.query_one(ConversationView)
+        try:
+            for i in range(REPLIES):
+                text = f"reply number {i}"
+                await submit(pilot, text)
+                await finished(pilot, text, timeout=180)
+                await wait_for(pilot, lambda: not app.turns.phase, timeout=180)
+                await pilot.pause()
+                gc.collect()
+                if i == 1:  # traced from here: the SDK's import and the tokenizer are done
+                    tracemalloc.start()
+                if i >= WARM:
+                    heap.append(tracemalloc.get_traced_memory()[0])
+                # Explicit bounds, checked after every reply.
+                assert view.mounted_blocks <= view.max_blocks
+                assert len(count_cache()) <= count_cache().limit
+                for widget in app.query(RenderedLines):
+                    styled = widget._styled or {}
+                    lines = widget.rendered(widget.content_size.width)
+                    assert len(styled) <= 2 * len(lines) + 64 + 1
+        finally:
+            tracemalloc.stop()
+    assert lru_bounded(message_parser._loads)
+    assert lru_bounded(message_parser._calls_of)
+    growth = slope(heap)
+    assert growth < PER_REPLY_BYTES, (
+        f"the heap grows {growth / 1024:.1f} KiB per reply after the {WARM}th "
+        f"(bound {PER_REPLY_BYTES / 1024:.0f} KiB): {[round(h / 1024) for h in heap]}"
+    )
