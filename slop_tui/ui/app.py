@@ -243,8 +243,8 @@ class SlopApp(App):
             self.notify(warning, severity="warning", timeout=15)
         import asyncio
 
-        # Probing bwrap starts a process (~30 ms): not on the event loop.
-        await asyncio.to_thread(lambda: ws.sandbox)
+        # Probing bwrap starts a process (~30 ms): in a thread, while the ledger is read.
+        probe = asyncio.ensure_future(asyncio.to_thread(lambda: ws.sandbox))
         name, warns = pick_theme(self.available_themes, await saved_theme(ws.ledger), config.theme)
         self.theme = name
         for w in warns:
@@ -253,6 +253,7 @@ class SlopApp(App):
         # count with stored and cached counts; the encoding is built at the first
         # submit (`TurnController.ensure_tokenizer`).
         history = await ws.ledger.get_setting("prompt_history")
+        await probe  # the header says whether the tools are sandboxed
         # The conversation first: its frame is drawn before the side panes are built.
         await self.workspace_screen.show_conversation(json.loads(history) if history else [])
         from slop_tui.ui.startup import release_first_frame
