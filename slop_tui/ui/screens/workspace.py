@@ -179,7 +179,7 @@ class WorkspacePanes(Screen):
         """After the conversation's frame: every side pane filled in one frame (the
         conversation's marks and tier labels with them); from then on a write of
         another process (`slop-tui exec`, a second workspace) shows within a second."""
-        await frame_drawn(self.app, timeout=0.1)
+        await frame_drawn(self.app, timeout=1.0)  # the conversation's frame is out first
         ws = self.workspace
         if ws is not None and self.app.is_running:
             with self.unless_closing():
