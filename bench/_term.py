@@ -47,6 +47,7 @@ KEYS = {
     "f2": b"\x1bOQ",
     "f3": b"\x1bOR",
     "ctrl+u": b"\x15",
+    "ctrl+p": b"\x10",
     "ctrl+q": b"\x11",
     "backspace": b"\x7f",
     "enter": b"\r",

@@ -10,20 +10,25 @@ chunks stamped when read, a blinking cursor is not a change), nothing of the
 app patched. Its ledger is bench/tui.py's (empty, 2,000 and 20,000 messages),
 with a marker word put at the end of each session's last answer.
 
-- **shown**: process start (just before the spawn) → the chunk after which the
-  marker is on screen and nothing changes for 0.6 s: the time of the last
-  change before that quiet. The empty session's marker is its name in the
-  header, which the app writes once the ledger is open.
+- **first useful frame**: process start (just before the spawn) → the first
+  chunk after which the marker and the prompt (its placeholder) are both on
+  screen: what a user can read and type into. The empty session's marker is its
+  name in the header, which the app writes once the ledger is open.
+- **shown** (settled): from there, every pane drawn (the side panes' last
+  title, "Context preview", on screen) and nothing changes for 0.6 s: the time
+  of the last change before that quiet.
 - **hello-world**: bench/screen_hello.py (Header, one Static, Footer), started
   the same way in the same run, interleaved with the sessions; ratios are
-  slop-tui's median over its median (and the range of the per-run ratios).
+  slop-tui's median over its median (and the range of the per-run ratios). Its
+  first useful frame is its marker on screen, its settled time as slop-tui's.
 - **key → screen**: a key written to the pty → the first chunk after which the
   screen shows its effect: the prompt holds the text typed so far (typing and
   backspace), the groups pane's highlighted row is another one (`up` after F3),
   the conversation's lines moved down or were replaced (PageUp, ctrl+u, after a
   click on a line of text in the conversation; `end` goes back between the
-  two). Idle keys wait for 50 ms of quiet first (conversation keys 0.3 s: their
-  effect can take several frames); all keys are 30-90 ms apart. Then the same four
+  two, after every six), the command palette's field is on screen (ctrl+p; Esc
+  closes it, unmeasured). Idle keys wait for 50 ms of quiet first (conversation
+  keys 0.3 s: their effect can take several frames); all keys are 30-90 ms apart. Then the same five
   while a reply streams: the app's provider is an OpenAI-compatible one pointed
   at tests/fakeserver.py on 127.0.0.1, sending 200 deltas/s of markdown.
 - **memory**: VmHWM (peak resident set) from /proc/PID/status when shown, and
@@ -39,8 +44,9 @@ phases. cProfile roughly doubles every time; read its shares, not its ms.
 Every start is measured `--runs` times (default 5); keys are measured in every
 run and pooled: median, p99 and max. `--quick`: 2 runs, 10 keys per case.
 
-Targets (black-box clock): 2,000 and 20,000 messages shown <= 0.6 s and
-<= 1.5x the hello-world app; every key <= 16 ms at p99, streaming included;
+Targets (black-box clock), at 2,000 and 20,000 messages: the first useful
+frame <= 1.5x the hello-world app's, settled <= 2x its settled time (and
+<= 0.6 s); every key <= 16 ms at p99 idle and <= 33 ms while a reply streams;
 <= 100 MB VmHWM at 20,000 messages when shown.
 """
 
@@ -83,8 +89,13 @@ LABEL = {
 }
 MARK = {"2k": "endmark2k", "20k": "endmark20k"}
 SHOWN_TARGET_S = 0.6
-RATIO_TARGET = 1.5
+FIRST_RATIO_TARGET = 1.5  # first useful frame ÷ the hello-world app's
+RATIO_TARGET = 2.0  # settled ÷ the hello-world app's
 KEY_TARGET_MS = 16.0
+KEY_STREAMING_TARGET_MS = 33.0  # two frames, while a reply streams
+PROMPT_HINT = "Type a prompt"  # the prompt's placeholder: the prompt is on screen
+LAST_PANE = "Context preview"  # the last side pane's title: every pane is drawn
+PALETTE_HINT = "Search for commands"  # the command palette's field is on screen
 RSS_TARGET_MB = 100.0
 QUIET_S = 0.6
 STREAM_MARK = "streamstart"
@@ -260,7 +271,8 @@ def moved_down(old: list[str], new: list[str]) -> bool:
 @dataclass
 class Run:
     app: str
-    shown: float | None = None  # s from process start
+    shown: float | None = None  # s from process start to settled
+    first: float | None = None  # s from process start to the first useful frame
     first_output: float | None = None
     rss_shown_mb: float | None = None
     cpu_shown: float | None = None
@@ -309,10 +321,13 @@ def measure_start(starter: Starter, app: str, tag: str, *, keys: int, timeout: f
     term, db = starter.start(app, tag)
     try:
         marker = starter.marker(app)
-        seen = term.pump(lambda t: t.find(marker) is not None, timeout)
+        seen = term.pump(lambda t: t.find(marker) is not None and useful(app, t), timeout)
         if seen is None:
             run.note = f"the marker never showed in {timeout:.0f} s"
             return run
+        run.first = seen - term.t0
+        if app != "hello" and term.pump(lambda t: t.find(LAST_PANE) is not None, timeout) is None:
+            run.note = f"the side panes never showed in {timeout:.0f} s"
         last = term.settle(QUIET_S, timeout)
         if last is None:
             run.note = "the screen never settled"
@@ -329,6 +344,11 @@ def measure_start(starter: Starter, app: str, tag: str, *, keys: int, timeout: f
             for p in db.parent.glob(db.name + "*"):
                 p.unlink()
     return run
+
+
+def useful(app: str, term: Term) -> bool:
+    """Whether the screen can be read and typed into: slop-tui's prompt is drawn."""
+    return app == "hello" or term.find(PROMPT_HINT) is not None
 
 
 class KeyCases:
@@ -348,6 +368,7 @@ class KeyCases:
     def all(self) -> None:
         has_groups = self.run.app != "empty"
         self.typing("typing in the prompt, idle", idle=True)
+        self.palette("ctrl+p (the command palette), idle", idle=True)
         if has_groups:
             self.groups("up in the groups pane, idle", idle=True)
             self.conversation("pageup", "PageUp in the conversation, idle", idle=True)
@@ -357,6 +378,7 @@ class KeyCases:
         if not self.start_stream():
             return
         self.typing("typing in the prompt, reply streaming", idle=False)
+        self.palette("ctrl+p (the command palette), reply streaming", idle=False)
         if has_groups:
             self.groups("up in the groups pane, reply streaming", idle=False)
             self.conversation("pageup", "PageUp in the conversation, reply streaming", idle=False)
@@ -452,9 +474,22 @@ class KeyCases:
             before = region(self.term, box)
             return lambda t: older_in_view(before, region(t, box))
 
-        for _ in range(min(self.presses, 6)):
-            self.press(case, key, probe_for, idle, rest=0.3)
-        self.quiet("end", 0.5)
+        # Six at a time (older pages come into view), then back to the newest.
+        for first in range(0, self.presses, 6):
+            for _ in range(min(6, self.presses - first)):
+                self.press(case, key, probe_for, idle, rest=0.3)
+            self.quiet("end", 0.5)
+
+    def palette(self, case: str, idle: bool) -> None:
+        """ctrl+p opens the command palette (its field shows); Esc closes it, unmeasured."""
+        self.quiet("f2")
+
+        def probe_for() -> Callable[[Term], bool]:
+            return lambda t: t.find(PALETTE_HINT) is not None
+
+        for _ in range(self.presses):
+            self.press(case, "ctrl+p", probe_for, idle, rest=0.1)
+            self.quiet("escape", 0.2)
 
     def text_line(self, box: tuple[int, int, int, int]) -> tuple[int, int]:
         """Where a click focuses the conversation and does nothing else: a line of
@@ -718,6 +753,37 @@ def main() -> None:
     )
 
 
+def ratio_rows(
+    results: dict[str, list[Run]], key: str, label: str, target: float
+) -> list[list[str]]:
+    """slop-tui's median of `key` over the hello-world app's, per session, with the
+    range of the per-run ratios (each run's start against the same run's hello)."""
+    rows = []
+    hello = [getattr(r, key) for r in results["hello"] if getattr(r, key)]
+    for app in APPS[1:]:
+        v = [getattr(r, key) for r in results[app] if getattr(r, key)]
+        if not v or not hello:
+            continue
+        pairs = [
+            getattr(a, key) / getattr(b, key)
+            for a, b in zip(results[app], results["hello"], strict=False)
+            if getattr(a, key) and getattr(b, key)
+        ]
+        ratio = c.median(v) / c.median(hello)
+        lim = target if app in ("2k", "20k") else None
+        rows.append(
+            [
+                label,
+                LABEL[app],
+                f"{ratio:.2f}×",
+                f"{min(pairs):.2f}–{max(pairs):.2f} per run" if len(pairs) > 1 else "",
+                f"≤ {lim}×" if lim else "",
+                c.verdict(ratio, lim) if lim else "",
+            ]
+        )
+    return rows
+
+
 def print_report(
     results: dict[str, list[Run]], runs: int, presses: int, load, extra_env: list[str]
 ) -> None:
@@ -742,6 +808,19 @@ def print_report(
         return f"{min(v):{fmt}}–{max(v):{fmt}}" if len(v) > 1 else ""
 
     for app in APPS:
+        v = vals(app, "first")
+        if v:
+            rows.append(
+                [
+                    "process start → first useful frame (last message and prompt)",
+                    LABEL[app],
+                    f"{c.median(v):.2f} s",
+                    spread(v, ".2f"),
+                    "",
+                    "",
+                ]
+            )
+    for app in APPS:
         v = vals(app, "shown")
         if not v:
             continue
@@ -756,28 +835,11 @@ def print_report(
                 c.verdict(c.median(v), lim) if lim else "",
             ]
         )
-    hello = vals("hello", "shown")
-    for app in APPS[1:]:
-        v = vals(app, "shown")
-        if not v or not hello:
-            continue
-        pairs = [
-            a.shown / b.shown
-            for a, b in zip(results[app], results["hello"], strict=False)
-            if a.shown and b.shown
-        ]
-        ratio = c.median(v) / c.median(hello)
-        lim = RATIO_TARGET if app in ("2k", "20k") else None
-        rows.append(
-            [
-                "shown ÷ hello-world app shown",
-                LABEL[app],
-                f"{ratio:.2f}×",
-                spread(pairs, ".2f") + " per run" if len(pairs) > 1 else "",
-                f"≤ {lim}×" if lim else "",
-                c.verdict(ratio, lim) if lim else "",
-            ]
-        )
+    for key, label, target in (
+        ("first", "first useful frame ÷ hello-world app's", FIRST_RATIO_TARGET),
+        ("shown", "shown ÷ hello-world app shown", RATIO_TARGET),
+    ):
+        rows += ratio_rows(results, key, label, target)
     for app in APPS:
         v = vals(app, "cpu_shown")
         if v:
@@ -803,6 +865,7 @@ def print_report(
                 continue
             note = f", {missed} without effect in 5 s" if missed else ""
             p99 = pctl(pooled, 0.99) if pooled else float("inf")
+            target = KEY_STREAMING_TARGET_MS if "streaming" in case else KEY_TARGET_MS
             rows.append(
                 [
                     f"key → screen, {case}",
@@ -811,8 +874,8 @@ def print_report(
                     f"median {c.median(pooled):.1f} / max {max(pooled):.1f} ms (n={len(pooled)}{note})"
                     if pooled
                     else f"n=0{note}",
-                    f"≤ {KEY_TARGET_MS:.0f} ms at p99",
-                    c.verdict(p99, KEY_TARGET_MS) if not missed else "FAIL",
+                    f"≤ {target:.0f} ms at p99",
+                    c.verdict(p99, target) if not missed else "FAIL",
                 ]
             )
     for app in APPS:

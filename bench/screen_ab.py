@@ -14,8 +14,10 @@ commit before a change, installed in a worktree of its own:
 bench/screen.py's measure (a 120x40 pty read by pyte, the same ledger and
 fake provider), started for every build and size in turn, in every run, with
 the hello-world app once per run: the machine's noise falls on every build
-alike. Prints, per build and size, the median (min-max) of shown and of the
-CPU time until shown, the ratio to the hello-world app, and with `--keys N`
+alike. Prints, per build and size, the median (min-max) of the first useful frame
+and of settled (bench/screen.py's two measures), each with its ratio to the
+hello-world app's (and the range of the per-run ratios), the CPU time until
+settled, and with `--keys N`
 each key case's p99 and median over the runs (N keys per case and run) and
 the median (min-max) of each run's p99.
 """
@@ -49,6 +51,21 @@ asyncio.run(tui.build(pathlib.Path(sys.argv[2]), False))
 def _spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
     values = [v * scale for v in values]
     return f"{statistics.median(values):.3f} {unit} ({min(values):.3f}–{max(values):.3f})"
+
+
+def _ratios(runs, hello, key: str, hello_median: float) -> str:
+    """The median's ratio to the hello-world app's median, and the range of the per-run
+    ratios (each start against the hello-world start of the same run)."""
+    values = [getattr(r, key) for r in runs if getattr(r, key)]
+    if not values:
+        return ""
+    pairs = [
+        getattr(a, key) / getattr(b, key)
+        for a, b in zip(runs, hello, strict=False)
+        if getattr(a, key) and getattr(b, key)
+    ]
+    spread = f" ({min(pairs):.2f}–{max(pairs):.2f})" if len(pairs) > 1 else ""
+    return f"{statistics.median(values) / hello_median:.2f}×{spread}"
 
 
 def _p99(values: list[float]) -> float:
@@ -120,19 +137,23 @@ def main() -> None:
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} run(s), "
         "builds interleaved; median (min–max)\n"
     )
+    hello_first = statistics.median(r.first for r in hello if r.first is not None)
     hello_shown = statistics.median(r.shown for r in hello if r.shown is not None)
     hello_mb = [r.rss_shown_mb for r in hello if r.rss_shown_mb]
     rows = [
         [
             "hello-world app",
             "",
-            _spread([r.shown for r in hello if r.shown]),
-            "",
+            _spread([r.first for r in hello if r.first]),
             "1.00×",
+            _spread([r.shown for r in hello if r.shown]),
+            "1.00×",
+            "",
             f"{statistics.median(hello_mb):.0f} MB" if hello_mb else "",
         ]
     ]
     for (name, size), runs in results.items():
+        first = [r.first for r in runs if r.first is not None]
         shown = [r.shown for r in runs if r.shown is not None]
         cpu = [r.cpu_shown for r in runs if r.cpu_shown is not None]
         mb = [r.rss_shown_mb for r in runs if r.rss_shown_mb is not None]
@@ -140,13 +161,24 @@ def main() -> None:
             [
                 name,
                 size,
+                _spread(first) if first else "not shown",
+                _ratios(runs, hello, "first", hello_first),
                 _spread(shown) if shown else "not shown",
+                _ratios(runs, hello, "shown", hello_shown),
                 _spread(cpu) if cpu else "",
-                f"{statistics.median(shown) / hello_shown:.2f}×" if shown else "",
                 f"{statistics.median(mb):.0f} MB ({min(mb):.0f}–{max(mb):.0f})" if mb else "",
             ]
         )
-    headers = ["build", "session", "shown", "CPU until shown", "÷ hello-world", "VmHWM shown"]
+    headers = [
+        "build",
+        "session",
+        "first useful frame",
+        "÷ hello-world",
+        "settled",
+        "÷ hello-world",
+        "CPU until settled",
+        "VmHWM settled",
+    ]
     print(c.table(headers, rows))
     if args.keys:
         cases = sorted({k for runs in results.values() for r in runs for k in r.keys})

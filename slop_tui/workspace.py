@@ -364,17 +364,22 @@ class Workspace:
         *,
         rows_prompt_chars: int = 240,
         prompts_for_newest: int | None = None,
+        rows: list[tuple] | None = None,
     ) -> Snapshot:
         """One read of what the panes show after `changed`: the plan of the next request
         always (with the provider, the session and the token figures), the group
-        list's rows, the sessions and STATE only when the change touches them."""
+        list's rows, the sessions and STATE only when the change touches them.
+        `rows`: the group rows read already (the first screen's), not read again."""
         choice = await self.provider_choice()
         sess = await self.current()
-        rows = sessions = state = failed = None
-        if changed & _READS_ROWS:
+        sessions = state = failed = None
+        if not changed & _READS_ROWS:
+            rows = None
+        elif rows is None:
             rows = await self.ledger.group_rows(
                 self.session, rows_prompt_chars, prompts_for_newest=prompts_for_newest
             )
+        if rows is not None:
             # Only a group with an error row can hold a failed prompt: no query otherwise.
             errors = any(row[5] == STATUS_ERROR for row in rows)
             failed = await self.ledger.failed_prompts(self.session) if errors else []

@@ -275,3 +275,73 @@ async def test_a_letter_waiting_as_the_app_closes_does_nothing(project):
             stack.extend(shown)
         assert held is not None and not app.keys.holding
         assert await live_groups(app.workspace) == [1]  # the letter did not act
+
+
+# Before the side panes are filled (the first frames show the conversation and the
+# prompt; the panes' contents follow): a command sent with Enter, typing, and a pane key (f3 and the group
+# list's `up`), as a user types them at start-up.
+EARLY_COMMAND = "/context window 3"
+EARLY_KEYS = ["h", "i", "f3", "up", "up"]
+
+
+async def _outcome(app, pilot) -> tuple:
+    await settle(pilot)
+    return (
+        prompt_text(app),
+        type(app.focused).__name__,
+        app.query_one(GroupList).highlighted,
+        (await app.workspace.current()).window_size,
+    )
+
+
+async def _type_early_keys(pilot) -> None:
+    burst(pilot.app, EARLY_COMMAND)
+    pilot.app.post_message(events.Key("enter", "\r"))
+    await pilot.press(*EARLY_KEYS)
+
+
+async def test_keys_typed_before_the_side_panes_are_filled_land_as_they_do_after(
+    project, monkeypatch
+):
+    from slop_tui.ui.screens.workspace import WorkspacePanes
+
+    await seed(project, [(f"question {i}", f"answer {i}") for i in range(1, 6)], window=5)
+    # After the panes: the keys typed once the workspace is ready.
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await _type_early_keys(pilot)
+        await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
+        after = await _outcome(app, pilot)
+        await app.workspace.ledger.set_window(app.workspace.session, 5)
+    assert after[:2] == ("hi", "GroupList") and after[3] == 3
+
+    # Before the panes: the same keys while the side panes wait (held here).
+    real = WorkspacePanes.show_side_panes
+    reached, go = asyncio.Event(), asyncio.Event()
+
+    async def held(self):
+        reached.set()
+        await go.wait()
+        await real(self)
+
+    monkeypatch.setattr(WorkspacePanes, "show_side_panes", held)
+    app = make_app(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, reached.is_set)
+        screen = app.workspace_screen
+        assert app.query(AnswerBlock)  # the conversation is there, the panes are empty
+        assert not screen.side_panes_filled and app.query_one(GroupList).option_count == 0
+        burst(app, EARLY_COMMAND)
+        await settle(pilot)
+        assert prompt_text(app) == EARLY_COMMAND  # typing lands at once
+        app.post_message(events.Key("enter", "\r"))
+        await pilot.press(*EARLY_KEYS)
+        await settle(pilot)
+        # The rest waits for the panes, in order: nothing sent, nothing typed yet.
+        assert prompt_text(app) == EARLY_COMMAND
+        assert (await app.workspace.current()).window_size == 5
+        go.set()
+        await started(pilot)
+        await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
+        assert await _outcome(app, pilot) == after

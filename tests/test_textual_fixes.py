@@ -9,6 +9,7 @@ from textual.document._document import Document
 from textual.document._wrapped_document import WrappedDocument
 
 from slop_tui.ui import textual_fixes as fixes
+from tests.fakeserver import wait_for
 
 ORIGINAL_OFFSETS = fixes._compute_wrap_offsets
 ORIGINAL_TABS = fixes._get_tab_widths
@@ -94,8 +95,10 @@ async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount(tmp
     try:
         app = SlopApp(db=str(tmp_path / "slop.db"), user_themes=False, blink=False)
         async with app.run_test(size=(120, 40)) as pilot:
+            # Once the side panes are shown (their reveal restyles them, after the first frame).
+            await wait_for(pilot, lambda: app.ready or app.startup_error is not None, timeout=15)
             await pilot.pause()
-            main = app.screen
+            main = app.workspace_screen  # (the demo's first-run panel may be over it)
             assert main.__dict__.get("_slop_resumed")
             assert max(updates, default=0) < len(styles(main)) - 1  # no whole-screen restyle
             before = styles(main)

@@ -15,6 +15,7 @@ from slop_tui.config import load_config
 from slop_tui.context import tokens
 from slop_tui.records import NewMessage
 from slop_tui.ui.app import SlopApp
+from slop_tui.ui.widgets.blocks import AnswerBlock
 from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
 from slop_tui.ui.widgets.groups import GroupList
 from slop_tui.ui.widgets.preview import ContextPreview
@@ -315,14 +316,20 @@ async def test_an_app_made_outside_the_command_highlights_at_once(project):
 
 class _Frames:
     """Records each frame the app hands to its driver (`App._display`; a headless
-    app drops it there), and what the group list held when it was drawn."""
+    app drops it there): how many groups the group list held when it was drawn,
+    how many the conversation showed, and whether the side panes were still
+    unseen (`-filling`)."""
 
     def __init__(self, app: SlopApp) -> None:
         self.rows: list[int] = []
+        self.conversation: list[int] = []
+        self.unseen: list[bool] = []
         display = app._display
 
         def recording(screen, renderable):
             self.rows.append(len(app.query_one(GroupList)._rows))
+            self.conversation.append(len(app.query(AnswerBlock)))
+            self.unseen.append(app.query_one("#left").has_class("-filling"))
             return display(screen, renderable)
 
         app._display = recording  # type: ignore[method-assign]
@@ -353,7 +360,12 @@ def gated_open(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     return gate
 
 
-async def test_the_first_frame_shows_the_filled_panes(project, held, monkeypatch):
+async def test_the_first_frame_shows_the_conversation_and_the_panes_follow_complete(
+    project, held, monkeypatch
+):
+    """The conversation first: its frame has the newest groups and the prompt, typed
+    into already; the side panes are laid out but unseen until one frame shows
+    them filled (a pane is never drawn empty, then full)."""
     await seed(project, n=3)
     gate = gated_open(monkeypatch)
     app = app_for(project)
@@ -364,8 +376,12 @@ async def test_the_first_frame_shows_the_filled_panes(project, held, monkeypatch
         await pilot.press(*"early")  # typed before anything is drawn: kept
         gate.set()
         await started(pilot)
-        await wait_for(pilot, lambda: frames.rows)
-        assert frames.rows[0] == 3  # the first frame drawn already lists the groups
+        await wait_for(pilot, lambda: frames.rows and frames.rows[-1] == 3)
+        assert frames.conversation[0] == 3  # the first frame drawn shows the conversation
+        assert frames.rows[0] == 0 and frames.unseen[0]  # ... and the panes unseen
+        # From the first frame with the panes seen, they are filled.
+        seen = [rows for rows, unseen in zip(frames.rows, frames.unseen, strict=True) if not unseen]
+        assert seen and all(rows == 3 for rows in seen)
         assert app._batch_count == 0
         assert app.query_one(PromptInput).text == "early"
 

@@ -99,6 +99,7 @@ class SlopApp(App):
             self,
             panes_screen=lambda: self.workspace_screen,
             typing_target=self._typing_target,
+            busy=self._prompt_busy,
         )
         self._drawn_title = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
@@ -206,9 +207,11 @@ class SlopApp(App):
                 self.workspace = None
             self.startup_error = str(exc)
             screen.show_banner(str(exc))
+            screen.reveal_side_panes()
             return
         finally:
             release_first_frame(self)
+            self.keys.panes_filled()  # the keys typed before the side panes, in order
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
@@ -240,8 +243,8 @@ class SlopApp(App):
             self.notify(warning, severity="warning", timeout=15)
         import asyncio
 
-        # Probing bwrap starts a process (~30 ms): not on the event loop.
-        await asyncio.to_thread(lambda: ws.sandbox)
+        # Probing bwrap starts a process (~30 ms): in a thread, while the ledger is read.
+        probe = asyncio.ensure_future(asyncio.to_thread(lambda: ws.sandbox))
         name, warns = pick_theme(self.available_themes, await saved_theme(ws.ledger), config.theme)
         self.theme = name
         for w in warns:
@@ -250,7 +253,13 @@ class SlopApp(App):
         # count with stored and cached counts; the encoding is built at the first
         # submit (`TurnController.ensure_tokenizer`).
         history = await ws.ledger.get_setting("prompt_history")
-        await self.workspace_screen.show_workspace(json.loads(history) if history else [])
+        await probe  # the header says whether the tools are sandboxed
+        # The conversation first: its frame is drawn before the side panes are built.
+        await self.workspace_screen.show_conversation(json.loads(history) if history else [])
+        from slop_tui.ui.startup import release_first_frame
+
+        release_first_frame(self)
+        await self.workspace_screen.show_side_panes()
 
     def _pace_collector(self) -> None:
         self.collector.tick(busy=self.turns.busy or bool(self.turns.phase))
@@ -269,13 +278,11 @@ class SlopApp(App):
             ),
         ):
             self.collector.note_input()
-            if (
-                isinstance(event, events.Key)
-                and not event.is_forwarded
-                and self.screen is self.workspace_screen
-                and await self.keys.intercept(event)
-            ):
-                return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
+            if isinstance(event, events.Key) and not event.is_forwarded:
+                if self.keys.kept_until_panes(event):
+                    return  # typed before the side panes are mounted: handled after, in order
+                if self.screen is self.workspace_screen and await self.keys.intercept(event):
+                    return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
         await super().on_event(event)
 
     def on_key(self, event: events.Key) -> None:
@@ -285,6 +292,11 @@ class SlopApp(App):
 
     def on_paste(self, event: events.Paste) -> None:
         self.keys.route_paste(event)
+
+    def _prompt_busy(self) -> bool:
+        """The prompt holds the keys typed behind a line it sent, until the line is taken."""
+        prompts = self.workspace_screen.query(PromptInput)
+        return bool(prompts) and prompts.first().held is not None
 
     def _typing_target(self) -> TextArea | Input | None:
         """Where stray typing goes: the prompt, or the first text field of a dialog."""

@@ -18,6 +18,11 @@ The rule (docs/usage.md, "Where keys go"):
    Enter, an F-key) lets the waiting letter act first, then goes where the
    focus is after it (the STATE pane's `e` then End: the end of the editor). Dialogs answer their keys at
    once (their own guard against type-ahead is in ui/screens/dialogs.py).
+4. Before the side panes are filled (the first frames show the conversation and
+   the prompt; the panes' contents follow), typing into the prompt lands at once;
+   any other key (an F-key, Enter, ctrl+p, a scroll key), and every key after it,
+   is kept and handled in order, one at a time, once the panes are filled
+   (`kept_until_panes`): it lands as it would have a moment later.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ def is_text(event: events.Key) -> bool:
 
 def _reads_as_text(run: str) -> bool:
     return any(c.isalnum() or c == " " for c in run)
+
+
+def _edits_text(event: events.Key) -> bool:
+    """A key a text field takes as an edit of its text: a character, or backspace."""
+    return is_text(event) or event.key == "backspace"
 
 
 def is_editor(widget: object) -> bool:
@@ -80,11 +90,15 @@ class KeyRouter:
     so a burst's later keys follow a focus change made for its first ones. `route`
     handles the keys of other screens (dialogs) once the focused widget passed them."""
 
-    def __init__(self, app: App, *, panes_screen, typing_target) -> None:
+    def __init__(self, app: App, *, panes_screen, typing_target, busy=lambda: False) -> None:
         self.app = app
         self._panes_screen = panes_screen  # () -> the screen whose pane letters wait
         self._typing_target = typing_target  # () -> TextArea | Input | None
         self._held: _Held | None = None
+        self._panes_up = False  # the side panes are filled (`panes_filled`)
+        self._kept: list[events.Key] = []  # keys waiting for the panes, in order
+        self._replay: events.Key | None = None  # a kept key posted again, not yet handled
+        self._busy = busy  # () -> True while the keys typed now would wait anyway
 
     @property
     def holding(self) -> bool:
@@ -111,6 +125,48 @@ class KeyRouter:
             return True
         self._type(event.character or "")
         return True
+
+    def kept_until_panes(self, event: events.Key) -> bool:
+        """Every key the app receives, first: True when it is kept for later (the side
+        panes are not filled yet, or keys kept before it are still to be handled)."""
+        if event is self._replay:
+            self._replay = None
+            # The next kept key once this one is handled, with what it asked for (a focus
+            # moved with `focus()`, an action, a line sent): after the next frame.
+            self.app.call_after_refresh(self._post_next)
+            return False
+        if not self._kept and self._replay is None:
+            if self._panes_up or (is_editor(self.app.focused) and _edits_text(event)):
+                return False
+        self._kept.append(event)
+        return True
+
+    def panes_filled(self) -> None:
+        """The side panes show the workspace (or it failed to open): the keys kept
+        meanwhile are handled, in order."""
+        if not self._panes_up:
+            self._panes_up = True
+            self._post_next()
+
+    def _post_next(self) -> None:
+        """The next kept key, as the terminal would send it, once the one before it is
+        handled: one at a time, as typed, not as a burst."""
+        if not self._kept or self._replay is not None:
+            return
+        if self._busy() or not self._quiet():  # the key before is still being handled
+            self.app.set_timer(0.01, self._post_next, name="kept-keys")
+            return
+        event = self._kept.pop(0)
+        self._replay = events.Key(event.key, event.character)
+        self.app.post_message(self._replay)
+
+    def _quiet(self) -> bool:
+        """No message waits for the app, its screen or the focused widget's chain (where
+        the key before went, with what it asked for)."""
+        app = self.app
+        focused = app.focused
+        chain = [app, app.screen, *(focused.ancestors_with_self if focused else ())]
+        return all(node.message_queue_size == 0 for node in chain)
 
     def route(self, event: events.Key) -> None:
         """A key of another screen that its focused widget did not take: a printable key
@@ -160,7 +216,7 @@ class KeyRouter:
             return
         held.timer.stop()
         app = self.app
-        if not app.screen_stack:
+        if not app.is_running or not app.screen_stack:
             return  # the app is closing: its screens are gone
         if app.screen is not self._panes_screen() or not held.node.is_attached:
             return  # a dialog opened or the pane went away meanwhile: the letter is void

@@ -71,13 +71,17 @@ class WorkspacePanes(Screen):
         self._status_of = None  # the (provider choice, session) the header last showed
         self._drawn_title = ""
         self._data_version: int | None = None  # the ledger's, as the panes show it
+        self.side_panes_filled = False  # show_side_panes has run
+        self._first_rows: list[tuple] | None = None  # the first screen's group rows
 
     # -- layout ------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield self.header
         with Horizontal(id="main"):
-            with Vertical(id="left"):
+            # The side panes are laid out in the first frame and drawn once filled
+            # (`show_side_panes`): no placeholder text, no gauge growing in view.
+            with Vertical(id="left", classes="-filling"):
                 yield Static("Sessions", classes="pane-title")
                 yield SessionList(id="session-list")
                 yield Static(
@@ -91,7 +95,7 @@ class WorkspacePanes(Screen):
                 with VerticalScroll(id="output"):
                     yield OutputMarkdown("", id="output-text")
                 yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
-            with Vertical(id="right", classes="-part-state"):
+            with Vertical(id="right", classes="-part-state -filling"):
                 yield TokenGauge(id="gauge")
                 yield SideSwitch(id="side-switch")
                 yield Static("STATE", classes="pane-title")
@@ -154,13 +158,49 @@ class WorkspacePanes(Screen):
             if self.app.is_running:
                 raise
 
-    async def show_workspace(self, prompt_history: list[str]) -> None:
-        """Fill the panes from the workspace just opened; from then on a write of another
-        process (`slop-tui exec`, a second workspace) shows within a second."""
+    async def show_conversation(self, prompt_history: list[str]) -> None:
+        """The first screen of the workspace just opened: the conversation's newest
+        groups, the header and the prompt (with its history); the side panes are laid
+        out, empty. They are filled after this frame (`show_side_panes`): the plan of
+        the next request they show (the repository map, the file tree, the counts)
+        is not on the first frame's path."""
         if prompt_history:
             self.query_one(PromptInput).set_history(prompt_history)
-        await self.refresh_all(reload_conversation=True)
+        ws = self.workspace
+        with self.unless_closing():
+            # The group list's read, made now: it gives the conversation its group ids.
+            history = ws.history()
+            self._first_rows = await history.group_rows(SNIPPET_SOURCE, PROMPTS_FIRST)
+            await self.query_one(ConversationView).load(
+                history, group_ids=[r[0] for r in self._first_rows]
+            )
+            self.show_status(await ws.provider_choice(), await ws.current())
+
+    async def show_side_panes(self) -> None:
+        """After the conversation's frame: every side pane filled in one frame (the
+        conversation's marks and tier labels with them); from then on a write of
+        another process (`slop-tui exec`, a second workspace) shows within a second."""
+        await frame_drawn(self.app, timeout=1.0)  # the conversation's frame is out first
+        ws = self.workspace
+        if ws is not None and self.app.is_running:
+            with self.unless_closing():
+                rows, self._first_rows = self._first_rows, None
+                snap = await ws.snapshot(
+                    Changed.ALL,
+                    rows_prompt_chars=SNIPPET_SOURCE,
+                    prompts_for_newest=PROMPTS_FIRST,
+                    rows=rows,
+                )
+                self._show(snap)
+        self.reveal_side_panes()
         self.set_interval(LEDGER_POLL, self._check_ledger, name="ledger-watch")
+
+    def reveal_side_panes(self) -> None:
+        """The side panes are drawn from now on: filled, or empty when the workspace
+        could not be opened."""
+        self.side_panes_filled = True
+        for pane in self.query("#left, #right"):
+            pane.remove_class("-filling")
 
     async def _check_ledger(self) -> None:
         """Reload the panes when another connection committed to the ledger (SQLite's

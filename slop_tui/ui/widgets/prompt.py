@@ -126,8 +126,9 @@ class PromptArea(TextArea):
             return False
         return await self.app.run_action(active.binding.action, self)
 
-    async def replay(self, key: str, character: str | None) -> None:
-        """A key that waited behind a submit, typed now (`PromptInput.release_keys`)."""
+    async def replay(self, key: str, character: str | None) -> bool:
+        """A key that waited behind a submit, typed now (`PromptInput.release_keys`);
+        False when it was posted to the app instead (a key for the screen or the app)."""
         owner = self.owner
         if owner.held is not None:  # a replayed Enter submitted again: wait once more
             owner.held.append((key, character))
@@ -138,6 +139,8 @@ class PromptArea(TextArea):
             self.move_cursor(self.replace(character, start, end).end_location)
         else:  # a key for the screen or the app (an F-key, ctrl+z in an empty prompt)
             self.app.post_message(events.Key(key, character))
+            return False
+        return True
 
     # What a key changed is drawn at once, not after the frame a streaming reply or
     # a turn's end is drawing (ui/echo.py). Asked for on every edit and cursor move,
@@ -335,8 +338,13 @@ class PromptInput(Vertical, can_focus=False):
         held, self.held = self.held, None
         if held is None or drop:
             return
-        for key, character in held:
-            await self.area.replay(key, character)
+        for i, (key, character) in enumerate(held):
+            if not await self.area.replay(key, character):
+                # A key for the screen or the app went back to the app's queue: the
+                # keys typed after it follow it there, in order (f3 then up: the list's).
+                for later in held[i + 1 :]:
+                    self.app.post_message(events.Key(*later))
+                return
 
     def clear(self) -> str:
         """Empty the prompt after the app took the text; a submitted text joins the history."""

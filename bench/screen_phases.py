@@ -1,0 +1,273 @@
+"""Where a start's time goes, phase by phase, in the real process on the user's terminal.
+
+    python bench/screen_phases.py [--runs N] [--sizes empty,2k,20k] [--bin VENV_BIN]
+
+bench/screen.py's set-up (the installed `slop-tui` in a 120x40 pty read by pyte, its
+ledger, its fake provider's config), with the app started through a wrapper that
+stamps, at each phase's end, the wall clock since just before the spawn and the
+process's CPU time: the interpreter, the imports (Textual's, then slop-tui's),
+the app made, the first screen composed and styled, the configuration and the
+workspace's modules, the ledger opened, the conversation loaded, its first frame
+written (the first write of a screenful to the terminal), the plan of the next
+request read for the side panes (with the repository map and file tree), and
+the panes' frame. Beside the phases, the CPU time spent inside a few calls
+wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
+prices and MCP start paths), summed over the start. The hello-world app
+(bench/screen_hello.py) is stamped the same way up to its first frame.
+
+The wrapper wraps functions of the running app (a timing layer, nothing else);
+each figure is the median of `--runs` starts (default 5), interleaved with the
+hello-world app's. CPU times are the process's own and move much less than the
+wall clock when the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import _common as c
+import screen
+import tui
+
+from tests.fakeserver import FakeLLMServer
+
+# Runs in the app's process: argv = [log, program, *args]; program is the console
+# script (or the hello-world app's file). Each stamp is one JSON line.
+WRAPPER = r"""
+import functools, json, os, sys, time
+T0 = float(os.environ["PHASES_T0"])
+log = open(sys.argv[1], "w", buffering=1)
+def stamp(name):
+    log.write(json.dumps([name, time.time() - T0, time.process_time()]) + "\n")
+stamp("interpreter and site")
+program, sys.argv = sys.argv[2], sys.argv[2:]
+import textual.app
+stamp("import textual.app")
+from textual.drivers.linux_driver import LinuxDriver
+_write = LinuxDriver.write
+def write(self, data, _seen=[0]):
+    if len(data) > 2000 and _seen[0] < 2:
+        _seen[0] += 1
+        stamp("frame %d written" % _seen[0])
+    return _write(self, data)
+LinuxDriver.write = write
+spent = {}
+def count(owner, name, label):
+    f = getattr(owner, name, None)
+    if f is None:
+        return  # not in this build
+    depth = [0]
+    def add(t):
+        spent[label] = spent.get(label, 0.0) + time.process_time() - t
+    if hasattr(f, "__code__") and f.__code__.co_flags & 0x80:  # a coroutine function
+        @functools.wraps(f)
+        async def g(*a, **k):
+            t = time.process_time()
+            try:
+                return await f(*a, **k)
+            finally:
+                add(t)
+    else:
+        @functools.wraps(f)
+        def g(*a, **k):
+            depth[0] += 1
+            t = time.process_time()
+            try:
+                return f(*a, **k)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    add(t)
+    setattr(owner, name, g)
+def at_start(owner, name, label):
+    f = getattr(owner, name)
+    @functools.wraps(f)
+    async def g(*a, **k):
+        stamp(label)
+        return await f(*a, **k)
+    setattr(owner, name, g)
+def at_end(owner, name, label, coroutine=False):
+    f = getattr(owner, name, None)
+    if f is None:
+        return  # not in this build
+    if coroutine:
+        @functools.wraps(f)
+        async def g(*a, **k):
+            r = await f(*a, **k)
+            stamp(label)
+            return r
+    else:
+        @functools.wraps(f)
+        def g(*a, **k):
+            r = f(*a, **k)
+            stamp(label)
+            return r
+    setattr(owner, name, g)
+from textual.css.stylesheet import Stylesheet
+count(Stylesheet, "parse", "CSS parsed")
+count(Stylesheet, "apply", "CSS applied to widgets")
+import atexit
+atexit.register(lambda: log.write(json.dumps(["spent", spent]) + "\n"))
+if program.endswith(".py"):
+    import runpy
+    runpy.run_path(program, run_name="__main__")
+    sys.exit(0)
+import slop_tui.ui.app as app_module
+stamp("import slop_tui.ui.app")
+from slop_tui.ui import textual_fixes
+from slop_tui.ui.screens import workspace as ws_screen
+count(textual_fixes, "_refresh_layout", "layouts (arrange and render)")
+at_end(app_module.SlopApp, "__init__", "app made (themes, key router)")
+at_end(app_module.SlopApp, "on_mount", "app mounted (CSS parsed)")
+at_end(ws_screen.WorkspacePanes, "on_mount", "workspace screen composed and styled")
+import slop_tui.config as config_module
+count(config_module, "load_config", "configuration read")
+import slop_tui.workspace as W
+stamp("import slop_tui.workspace (config, context, ledger)")
+at_start(W.Workspace, "open", "configuration read")
+at_end(W.Workspace, "open", "ledger opened (Workspace.open)", coroutine=True)
+at_end(ws_screen.WorkspacePanes, "show_conversation", "conversation loaded", coroutine=True)
+at_end(ws_screen.WorkspacePanes, "show_side_panes", "side panes filled", coroutine=True)
+count(W.Workspace, "display_plan", "plan of the next request (display_plan)")
+count(W.Workspace, "repo_sources", "  of which repository map and file tree")
+count(W.Workspace, "cost_label", "prices (the header's cost)")
+count(W.Workspace, "preload_mcp", "MCP start path")
+from slop_tui.context import tokens
+count(tokens, "_load_encoding", "tokenizer built")
+from slop_tui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+ORDER = [
+    "interpreter and site",
+    "import textual.app",
+    "import slop_tui.ui.app",
+    "import slop_tui.workspace (config, context, ledger)",
+    "app made (themes, key router)",
+    "app mounted (CSS parsed)",
+    "workspace screen composed and styled",
+    "configuration read",
+    "ledger opened (Workspace.open)",
+    "conversation loaded",
+    "frame 1 written",
+    "side panes filled",
+    "frame 2 written",
+]
+
+
+def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
+    log = work / f"phases-{app}-{i}.jsonl"
+    # The build's own interpreter (its slop_tui), then the program and its arguments.
+    prefix = (str(screen.SLOP.parent / "python"), "-c", WRAPPER, str(log))
+    env = dict(starter.env, PHASES_T0=repr(time.time()))
+    term, db = starter.start(app, f"phases-{i}", prefix=prefix, env=env)
+    try:
+        marker = starter.marker(app)
+        term.pump(lambda t: t.find(marker) is not None, 60)
+        if app != "hello":
+            term.pump(lambda t: t.find(screen.LAST_PANE) is not None, 60)
+        term.settle(screen.QUIET_S, 30)
+        term.send("ctrl+q")
+        term.proc.wait(30)
+    finally:
+        term.close()
+        if db is not None:
+            for p in db.parent.glob(db.name + "*"):
+                p.unlink()
+    stamps: dict = {}
+    for line in log.read_text().splitlines():
+        name, *values = json.loads(line)
+        stamps.setdefault(name, values[0] if name == "spent" else values)
+    return stamps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="empty,2k,20k")
+    ap.add_argument(
+        "--bin", default="", help="the bin folder of another build's virtualenv (default: this one)"
+    )
+    args = ap.parse_args()
+    sizes = args.sizes.split(",")
+    if args.bin:
+        screen.SLOP = Path(args.bin).resolve() / "slop-tui"
+    load = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="slop-tui-phases-"))
+    template = work / "template.db"
+    asyncio.run(tui.build(template, False))
+    screen.mark_ledger(template)
+    fake = FakeLLMServer().start()
+    config = work / "config.toml"
+    screen.write_config(config, fake.openai_base_url)
+    starter = screen.Starter(work, template, config)
+    results: dict[str, list[dict]] = {a: [] for a in ["hello", *sizes]}
+    try:
+        for app in results:  # bytecode and page cache; not counted
+            one_start(starter, app, work, -1)
+        for i in range(args.runs):
+            for app in results:
+                results[app].append(one_start(starter, app, work, i))
+    finally:
+        fake.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"# bench/screen_phases.py: {c.machine()}")
+    print(
+        f"load average at start {' '.join(f'{x:.2f}' for x in load)}, at end "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} start(s) each, "
+        "interleaved; each phase: median wall ms (median CPU ms) from the phase before\n"
+    )
+    apps = list(results)
+    rows = []
+    for phase in ORDER:
+        row = [phase]
+        for app in apps:
+            deltas = []
+            for stamps in results[app]:
+                if phase not in stamps:
+                    continue
+                wall, cpu = stamps[phase]
+                # From the stamp before it in time (a build without a phase skips it).
+                earlier = [v for k, v in stamps.items() if k != "spent" and v[0] < wall]
+                wall0, cpu0 = max(earlier) if earlier else (0.0, 0.0)
+                deltas.append(((wall - wall0) * 1e3, (cpu - cpu0) * 1e3))
+            row.append(
+                f"{statistics.median(d[0] for d in deltas):.0f} "
+                f"({statistics.median(d[1] for d in deltas):.0f})"
+                if deltas and not (app == "hello" and phase == "frame 2 written")
+                else ""
+            )
+        rows.append(row)
+    for label, key in (("first frame, from the spawn", "frame 1 written"),):
+        rows.append(
+            [f"**{label}**"]
+            + [
+                f"**{statistics.median(s[key][0] for s in results[a] if key in s) * 1e3:.0f}"
+                f" ({statistics.median(s[key][1] for s in results[a] if key in s) * 1e3:.0f})**"
+                for a in apps
+            ]
+        )
+    print(c.table(["phase", *[screen.LABEL[a] for a in apps]], rows))
+    labels = sorted({k for a in apps for s in results[a] for k in s.get("spent", {})})
+    rows = [
+        [label]
+        + [
+            f"{statistics.median(s.get('spent', {}).get(label, 0.0) for s in results[a]) * 1e3:.0f}"
+            for a in apps
+        ]
+        for label in labels
+    ]
+    print("\nCPU ms inside these calls over the whole start (median):\n")
+    print(c.table(["calls", *[screen.LABEL[a] for a in apps]], rows))
+
+
+if __name__ == "__main__":
+    main()
