@@ -670,3 +670,35 @@ async def test_a_real_demo_turn_through_the_orchestrator(ws) -> None:
         assert all(t.tier_label.startswith(("full", "degraded")) for t in block.tool_blocks)
         shown = "".join(a.source for a in block.query(LiveAnswer))
         assert outcome.text.strip()[:40] in shown
+
+
+async def test_a_plan_that_arrives_while_the_blocks_are_read_labels_them(ws) -> None:  # noqa: F811
+    """The panes' plan can land while the conversation still reads its groups (the
+    conversation's frame comes first): the blocks mounted after it carry its marks."""
+    await bulk_groups(ws, 6)
+    plan = await ws.plan()
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        history = ws.history()
+        reading, go = asyncio.Event(), asyncio.Event()
+        real = history.group_messages
+
+        calls: list[int] = []
+
+        async def held(gid):  # type: ignore[no-untyped-def]
+            calls.append(gid)
+            if len(calls) == 2:  # the first block is built and labelled by now
+                reading.set()
+                await go.wait()
+            return await real(gid)
+
+        history.group_messages = held  # type: ignore[method-assign]
+        load = asyncio.ensure_future(view.load(history))
+        await wait_for(pilot, reading.is_set)
+        view.set_plan(plan)  # while the second group is being read
+        go.set()
+        await load
+        await pilot.pause()
+        assert view._blocks
+        assert all(block.mark for block in view._blocks.values())

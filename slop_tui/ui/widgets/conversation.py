@@ -435,10 +435,12 @@ class GroupBlocks(VerticalScroll):
 
     async def _mount_slice(self, lo: int, hi: int) -> None:
         self._generation += 1
+        plan = self.plan
         blocks = await self._build(self._gids[lo:hi])
         with self.app.batch_update():
             old = list(self._blocks.values())
             self._blocks = {b.group_id: b for b in blocks if b.group_id is not None}
+            self._label_if_plan_moved(blocks, plan)
             self._lo, self._hi = lo, hi
             if old:
                 await self.remove_children(old)
@@ -513,10 +515,12 @@ class GroupBlocks(VerticalScroll):
             self._lo += 1
             self._hi += 1
         elif i <= self._hi and (i < self._hi or tail):
+            plan = self.plan
             (block,) = await self._build([group_id])
             before = self._blocks.get(self._gids[i + 1]) if i + 1 < self._hi + 1 else None
             await self.mount(block, before=before or self._newer)
             self._blocks[group_id] = block
+            self._label_if_plan_moved([block], plan)
             self._hi += 1
             await self._trim(from_bottom=not tail)
         self._update_markers()
@@ -533,6 +537,14 @@ class GroupBlocks(VerticalScroll):
     def _strategy(self) -> str:
         """Whose image tokens the chips show: the provider of the plan drawn."""
         return self.plan.request.strategy if self.plan is not None else "openai"
+
+    def _label_if_plan_moved(self, blocks: Sequence[GroupBlock], built_with) -> None:
+        """Blocks labelled while they were built: `set_plan` relabels only the blocks
+        already in the view, so a plan that arrived while these were being read and
+        mounted is applied to them here."""
+        if self.plan is not built_with:
+            for block in blocks:
+                self._label(block)
 
     def set_plan(self, plan: ContextPlan, *, relabel: bool = True) -> None:
         """Show `plan`'s marks and tier labels (the app passes the plan it drew)."""
@@ -659,6 +671,7 @@ class GroupPager(GroupBlocks):
                     if generation != self._generation:
                         break  # reloaded or jumped meanwhile: that slice stands
                 gid = self._gids[self._lo - 1] if older else self._gids[self._hi]
+                plan = self.plan
                 (block,) = await self._build([gid])
                 if generation != self._generation:
                     break
@@ -670,6 +683,7 @@ class GroupPager(GroupBlocks):
                         await self.mount(block, before=self._newer)
                         self._hi += 1
                     self._blocks[gid] = block
+                    self._label_if_plan_moved([block], plan)
                     trimmed = self._hi - self._lo > self.max_blocks
                     await self._trim(from_bottom=older)
                 mounted += 1
