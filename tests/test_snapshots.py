@@ -396,12 +396,27 @@ async def started(pilot: Pilot, *, keep_first_run: bool = False) -> None:
     await settle(pilot)
 
 
+async def screen_at_rest(pilot: Pilot, timeout: float = 20.0) -> None:
+    """Until two screenshots 0.3 s apart agree: on a loaded machine a timer or a
+    refresh a step started can still be drawing when its workers are done."""
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    shot = app.export_screenshot()
+    while time.monotonic() < deadline:
+        await pilot.pause(0.3)
+        again = app.export_screenshot()
+        if again == shot:
+            return
+        shot = again
+
+
 def run(*steps: Step, keep_first_run: bool = False) -> Step:
     async def run_before(pilot: Pilot) -> None:
         await started(pilot, keep_first_run=keep_first_run)
         for step in steps:
             await step(pilot)
             await settle(pilot)
+        await screen_at_rest(pilot)
 
     return run_before
 
