@@ -82,3 +82,32 @@ def test_the_shared_parser_draws_what_richs_own_markdown_draws():
     assert set(vars(blocks._Markdown("x", "monokai"))) == set(
         vars(RichMarkdown("x", hyperlinks=False))
     )
+
+
+def test_a_look_follows_the_colours_not_only_the_themes_name():
+    """The look is cached by what it is made of: a theme's name that already points
+    at new colours (or another app's theme of the same name) gets its own look."""
+    from types import SimpleNamespace
+
+    def fake_app(background: str, dark: bool) -> SimpleNamespace:
+        variables = {
+            "background": background,
+            "primary": "#4a90d9",
+            "warning": "#ffa62b",
+            "text-warning": "#ffa62b",
+            "error": "#ba3c5b",
+            "text-error": "#ba3c5b",
+        }
+        return SimpleNamespace(
+            theme="one-name",
+            theme_variables=variables,
+            current_theme=SimpleNamespace(dark=dark),
+            console=SimpleNamespace(color_system="truecolor"),
+        )
+
+    dark = markdown_look(fake_app("#101010", True))
+    light = markdown_look(fake_app("#f8f8f8", False))
+    assert dark.key != light.key
+    assert dark.code_theme == "monokai" and light.code_theme == "default"
+    bg = light.console.get_style("markdown.code").bgcolor
+    assert bg is not None and luminance(bg) > 0.8

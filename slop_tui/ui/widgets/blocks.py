@@ -120,13 +120,23 @@ class MarkdownLook:
     pane), and the Pygments style for fenced code. Rich's defaults (cyan on black,
     `monokai`) were black blocks in a light theme."""
 
-    key: str  # the Textual theme's name (and plain code): rendered lines are cached per look
+    key: str  # the theme's name and colours (and plain code): rendered lines are cached per look
     console: Console
     code_theme: str
     highlight: bool = True  # fenced code coloured by its Pygments lexer
 
 
 _LOOKS: dict[str, MarkdownLook] = {}
+# The theme variables a look is built from (markdown_look).
+_LOOK_VARIABLES = (
+    "background",
+    "primary",
+    "warning",
+    "text-warning",
+    "error",
+    "text-error",
+    *(f"markdown-h{n}-{part}" for n in range(1, 7) for part in ("color", "text-style")),
+)
 _code_highlighting = True
 
 
@@ -151,8 +161,19 @@ def code_highlighting_held() -> bool:
 
 def markdown_look(app: Any) -> MarkdownLook:
     """The look for `app`'s current theme (built once per theme and highlighting)."""
-    name = app.theme
-    key = name if _code_highlighting else f"{name} (code plain)"
+    variables = app.theme_variables
+    dark = app.current_theme.dark
+    # Keyed by the colours the look is made of, not only the theme's name: the name
+    # can change a moment before the variables do, and two apps in one process may
+    # register different themes under one name.
+    key = "|".join(
+        [
+            app.theme,
+            "dark" if dark else "light",
+            *(str(variables.get(v, "")) for v in _LOOK_VARIABLES),
+            "" if _code_highlighting else "code plain",
+        ]
+    )
     look = _LOOKS.get(key)
     if look is not None:
         return look
@@ -161,8 +182,6 @@ def markdown_look(app: Any) -> MarkdownLook:
     from rich.theme import Theme as RichTheme
     from textual.color import Color
 
-    variables = app.theme_variables
-    dark = app.current_theme.dark
     background = Color.parse(variables["background"])
     # As Textual's MarkdownBlock draws `.code_inline` (dark: $warning 10% on the
     # background, $text-warning; light: $error 5%, $text-error).
