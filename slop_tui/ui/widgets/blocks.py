@@ -171,7 +171,7 @@ def markdown_look(app: Any) -> MarkdownLook:
             app.theme,
             "dark" if dark else "light",
             *(str(variables.get(v, "")) for v in _LOOK_VARIABLES),
-            "" if _code_highlighting else "code plain",
+            "" if _code_highlighting else "(code plain)",
         ]
     )
     look = _LOOKS.get(key)
