@@ -188,6 +188,20 @@ def parse_int(value: str, what: str, usage: str, minimum: int | None = None) -> 
     return n
 
 
+def one_number(args: str, what: str, usage: str) -> int:
+    """The single positive number a command takes, e.g. `/url remove N`."""
+    words = args.split()
+    if len(words) != 1:
+        raise UsageError(f"one {what} is needed. Usage: {usage}")
+    return parse_int(words[0], what, usage, minimum=1)
+
+
+def no_args(args: str, usage: str, why: str = "") -> None:
+    """Refuse arguments to a command that takes none; `why` says what it acts on."""
+    if args.strip():
+        raise UsageError(f"{usage} takes no arguments{why}.")
+
+
 def parse_options(args: str, options: dict[str, str], usage: str) -> tuple[str, dict[str, str]]:
     """Split `TEXT --opt VALUE` into the free text and the given options."""
     try:

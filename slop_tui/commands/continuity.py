@@ -18,6 +18,7 @@ from slop_tui.commands.base import (
     CommandResult,
     UsageError,
     command,
+    no_args,
     ok,
     parse_int,
     split_first,
@@ -117,8 +118,7 @@ async def _switch(ws, lane: str) -> CommandResult:
     CAT,
 )
 async def lane_list(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/lane list takes no arguments.")
+    no_args(args, "/lane list")
     sess = await ws.current()
     lanes = await ws.ledger.lanes(ws.session)
     if not any(i.lane == sess.lane for i in lanes):
@@ -208,8 +208,7 @@ async def reply(ws, args: str) -> CommandResult:
     CAT_SESSIONS,
 )
 async def handoff_show(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/handoff show takes no arguments.")
+    no_args(args, "/handoff show")
     h = await ws.ledger.latest_handoff(ws.session)
     if h is None:
         return ok(f"Session '{ws.session}' has no handoff yet; /handoff write records one.")
@@ -224,8 +223,7 @@ async def handoff_show(ws, args: str) -> CommandResult:
     CAT_SESSIONS,
 )
 async def handoff_write(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/handoff write takes no arguments.")
+    no_args(args, "/handoff write")
     h = await record_handoff(ws.ledger, ws.session, "manual", project_root(ws))
     assert h is not None
     return ok(handoff_markdown(h), changed=Changed.HANDOFF, data=h)
@@ -328,8 +326,7 @@ async def file_remove(ws, args: str) -> CommandResult:
 
 @command("file", "list", "/file list", "Files in the context, with tokens per file.", CAT)
 async def file_list(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/file list takes no arguments.")
+    no_args(args, "/file list")
     files = await ws.ledger.context_files(ws.session)
     if not files:
         return ok("No files in the context; /file add PATH adds one.", data=[])
@@ -491,8 +488,7 @@ def _personality_level(args: str, usage: str) -> tuple[int, str]:
     CAT,
 )
 async def personality_show(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/personality show takes no arguments.")
+    no_args(args, "/personality show")
     sess = await ws.current()
     text, source = await ws.personality(sess)
     lines = [f"In effect: {f'the {source}' if source else 'none'}."]

@@ -10,6 +10,7 @@ from slop_tui.commands.base import (
     UsageError,
     command,
     edit_in_editor,
+    no_args,
     ok,
     parse_int,
     parse_options,
@@ -99,8 +100,7 @@ def _shown(ws, text: str, editor: bool, suffix: str, data: object) -> CommandRes
 async def context_budget(ws, args: str) -> CommandResult:
     from slop_tui.context.budget import budget_report
 
-    if args.strip():
-        raise UsageError("/context budget takes no arguments.")
+    no_args(args, "/context budget")
     choice = await ws.provider_choice()
     prompt = await ws.next_request(choice.strategy)
     info = ws.model_info(choice.model)
@@ -276,8 +276,7 @@ async def context_unelide(ws, args: str) -> CommandResult:
     CAT,
 )
 async def context_rebuild(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/context rebuild takes no arguments.")
+    no_args(args, "/context rebuild")
     rebuild, own = ws.rebuild_state, None
     if rebuild is None:  # `slop-tui exec`: no turn has set one up, so ask the model here
         from slop_tui.orchestrator import Orchestrator
@@ -315,8 +314,7 @@ async def rederive_state(ws, why: str) -> CommandResult:
     "state", "show", "/state show", "The current STATE anchor and the group it came from.", CAT
 )
 async def state_show(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/state show takes no arguments.")
+    no_args(args, "/state show")
     state = await ws.ledger.current_state(ws.session)
     if state is None:
         return ok(f"Session '{ws.session}' has no STATE yet; /state set TEXT writes one.")
@@ -355,8 +353,7 @@ async def state_set(ws, args: str) -> CommandResult:
     CAT,
 )
 async def undo(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/undo takes no arguments.")
+    no_args(args, "/undo")
     edit = await ws.ledger.undo_value_edit(ws.session)
     if edit is not None:
         return ok(

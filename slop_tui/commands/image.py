@@ -15,8 +15,9 @@ from slop_tui.commands.base import (
     CommandError,
     UsageError,
     command,
+    no_args,
     ok,
-    parse_int,
+    one_number,
 )
 from slop_tui.commands.continuity import _words
 from slop_tui.records import Changed
@@ -68,8 +69,7 @@ async def image_add(ws, args: str):
 
 @command("image", "list", "/image list", "Images waiting for the next prompt.", CAT)
 async def image_list(ws, args: str):
-    if args.strip():
-        raise UsageError("/image list takes no arguments.")
+    no_args(args, "/image list")
     pending = await ws.ledger.pending_images(ws.session)
     if not pending:
         return ok("No image waits for the next prompt; /image add PATH adds one.", data=[])
@@ -89,10 +89,7 @@ async def image_list(ws, args: str):
 @command("image", "remove", "/image remove N", "Take an image off the next prompt.", CAT)
 async def image_remove(ws, args: str):
     usage = "/image remove N"
-    words = args.split()
-    if len(words) != 1:
-        raise UsageError(f"one image number is needed. Usage: {usage}")
-    n = parse_int(words[0], "image number", usage, minimum=1)
+    n = one_number(args, "image number", usage)
     if not await ws.ledger.remove_pending_image(ws.session, n):
         raise CommandError(f"no image {n} waits for the next prompt; /image list shows them.")
     return ok(f"Image {n} will not go with the next prompt.", changed=Changed.FILES)

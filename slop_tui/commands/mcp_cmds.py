@@ -9,8 +9,9 @@ from slop_tui.commands.base import (
     CommandResult,
     UsageError,
     command,
+    no_args,
     ok,
-    parse_int,
+    one_number,
     split_first,
 )
 from slop_tui.records import Changed
@@ -162,8 +163,7 @@ async def mcp_resource(ws, args: str) -> CommandResult:
     if action == "remove":
         return await _resource_remove(ws, rest)
     if action in ("list", ""):
-        if rest.strip():
-            raise UsageError("/mcp resource list takes no arguments.")
+        no_args(rest, "/mcp resource list")
         return await _resource_list(ws)
     raise UsageError(f"unknown action '{action}'. Usage: {RESOURCE_USAGE}")
 
@@ -217,10 +217,7 @@ async def _resource_list(ws) -> CommandResult:
 
 async def _resource_remove(ws, args: str) -> CommandResult:
     usage = "/mcp resource remove N"
-    words = args.split()
-    if len(words) != 1:
-        raise UsageError(f"one resource number is needed. Usage: {usage}")
-    n = parse_int(words[0], "resource number", usage, minimum=1)
+    n = one_number(args, "resource number", usage)
     if not await ws.ledger.remove_mcp_resource(ws.session, n):
         raise CommandError(
             f"there is no resource {n}; /mcp resource list shows them and their numbers."

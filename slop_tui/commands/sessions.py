@@ -11,6 +11,7 @@ from slop_tui.commands.base import (
     UsageError,
     command,
     edit_in_editor,
+    no_args,
     ok,
     plural,
     refuse_while_running,
@@ -115,8 +116,7 @@ async def session_remove(ws, args: str) -> CommandResult:
     CAT,
 )
 async def session_clear(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/session clear takes no arguments (it clears the current session).")
+    no_args(args, "/session clear", " (it clears the current session)")
     edit = await ws.ledger.clear_session(ws.session)
     if edit is None:
         return ok(f"Session '{ws.session}' has no history to clear.")

@@ -16,6 +16,7 @@ from slop_tui.commands.base import (
     CommandResult,
     UsageError,
     command,
+    no_args,
     ok,
     parse_int,
     plural,
@@ -92,8 +93,7 @@ def _when(ts: float) -> str:
     CAT,
 )
 async def redo(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/redo takes no arguments.")
+    no_args(args, "/redo")
     edit = await ws.ledger.redo()
     if edit is None:
         raise CommandError(
@@ -156,8 +156,7 @@ async def retry(ws, args: str) -> CommandResult:
     CAT,
 )
 async def trash_list(ws, args: str) -> CommandResult:
-    if args.strip():
-        raise UsageError("/trash list takes no arguments.")
+    no_args(args, "/trash list")
     entries = await ws.ledger.trash()
     if not entries:
         return ok("The trash is empty.", data=[])

@@ -13,8 +13,9 @@ from slop_tui.commands.base import (
     CommandError,
     UsageError,
     command,
+    no_args,
     ok,
-    parse_int,
+    one_number,
 )
 from slop_tui.records import Changed
 
@@ -55,8 +56,7 @@ async def url_add(ws, args: str):
 
 @command("url", "list", "/url list", "Web pages in the context, with tokens per page.", CAT)
 async def url_list(ws, args: str):
-    if args.strip():
-        raise UsageError("/url list takes no arguments.")
+    no_args(args, "/url list")
     pages = await ws.ledger.url_pages(ws.session)
     if not pages:
         return ok("No web pages in the context; /url add URL adds one.", data=[])
@@ -76,10 +76,7 @@ async def url_list(ws, args: str):
 )
 async def url_remove(ws, args: str):
     usage = "/url remove N"
-    words = args.split()
-    if len(words) != 1:
-        raise UsageError(f"one page number is needed. Usage: {usage}")
-    n = parse_int(words[0], "page number", usage, minimum=1)
+    n = one_number(args, "page number", usage)
     if not await ws.ledger.remove_url_page(ws.session, n):
         raise CommandError(f"there is no page {n}; /url list shows the pages and their numbers.")
     return ok(f"Removed page {n} from the context.", changed=Changed.FILES)
