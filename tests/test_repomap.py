@@ -302,7 +302,10 @@ def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
     warm.refresh()
     assert warm.parsed == 0
     assert warm.render(600, rough).text == expected
-    # Only the best ranked files' definitions were read from the store.
+    # The render was stored with the snapshot: no definition was read for it.
+    assert warm._defs == {}
+    # A render not stored reads only the best ranked files' definitions.
+    warm.render(700, rough)
     assert 0 < len(warm._defs) <= 100
     # A damaged snapshot is a rebuild from the stored tags, not an error.
     warm.cache.db.execute("UPDATE state SET data = x'00'")

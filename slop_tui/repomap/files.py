@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat as stat_mode
 import subprocess
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,20 +101,31 @@ def unchanged(root: Path, listing: Listing) -> bool:
     if listing.source != "walk" or not listing.folders or (root / ".git").exists():
         return False
     base = str(root)
+    prefix = os.path.join(base, "")
+    stat = os.stat
     try:
         for rel, mtime in listing.folders.items():
-            if os.stat(os.path.join(base, rel) if rel else base).st_mtime_ns != mtime:
+            if stat(prefix + rel if rel else base).st_mtime_ns != mtime:
                 return False
     except OSError:
         return False
-    return all(_ignore_stamp(root, rel) == stamp for rel, stamp in listing.ignores.items())
+    # An ignore file made or removed changed its folder's time: only those that were
+    # there are looked at again.
+    return all(
+        _ignore_stamp(root, rel) == stamp
+        for rel, stamp in listing.ignores.items()
+        if stamp != _NO_IGNORE
+    )
+
+
+_NO_IGNORE = (-1, -1)  # the stamp of an ignore file that is not there
 
 
 def _ignore_stamp(root: Path, rel: str) -> tuple[int, int]:
     try:
-        st = os.stat(root / rel)
+        st = os.stat(os.path.join(root, rel))
     except OSError:
-        return (-1, -1)
+        return _NO_IGNORE
     return (st.st_size, st.st_mtime_ns)
 
 
@@ -187,6 +199,27 @@ def stat_files(root: Path, paths: Iterable[str]) -> dict[str, os.stat_result | O
         except OSError as exc:
             out[p] = exc
     return out
+
+
+NO_STAMP = -2  # what `stamp_arrays` gives a file it cannot stat
+
+
+def stamp_arrays(paths: Iterable[str]) -> tuple[array, array]:
+    """The (sizes, mtime_ns) of absolute `paths` (symlinks followed) as two int64
+    arrays, `NO_STAMP` in both for a path that cannot be stat'ed: a check of every
+    file compares them with the stored ones in bulk, no object kept per file."""
+    sizes, mtimes = array("q"), array("q")
+    put_size, put_mtime, stat = sizes.append, mtimes.append, os.stat
+    for path in paths:
+        try:
+            st = stat(path)
+        except OSError:
+            put_size(NO_STAMP)
+            put_mtime(NO_STAMP)
+            continue
+        put_size(st.st_size)
+        put_mtime(st.st_mtime_ns)
+    return sizes, mtimes
 
 
 def _walk(root: Path, files: bool = True) -> Listing:

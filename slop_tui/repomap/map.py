@@ -48,7 +48,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slop_tui.repomap.cache import Stamp, TagCache
-from slop_tui.repomap.files import SKIP_DIRS, Listing, list_files, stat_files, unchanged
+from slop_tui.repomap.files import (
+    SKIP_DIRS,
+    Listing,
+    list_files,
+    stamp_arrays,
+    stat_files,
+    unchanged,
+)
 from slop_tui.repomap.tags import (
     Definition,
     FileTags,
@@ -70,9 +77,13 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
+STAMPS_VERSION = 2  # the stamps row: two arrays in the order of the listing's sources
+RENDERS_VERSION = 1
+RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
 # The store's state rows: a count of the writes (another process may write the same
-# store), the listing, the graph.
-STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS = 0, 1, 2, 3
+# store), the listing, the graph, the files' stamps, the last renders.
+STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS, STATE_RENDERS = 0, 1, 2, 3, 4
+_UNMAPPED = (-1, -1)  # a source file's place in the stamp arrays when it is not mapped
 NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
@@ -92,6 +103,73 @@ class MapText:
     files_shown: int
     files_ranked: int
     notes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Rendered:
+    """A render and what it depends on besides the ranking: the texts it counted with
+    their counts (another count that agrees on each of them renders the same map), the
+    files whose definitions it ranked and those definitions' names (whose use counts
+    weigh them)."""
+
+    out: MapText
+    tried: tuple[tuple[str, int], ...]
+    top: frozenset[str]
+    names: frozenset[str]
+    counter: CountTokens | None = None  # the count it was last checked against
+
+    def holds(self, count_tokens: CountTokens) -> bool:
+        if self.counter is not count_tokens:
+            if any(count_tokens(text) != tokens for text, tokens in self.tried):
+                return False
+            self.counter = count_tokens
+        return True
+
+    def state(self, key: tuple) -> tuple:
+        _kind, budget, chat_files, mentions = key
+        out = self.out
+        return (
+            budget,
+            sorted(chat_files),
+            mentions,
+            (out.text, out.tokens, out.files_shown, out.files_ranked),
+            list(self.tried),
+            sorted(self.top),
+            sorted(self.names),
+        )
+
+    @classmethod
+    def from_state(cls, row: tuple) -> tuple[tuple, _Rendered]:
+        budget, chat_files, mentions, (text, tokens, shown, ranked), tried, top, names = row
+        key = ("render", budget, frozenset(chat_files), mentions)
+        out = MapText(text, tokens, shown, ranked)
+        tried_pairs = tuple((t, n) for t, n in tried)
+        return key, cls(out, tried_pairs, frozenset(top), frozenset(names))
+
+
+class _Keeps:
+    """Whether a ranking or a render (a memo entry) still holds after `changed` files,
+    `before` holding their earlier tags, when the graph did not change."""
+
+    def __init__(
+        self, changed: Mapping[str, tuple[Stamp, FileTags] | None], before: Mapping[str, FileTags]
+    ) -> None:
+        self.touched = frozenset(changed)
+        self.recounted: set[str] = set()  # names whose use count changed
+        self.renamed: set[str] = set()  # names defined in other files than before
+        empty = FileTags()
+        for path, row in changed.items():
+            old, new = before.get(path, empty), row[1] if row is not None else empty
+            self.recounted |= old.references ^ new.references
+            self.renamed |= {d.name for d in old.definitions} ^ {d.name for d in new.definitions}
+
+    def __call__(self, key: tuple, value: object) -> bool:
+        mentions = key[-1]
+        if mentions and self.renamed and not self.renamed.isdisjoint(_WORD.findall(mentions)):
+            return False
+        if isinstance(value, _Rendered):
+            return self.touched.isdisjoint(value.top) and self.recounted.isdisjoint(value.names)
+        return True
 
 
 class _Tags(Mapping[str, FileTags]):
@@ -123,7 +201,10 @@ class RepoMap:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
         self.tags: Mapping[str, FileTags] = _Tags(self)
-        self.stamps: dict[str, Stamp] = {}  # every mapped file's (size, mtime_ns)
+        # Every mapped file's (size, mtime_ns): a dict, or, as read from the store, two
+        # arrays in the order of `_sources` (the dict is made from them on first use).
+        self._stamps: dict[str, Stamp] | None = {}
+        self._stamp_arrays: tuple[array, array] | None = None
         self.paths: list[str] = []  # every listed file (the file tree)
         self.notes: list[str] = []  # the last refresh's problems, one line each
         self.parsed = 0  # files parsed by the last refresh
@@ -132,8 +213,8 @@ class RepoMap:
         # parsing them), the cost a refresh has even when nothing changed.
         self.scan_ms = 0.0
         self._listing: Listing | None = None
-        # The listing's files that have a grammar: (path, absolute path).
-        self._sources: list[tuple[str, str]] = []
+        # The listing's files that have a grammar.
+        self._sources: list[str] = []
         self._loaded = False
         self._writes = 0  # the store's write count this map's state is from
         self._graph = _Graph.empty()
@@ -159,6 +240,52 @@ class RepoMap:
         # The store's write count the stored stamps row is of (-1: none): the row is
         # written when the map closes, and trusted only while no write came since.
         self._stamps_saved = -1
+        self._renders_saved = True  # no render made since the store's row was written
+
+    @property
+    def stamps(self) -> dict[str, Stamp]:
+        """Every mapped file's (size, mtime_ns)."""
+        if self._stamps is None:
+            assert self._stamp_arrays is not None
+            sizes, mtimes = self._stamp_arrays
+            self._stamps = {
+                p: (size, mtime)
+                for p, size, mtime in zip(self._sources, sizes, mtimes, strict=True)
+                if size >= 0
+            }
+        return self._stamps
+
+    @stamps.setter
+    def stamps(self, value: dict[str, Stamp]) -> None:
+        self._stamps, self._stamp_arrays = value, None
+
+    def _arrays(self) -> tuple[array, array]:
+        """The stamps as two arrays in the order of `_sources` (`_UNMAPPED` for a source
+        file that is not mapped)."""
+        if self._stamp_arrays is None:
+            stamps = self.stamps
+            sizes, mtimes = array("q"), array("q")
+            for p in self._sources:
+                size, mtime = stamps.get(p, _UNMAPPED)
+                sizes.append(size)
+                mtimes.append(mtime)
+            self._stamp_arrays = (sizes, mtimes)
+        return self._stamp_arrays
+
+    def _differing(self) -> set[str]:
+        """Stat every source file and compare with the stamps in bulk: the files whose
+        stamp differs (changed, unreadable, or not mapped)."""
+        base = os.path.join(str(self.root), "")
+        sizes, mtimes = stamp_arrays([base + p for p in self._sources])
+        old_sizes, old_mtimes = self._arrays()
+        if sizes == old_sizes and mtimes == old_mtimes:
+            return set()
+        sources = self._sources
+        return {
+            sources[i]
+            for i, (a, b, c, d) in enumerate(zip(sizes, old_sizes, mtimes, old_mtimes, strict=True))
+            if a != b or c != d
+        }
 
     # -- keeping up with the files ------------------------------------------------
 
@@ -195,15 +322,29 @@ class RepoMap:
             self._listing = listing
             self.paths = listing.paths
             self._path_set = self._source_paths = None
-            self._sources = self._absolute([p for p in listing.paths if language_of(p) is not None])
+            self._stamps = self.stamps if self._stamps is None else self._stamps
+            self._stamp_arrays = None
+            self._sources = [p for p in listing.paths if language_of(p) is not None]
         notes = list(listing.notes)
         self.parsed = 0
+        every = check is None  # every file is looked at
+        if every and snapshot_ok and not listed_again:
+            # The same files as the stamps: stat them all, compare in bulk, and go on with
+            # those that differ only.
+            check = self._differing()
+            self.looked = len(self._sources)
+            if not check:
+                if self._watcher is not None:
+                    self._trusted = True
+                self.notes = notes
+                self.scan_ms = (time.perf_counter() - started) * 1000
+                return notes
         stored = self.stamps if snapshot_ok else self.cache.stamps()
         changed: dict[str, tuple[Stamp, FileTags] | None] = {}
         from_store: list[str] = []
         if check is None:
             stamps: dict[str, Stamp] = {}
-            targets = [p for p, _ in self._sources]
+            targets = self._sources
             gone: Iterable[str] = stored
         else:
             stamps = dict(self.stamps)
@@ -216,12 +357,13 @@ class RepoMap:
             gone = [p for p in check if p in stored]
         found: Mapping[str, object] = listing.stamps if listing.stamps else {}
         missing = [p for p in targets if p not in found]
-        self.looked = len(targets)
+        if check is None or not every:
+            self.looked = len(targets)
         looked = stat_files(self.root, missing) if missing else {}
         for path in targets:
             st = found.get(path) or looked.get(path)
             if isinstance(st, OSError):
-                if check is None or not isinstance(st, FileNotFoundError):
+                if every or not isinstance(st, FileNotFoundError):
                     notes.append(f"{path}: skipped ({st.strerror})")
                 continue
             stamp = (st.st_size, st.st_mtime_ns) if isinstance(st, os.stat_result) else st
@@ -242,7 +384,7 @@ class RepoMap:
         for path in gone:
             if path not in stamps:
                 changed[path] = None
-        if self._watcher is not None and check is None:
+        if self._watcher is not None and every:
             self._trusted = True  # every file was looked at after the watcher began
         self.notes = notes
         self.scan_ms = (time.perf_counter() - started) * 1000
@@ -305,9 +447,11 @@ class RepoMap:
         if graph is not self._graph:
             self._memo.clear()
         else:
-            # The same names defined and used: the ranking holds, only the rendered lines
-            # (line numbers, signatures) may change.
-            self._memo = {k: v for k, v in self._memo.items() if k[0] != "render"}
+            # The same edges: the rankings hold, unless a name the conversation mentions
+            # is now defined elsewhere; a render holds unless it shows a changed file or
+            # weighs a name whose use count changed.
+            keeps = _Keeps(changed, before)
+            self._memo = {k: v for k, v in self._memo.items() if keeps(k, v)}
         self._graph = graph
         return notes
 
@@ -388,7 +532,7 @@ class RepoMap:
 
     def _source_set(self) -> frozenset[str]:
         if self._source_paths is None:
-            self._source_paths = frozenset(p for p, _ in self._sources)
+            self._source_paths = frozenset(self._sources)
         return self._source_paths
 
     @property
@@ -419,21 +563,26 @@ class RepoMap:
             if version != SNAPSHOT_VERSION or graph_version != SNAPSHOT_VERSION:
                 return False
             self._listing = Listing(paths, notes, source, folders, ignores)
-            self._sources = self._absolute(sources)
+            self._sources = list(sources)
             self._graph = _Graph.from_parts(parts)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        stamps = _stamps_from(self.cache.state(STATE_STAMPS), self._writes)
-        self._stamps_saved = self._writes if stamps is not None else -1
-        self.stamps = stamps if stamps is not None else self.cache.stamps()
+        arrays = _stamps_from(self.cache.state(STATE_STAMPS), self._writes, len(self._sources))
+        self._stamps_saved = self._writes if arrays is not None else -1
+        if arrays is not None:
+            self._stamps, self._stamp_arrays = None, arrays
+        else:
+            self.stamps = self.cache.stamps()
         self.paths = self._listing.paths
+        self._memo.update(_renders_from(self.cache.state(STATE_RENDERS), self._writes))
+        self._renders_saved = True
         return True
 
     def _listing_state(self) -> tuple:
         lst = self._listing
         assert lst is not None
-        sources = [p for p, _ in self._sources]
+        sources = self._sources
         return (
             SNAPSHOT_VERSION,
             lst.paths,
@@ -443,10 +592,6 @@ class RepoMap:
             lst.ignores,
             sources,
         )
-
-    def _absolute(self, paths: list[str]) -> list[tuple[str, str]]:
-        root = os.path.join(str(self.root), "")
-        return [(p, root + p) for p in paths]
 
     def _definitions(self, paths: Collection[str]) -> dict[str, FileTags]:
         """The definitions of `paths` (no references), read from the store once."""
@@ -561,23 +706,33 @@ class RepoMap:
         budget reaches more files."""
         if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
-        key = ("render", budget, count_tokens, frozenset(chat_files), mentions)
+        # Kept until a change touches what it depends on (see `_keeps`), and for any
+        # count that agrees with the one it was made with on the texts it counted.
+        key = ("render", budget, frozenset(chat_files), mentions)
         found = self._memo.get(key)
-        if found is None:
+        if not isinstance(found, _Rendered) or not found.holds(count_tokens):
             if len(self._memo) > MEMO_MAX:
                 self._memo.clear()
             found = self._memo[key] = self._render(budget, count_tokens, chat_files, mentions)
-        return replace(found, notes=tuple(self.notes))  # type: ignore[arg-type]
+            found.counter = count_tokens
+            self._renders_saved = False
+        return replace(found.out, notes=tuple(self.notes))
 
     def _render(
         self, budget: int, count_tokens: CountTokens, chat_files: Collection[str], mentions: str
-    ) -> MapText:
+    ) -> _Rendered:
         ranked = self.scores(chat_files, mentions)
         n_files = len(ranked)
         # Only the best ranked files can fit: a file costs at least a dozen tokens.
         top = [(p, base) for p, base in ranked[: max(100, budget // 12)] if p not in chat_files]
         tags = self._definitions([p for p, _ in top])
-        users = self._use_counts({d.name for t in tags.values() for d in t.definitions})
+        names = frozenset(d.name for t in tags.values() for d in t.definitions)
+        users = self._use_counts(names)
+        tried: list[tuple[str, int]] = []
+
+        def done(out: MapText) -> _Rendered:
+            return _Rendered(out, tuple(tried), frozenset(p for p, _ in top), names)
+
         scored: list[tuple[float, str, int]] = []  # (-score, path, index), best first
         for path, base in top:
             for i, d in enumerate(tags[path].definitions):
@@ -586,7 +741,7 @@ class RepoMap:
                     w *= 0.1
                 scored.append((-base * w, path, i))
         if not scored:
-            return MapText("", 0, 0, 0, tuple(self.notes))
+            return done(MapText("", 0, 0, 0))
         scored.sort()
 
         lines = {p: self._file_lines(p, tags[p]) for p, _ in top}
@@ -617,10 +772,11 @@ class RepoMap:
         while lo > 0:
             text, files = text_for(lo)
             tokens = count_tokens(text)
+            tried.append((text, tokens))
             if tokens <= budget:
-                return MapText(text, tokens, files, n_files, tuple(self.notes))
+                return done(MapText(text, tokens, files, n_files))
             lo = lo * budget // tokens * 95 // 100 if tokens > budget else lo - 1
-        return MapText("", 0, 0, n_files, tuple(self.notes))
+        return done(MapText("", 0, 0, n_files))
 
     def close(self) -> None:
         """Close the store now, or, while a thread holds `lock` (a refresh or a render in
@@ -638,17 +794,39 @@ class RepoMap:
             self.cache.close()
 
     def _save_stamps(self) -> None:
-        """Store the files' stamps as one row, for the next start to read at once (not
-        at each change: a turn's write stays small). Only if no other process wrote
-        the store since this map's last write; a start without the row reads the
-        stamps from the files' rows."""
-        if not self._loaded or self._stamps_saved == self._writes or self.cache.path is None:
+        """Store the files' stamps as one row, and the last renders, for the next start
+        to read at once (not at each change: a turn's write stays small). Only if no
+        other process wrote the store since this map's last write; a start without the
+        stamps row reads the stamps from the files' rows, one without the renders row
+        renders again."""
+        stamps = self._stamps_saved != self._writes
+        if not self._loaded or not (stamps or not self._renders_saved) or self.cache.path is None:
             return
         try:
             self.cache.begin()
             if (self.cache.state(STATE_WRITES) or 0) == self._writes:
-                self.cache.put_state(STATE_STAMPS, _stamps_state(self._writes, self.stamps))
-                self._stamps_saved = self._writes
+                if stamps:
+                    sizes, mtimes = self._arrays()
+                    self.cache.put_state(
+                        STATE_STAMPS,
+                        (
+                            STAMPS_VERSION,
+                            self._writes,
+                            len(sizes),
+                            sizes.tobytes(),
+                            mtimes.tobytes(),
+                        ),
+                    )
+                    self._stamps_saved = self._writes
+                renders = [
+                    value.state(key)
+                    for key, value in self._memo.items()
+                    if key[0] == "render" and isinstance(value, _Rendered)
+                ]
+                self.cache.put_state(
+                    STATE_RENDERS, (RENDERS_VERSION, self._writes, renders[-RENDERS_KEPT:])
+                )
+                self._renders_saved = True
             self.cache.commit()
         except sqlite3.Error:
             self.cache.rollback()
@@ -773,15 +951,22 @@ class _Graph:
         the files using a name whose definers changed are computed again."""
         now = {p: row[1] for p, row in changed.items() if row is not None}
         moved: set[str] = set()  # names defined in other files than before
-        node_set = set(self.nodes)
+        index = self.index()
+        added, removed = set(), set()  # files that become or stop being nodes
         for p in changed:
             old, new = before.get(p), now.get(p)
             names_before = {d.name for d in old.definitions} if old else set()
             moved |= names_before ^ ({d.name for d in new.definitions} if new else set())
             if new is not None and (new.definitions or new.references):
-                node_set.add(p)
-            else:
-                node_set.discard(p)
+                if p not in index:
+                    added.add(p)
+            elif p in index:
+                removed.add(p)
+        if added or removed:
+            node_set = (set(self.nodes) | added) - removed
+            nodes = sorted(node_set)
+        else:
+            node_set, nodes = index.keys(), self.nodes
         affected = {p for p in changed if p in node_set}
         if moved:
             affected |= store.users(sorted(moved)) & node_set
@@ -790,8 +975,7 @@ class _Graph:
         refs.update({p: t.references for p, t in store.tags(rest).items()})
         defined = store.definers(sorted(set().union(*refs.values())) if refs else [])
         rows = {p: _row(p, refs[p], defined) for p in sorted(affected)}
-        nodes = sorted(node_set)
-        if nodes == self.nodes:
+        if nodes is self.nodes:
             rows = {p: r for p, r in rows.items() if r != self.row(p)}
             if not rows:
                 return self
@@ -880,20 +1064,30 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     return (tuple(targets), tuple(edges[t] / total for t in targets))
 
 
-def _stamps_state(writes: int, stamps: dict[str, Stamp]) -> tuple:
-    """The files' stamps as one state row, with the store's write count they are of."""
-    return (SNAPSHOT_VERSION, writes, stamps)
-
-
-def _stamps_from(state: object, writes: int) -> dict[str, Stamp] | None:
-    """The stored stamps, if the row is of the store's current write count."""
+def _stamps_from(state: object, writes: int, sources: int) -> tuple[array, array] | None:
+    """The stored stamps (two arrays in the order of the listing's `sources` files), if
+    the row is of the store's current write count."""
     try:
-        version, of_writes, stamps = state  # type: ignore[misc]
+        version, of_writes, count, size_bytes, mtime_bytes = state  # type: ignore[misc]
+        if version != STAMPS_VERSION or of_writes != writes or count != sources:
+            return None
+        sizes, mtimes = array("q"), array("q")
+        sizes.frombytes(size_bytes)
+        mtimes.frombytes(mtime_bytes)
     except (TypeError, ValueError):
         return None
-    if version != SNAPSHOT_VERSION or of_writes != writes or not isinstance(stamps, dict):
-        return None
-    return stamps
+    return (sizes, mtimes) if len(sizes) == len(mtimes) == sources else None
+
+
+def _renders_from(state: object, writes: int) -> dict[tuple, _Rendered]:
+    """The stored renders, if the row is of the store's current write count."""
+    try:
+        version, of_writes, rows = state  # type: ignore[misc]
+        if version != RENDERS_VERSION or of_writes != writes:
+            return {}
+        return dict(_Rendered.from_state(row) for row in rows)
+    except (TypeError, ValueError):
+        return {}
 
 
 def _busy(exc: sqlite3.Error) -> bool:
