@@ -14,13 +14,17 @@
   as the rows it describes, so they never disagree.
 
 A store that cannot be opened or read is replaced by an empty one: it only
-ever saves time.
+ever saves time. A change's write is committed in a thread (`commit_later`),
+after the map is returned; the next use of the store waits for it, and one
+that failed, or never happened because the process ended first, leaves the
+store as it was before: the next look parses the file again.
 """
 
 from __future__ import annotations
 
 import marshal
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -66,6 +70,8 @@ class TagCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._db: sqlite3.Connection | None = None
+        self._pending: threading.Thread | None = None  # a commit running in a thread
+        self._lost = False  # that commit failed: its transaction was rolled back
         if path is not None:
             try:
                 self._db = self._open(path)
@@ -108,6 +114,8 @@ class TagCache:
 
     @property
     def db(self) -> sqlite3.Connection:
+        if self._pending is not None:
+            self._wait()
         assert self._db is not None, "the store is closed"
         return self._db
 
@@ -194,8 +202,40 @@ class TagCache:
     def commit(self) -> None:
         self.db.execute("COMMIT")
 
+    def commit_later(self) -> None:
+        """Commit the open transaction in a thread; the next use of the store waits for
+        it (`settle`)."""
+        db = self.db
+        self._pending = threading.Thread(
+            target=self._commit, args=(db,), name="repomap-commit", daemon=True
+        )
+        self._pending.start()
+
+    def _commit(self, db: sqlite3.Connection) -> None:
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            self._lost = True
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def settle(self) -> bool:
+        """Wait for a commit running in a thread. True once after one that failed: the
+        store lacks that write (the caller starts again from what the store holds)."""
+        self._wait()
+        lost, self._lost = self._lost, False
+        return lost
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.join()
+
     def rollback(self) -> None:
         """Undo the open transaction, if any: the store stays as it was."""
+        self._wait()
         if self._db is not None and self._db.in_transaction:
             try:
                 self._db.execute("ROLLBACK")
@@ -235,6 +275,7 @@ class TagCache:
         )
 
     def close(self) -> None:
+        self._wait()
         if self._db is not None:
             self._db.close()
             self._db = None

@@ -119,7 +119,8 @@ class _Rendered:
     counter: CountTokens | None = None  # the count it was last checked against
 
     def holds(self, count_tokens: CountTokens) -> bool:
-        if self.counter is not count_tokens:
+        # `==`: a bound method made again at each call (`counter.base_count`) is equal.
+        if self.counter != count_tokens:
             if any(count_tokens(text) != tokens for text, tokens in self.tried):
                 return False
             self.counter = count_tokens
@@ -236,7 +237,7 @@ class RepoMap:
         self._trusted = False
         self.watch_error = ""
         self._path_set: frozenset[str] | None = None
-        self._source_paths: frozenset[str] | None = None
+        self._source_at: dict[str, int] | None = None  # a source file -> its place
         # The store's write count the stored stamps row is of (-1: none): the row is
         # written when the map closes, and trusted only while no write came since.
         self._stamps_saved = -1
@@ -299,6 +300,7 @@ class RepoMap:
         now = time.monotonic()
         if self.closed:
             return self.notes
+        self._settle()
         watched = self._watcher is not None and self._trusted
         if not watched and self._loaded and now - self._refreshed_at < min_interval:
             return self.notes
@@ -321,7 +323,7 @@ class RepoMap:
         if listed_again:
             self._listing = listing
             self.paths = listing.paths
-            self._path_set = self._source_paths = None
+            self._path_set = self._source_at = None
             self._stamps = self.stamps if self._stamps is None else self._stamps
             self._stamp_arrays = None
             self._sources = [p for p in listing.paths if language_of(p) is not None]
@@ -339,22 +341,21 @@ class RepoMap:
                 self.notes = notes
                 self.scan_ms = (time.perf_counter() - started) * 1000
                 return notes
-        stored = self.stamps if snapshot_ok else self.cache.stamps()
         changed: dict[str, tuple[Stamp, FileTags] | None] = {}
         from_store: list[str] = []
+        # `stored`: the stamps before of the files looked at; `stamps`: their stamps now
+        # (every mapped file's, when every file is looked at).
+        stamps: dict[str, Stamp] = {}
         if check is None:
-            stamps: dict[str, Stamp] = {}
+            stored = self.stamps if snapshot_ok else self.cache.stamps()
             targets = self._sources
-            gone: Iterable[str] = stored
         else:
-            stamps = dict(self.stamps)
             if listed_again and old_listing is not None:
                 check |= set(old_listing.paths).symmetric_difference(listing.paths)
-            sources = self._source_set()
+            stored = self._stamps_of(check)
+            sources = self._source_index()
             targets = sorted(p for p in check if p in sources)
-            for p in check:
-                stamps.pop(p, None)
-            gone = [p for p in check if p in stored]
+        gone = list(stored)
         found: Mapping[str, object] = listing.stamps if listing.stamps else {}
         missing = [p for p in targets if p not in found]
         if check is None or not every:
@@ -416,7 +417,8 @@ class RepoMap:
             if graph is not self._graph or not snapshot_ok:
                 self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
             self.cache.put_state(STATE_WRITES, self._writes + 1)
-            self.cache.commit()
+            # Committed after the map is returned: one that fails is seen by `_settle`.
+            self.cache.commit_later()
         except sqlite3.Error as exc:
             self.cache.rollback()
             self._forget()
@@ -432,7 +434,10 @@ class RepoMap:
             self.cache.rollback()
             raise
         self._writes += 1
-        self.stamps = stamps
+        if check is None:
+            self.stamps = stamps
+        else:
+            self._update_stamps(check, stamps)
         for path, row in changed.items():
             self._lines.pop(path, None)
             old = before.get(path)
@@ -530,10 +535,41 @@ class RepoMap:
             self._path_set = frozenset(self.paths)
         return self._path_set
 
-    def _source_set(self) -> frozenset[str]:
-        if self._source_paths is None:
-            self._source_paths = frozenset(self._sources)
-        return self._source_paths
+    def _source_index(self) -> dict[str, int]:
+        if self._source_at is None:
+            self._source_at = {p: i for i, p in enumerate(self._sources)}
+        return self._source_at
+
+    def _stamps_of(self, paths: Iterable[str]) -> dict[str, Stamp]:
+        """The stamps of those of `paths` that are mapped."""
+        if self._stamps is not None:
+            stamps = self._stamps
+            return {p: stamps[p] for p in paths if p in stamps}
+        assert self._stamp_arrays is not None
+        sizes, mtimes = self._stamp_arrays
+        index = self._source_index()
+        out = {}
+        for p in paths:
+            i = index.get(p)
+            if i is not None and sizes[i] >= 0:
+                out[p] = (sizes[i], mtimes[i])
+        return out
+
+    def _update_stamps(self, checked: Iterable[str], now: dict[str, Stamp]) -> None:
+        """The `checked` files' stamps are now `now` (not there: not mapped)."""
+        if self._stamps is not None:
+            for p in checked:
+                self._stamps.pop(p, None)
+            self._stamps.update(now)
+            self._stamp_arrays = None
+            return
+        assert self._stamp_arrays is not None
+        sizes, mtimes = self._stamp_arrays
+        index = self._source_index()
+        for p in checked:
+            i = index.get(p)
+            if i is not None:
+                sizes[i], mtimes[i] = now.get(p, _UNMAPPED)
 
     @property
     def watching(self) -> bool:
@@ -541,11 +577,19 @@ class RepoMap:
         at every file."""
         return self._watcher is not None and self._trusted
 
+    def _settle(self) -> bool:
+        """After a change's commit that failed, the store lacks it: start again from what
+        the store holds (the next refresh parses the changed files again)."""
+        if self.cache.settle():
+            self._forget()
+            return True
+        return False
+
     def _forget(self) -> None:
         """Drop what this map holds in memory: the next refresh reads the store again."""
         self._loaded = False
         self._trusted = False
-        self._path_set = self._source_paths = None
+        self._path_set = self._source_at = None
         self._listing, self._sources, self.stamps = None, [], {}
         self._graph = _Graph.empty()
         self._defs, self._lines, self._uses = {}, {}, {}
@@ -706,6 +750,8 @@ class RepoMap:
         budget reaches more files."""
         if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
+        if self._settle():
+            self.refresh()
         # Kept until a change touches what it depends on (see `_keeps`), and for any
         # count that agrees with the one it was made with on the texts it counted.
         key = ("render", budget, frozenset(chat_files), mentions)
