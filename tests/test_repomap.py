@@ -970,3 +970,23 @@ def test_without_notifications_the_map_looks_at_every_file(tmp_path: Path, monke
     rm.refresh()
     assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
     rm.close()
+
+
+def test_a_burst_of_notifications_means_looking_at_every_file(tmp_path: Path, monkeypatch) -> None:
+    """So many paths notified at once that the system's queue may have overflowed (its
+    signal is dropped by watchfiles): every file is looked at, and watching goes on."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NOTIFY_BURST", 3)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    write(tmp_path, {f"pkg/part{i}/mod_{i}.py": f"def burst_{i}(v): pass\n" for i in range(4)})
+    rm.refresh()
+    assert rm.looked == 10 and rm.parsed == 4 and _names(rm) == _cold_names(tmp_path)
+    assert rm.watching
+    write(tmp_path, {"pkg/part1/mod_5.py": "def after_the_burst(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 1 and _names(rm) == _cold_names(tmp_path)
+    rm.close()

@@ -85,6 +85,10 @@ RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
 STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS, STATE_RENDERS = 0, 1, 2, 3, 4
 _UNMAPPED = (-1, -1)  # a source file's place in the stamp arrays when it is not mapped
 NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
+# More notified paths than this in one look and every file is looked at instead: the
+# system's queue of notifications may have overflowed in such a burst (a checkout, a
+# build), and watchfiles drops the overflow signal (an event without a path).
+NOTIFY_BURST = 1000
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
@@ -312,7 +316,7 @@ class RepoMap:
         events = self._watcher.changed() if watched and self._watcher is not None else None
         check: set[str] | None = None  # the files to look at; None: every file
         listing = old_listing
-        if events is not None:
+        if events is not None and _burst(events) <= NOTIFY_BURST:
             listing, check = self._notified(events)
         if check is None:
             if watched and events is None:
@@ -1134,6 +1138,12 @@ def _renders_from(state: object, writes: int) -> dict[tuple, _Rendered]:
         return dict(_Rendered.from_state(row) for row in rows)
     except (TypeError, ValueError):
         return {}
+
+
+def _burst(events: Iterable[str]) -> int:
+    """How many notified paths are outside the folders the map skips (the store's own
+    writes and sync files are not counted)."""
+    return sum(1 for e in events if e.partition("/")[0] not in SKIP_DIRS)
 
 
 def _busy(exc: sqlite3.Error) -> bool:
