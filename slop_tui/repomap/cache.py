@@ -22,9 +22,10 @@ store as it was before: the next look parses the file again.
 
 from __future__ import annotations
 
+import _thread
 import marshal
+import queue
 import sqlite3
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -70,7 +71,9 @@ class TagCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._db: sqlite3.Connection | None = None
-        self._pending: threading.Thread | None = None  # a commit running in a thread
+        self._pending = False  # a commit handed to the committer, maybe still running
+        self._committer = False  # its thread, started at the first commit
+        self._commits: queue.Queue[sqlite3.Connection | None] = queue.Queue()
         self._lost = False  # that commit failed: its transaction was rolled back
         if path is not None:
             try:
@@ -114,7 +117,7 @@ class TagCache:
 
     @property
     def db(self) -> sqlite3.Connection:
-        if self._pending is not None:
+        if self._pending:
             self._wait()
         assert self._db is not None, "the store is closed"
         return self._db
@@ -206,10 +209,21 @@ class TagCache:
         """Commit the open transaction in a thread; the next use of the store waits for
         it (`settle`)."""
         db = self.db
-        self._pending = threading.Thread(
-            target=self._commit, args=(db,), name="repomap-commit", daemon=True
-        )
-        self._pending.start()
+        if not self._committer:
+            # `_thread`: `threading.Thread.start` waits until the thread runs, which on a
+            # busy machine costs the change the wait; `close` waits for it instead.
+            _thread.start_new_thread(self._run_commits, ())
+            self._committer = True
+        self._pending = True
+        self._commits.put(db)
+
+    def _run_commits(self) -> None:
+        while (db := self._commits.get()) is not None:
+            try:
+                self._commit(db)
+            finally:
+                self._commits.task_done()
+        self._commits.task_done()
 
     def _commit(self, db: sqlite3.Connection) -> None:
         try:
@@ -229,9 +243,9 @@ class TagCache:
         return lost
 
     def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.join()
+        if self._pending:
+            self._commits.join()
+            self._pending = False
 
     def rollback(self) -> None:
         """Undo the open transaction, if any: the store stays as it was."""
@@ -276,6 +290,10 @@ class TagCache:
 
     def close(self) -> None:
         self._wait()
+        if self._committer:
+            self._commits.put(None)
+            self._commits.join()
+            self._committer = False
         if self._db is not None:
             self._db.close()
             self._db = None

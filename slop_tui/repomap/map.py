@@ -152,6 +152,27 @@ class _Rendered:
         return key, cls(out, tried_pairs, frozenset(top), frozenset(names))
 
 
+class _Sorted(Collection[str]):
+    """A sorted list of paths asked for membership and position by bisection (no set or
+    dict built over 10,000 paths for a look at one file)."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def position(self, item: str) -> int | None:
+        i = bisect.bisect_left(self.items, item)
+        return i if i < len(self.items) and self.items[i] == item else None
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and self.position(item) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 class _Keeps:
     """Whether a ranking or a render (a memo entry) still holds after `changed` files,
     `before` holding their earlier tags, when the graph did not change."""
@@ -240,8 +261,6 @@ class RepoMap:
         self._watcher: Watcher | None = None
         self._trusted = False
         self.watch_error = ""
-        self._path_set: frozenset[str] | None = None
-        self._source_at: dict[str, int] | None = None  # a source file -> its place
         # The store's write count the stored stamps row is of (-1: none): the row is
         # written when the map closes, and trusted only while no write came since.
         self._stamps_saved = -1
@@ -327,7 +346,6 @@ class RepoMap:
         if listed_again:
             self._listing = listing
             self.paths = listing.paths
-            self._path_set = self._source_at = None
             self._stamps = self.stamps if self._stamps is None else self._stamps
             self._stamp_arrays = None
             self._sources = [p for p in listing.paths if language_of(p) is not None]
@@ -357,7 +375,7 @@ class RepoMap:
             if listed_again and old_listing is not None:
                 check |= set(old_listing.paths).symmetric_difference(listing.paths)
             stored = self._stamps_of(check)
-            sources = self._source_index()
+            sources = _Sorted(self._sources)
             targets = sorted(p for p in check if p in sources)
         gone = list(stored)
         found: Mapping[str, object] = listing.stamps if listing.stamps else {}
@@ -469,7 +487,7 @@ class RepoMap:
         every file, after a new folder or one gone: the watcher must change)."""
         listing = self._listing
         assert listing is not None
-        paths = self._paths()
+        paths = _Sorted(self.paths)
         check: set[str] = set()
         moved = False  # a file made, removed or renamed; an ignore file changed
         root = os.path.join(str(self.root), "")
@@ -534,16 +552,6 @@ class RepoMap:
             self._watcher.close()
             self._watcher = None
 
-    def _paths(self) -> frozenset[str]:
-        if self._path_set is None:
-            self._path_set = frozenset(self.paths)
-        return self._path_set
-
-    def _source_index(self) -> dict[str, int]:
-        if self._source_at is None:
-            self._source_at = {p: i for i, p in enumerate(self._sources)}
-        return self._source_at
-
     def _stamps_of(self, paths: Iterable[str]) -> dict[str, Stamp]:
         """The stamps of those of `paths` that are mapped."""
         if self._stamps is not None:
@@ -551,10 +559,10 @@ class RepoMap:
             return {p: stamps[p] for p in paths if p in stamps}
         assert self._stamp_arrays is not None
         sizes, mtimes = self._stamp_arrays
-        index = self._source_index()
+        sources = _Sorted(self._sources)
         out = {}
         for p in paths:
-            i = index.get(p)
+            i = sources.position(p)
             if i is not None and sizes[i] >= 0:
                 out[p] = (sizes[i], mtimes[i])
         return out
@@ -569,9 +577,9 @@ class RepoMap:
             return
         assert self._stamp_arrays is not None
         sizes, mtimes = self._stamp_arrays
-        index = self._source_index()
+        sources = _Sorted(self._sources)
         for p in checked:
-            i = index.get(p)
+            i = sources.position(p)
             if i is not None:
                 sizes[i], mtimes[i] = now.get(p, _UNMAPPED)
 
@@ -593,7 +601,6 @@ class RepoMap:
         """Drop what this map holds in memory: the next refresh reads the store again."""
         self._loaded = False
         self._trusted = False
-        self._path_set = self._source_at = None
         self._listing, self._sources, self.stamps = None, [], {}
         self._graph = _Graph.empty()
         self._defs, self._lines, self._uses = {}, {}, {}
@@ -754,12 +761,15 @@ class RepoMap:
         budget reaches more files."""
         if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
-        if self._settle():
-            self.refresh()
-        # Kept until a change touches what it depends on (see `_keeps`), and for any
-        # count that agrees with the one it was made with on the texts it counted.
+        # Kept until a change touches what it depends on (see `_Keeps`), and for any
+        # count that agrees with the one it was made with on the texts it counted. A kept
+        # render needs no store: a change's commit may still be running.
         key = ("render", budget, frozenset(chat_files), mentions)
         found = self._memo.get(key)
+        if not isinstance(found, _Rendered) or not found.holds(count_tokens):
+            if self._settle():
+                self.refresh()
+            found = self._memo.get(key)
         if not isinstance(found, _Rendered) or not found.holds(count_tokens):
             if len(self._memo) > MEMO_MAX:
                 self._memo.clear()
@@ -986,7 +996,9 @@ class _Graph:
         return self._by_basename
 
     def row(self, path: str) -> Row:
-        i = self.index()[path]
+        i = _Sorted(self.nodes).position(path)
+        if i is None:
+            raise KeyError(path)
         a, b = bisect.bisect_left(self.src, i), bisect.bisect_left(self.src, i + 1)
         return (tuple(self.nodes[j] for j in self.dst[a:b]), tuple(self.w[a:b]))
 
@@ -1001,7 +1013,7 @@ class _Graph:
         the files using a name whose definers changed are computed again."""
         now = {p: row[1] for p, row in changed.items() if row is not None}
         moved: set[str] = set()  # names defined in other files than before
-        index = self.index()
+        index = _Sorted(self.nodes)
         added, removed = set(), set()  # files that become or stop being nodes
         for p in changed:
             old, new = before.get(p), now.get(p)
@@ -1016,10 +1028,10 @@ class _Graph:
             node_set = (set(self.nodes) | added) - removed
             nodes = sorted(node_set)
         else:
-            node_set, nodes = index.keys(), self.nodes
+            node_set, nodes = index, self.nodes
         affected = {p for p in changed if p in node_set}
         if moved:
-            affected |= store.users(sorted(moved)) & node_set
+            affected |= {p for p in store.users(sorted(moved)) if p in node_set}
         refs = {p: now[p].references for p in affected if p in now}
         rest = sorted(affected - refs.keys())
         refs.update({p: t.references for p, t in store.tags(rest).items()})
