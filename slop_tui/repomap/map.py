@@ -20,16 +20,20 @@ budget holds:
 
 What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags
 and stamp, who defines and who uses each name, the listing (with its folders'
-times) and the graph. A warm start reads the listing, the stamps and the
-graph, checks the folders' times and the files' stamps, and reads the
-definitions of the files it renders, nothing else. A changed file moves only
-its own edges and those of the files using a name it stopped or started
-defining; the ranking is run again only when an edge changed, and the graph
-is written back only then. The graph and the ranking are pure functions
-of the files, so the map after any series of changes is the map a cold build
-of the same files gives.
+times), the graph, and the last renders. A warm start reads the listing, the
+stamps (two arrays) and the graph, checks the folders' times, stats every
+source file into two arrays compared with the stamps at once, and reads the
+definitions of the files it renders, or none when a stored render holds. A
+changed file moves only its own edges and those of the files using a name it
+stopped or started defining; the ranking is run again only when an edge
+changed, the graph is written back only then, and a render is made again
+only when the change touches what it depends on (`_Keeps`). The write is
+committed after the map is returned (`TagCache.commit_later`). The graph and
+the ranking are pure functions of the files, so the map after any series of
+changes is the map a cold build of the same files gives.
 
-Headless and synchronous (the workspace runs it in a thread).
+Headless and synchronous (the workspace runs it in a thread; the store's
+commits run in a thread of their own).
 """
 
 from __future__ import annotations
