@@ -482,12 +482,16 @@ def test_a_new_process_serves_the_stored_render_until_a_file_it_ranks_changes(
     again.close()
 
 
+@pytest.mark.parametrize("numpy_nodes", [1500, 0], ids=["python", "numpy"])
 def test_a_warm_start_compares_the_stamps_in_bulk_and_sees_what_changed_while_closed(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch, numpy_nodes: int
 ) -> None:
     """Nothing changed: no object per file is made. A file rewritten at the same size
-    while no process ran, one too large now, and one the map could not read are
-    each seen."""
+    while no process ran, and one too large now, are each seen (the differing stamps
+    found in plain Python, and with numpy as for a large project)."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NUMPY_NODES", numpy_nodes)
     _web(tmp_path, 30)
     (tmp_path / ".slop").mkdir()
     first = RepoMap(tmp_path, tmp_path / ".slop")

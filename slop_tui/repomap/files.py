@@ -23,6 +23,8 @@ import subprocess
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 
 import pathspec
@@ -201,25 +203,29 @@ def stat_files(root: Path, paths: Iterable[str]) -> dict[str, os.stat_result | O
     return out
 
 
-NO_STAMP = -2  # what `stamp_arrays` gives a file it cannot stat
+NO_STAMP = -2  # what `stamp_array` gives a file it cannot stat
+_SIZE_AND_MTIME = attrgetter("st_size", "st_mtime_ns")
 
 
-def stamp_arrays(paths: Iterable[str]) -> tuple[array, array]:
-    """The (sizes, mtime_ns) of absolute `paths` (symlinks followed) as two int64
-    arrays, `NO_STAMP` in both for a path that cannot be stat'ed: a check of every
-    file compares them with the stored ones in bulk, no object kept per file."""
-    sizes, mtimes = array("q"), array("q")
-    put_size, put_mtime, stat = sizes.append, mtimes.append, os.stat
+def stamp_array(paths: list[str]) -> array:
+    """The stamps of absolute `paths` (symlinks followed) as one int64 array, each
+    file's size then its mtime_ns (`NO_STAMP` twice for a path that cannot be
+    stat'ed): a check of every file compares it with the stored one at once, and
+    no object is kept per file. The loop runs in C (`map`, `attrgetter`, `chain`):
+    its Python form cost a third more on a busy machine."""
+    try:
+        return array("q", chain.from_iterable(map(_SIZE_AND_MTIME, map(os.stat, paths))))
+    except OSError:
+        pass
+    out = array("q")
     for path in paths:
         try:
-            st = stat(path)
+            st = os.stat(path)
         except OSError:
-            put_size(NO_STAMP)
-            put_mtime(NO_STAMP)
+            out.extend((NO_STAMP, NO_STAMP))
             continue
-        put_size(st.st_size)
-        put_mtime(st.st_mtime_ns)
-    return sizes, mtimes
+        out.extend((st.st_size, st.st_mtime_ns))
+    return out
 
 
 def _walk(root: Path, files: bool = True) -> Listing:

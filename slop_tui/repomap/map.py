@@ -21,8 +21,8 @@ budget holds:
 What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags
 and stamp, who defines and who uses each name, the listing (with its folders'
 times), the graph, and the last renders. A warm start reads the listing, the
-stamps (two arrays) and the graph, checks the folders' times, stats every
-source file into two arrays compared with the stamps at once, and reads the
+stamps (one array) and the graph, checks the folders' times, stats every
+source file into one array compared with the stamps at once, and reads the
 definitions of the files it renders, or none when a stored render holds. A
 changed file moves only its own edges and those of the files using a name it
 stopped or started defining; the ranking is run again only when an edge
@@ -56,7 +56,7 @@ from slop_tui.repomap.files import (
     SKIP_DIRS,
     Listing,
     list_files,
-    stamp_arrays,
+    stamp_array,
     stat_files,
     unchanged,
 )
@@ -81,7 +81,7 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
-STAMPS_VERSION = 2  # the stamps row: two arrays in the order of the listing's sources
+STAMPS_VERSION = 3  # the stamps row: one array in the order of the listing's sources
 RENDERS_VERSION = 1
 RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
 # The store's state rows: a count of the writes (another process may write the same
@@ -231,10 +231,11 @@ class RepoMap:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
         self.tags: Mapping[str, FileTags] = _Tags(self)
-        # Every mapped file's (size, mtime_ns): a dict, or, as read from the store, two
-        # arrays in the order of `_sources` (the dict is made from them on first use).
+        # Every mapped file's (size, mtime_ns): a dict, or, as read from the store, one
+        # array in the order of `_sources`, each file's size then its mtime (the dict is
+        # made from it on first use).
         self._stamps: dict[str, Stamp] | None = {}
-        self._stamp_arrays: tuple[array, array] | None = None
+        self._stamp_array: array | None = None
         self.paths: list[str] = []  # every listed file (the file tree)
         self.notes: list[str] = []  # the last refresh's problems, one line each
         self.parsed = 0  # files parsed by the last refresh
@@ -274,46 +275,44 @@ class RepoMap:
     def stamps(self) -> dict[str, Stamp]:
         """Every mapped file's (size, mtime_ns)."""
         if self._stamps is None:
-            assert self._stamp_arrays is not None
-            sizes, mtimes = self._stamp_arrays
+            stamps = self._stamp_array
+            assert stamps is not None
             self._stamps = {
                 p: (size, mtime)
-                for p, size, mtime in zip(self._sources, sizes, mtimes, strict=True)
+                for p, size, mtime in zip(self._sources, stamps[::2], stamps[1::2], strict=True)
                 if size >= 0
             }
         return self._stamps
 
     @stamps.setter
     def stamps(self, value: dict[str, Stamp]) -> None:
-        self._stamps, self._stamp_arrays = value, None
+        self._stamps, self._stamp_array = value, None
 
-    def _arrays(self) -> tuple[array, array]:
-        """The stamps as two arrays in the order of `_sources` (`_UNMAPPED` for a source
-        file that is not mapped)."""
-        if self._stamp_arrays is None:
+    def _array(self) -> array:
+        """The stamps as one array in the order of `_sources`, each file's size then its
+        mtime (`_UNMAPPED` for a source file that is not mapped)."""
+        if self._stamp_array is None:
             stamps = self.stamps
-            sizes, mtimes = array("q"), array("q")
+            out = array("q")
             for p in self._sources:
-                size, mtime = stamps.get(p, _UNMAPPED)
-                sizes.append(size)
-                mtimes.append(mtime)
-            self._stamp_arrays = (sizes, mtimes)
-        return self._stamp_arrays
+                out.extend(stamps.get(p, _UNMAPPED))
+            self._stamp_array = out
+        return self._stamp_array
 
     def _differing(self) -> set[str]:
         """Stat every source file and compare with the stamps in bulk: the files whose
         stamp differs (changed, unreadable, or not mapped)."""
         base = os.path.join(str(self.root), "")
-        sizes, mtimes = stamp_arrays([base + p for p in self._sources])
-        old_sizes, old_mtimes = self._arrays()
-        if sizes == old_sizes and mtimes == old_mtimes:
+        now, before = stamp_array([base + p for p in self._sources]), self._array()
+        if now == before:
             return set()
         sources = self._sources
-        return {
-            sources[i]
-            for i, (a, b, c, d) in enumerate(zip(sizes, old_sizes, mtimes, old_mtimes, strict=True))
-            if a != b or c != d
-        }
+        if len(sources) > NUMPY_NODES:
+            import numpy as np
+
+            pairs = (np.frombuffer(now, np.int64) != np.frombuffer(before, np.int64)).reshape(-1, 2)
+            return {sources[i] for i in np.flatnonzero(pairs.any(axis=1)).tolist()}
+        return {sources[i // 2] for i, (a, b) in enumerate(zip(now, before, strict=True)) if a != b}
 
     # -- keeping up with the files ------------------------------------------------
 
@@ -351,7 +350,7 @@ class RepoMap:
             self._listing = listing
             self.paths = listing.paths
             self._stamps = self.stamps if self._stamps is None else self._stamps
-            self._stamp_arrays = None
+            self._stamp_array = None
             self._sources = [p for p in listing.paths if language_of(p) is not None]
         notes = list(listing.notes)
         self.parsed = 0
@@ -561,14 +560,14 @@ class RepoMap:
         if self._stamps is not None:
             stamps = self._stamps
             return {p: stamps[p] for p in paths if p in stamps}
-        assert self._stamp_arrays is not None
-        sizes, mtimes = self._stamp_arrays
+        stamps = self._stamp_array
+        assert stamps is not None
         sources = _Sorted(self._sources)
         out = {}
         for p in paths:
             i = sources.position(p)
-            if i is not None and sizes[i] >= 0:
-                out[p] = (sizes[i], mtimes[i])
+            if i is not None and stamps[2 * i] >= 0:
+                out[p] = (stamps[2 * i], stamps[2 * i + 1])
         return out
 
     def _update_stamps(self, checked: Iterable[str], now: dict[str, Stamp]) -> None:
@@ -577,15 +576,15 @@ class RepoMap:
             for p in checked:
                 self._stamps.pop(p, None)
             self._stamps.update(now)
-            self._stamp_arrays = None
+            self._stamp_array = None
             return
-        assert self._stamp_arrays is not None
-        sizes, mtimes = self._stamp_arrays
+        stamps = self._stamp_array
+        assert stamps is not None
         sources = _Sorted(self._sources)
         for p in checked:
             i = sources.position(p)
             if i is not None:
-                sizes[i], mtimes[i] = now.get(p, _UNMAPPED)
+                stamps[2 * i], stamps[2 * i + 1] = now.get(p, _UNMAPPED)
 
     @property
     def watching(self) -> bool:
@@ -627,10 +626,10 @@ class RepoMap:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        arrays = _stamps_from(self.cache.state(STATE_STAMPS), self._writes, len(self._sources))
-        self._stamps_saved = self._writes if arrays is not None else -1
-        if arrays is not None:
-            self._stamps, self._stamp_arrays = None, arrays
+        stored = _stamps_from(self.cache.state(STATE_STAMPS), self._writes, len(self._sources))
+        self._stamps_saved = self._writes if stored is not None else -1
+        if stored is not None:
+            self._stamps, self._stamp_array = None, stored
         else:
             self.stamps = self.cache.stamps()
         self.paths = self._listing.paths
@@ -870,16 +869,10 @@ class RepoMap:
             self.cache.begin()
             if (self.cache.state(STATE_WRITES) or 0) == self._writes:
                 if stamps:
-                    sizes, mtimes = self._arrays()
+                    stamps_now = self._array()
                     self.cache.put_state(
                         STATE_STAMPS,
-                        (
-                            STAMPS_VERSION,
-                            self._writes,
-                            len(sizes),
-                            sizes.tobytes(),
-                            mtimes.tobytes(),
-                        ),
+                        (STAMPS_VERSION, self._writes, len(self._sources), stamps_now.tobytes()),
                     )
                     self._stamps_saved = self._writes
                 renders = [
@@ -1130,19 +1123,18 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     return (tuple(targets), tuple(edges[t] / total for t in targets))
 
 
-def _stamps_from(state: object, writes: int, sources: int) -> tuple[array, array] | None:
-    """The stored stamps (two arrays in the order of the listing's `sources` files), if
-    the row is of the store's current write count."""
+def _stamps_from(state: object, writes: int, sources: int) -> array | None:
+    """The stored stamps (one array in the order of the listing's `sources` files, each
+    file's size then its mtime), if the row is of the store's current write count."""
     try:
-        version, of_writes, count, size_bytes, mtime_bytes = state  # type: ignore[misc]
+        version, of_writes, count, data = state  # type: ignore[misc]
         if version != STAMPS_VERSION or of_writes != writes or count != sources:
             return None
-        sizes, mtimes = array("q"), array("q")
-        sizes.frombytes(size_bytes)
-        mtimes.frombytes(mtime_bytes)
+        stamps = array("q")
+        stamps.frombytes(data)
     except (TypeError, ValueError):
         return None
-    return (sizes, mtimes) if len(sizes) == len(mtimes) == sources else None
+    return stamps if len(stamps) == 2 * sources else None
 
 
 def _renders_from(state: object, writes: int) -> dict[tuple, _Rendered]:
