@@ -453,6 +453,9 @@ def test_a_render_made_with_another_count_is_kept_only_if_the_counts_agree(
     halved = rm.render(600, double)
     assert made.count(rm) == 2 and halved.tokens <= 600 and halved.text != text
     assert halved.text == _cold_render(tmp_path, 600, double)
+    # The two counts take turns (the panes' and a request's): each keeps its render.
+    assert rm.render(600, rough).text == text and rm.render(600, double) == halved
+    assert made.count(rm) == 2
 
 
 def test_a_new_process_serves_the_stored_render_until_a_file_it_ranks_changes(

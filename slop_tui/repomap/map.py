@@ -84,6 +84,7 @@ SNAPSHOT_VERSION = 1
 STAMPS_VERSION = 3  # the stamps row: one array in the order of the listing's sources
 RENDERS_VERSION = 1
 RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
+RENDER_VARIANTS = 4  # renders kept for one budget and context, one per count that differs
 # The store's state rows: a count of the writes (another process may write the same
 # store), the listing, the graph, the files' stamps, the last renders.
 STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS, STATE_RENDERS = 0, 1, 2, 3, 4
@@ -481,7 +482,15 @@ class RepoMap:
             # is now defined elsewhere; a render holds unless it shows a changed file or
             # weighs a name whose use count changed.
             keeps = _Keeps(changed, before)
-            self._memo = {k: v for k, v in self._memo.items() if keeps(k, v)}
+            memo: dict[tuple, object] = {}
+            for key, value in self._memo.items():
+                if isinstance(value, list):  # a render's variants, one per count
+                    value = [r for r in value if keeps(key, r)]
+                    if value:
+                        memo[key] = value
+                elif keeps(key, value):
+                    memo[key] = value
+            self._memo = memo
         self._graph = graph
         return notes
 
@@ -633,7 +642,8 @@ class RepoMap:
         else:
             self.stamps = self.cache.stamps()
         self.paths = self._listing.paths
-        self._memo.update(_renders_from(self.cache.state(STATE_RENDERS), self._writes))
+        for key, rendered in _renders_from(self.cache.state(STATE_RENDERS), self._writes):
+            self._memo.setdefault(key, []).append(rendered)  # type: ignore[union-attr]
         self._renders_saved = True
         return True
 
@@ -768,18 +778,35 @@ class RepoMap:
         # count that agrees with the one it was made with on the texts it counted. A kept
         # render needs no store: a change's commit may still be running.
         key = ("render", budget, frozenset(chat_files), mentions)
-        found = self._memo.get(key)
-        if not isinstance(found, _Rendered) or not found.holds(count_tokens):
+        found = self._kept(key, count_tokens)
+        if found is None:
             if self._settle():
                 self.refresh()
-            found = self._memo.get(key)
-        if not isinstance(found, _Rendered) or not found.holds(count_tokens):
+            found = self._kept(key, count_tokens)
+        if found is None:
             if len(self._memo) > MEMO_MAX:
                 self._memo.clear()
-            found = self._memo[key] = self._render(budget, count_tokens, chat_files, mentions)
+            found = self._render(budget, count_tokens, chat_files, mentions)
             found.counter = count_tokens
+            # One variant per count that renders differently (the panes' estimate and a
+            # request's exact count take turns without rendering each time).
+            variants = self._memo.setdefault(key, [])
+            assert isinstance(variants, list)
+            variants.append(found)
+            del variants[:-RENDER_VARIANTS]
             self._renders_saved = False
         return replace(found.out, notes=tuple(self.notes))
+
+    def _kept(self, key: tuple, count_tokens: CountTokens) -> _Rendered | None:
+        """A kept render of `key` that holds for `count_tokens` (the one made with it
+        first: no counting)."""
+        variants = self._memo.get(key)
+        if not isinstance(variants, list):
+            return None
+        for rendered in sorted(variants, key=lambda r: r.counter != count_tokens):
+            if rendered.holds(count_tokens):
+                return rendered
+        return None
 
     def _render(
         self, budget: int, count_tokens: CountTokens, chat_files: Collection[str], mentions: str
@@ -876,9 +903,10 @@ class RepoMap:
                     )
                     self._stamps_saved = self._writes
                 renders = [
-                    value.state(key)
+                    rendered.state(key)
                     for key, value in self._memo.items()
-                    if key[0] == "render" and isinstance(value, _Rendered)
+                    if key[0] == "render" and isinstance(value, list)
+                    for rendered in value
                 ]
                 self.cache.put_state(
                     STATE_RENDERS, (RENDERS_VERSION, self._writes, renders[-RENDERS_KEPT:])
@@ -1137,15 +1165,15 @@ def _stamps_from(state: object, writes: int, sources: int) -> array | None:
     return stamps if len(stamps) == 2 * sources else None
 
 
-def _renders_from(state: object, writes: int) -> dict[tuple, _Rendered]:
+def _renders_from(state: object, writes: int) -> list[tuple[tuple, _Rendered]]:
     """The stored renders, if the row is of the store's current write count."""
     try:
         version, of_writes, rows = state  # type: ignore[misc]
         if version != RENDERS_VERSION or of_writes != writes:
-            return {}
-        return dict(_Rendered.from_state(row) for row in rows)
+            return []
+        return [_Rendered.from_state(row) for row in rows]
     except (TypeError, ValueError):
-        return {}
+        return []
 
 
 def _burst(events: Iterable[str]) -> int:
