@@ -458,6 +458,26 @@ def test_a_render_made_with_another_count_is_kept_only_if_the_counts_agree(
     assert made.count(rm) == 2
 
 
+def test_only_the_latest_contexts_keep_their_renders(tmp_path: Path, monkeypatch) -> None:
+    """Each turn's mentions are a new context: the oldest renders go (each keeps the
+    texts it counted), the latest stay."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "RENDERS_MAX", 2)
+    made = _renders(monkeypatch)
+    _web(tmp_path, 20)
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    for said in ("first turn", "second turn", "third turn"):
+        rm.render(600, rough, (), said)
+    assert made.count(rm) == 3
+    rm.render(600, rough, (), "third turn")
+    rm.render(600, rough, (), "second turn")
+    assert made.count(rm) == 3
+    rm.render(600, rough, (), "first turn")
+    assert made.count(rm) == 4
+
+
 def test_a_new_process_serves_the_stored_render_until_a_file_it_ranks_changes(
     tmp_path: Path, monkeypatch
 ) -> None:

@@ -85,6 +85,7 @@ STAMPS_VERSION = 3  # the stamps row: one array in the order of the listing's so
 RENDERS_VERSION = 1
 RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
 RENDER_VARIANTS = 4  # renders kept for one budget and context, one per count that differs
+RENDERS_MAX = 16  # budgets and contexts whose renders are kept (the conversation moves on)
 # The store's state rows: a count of the writes (another process may write the same
 # store), the listing, the graph, the files' stamps, the last renders.
 STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS, STATE_RENDERS = 0, 1, 2, 3, 4
@@ -786,6 +787,9 @@ class RepoMap:
         if found is None:
             if len(self._memo) > MEMO_MAX:
                 self._memo.clear()
+            renders = [k for k in self._memo if k[0] == "render"]
+            for old in renders[: max(0, len(renders) - RENDERS_MAX + 1)]:
+                del self._memo[old]  # the oldest: a render keeps the texts it counted
             found = self._render(budget, count_tokens, chat_files, mentions)
             found.counter = count_tokens
             # One variant per count that renders differently (the panes' estimate and a
