@@ -1,6 +1,6 @@
 """The repository map and the file tree: build times, token fit, request build time.
 
-    python bench/context_sources.py [--runs N] [--files N] [--dir DIR]
+    python bench/context_sources.py [--runs N] [--files N] [--dir DIR] [--against SRC]
 
 Cases (each timed `--runs` times, default 5; median and range):
 
@@ -27,15 +27,23 @@ Cases (each timed `--runs` times, default 5; median and range):
 - `request, 2,000 messages`: `Workspace.plan()` over a ledger of 2,000
   messages (window: all of them) with every layer of the repository on (map,
   file tree, one `/file add` file), the map warm.
+
+`--against SRC` (a folder holding another build's `slop_tui/`, e.g. `git
+archive main slop_tui | tar -x -C SRC`) times this build and that one side by
+side instead: each on a generated repository and store of its own, each warm
+start a new process (`repomap_process.py`), the two builds taking turns
+round by round, so both see the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -164,16 +172,76 @@ async def request_build(root: Path, runs: int) -> list[float]:
         await ws.close()
 
 
+PROCESS_CASES = (
+    ("warm", "files warm (a new process)", TARGET_WARM_MS),
+    ("look", "of which: look at the files", None),
+    ("next", "then the first request's map", TARGET_WARM_MS),
+    ("change", "files one-file change", TARGET_CHANGE_MS),
+    ("change_stat", "one-file change without notifications", None),
+)
+
+
+def against(other: Path, work: Path, files: int, budget: int, runs: int) -> None:
+    """This build and `other` side by side, each warm start a new process."""
+    builds = [("this build", c.ROOT), (str(other), other.resolve())]
+    script = Path(__file__).resolve().parent / "repomap_process.py"
+
+    def run(src: Path, repo: Path, round_: int) -> dict[str, float]:
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        done = subprocess.run(
+            [sys.executable, str(script), str(repo), str(budget), str(round_)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout) if round_ >= 0 else {}
+
+    repos = []
+    for i, (_name, src) in enumerate(builds):
+        repo = work / f"gen{i}"
+        generate(repo, files)
+        run(src, repo, -1)  # the store, built cold by that build
+        repos.append(repo)
+    got: list[dict[str, list[float]]] = [{} for _ in builds]
+    for r in range(runs):
+        order = list(range(len(builds)))
+        for i in order if r % 2 == 0 else order[::-1]:
+            for key, ms in run(builds[i][1], repos[i], r).items():
+                got[i].setdefault(key, []).append(ms * 1e6)
+    n = f"{files // 1000}k" if files >= 1000 else str(files)
+    rows = []
+    for key, name, target in PROCESS_CASES:
+        label = name if name.startswith(("of which", "then", "one-file")) else f"{n} {name}"
+        cells = [label]
+        for i in range(len(builds)):
+            times = got[i][key]
+            med, lo, hi = c.median(times) / 1e6, min(times) / 1e6, max(times) / 1e6
+            verdict = f" {c.verdict(med, target)}" if target is not None else ""
+            cells.append(f"{med:.1f} ({lo:.1f}-{hi:.1f}){verdict}")
+        cells.append("" if target is None else f"<= {target:g} ms")
+        rows.append(cells)
+    print(f"Repository map, two builds in turns ({c.machine()}; {runs} runs; budget {budget:,})\n")
+    print(c.table(["case", *(f"{name} ms" for name, _ in builds), "target"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--against", type=Path, default=None)
     args = ap.parse_args()
     count = default_counter().count
     count("warm the tokenizer")
     budget = default_budget(200_000)
     work = Path(tempfile.mkdtemp(prefix="slop-bench-map-", dir=args.dir))
+    if args.against is not None:
+        try:
+            against(args.against, work, args.files, budget, args.runs)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     rows = []
     try:
         repo = work / "gen"

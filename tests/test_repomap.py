@@ -302,7 +302,10 @@ def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
     warm.refresh()
     assert warm.parsed == 0
     assert warm.render(600, rough).text == expected
-    # Only the best ranked files' definitions were read from the store.
+    # The render was stored with the snapshot: no definition was read for it.
+    assert warm._defs == {}
+    # A render not stored reads only the best ranked files' definitions.
+    warm.render(700, rough)
     assert 0 < len(warm._defs) <= 100
     # A damaged snapshot is a rebuild from the stored tags, not an error.
     warm.cache.db.execute("UPDATE state SET data = x'00'")
@@ -311,6 +314,282 @@ def test_a_warm_start_reads_the_snapshot_not_every_file(tmp_path: Path) -> None:
     again.refresh()
     assert again.parsed == 0 and again.render(600, rough).text == expected
     again.close()
+
+
+def _renders(monkeypatch) -> list[RepoMap]:
+    """The map of each render made (not served from a kept render)."""
+    made: list[RepoMap] = []
+    real = RepoMap._render
+
+    def counted(self, *args):
+        made.append(self)
+        return real(self, *args)
+
+    monkeypatch.setattr(RepoMap, "_render", counted)
+    return made
+
+
+def _cold_render(root: Path, budget: int, count=rough, files=(), said="") -> str:
+    rm = RepoMap(root)
+    rm.refresh()
+    return rm.render(budget, count, files, said).text
+
+
+def test_a_kept_render_is_made_again_when_a_file_it_shows_the_budget_or_the_context_changes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A render is kept while nothing it depends on changed; a change to a file it
+    ranks, another budget or other files in context render again, each equal to a
+    cold build's."""
+    made = _renders(monkeypatch)
+    _web(tmp_path, 130)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    first = rm.render(600, rough).text
+    assert rm.render(600, rough).text == first and made.count(rm) == 1
+    ranked = rm.rank()
+    outside, shown = ranked[-1], ranked[0]
+    # A file the map does not rank high enough to consider: the render is kept.
+    write(tmp_path, {outside: (tmp_path / outside).read_text() + "\n\n# a comment\n"})
+    rm.refresh()
+    assert rm.parsed == 1 and rm.render(600, rough).text == first and made.count(rm) == 1
+    assert first == _cold_render(tmp_path, 600)
+    # A file it shows: rendered again (its line numbers moved).
+    write(tmp_path, {shown: "\n\n" + (tmp_path / shown).read_text()})
+    rm.refresh()
+    again = rm.render(600, rough).text
+    assert made.count(rm) == 2 and again != first and again == _cold_render(tmp_path, 600)
+    # Another budget, other files in context: rendered for them.
+    assert rm.render(700, rough).text == _cold_render(tmp_path, 700) and made.count(rm) == 3
+    files = {ranked[1]}
+    assert rm.render(600, rough, files).text == _cold_render(tmp_path, 600, files=files)
+    assert made.count(rm) == 4
+    rm.close()
+
+
+def test_a_kept_render_is_made_again_when_a_name_it_weighs_is_used_more(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A change that moves no edge (a file keeping only its strongest one) but changes
+    how many files use a name the map weighs renders again."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "MAX_OUT_EDGES", 1)
+    made = _renders(monkeypatch)
+    write(
+        tmp_path,
+        {
+            f"m/mod_{i}.py": f"class Thing{i}:\n    pass\n\ndef long_helper_name_{i}(v):\n"
+            f"    return Thing{(i + 1) % 120}(long_helper_name_{(i * 7) % 120}(v))\n"
+            for i in range(120)
+        },
+    )
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    rm.refresh()
+    rm.render(400, rough)
+    ranked = rm.rank()
+    top = ranked[0]
+
+    def number(path: str) -> int:
+        return int(path.rsplit("_", 1)[1][:-3])
+
+    # Ranked last, its strongest edge (a long name) to a file other than itself and top.
+    outside = next(
+        p for p in reversed(ranked) if number(p) % 20 and f"m/mod_{number(p) * 7 % 120}.py" != top
+    )
+    graph = rm._graph
+    top_class = next(d.name for d in rm.tags[top].definitions if d.kind == "class")
+    write(tmp_path, {outside: (tmp_path / outside).read_text() + f"\nx = {top_class}\n"})
+    rm.refresh()
+    assert rm._graph is graph  # no edge moved
+    assert rm.render(400, rough).text == _cold_render(tmp_path, 400) and made.count(rm) == 2
+    rm.close()
+
+
+def test_a_mentioned_name_defined_anew_moves_the_ranking_without_a_new_edge(
+    tmp_path: Path,
+) -> None:
+    """A name the conversation mentions, newly defined in a file nobody uses: no edge
+    moves, but the ranking (personalized towards files defining mentioned names)
+    does."""
+    _web(tmp_path, 40)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop")
+    rm.refresh()
+    said = "please look at brand_new_function"
+    before = rm.scores((), said)
+    graph = rm._graph
+    write(
+        tmp_path,
+        {
+            "pkg/part3/mod_39.py": (tmp_path / "pkg/part3/mod_39.py").read_text()
+            + "\n\ndef brand_new_function():\n    pass\n"
+        },
+    )
+    rm.refresh()
+    assert rm._graph is graph
+    cold = RepoMap(tmp_path)
+    cold.refresh()
+    assert rm.scores((), said) == cold.scores((), said) != before
+    assert rm.render(600, rough, (), said).text == cold.render(600, rough, (), said).text
+    rm.close()
+
+
+def test_a_render_made_with_another_count_is_kept_only_if_the_counts_agree(
+    tmp_path: Path, monkeypatch
+) -> None:
+    made = _renders(monkeypatch)
+    _web(tmp_path, 40)
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    text = rm.render(600, rough).text
+    assert rm.render(600, lambda t: rough(t)).text == text and made.count(rm) == 1
+
+    def double(t: str) -> int:
+        return rough(t) * 2
+
+    halved = rm.render(600, double)
+    assert made.count(rm) == 2 and halved.tokens <= 600 and halved.text != text
+    assert halved.text == _cold_render(tmp_path, 600, double)
+    # The two counts take turns (the panes' and a request's): each keeps its render.
+    assert rm.render(600, rough).text == text and rm.render(600, double) == halved
+    assert made.count(rm) == 2
+
+
+def test_only_the_latest_contexts_keep_their_renders(tmp_path: Path, monkeypatch) -> None:
+    """Each turn's mentions are a new context: the oldest renders go (each keeps the
+    texts it counted), the latest stay."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "RENDERS_MAX", 2)
+    made = _renders(monkeypatch)
+    _web(tmp_path, 20)
+    rm = RepoMap(tmp_path)
+    rm.refresh()
+    for said in ("first turn", "second turn", "third turn"):
+        rm.render(600, rough, (), said)
+    assert made.count(rm) == 3
+    rm.render(600, rough, (), "third turn")
+    rm.render(600, rough, (), "second turn")
+    assert made.count(rm) == 3
+    rm.render(600, rough, (), "first turn")
+    assert made.count(rm) == 4
+
+
+def test_a_new_process_serves_the_stored_render_until_a_file_it_ranks_changes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    made = _renders(monkeypatch)
+    _web(tmp_path, 40)
+    (tmp_path / ".slop").mkdir()
+    first = RepoMap(tmp_path, tmp_path / ".slop")
+    first.refresh()
+    text = first.render(600, rough).text
+    first.close()
+    assert made.count(first) == 1
+    warm = RepoMap(tmp_path, tmp_path / ".slop")
+    warm.refresh()
+    assert warm.render(600, rough).text == text and made.count(warm) == 0
+    shown = warm.rank()[0]
+    warm.close()
+    time.sleep(0.01)
+    # Changed while no process ran: the stored render is not served.
+    write(tmp_path, {shown: "\n\n" + (tmp_path / shown).read_text()})
+    again = RepoMap(tmp_path, tmp_path / ".slop")
+    again.refresh()
+    assert again.parsed == 1
+    assert again.render(600, rough).text == _cold_render(tmp_path, 600) != text
+    assert made.count(again) == 1
+    again.close()
+
+
+@pytest.mark.parametrize("numpy_nodes", [1500, 0], ids=["python", "numpy"])
+def test_a_warm_start_compares_the_stamps_in_bulk_and_sees_what_changed_while_closed(
+    tmp_path: Path, monkeypatch, numpy_nodes: int
+) -> None:
+    """Nothing changed: no object per file is made. A file rewritten at the same size
+    while no process ran, and one too large now, are each seen (the differing stamps
+    found in plain Python, and with numpy as for a large project)."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NUMPY_NODES", numpy_nodes)
+    _web(tmp_path, 30)
+    (tmp_path / ".slop").mkdir()
+    first = RepoMap(tmp_path, tmp_path / ".slop")
+    first.refresh()
+    first.close()
+    quiet = RepoMap(tmp_path, tmp_path / ".slop")
+    quiet.refresh()
+    quiet.render(600, rough)
+    assert quiet.parsed == 0 and quiet.looked == 30 and quiet._stamps is None
+    quiet.close()
+    time.sleep(0.01)
+    same_size = tmp_path / "pkg/part0/mod_0.py"
+    text = same_size.read_text()
+    same_size.write_text(text.replace("Widget0", "Gadget0"))
+    (tmp_path / "pkg/part1/mod_1.py").write_text("def big(): pass\n" + "#" * 300_000)
+    again = RepoMap(tmp_path, tmp_path / ".slop")
+    notes = again.refresh()
+    assert again.parsed == 1 and not notes
+    assert "pkg/part1/mod_1.py" not in again.tags
+    assert _outputs(again) == _cold(tmp_path)
+    again.close()
+    third = RepoMap(tmp_path, tmp_path / ".slop")
+    third.refresh()
+    assert third.parsed == 0 and _outputs(third) == _cold(tmp_path)
+    third.close()
+
+
+_CRASH = """
+import os, sys
+from pathlib import Path
+from slop_tui.repomap import RepoMap
+from slop_tui.repomap.cache import TagCache
+root = Path(sys.argv[1])
+rm = RepoMap(root, root / ".slop")
+rm.refresh()
+(root / "pkg/part1/mod_1.py").write_text("def written_before_the_crash(v): return v\\n")
+TagCache.commit_later = lambda self: os._exit(3)  # the process ends before the commit
+rm.refresh()
+"""
+
+
+def test_a_change_whose_write_is_lost_costs_a_parse_not_a_wrong_map(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A change's write is committed after the map is returned. A process that ends
+    before that commit leaves the store as it was: the next start parses the file
+    again. A commit that fails is seen at the next use of the map, which starts
+    again from the store."""
+    import sys
+
+    from slop_tui.repomap.cache import TagCache
+
+    _web(tmp_path, 20)
+    (tmp_path / ".slop").mkdir()
+    crashed = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path)], check=False)
+    assert crashed.returncode == 3
+    after = RepoMap(tmp_path, tmp_path / ".slop")
+    after.refresh()
+    assert after.parsed == 1 and _outputs(after) == _cold(tmp_path)
+    assert "written_before_the_crash" in after.render(4000, rough).text
+
+    def failing(self, db) -> None:  # the commit fails: its transaction is undone
+        db.execute("ROLLBACK")
+        self._lost = True
+
+    monkeypatch.setattr(TagCache, "_commit", failing)
+    write(tmp_path, {"pkg/part2/mod_2.py": "def helper_3(v): return Widget5()\n"})
+    after.refresh()
+    monkeypatch.undo()
+    assert _outputs(after) == _cold(tmp_path)
+    fresh = RepoMap(tmp_path, tmp_path / ".slop")
+    fresh.refresh()
+    assert fresh.parsed == 0 and _outputs(fresh) == _cold(tmp_path)
+    fresh.close()
+    after.close()
 
 
 def test_a_file_that_cannot_be_parsed_is_one_line_and_the_rest_is_mapped(tmp_path: Path) -> None:
@@ -717,4 +996,24 @@ def test_without_notifications_the_map_looks_at_every_file(tmp_path: Path, monke
     write(tmp_path, {"pkg/part1/mod_1.py": "def still_seen(v): pass\n"})
     rm.refresh()
     assert rm.looked == 10 and _names(rm) == _cold_names(tmp_path)
+    rm.close()
+
+
+def test_a_burst_of_notifications_means_looking_at_every_file(tmp_path: Path, monkeypatch) -> None:
+    """So many paths notified at once that the system's queue may have overflowed (its
+    signal is dropped by watchfiles): every file is looked at, and watching goes on."""
+    from slop_tui.repomap import map as repomap
+
+    monkeypatch.setattr(repomap, "NOTIFY_BURST", 3)
+    _web(tmp_path, 10)
+    (tmp_path / ".slop").mkdir()
+    rm = RepoMap(tmp_path, tmp_path / ".slop", watch=True)
+    rm.refresh()
+    write(tmp_path, {f"pkg/part{i}/mod_{i}.py": f"def burst_{i}(v): pass\n" for i in range(4)})
+    rm.refresh()
+    assert rm.looked == 10 and rm.parsed == 4 and _names(rm) == _cold_names(tmp_path)
+    assert rm.watching
+    write(tmp_path, {"pkg/part1/mod_5.py": "def after_the_burst(v): pass\n"})
+    rm.refresh()
+    assert rm.looked == 1 and _names(rm) == _cold_names(tmp_path)
     rm.close()

@@ -14,12 +14,17 @@
   as the rows it describes, so they never disagree.
 
 A store that cannot be opened or read is replaced by an empty one: it only
-ever saves time.
+ever saves time. A change's write is committed in a thread (`commit_later`),
+after the map is returned; the next use of the store waits for it, and one
+that failed, or never happened because the process ended first, leaves the
+store as it was before: the next look parses the file again.
 """
 
 from __future__ import annotations
 
+import _thread
 import marshal
+import queue
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -66,6 +71,10 @@ class TagCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._db: sqlite3.Connection | None = None
+        self._pending = False  # a commit handed to the committer, maybe still running
+        self._committer = False  # its thread, started at the first commit
+        self._commits: queue.Queue[sqlite3.Connection | None] = queue.Queue()
+        self._lost = False  # that commit failed: its transaction was rolled back
         if path is not None:
             try:
                 self._db = self._open(path)
@@ -108,6 +117,8 @@ class TagCache:
 
     @property
     def db(self) -> sqlite3.Connection:
+        if self._pending:
+            self._wait()
         assert self._db is not None, "the store is closed"
         return self._db
 
@@ -194,8 +205,51 @@ class TagCache:
     def commit(self) -> None:
         self.db.execute("COMMIT")
 
+    def commit_later(self) -> None:
+        """Commit the open transaction in a thread; the next use of the store waits for
+        it (`settle`)."""
+        db = self.db
+        if not self._committer:
+            # `_thread`: `threading.Thread.start` waits until the thread runs, which on a
+            # busy machine costs the change the wait; `close` waits for it instead.
+            _thread.start_new_thread(self._run_commits, ())
+            self._committer = True
+        self._pending = True
+        self._commits.put(db)
+
+    def _run_commits(self) -> None:
+        while (db := self._commits.get()) is not None:
+            try:
+                self._commit(db)
+            finally:
+                self._commits.task_done()
+        self._commits.task_done()
+
+    def _commit(self, db: sqlite3.Connection) -> None:
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            self._lost = True
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def settle(self) -> bool:
+        """Wait for a commit running in a thread. True once after one that failed: the
+        store lacks that write (the caller starts again from what the store holds)."""
+        self._wait()
+        lost, self._lost = self._lost, False
+        return lost
+
+    def _wait(self) -> None:
+        if self._pending:
+            self._commits.join()
+            self._pending = False
+
     def rollback(self) -> None:
         """Undo the open transaction, if any: the store stays as it was."""
+        self._wait()
         if self._db is not None and self._db.in_transaction:
             try:
                 self._db.execute("ROLLBACK")
@@ -235,6 +289,11 @@ class TagCache:
         )
 
     def close(self) -> None:
+        self._wait()
+        if self._committer:
+            self._commits.put(None)
+            self._commits.join()
+            self._committer = False
         if self._db is not None:
             self._db.close()
             self._db = None

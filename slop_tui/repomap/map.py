@@ -20,16 +20,20 @@ budget holds:
 
 What a start needs is kept in `.slop/repomap.db` (`cache`): each file's tags
 and stamp, who defines and who uses each name, the listing (with its folders'
-times) and the graph. A warm start reads the listing, the stamps and the
-graph, checks the folders' times and the files' stamps, and reads the
-definitions of the files it renders, nothing else. A changed file moves only
-its own edges and those of the files using a name it stopped or started
-defining; the ranking is run again only when an edge changed, and the graph
-is written back only then. The graph and the ranking are pure functions
-of the files, so the map after any series of changes is the map a cold build
-of the same files gives.
+times), the graph, and the last renders. A warm start reads the listing, the
+stamps (one array) and the graph, checks the folders' times, stats every
+source file into one array compared with the stamps at once, and reads the
+definitions of the files it renders, or none when a stored render holds. A
+changed file moves only its own edges and those of the files using a name it
+stopped or started defining; the ranking is run again only when an edge
+changed, the graph is written back only then, and a render is made again
+only when the change touches what it depends on (`_Keeps`). The write is
+committed after the map is returned (`TagCache.commit_later`). The graph and
+the ranking are pure functions of the files, so the map after any series of
+changes is the map a cold build of the same files gives.
 
-Headless and synchronous (the workspace runs it in a thread).
+Headless and synchronous (the workspace runs it in a thread; the store's
+commits run in a thread of their own).
 """
 
 from __future__ import annotations
@@ -48,7 +52,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slop_tui.repomap.cache import Stamp, TagCache
-from slop_tui.repomap.files import SKIP_DIRS, Listing, list_files, stat_files, unchanged
+from slop_tui.repomap.files import (
+    SKIP_DIRS,
+    Listing,
+    list_files,
+    stamp_array,
+    stat_files,
+    unchanged,
+)
 from slop_tui.repomap.tags import (
     Definition,
     FileTags,
@@ -70,10 +81,20 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
+STAMPS_VERSION = 3  # the stamps row: one array in the order of the listing's sources
+RENDERS_VERSION = 1
+RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
+RENDER_VARIANTS = 4  # renders kept for one budget and context, one per count that differs
+RENDERS_MAX = 16  # budgets and contexts whose renders are kept (the conversation moves on)
 # The store's state rows: a count of the writes (another process may write the same
-# store), the listing, the graph.
-STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS = 0, 1, 2, 3
+# store), the listing, the graph, the files' stamps, the last renders.
+STATE_WRITES, STATE_LISTING, STATE_GRAPH, STATE_STAMPS, STATE_RENDERS = 0, 1, 2, 3, 4
+_UNMAPPED = (-1, -1)  # a source file's place in the stamp arrays when it is not mapped
 NUMPY_NODES = 1500  # graphs with more files are ranked and updated with numpy
+# More notified paths than this in one look and every file is looked at instead: the
+# system's queue of notifications may have overflowed in such a burst (a checkout, a
+# build), and watchfiles drops the overflow signal (an event without a path).
+NOTIFY_BURST = 1000
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATHLIKE = re.compile(r"[\w./-]+")
 _LONG_NAME = re.compile(
@@ -92,6 +113,95 @@ class MapText:
     files_shown: int
     files_ranked: int
     notes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Rendered:
+    """A render and what it depends on besides the ranking: the texts it counted with
+    their counts (another count that agrees on each of them renders the same map), the
+    files whose definitions it ranked and those definitions' names (whose use counts
+    weigh them)."""
+
+    out: MapText
+    tried: tuple[tuple[str, int], ...]
+    top: frozenset[str]
+    names: frozenset[str]
+    counter: CountTokens | None = None  # the count it was last checked against
+
+    def holds(self, count_tokens: CountTokens) -> bool:
+        # `==`: a bound method made again at each call (`counter.base_count`) is equal.
+        if self.counter != count_tokens:
+            if any(count_tokens(text) != tokens for text, tokens in self.tried):
+                return False
+            self.counter = count_tokens
+        return True
+
+    def state(self, key: tuple) -> tuple:
+        _kind, budget, chat_files, mentions = key
+        out = self.out
+        return (
+            budget,
+            sorted(chat_files),
+            mentions,
+            (out.text, out.tokens, out.files_shown, out.files_ranked),
+            list(self.tried),
+            sorted(self.top),
+            sorted(self.names),
+        )
+
+    @classmethod
+    def from_state(cls, row: tuple) -> tuple[tuple, _Rendered]:
+        budget, chat_files, mentions, (text, tokens, shown, ranked), tried, top, names = row
+        key = ("render", budget, frozenset(chat_files), mentions)
+        out = MapText(text, tokens, shown, ranked)
+        tried_pairs = tuple((t, n) for t, n in tried)
+        return key, cls(out, tried_pairs, frozenset(top), frozenset(names))
+
+
+class _Sorted(Collection[str]):
+    """A sorted list of paths asked for membership and position by bisection (no set or
+    dict built over 10,000 paths for a look at one file)."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def position(self, item: str) -> int | None:
+        i = bisect.bisect_left(self.items, item)
+        return i if i < len(self.items) and self.items[i] == item else None
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and self.position(item) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class _Keeps:
+    """Whether a ranking or a render (a memo entry) still holds after `changed` files,
+    `before` holding their earlier tags, when the graph did not change."""
+
+    def __init__(
+        self, changed: Mapping[str, tuple[Stamp, FileTags] | None], before: Mapping[str, FileTags]
+    ) -> None:
+        self.touched = frozenset(changed)
+        self.recounted: set[str] = set()  # names whose use count changed
+        self.renamed: set[str] = set()  # names defined in other files than before
+        empty = FileTags()
+        for path, row in changed.items():
+            old, new = before.get(path, empty), row[1] if row is not None else empty
+            self.recounted |= old.references ^ new.references
+            self.renamed |= {d.name for d in old.definitions} ^ {d.name for d in new.definitions}
+
+    def __call__(self, key: tuple, value: object) -> bool:
+        mentions = key[-1]
+        if mentions and self.renamed and not self.renamed.isdisjoint(_WORD.findall(mentions)):
+            return False
+        if isinstance(value, _Rendered):
+            return self.touched.isdisjoint(value.top) and self.recounted.isdisjoint(value.names)
+        return True
 
 
 class _Tags(Mapping[str, FileTags]):
@@ -123,7 +233,11 @@ class RepoMap:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
         self.tags: Mapping[str, FileTags] = _Tags(self)
-        self.stamps: dict[str, Stamp] = {}  # every mapped file's (size, mtime_ns)
+        # Every mapped file's (size, mtime_ns): a dict, or, as read from the store, one
+        # array in the order of `_sources`, each file's size then its mtime (the dict is
+        # made from it on first use).
+        self._stamps: dict[str, Stamp] | None = {}
+        self._stamp_array: array | None = None
         self.paths: list[str] = []  # every listed file (the file tree)
         self.notes: list[str] = []  # the last refresh's problems, one line each
         self.parsed = 0  # files parsed by the last refresh
@@ -132,8 +246,8 @@ class RepoMap:
         # parsing them), the cost a refresh has even when nothing changed.
         self.scan_ms = 0.0
         self._listing: Listing | None = None
-        # The listing's files that have a grammar: (path, absolute path).
-        self._sources: list[tuple[str, str]] = []
+        # The listing's files that have a grammar.
+        self._sources: list[str] = []
         self._loaded = False
         self._writes = 0  # the store's write count this map's state is from
         self._graph = _Graph.empty()
@@ -154,11 +268,53 @@ class RepoMap:
         self._watcher: Watcher | None = None
         self._trusted = False
         self.watch_error = ""
-        self._path_set: frozenset[str] | None = None
-        self._source_paths: frozenset[str] | None = None
         # The store's write count the stored stamps row is of (-1: none): the row is
         # written when the map closes, and trusted only while no write came since.
         self._stamps_saved = -1
+        self._renders_saved = True  # no render made since the store's row was written
+
+    @property
+    def stamps(self) -> dict[str, Stamp]:
+        """Every mapped file's (size, mtime_ns)."""
+        if self._stamps is None:
+            stamps = self._stamp_array
+            assert stamps is not None
+            self._stamps = {
+                p: (size, mtime)
+                for p, size, mtime in zip(self._sources, stamps[::2], stamps[1::2], strict=True)
+                if size >= 0
+            }
+        return self._stamps
+
+    @stamps.setter
+    def stamps(self, value: dict[str, Stamp]) -> None:
+        self._stamps, self._stamp_array = value, None
+
+    def _array(self) -> array:
+        """The stamps as one array in the order of `_sources`, each file's size then its
+        mtime (`_UNMAPPED` for a source file that is not mapped)."""
+        if self._stamp_array is None:
+            stamps = self.stamps
+            out = array("q")
+            for p in self._sources:
+                out.extend(stamps.get(p, _UNMAPPED))
+            self._stamp_array = out
+        return self._stamp_array
+
+    def _differing(self) -> set[str]:
+        """Stat every source file and compare with the stamps in bulk: the files whose
+        stamp differs (changed, unreadable, or not mapped)."""
+        base = os.path.join(str(self.root), "")
+        now, before = stamp_array([base + p for p in self._sources]), self._array()
+        if now == before:
+            return set()
+        sources = self._sources
+        if len(sources) > NUMPY_NODES:
+            import numpy as np
+
+            pairs = (np.frombuffer(now, np.int64) != np.frombuffer(before, np.int64)).reshape(-1, 2)
+            return {sources[i] for i in np.flatnonzero(pairs.any(axis=1)).tolist()}
+        return {sources[i // 2] for i, (a, b) in enumerate(zip(now, before, strict=True)) if a != b}
 
     # -- keeping up with the files ------------------------------------------------
 
@@ -172,6 +328,7 @@ class RepoMap:
         now = time.monotonic()
         if self.closed:
             return self.notes
+        self._settle()
         watched = self._watcher is not None and self._trusted
         if not watched and self._loaded and now - self._refreshed_at < min_interval:
             return self.notes
@@ -183,7 +340,7 @@ class RepoMap:
         events = self._watcher.changed() if watched and self._watcher is not None else None
         check: set[str] | None = None  # the files to look at; None: every file
         listing = old_listing
-        if events is not None:
+        if events is not None and _burst(events) <= NOTIFY_BURST:
             listing, check = self._notified(events)
         if check is None:
             if watched and events is None:
@@ -194,34 +351,47 @@ class RepoMap:
         if listed_again:
             self._listing = listing
             self.paths = listing.paths
-            self._path_set = self._source_paths = None
-            self._sources = self._absolute([p for p in listing.paths if language_of(p) is not None])
+            self._stamps = self.stamps if self._stamps is None else self._stamps
+            self._stamp_array = None
+            self._sources = [p for p in listing.paths if language_of(p) is not None]
         notes = list(listing.notes)
         self.parsed = 0
-        stored = self.stamps if snapshot_ok else self.cache.stamps()
+        every = check is None  # every file is looked at
+        if every and snapshot_ok and not listed_again:
+            # The same files as the stamps: stat them all, compare in bulk, and go on with
+            # those that differ only.
+            check = self._differing()
+            self.looked = len(self._sources)
+            if not check:
+                if self._watcher is not None:
+                    self._trusted = True
+                self.notes = notes
+                self.scan_ms = (time.perf_counter() - started) * 1000
+                return notes
         changed: dict[str, tuple[Stamp, FileTags] | None] = {}
         from_store: list[str] = []
+        # `stored`: the stamps before of the files looked at; `stamps`: their stamps now
+        # (every mapped file's, when every file is looked at).
+        stamps: dict[str, Stamp] = {}
         if check is None:
-            stamps: dict[str, Stamp] = {}
-            targets = [p for p, _ in self._sources]
-            gone: Iterable[str] = stored
+            stored = self.stamps if snapshot_ok else self.cache.stamps()
+            targets = self._sources
         else:
-            stamps = dict(self.stamps)
             if listed_again and old_listing is not None:
                 check |= set(old_listing.paths).symmetric_difference(listing.paths)
-            sources = self._source_set()
+            stored = self._stamps_of(check)
+            sources = _Sorted(self._sources)
             targets = sorted(p for p in check if p in sources)
-            for p in check:
-                stamps.pop(p, None)
-            gone = [p for p in check if p in stored]
+        gone = list(stored)
         found: Mapping[str, object] = listing.stamps if listing.stamps else {}
         missing = [p for p in targets if p not in found]
-        self.looked = len(targets)
+        if check is None or not every:
+            self.looked = len(targets)
         looked = stat_files(self.root, missing) if missing else {}
         for path in targets:
             st = found.get(path) or looked.get(path)
             if isinstance(st, OSError):
-                if check is None or not isinstance(st, FileNotFoundError):
+                if every or not isinstance(st, FileNotFoundError):
                     notes.append(f"{path}: skipped ({st.strerror})")
                 continue
             stamp = (st.st_size, st.st_mtime_ns) if isinstance(st, os.stat_result) else st
@@ -242,7 +412,7 @@ class RepoMap:
         for path in gone:
             if path not in stamps:
                 changed[path] = None
-        if self._watcher is not None and check is None:
+        if self._watcher is not None and every:
             self._trusted = True  # every file was looked at after the watcher began
         self.notes = notes
         self.scan_ms = (time.perf_counter() - started) * 1000
@@ -274,7 +444,8 @@ class RepoMap:
             if graph is not self._graph or not snapshot_ok:
                 self.cache.put_state(STATE_GRAPH, (SNAPSHOT_VERSION, graph.parts()))
             self.cache.put_state(STATE_WRITES, self._writes + 1)
-            self.cache.commit()
+            # Committed after the map is returned: one that fails is seen by `_settle`.
+            self.cache.commit_later()
         except sqlite3.Error as exc:
             self.cache.rollback()
             self._forget()
@@ -290,7 +461,10 @@ class RepoMap:
             self.cache.rollback()
             raise
         self._writes += 1
-        self.stamps = stamps
+        if check is None:
+            self.stamps = stamps
+        else:
+            self._update_stamps(check, stamps)
         for path, row in changed.items():
             self._lines.pop(path, None)
             old = before.get(path)
@@ -305,9 +479,19 @@ class RepoMap:
         if graph is not self._graph:
             self._memo.clear()
         else:
-            # The same names defined and used: the ranking holds, only the rendered lines
-            # (line numbers, signatures) may change.
-            self._memo = {k: v for k, v in self._memo.items() if k[0] != "render"}
+            # The same edges: the rankings hold, unless a name the conversation mentions
+            # is now defined elsewhere; a render holds unless it shows a changed file or
+            # weighs a name whose use count changed.
+            keeps = _Keeps(changed, before)
+            memo: dict[tuple, object] = {}
+            for key, value in self._memo.items():
+                if isinstance(value, list):  # a render's variants, one per count
+                    value = [r for r in value if keeps(key, r)]
+                    if value:
+                        memo[key] = value
+                elif keeps(key, value):
+                    memo[key] = value
+            self._memo = memo
         self._graph = graph
         return notes
 
@@ -316,7 +500,7 @@ class RepoMap:
         every file, after a new folder or one gone: the watcher must change)."""
         listing = self._listing
         assert listing is not None
-        paths = self._paths()
+        paths = _Sorted(self.paths)
         check: set[str] = set()
         moved = False  # a file made, removed or renamed; an ignore file changed
         root = os.path.join(str(self.root), "")
@@ -381,15 +565,36 @@ class RepoMap:
             self._watcher.close()
             self._watcher = None
 
-    def _paths(self) -> frozenset[str]:
-        if self._path_set is None:
-            self._path_set = frozenset(self.paths)
-        return self._path_set
+    def _stamps_of(self, paths: Iterable[str]) -> dict[str, Stamp]:
+        """The stamps of those of `paths` that are mapped."""
+        if self._stamps is not None:
+            stamps = self._stamps
+            return {p: stamps[p] for p in paths if p in stamps}
+        stamps = self._stamp_array
+        assert stamps is not None
+        sources = _Sorted(self._sources)
+        out = {}
+        for p in paths:
+            i = sources.position(p)
+            if i is not None and stamps[2 * i] >= 0:
+                out[p] = (stamps[2 * i], stamps[2 * i + 1])
+        return out
 
-    def _source_set(self) -> frozenset[str]:
-        if self._source_paths is None:
-            self._source_paths = frozenset(p for p, _ in self._sources)
-        return self._source_paths
+    def _update_stamps(self, checked: Iterable[str], now: dict[str, Stamp]) -> None:
+        """The `checked` files' stamps are now `now` (not there: not mapped)."""
+        if self._stamps is not None:
+            for p in checked:
+                self._stamps.pop(p, None)
+            self._stamps.update(now)
+            self._stamp_array = None
+            return
+        stamps = self._stamp_array
+        assert stamps is not None
+        sources = _Sorted(self._sources)
+        for p in checked:
+            i = sources.position(p)
+            if i is not None:
+                stamps[2 * i], stamps[2 * i + 1] = now.get(p, _UNMAPPED)
 
     @property
     def watching(self) -> bool:
@@ -397,11 +602,18 @@ class RepoMap:
         at every file."""
         return self._watcher is not None and self._trusted
 
+    def _settle(self) -> bool:
+        """After a change's commit that failed, the store lacks it: start again from what
+        the store holds (the next refresh parses the changed files again)."""
+        if self.cache.settle():
+            self._forget()
+            return True
+        return False
+
     def _forget(self) -> None:
         """Drop what this map holds in memory: the next refresh reads the store again."""
         self._loaded = False
         self._trusted = False
-        self._path_set = self._source_paths = None
         self._listing, self._sources, self.stamps = None, [], {}
         self._graph = _Graph.empty()
         self._defs, self._lines, self._uses = {}, {}, {}
@@ -419,21 +631,27 @@ class RepoMap:
             if version != SNAPSHOT_VERSION or graph_version != SNAPSHOT_VERSION:
                 return False
             self._listing = Listing(paths, notes, source, folders, ignores)
-            self._sources = self._absolute(sources)
+            self._sources = list(sources)
             self._graph = _Graph.from_parts(parts)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        stamps = _stamps_from(self.cache.state(STATE_STAMPS), self._writes)
-        self._stamps_saved = self._writes if stamps is not None else -1
-        self.stamps = stamps if stamps is not None else self.cache.stamps()
+        stored = _stamps_from(self.cache.state(STATE_STAMPS), self._writes, len(self._sources))
+        self._stamps_saved = self._writes if stored is not None else -1
+        if stored is not None:
+            self._stamps, self._stamp_array = None, stored
+        else:
+            self.stamps = self.cache.stamps()
         self.paths = self._listing.paths
+        for key, rendered in _renders_from(self.cache.state(STATE_RENDERS), self._writes):
+            self._memo.setdefault(key, []).append(rendered)  # type: ignore[union-attr]
+        self._renders_saved = True
         return True
 
     def _listing_state(self) -> tuple:
         lst = self._listing
         assert lst is not None
-        sources = [p for p, _ in self._sources]
+        sources = self._sources
         return (
             SNAPSHOT_VERSION,
             lst.paths,
@@ -443,10 +661,6 @@ class RepoMap:
             lst.ignores,
             sources,
         )
-
-    def _absolute(self, paths: list[str]) -> list[tuple[str, str]]:
-        root = os.path.join(str(self.root), "")
-        return [(p, root + p) for p in paths]
 
     def _definitions(self, paths: Collection[str]) -> dict[str, FileTags]:
         """The definitions of `paths` (no references), read from the store once."""
@@ -561,23 +775,58 @@ class RepoMap:
         budget reaches more files."""
         if budget <= 0 or self.closed:
             return MapText("", 0, 0, 0, tuple(self.notes))
-        key = ("render", budget, count_tokens, frozenset(chat_files), mentions)
-        found = self._memo.get(key)
+        # Kept until a change touches what it depends on (see `_Keeps`), and for any
+        # count that agrees with the one it was made with on the texts it counted. A kept
+        # render needs no store: a change's commit may still be running.
+        key = ("render", budget, frozenset(chat_files), mentions)
+        found = self._kept(key, count_tokens)
+        if found is None:
+            if self._settle():
+                self.refresh()
+            found = self._kept(key, count_tokens)
         if found is None:
             if len(self._memo) > MEMO_MAX:
                 self._memo.clear()
-            found = self._memo[key] = self._render(budget, count_tokens, chat_files, mentions)
-        return replace(found, notes=tuple(self.notes))  # type: ignore[arg-type]
+            renders = [k for k in self._memo if k[0] == "render"]
+            for old in renders[: max(0, len(renders) - RENDERS_MAX + 1)]:
+                del self._memo[old]  # the oldest: a render keeps the texts it counted
+            found = self._render(budget, count_tokens, chat_files, mentions)
+            found.counter = count_tokens
+            # One variant per count that renders differently (the panes' estimate and a
+            # request's exact count take turns without rendering each time).
+            variants = self._memo.setdefault(key, [])
+            assert isinstance(variants, list)
+            variants.append(found)
+            del variants[:-RENDER_VARIANTS]
+            self._renders_saved = False
+        return replace(found.out, notes=tuple(self.notes))
+
+    def _kept(self, key: tuple, count_tokens: CountTokens) -> _Rendered | None:
+        """A kept render of `key` that holds for `count_tokens` (the one made with it
+        first: no counting)."""
+        variants = self._memo.get(key)
+        if not isinstance(variants, list):
+            return None
+        for rendered in sorted(variants, key=lambda r: r.counter != count_tokens):
+            if rendered.holds(count_tokens):
+                return rendered
+        return None
 
     def _render(
         self, budget: int, count_tokens: CountTokens, chat_files: Collection[str], mentions: str
-    ) -> MapText:
+    ) -> _Rendered:
         ranked = self.scores(chat_files, mentions)
         n_files = len(ranked)
         # Only the best ranked files can fit: a file costs at least a dozen tokens.
         top = [(p, base) for p, base in ranked[: max(100, budget // 12)] if p not in chat_files]
         tags = self._definitions([p for p, _ in top])
-        users = self._use_counts({d.name for t in tags.values() for d in t.definitions})
+        names = frozenset(d.name for t in tags.values() for d in t.definitions)
+        users = self._use_counts(names)
+        tried: list[tuple[str, int]] = []
+
+        def done(out: MapText) -> _Rendered:
+            return _Rendered(out, tuple(tried), frozenset(p for p, _ in top), names)
+
         scored: list[tuple[float, str, int]] = []  # (-score, path, index), best first
         for path, base in top:
             for i, d in enumerate(tags[path].definitions):
@@ -586,7 +835,7 @@ class RepoMap:
                     w *= 0.1
                 scored.append((-base * w, path, i))
         if not scored:
-            return MapText("", 0, 0, 0, tuple(self.notes))
+            return done(MapText("", 0, 0, 0))
         scored.sort()
 
         lines = {p: self._file_lines(p, tags[p]) for p, _ in top}
@@ -617,10 +866,11 @@ class RepoMap:
         while lo > 0:
             text, files = text_for(lo)
             tokens = count_tokens(text)
+            tried.append((text, tokens))
             if tokens <= budget:
-                return MapText(text, tokens, files, n_files, tuple(self.notes))
+                return done(MapText(text, tokens, files, n_files))
             lo = lo * budget // tokens * 95 // 100 if tokens > budget else lo - 1
-        return MapText("", 0, 0, n_files, tuple(self.notes))
+        return done(MapText("", 0, 0, n_files))
 
     def close(self) -> None:
         """Close the store now, or, while a thread holds `lock` (a refresh or a render in
@@ -638,17 +888,34 @@ class RepoMap:
             self.cache.close()
 
     def _save_stamps(self) -> None:
-        """Store the files' stamps as one row, for the next start to read at once (not
-        at each change: a turn's write stays small). Only if no other process wrote
-        the store since this map's last write; a start without the row reads the
-        stamps from the files' rows."""
-        if not self._loaded or self._stamps_saved == self._writes or self.cache.path is None:
+        """Store the files' stamps as one row, and the last renders, for the next start
+        to read at once (not at each change: a turn's write stays small). Only if no
+        other process wrote the store since this map's last write; a start without the
+        stamps row reads the stamps from the files' rows, one without the renders row
+        renders again."""
+        stamps = self._stamps_saved != self._writes
+        if not self._loaded or not (stamps or not self._renders_saved) or self.cache.path is None:
             return
         try:
             self.cache.begin()
             if (self.cache.state(STATE_WRITES) or 0) == self._writes:
-                self.cache.put_state(STATE_STAMPS, _stamps_state(self._writes, self.stamps))
-                self._stamps_saved = self._writes
+                if stamps:
+                    stamps_now = self._array()
+                    self.cache.put_state(
+                        STATE_STAMPS,
+                        (STAMPS_VERSION, self._writes, len(self._sources), stamps_now.tobytes()),
+                    )
+                    self._stamps_saved = self._writes
+                renders = [
+                    rendered.state(key)
+                    for key, value in self._memo.items()
+                    if key[0] == "render" and isinstance(value, list)
+                    for rendered in value
+                ]
+                self.cache.put_state(
+                    STATE_RENDERS, (RENDERS_VERSION, self._writes, renders[-RENDERS_KEPT:])
+                )
+                self._renders_saved = True
             self.cache.commit()
         except sqlite3.Error:
             self.cache.rollback()
@@ -758,7 +1025,9 @@ class _Graph:
         return self._by_basename
 
     def row(self, path: str) -> Row:
-        i = self.index()[path]
+        i = _Sorted(self.nodes).position(path)
+        if i is None:
+            raise KeyError(path)
         a, b = bisect.bisect_left(self.src, i), bisect.bisect_left(self.src, i + 1)
         return (tuple(self.nodes[j] for j in self.dst[a:b]), tuple(self.w[a:b]))
 
@@ -773,25 +1042,31 @@ class _Graph:
         the files using a name whose definers changed are computed again."""
         now = {p: row[1] for p, row in changed.items() if row is not None}
         moved: set[str] = set()  # names defined in other files than before
-        node_set = set(self.nodes)
+        index = _Sorted(self.nodes)
+        added, removed = set(), set()  # files that become or stop being nodes
         for p in changed:
             old, new = before.get(p), now.get(p)
             names_before = {d.name for d in old.definitions} if old else set()
             moved |= names_before ^ ({d.name for d in new.definitions} if new else set())
             if new is not None and (new.definitions or new.references):
-                node_set.add(p)
-            else:
-                node_set.discard(p)
+                if p not in index:
+                    added.add(p)
+            elif p in index:
+                removed.add(p)
+        if added or removed:
+            node_set = (set(self.nodes) | added) - removed
+            nodes = sorted(node_set)
+        else:
+            node_set, nodes = index, self.nodes
         affected = {p for p in changed if p in node_set}
         if moved:
-            affected |= store.users(sorted(moved)) & node_set
+            affected |= {p for p in store.users(sorted(moved)) if p in node_set}
         refs = {p: now[p].references for p in affected if p in now}
         rest = sorted(affected - refs.keys())
         refs.update({p: t.references for p, t in store.tags(rest).items()})
         defined = store.definers(sorted(set().union(*refs.values())) if refs else [])
         rows = {p: _row(p, refs[p], defined) for p in sorted(affected)}
-        nodes = sorted(node_set)
-        if nodes == self.nodes:
+        if nodes is self.nodes:
             rows = {p: r for p, r in rows.items() if r != self.row(p)}
             if not rows:
                 return self
@@ -880,20 +1155,35 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     return (tuple(targets), tuple(edges[t] / total for t in targets))
 
 
-def _stamps_state(writes: int, stamps: dict[str, Stamp]) -> tuple:
-    """The files' stamps as one state row, with the store's write count they are of."""
-    return (SNAPSHOT_VERSION, writes, stamps)
-
-
-def _stamps_from(state: object, writes: int) -> dict[str, Stamp] | None:
-    """The stored stamps, if the row is of the store's current write count."""
+def _stamps_from(state: object, writes: int, sources: int) -> array | None:
+    """The stored stamps (one array in the order of the listing's `sources` files, each
+    file's size then its mtime), if the row is of the store's current write count."""
     try:
-        version, of_writes, stamps = state  # type: ignore[misc]
+        version, of_writes, count, data = state  # type: ignore[misc]
+        if version != STAMPS_VERSION or of_writes != writes or count != sources:
+            return None
+        stamps = array("q")
+        stamps.frombytes(data)
     except (TypeError, ValueError):
         return None
-    if version != SNAPSHOT_VERSION or of_writes != writes or not isinstance(stamps, dict):
-        return None
-    return stamps
+    return stamps if len(stamps) == 2 * sources else None
+
+
+def _renders_from(state: object, writes: int) -> list[tuple[tuple, _Rendered]]:
+    """The stored renders, if the row is of the store's current write count."""
+    try:
+        version, of_writes, rows = state  # type: ignore[misc]
+        if version != RENDERS_VERSION or of_writes != writes:
+            return []
+        return [_Rendered.from_state(row) for row in rows]
+    except (TypeError, ValueError):
+        return []
+
+
+def _burst(events: Iterable[str]) -> int:
+    """How many notified paths are outside the folders the map skips (the store's own
+    writes and sync files are not counted)."""
+    return sum(1 for e in events if e.partition("/")[0] not in SKIP_DIRS)
 
 
 def _busy(exc: sqlite3.Error) -> bool:
