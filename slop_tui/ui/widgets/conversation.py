@@ -48,6 +48,8 @@ from slop_tui.ui.widgets.blocks import (
 )
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from slop_tui.context.plan import ContextPlan
     from slop_tui.workspace import HistoryReader
 
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
 PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
 PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
+# Seconds without a scroll or a layout of the view before the lines a page key would
+# show are styled ahead (`GroupBlocks.style_ahead`).
+STYLE_AHEAD_DELAY = 0.15
 
 
 def live_step(height: int) -> int:
@@ -167,6 +172,7 @@ class GroupBlocks(VerticalScroll):
         # follows the bottom of the blank room kept below it); see `follow_live`.
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
+        self._style_timer: Timer | None = None  # see style_ahead
 
     def compose(self):
         yield self._older
@@ -193,7 +199,56 @@ class GroupBlocks(VerticalScroll):
             y = self._follow_y(answer, size.height)
             if y is not None:
                 self._scroll_in_layout(max(0, min(y, bottom - size.height)))
+        self.style_ahead_later()
         return arrangement
+
+    # -- the lines a page key shows, styled ahead ------------------------------
+    #
+    # A scroll's frame is mostly Textual styling the lines the scroll exposes (each
+    # widget keeps its styled lines, by line, until it changes or its width does).
+    # Once the view has been still for STYLE_AHEAD_DELAY, the groups of the page
+    # above it (PageUp) and of the pane ctrl+u goes to first (the oldest mounted
+    # group at the top, `_oldest_to_the_top`) have their lines styled: the key's
+    # frame then styles the scrollbar and finds the rest done.
+
+    def style_ahead_later(self) -> None:
+        """Style the pages a key may show once the view has been still a while."""
+        if self._style_timer is not None:
+            self._style_timer.stop()
+        self._style_timer = self.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
+
+    def style_ahead(self) -> int:
+        """Style the lines of the groups a page key shows next; returns how many."""
+        self._style_timer = None
+        height = self.scrollable_content_region.height
+        if not self.is_mounted or height <= 0:
+            return 0
+        top = round(self.scroll_y)
+        bands = [(top - height, top)]  # PageUp's page
+        oldest = self._oldest_block()
+        oldest_top = self._tops.get(oldest) if oldest is not None else None
+        if oldest_top is not None and oldest_top < top:
+            bands.append((oldest_top, oldest_top + height))  # ctrl+u's first pane
+        widgets: list[Widget] = []
+        for block, block_top in list(self._tops.items()):
+            if not isinstance(block, GroupBlock) or block.live or not block.is_mounted:
+                continue
+            block_height = block.outer_size.height
+            if block_height > 4 * height:
+                continue  # a long group: styled by the frames that show it
+            if any(block_top < hi and block_top + block_height > lo for lo, hi in bands):
+                widgets.extend(
+                    w
+                    for w in (block, *block.walk_children(Widget))
+                    if w.display and w.outer_size.area
+                )
+        return textual_fixes.style_ahead(self.screen, widgets) if widgets else 0
+
+    def _oldest_block(self) -> GroupBlock | None:
+        """The oldest mounted group (None when none is)."""
+        if self._lo >= self._hi:
+            return None
+        return self._blocks.get(self._gids[self._lo])
 
     def _scroll_in_layout(self, y: int) -> None:
         # Silently, as Textual's anchor does inside the layout pass.
@@ -720,7 +775,7 @@ class GroupPager(GroupBlocks):
         mounts the page's first group, the first change would show a frame later."""
         if self._paging or self._queued[True] or self._lo == 0 or self._lo >= self._hi:
             return  # a page is under way (it holds its own group), or nothing is older
-        block = self._blocks.get(self._gids[self._lo])
+        block = self._oldest_block()
         top = self._tops.get(block) if block is not None else None
         if top is None or top >= round(self.scroll_y):
             return  # not laid out, or on screen below the top: the page's layout moves it
@@ -808,6 +863,8 @@ class GroupPager(GroupBlocks):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        if new_value != old_value:
+            self.style_ahead_later()
         if self._keep is not None and new_value != old_value:
             self._keep = None  # a scroll by someone else (arrange sets it silently): let go
         if not self._placing and new_value != old_value:
