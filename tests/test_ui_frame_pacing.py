@@ -368,3 +368,42 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
         assert any(w is oldest for w, _ in drawn)
         assert sum(n for w, n in drawn if in_groups(w)) == 0
         await wait_for(pilot, lambda: not view._paging)
+
+
+async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(
+    ws,  # noqa: F811
+) -> None:
+    await bulk_groups(ws, 60)
+    app = ConvApp(initial_blocks=15, page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        lo = view._lo
+        view.action_load_older()  # a page of 5, a group per frame
+        await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
+        block = view._oldest_block()
+        top = view._tops[block]
+        assert top < view.scroll_y  # mounted above the group the page holds at the top
+        drawn: list[float] = []
+        held: list[bool] = []  # each frame while the first page is still mounted
+        on_each_frame(
+            app,
+            lambda frame: (
+                frame is not None
+                and (
+                    drawn.append(view.scroll_y),
+                    view._queued[True] and held.append(view._tops.get(block) == view.scroll_y),
+                )
+            ),
+        )
+        mounted = view._lo
+        view.action_load_older()  # pressed before the page is all mounted
+        for _ in range(20):  # the key's own work, then the frame drawn at once
+            if drawn:
+                break
+            await asyncio.sleep(0)
+        assert drawn and drawn[0] == top and view._lo == mounted and view._paging
+        # Held at the top while the rest of that page is mounted above it; the page
+        # queued by the key follows.
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
+        assert view._lo < mounted - 1
+        assert len(held) > 1 and all(held)

@@ -155,6 +155,7 @@ class GroupBlocks(VerticalScroll):
         self._blocks: dict[int, GroupBlock] = {}
         self._live: GroupBlock | None = None
         self._paging = False
+        self._shedding = False  # the groups above a new turn are being unmounted
         self._queued = {True: 0, False: 0}  # page keys not yet served: older, newer
         self._check_pending = False
         self._scroll_up = False
@@ -772,14 +773,20 @@ class GroupPager(GroupBlocks):
         pane, where the page loaded next keeps it (the older groups go above it). Drawn
         in the key's frame, as PageUp is (`_page_scroll`); the page is mounted after,
         in frames of its own, and moves nothing on screen. Left to the layout that
-        mounts the page's first group, the first change would show a frame later."""
-        if self._paging or self._queued[True] or self._lo == 0 or self._lo >= self._hi:
-            return  # a page is under way (it holds its own group), or nothing is older
+        mounts the page's first group, the first change would show a frame later.
+
+        While pages are still being mounted (keys faster than a page, as while a reply
+        streams), the same: the oldest group mounted so far comes to the top at once and
+        is held there through the page's remaining mounts; the queued pages follow."""
+        if self._shedding or self._lo == 0 or self._lo >= self._hi:
+            return  # the history above a new turn is being cut, or nothing is older
         block = self._oldest_block()
         top = self._tops.get(block) if block is not None else None
         if top is None or top >= round(self.scroll_y):
             return  # not laid out, or on screen below the top: the page's layout moves it
         self.scroll_to(y=top, animate=False, immediate=True)
+        if self._paging:
+            self._hold(block, at_top=True)  # the page under way mounts above it
         echo.frame_now(self)
 
     def action_load_newer(self) -> None:
@@ -984,6 +991,7 @@ class ConversationView(GroupPager):
         if self._paging:
             return
         self._paging = True  # no paging meanwhile: both move _lo
+        self._shedding = True
         self._generation += 1
         generation = self._generation
         try:
@@ -996,6 +1004,7 @@ class ConversationView(GroupPager):
                 await self._next_frame()
         finally:
             self._paging = False
+            self._shedding = False
 
     async def _settle_previous_live(self) -> None:
         # The last turn's answer is still a Markdown widget: swap it for the light form.
