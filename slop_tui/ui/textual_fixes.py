@@ -116,6 +116,8 @@ RELIED_ON: dict[str, str] = {
     "textual.widgets._header.HeaderTitle": "the app redraws the header's title alone",
     "textual.command.CommandPalette._refresh_command_list": "ListedCommandsPalette "
     "overrides it: the commands pass through `listed` on their way into the list",
+    "textual.command.CommandPalette.compose": "SlopPalette's CSS shows the "
+    "`Vertical#--container` it composes from the first frame (Textual: once -ready)",
 }
 
 _reflow = Compositor.reflow
