@@ -720,7 +720,7 @@ def test_dialog_palette(project, snap_compare, size):
     assert snap_compare(
         project.app(),
         terminal_size=SIZES[size],
-        run_before=run(press("ctrl+p"), screen_is("CommandPalette"), press(*"session")),
+        run_before=run(press("ctrl+p"), screen_is("SlopPalette"), press(*"session")),
     )
 
 

@@ -52,6 +52,8 @@ PINNED = {
     "textual.app.App.copy_to_clipboard": "f3e8b4ade76a09b5",
     "textual._styles_cache.StylesCache": "d4cd25645aa07b66",
     "textual.widgets._header.HeaderTitle": "f544742d8f4ba44f",
+    "textual.command.CommandPalette._refresh_command_list": "09d737ad428bd8aa",
+    "textual.command.CommandPalette.compose": "055ae3b84d55b382",
 }
 
 

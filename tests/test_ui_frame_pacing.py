@@ -8,13 +8,16 @@ import time
 
 from textual import _time
 from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.containers import VerticalScroll
 from textual.timer import EventTargetGone, Timer
+from textual.widget import Widget
 from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
+from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
@@ -281,3 +284,126 @@ async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -
         await wait_for(pilot, lambda: view.mounted_group_ids[0] != mounted[0] and not view._paging)
         await pilot.pause()
         assert oldest.region.y == view.region.y  # still at the top, the page above it
+
+
+def lines_styled_per_frame(monkeypatch) -> list[tuple[object, int]]:
+    """(widget, lines styled) for every widget drawn from now on: the lines its draw had
+    to style (not in its styles cache), as `textual_fixes.lines_to_style` counts them."""
+    drawn: list[tuple[object, int]] = []
+    render_widget = StylesCache.render_widget
+
+    def counting(self, widget, crop):  # type: ignore[no-untyped-def]
+        missing = set(textual_fixes.lines_to_style(widget)) & set(crop.line_range)
+        drawn.append((widget, len(missing)))
+        return render_widget(self, widget, crop)
+
+    monkeypatch.setattr(StylesCache, "render_widget", counting)
+    return drawn
+
+
+def in_groups(widget: object) -> bool:
+    return isinstance(widget, Widget) and any(
+        isinstance(node, GroupBlock) for node in (widget, *widget.ancestors)
+    )
+
+
+async def test_a_page_up_finds_the_page_above_styled_while_the_view_was_still(
+    ws,  # noqa: F811
+    monkeypatch,
+) -> None:
+    await bulk_groups(ws, 40)
+    app = ConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        page = view.scrollable_content_region.height
+        assert view.max_scroll_y > 3 * page
+        # A scroll first: Textual lets its full map go, which styling ahead rebuilds.
+        await pilot.press("pageup")
+        await wait_for(pilot, lambda: view._style_timer is None)  # still: styled ahead
+        await pilot.pause()
+        top = round(view.scroll_y)
+        above = [
+            block
+            for block, block_top in view._tops.items()
+            if isinstance(block, GroupBlock)
+            and block_top < top
+            and block_top + block.outer_size.height > top - page
+        ]
+        assert above
+        for block in above:
+            assert not textual_fixes.lines_to_style(block)
+            assert not any(textual_fixes.lines_to_style(w) for w in block.walk_children())
+        drawn = lines_styled_per_frame(monkeypatch)
+        updates: list[object] = []
+        on_each_frame(app, updates.append)
+        await pilot.press("pageup")
+        assert view.scroll_y == top - page
+        # The key's frame drew the groups' lines from their caches; and only the pane
+        # (styling ahead rebuilt Textual's full map, and kept its map of the screen).
+        assert any(in_groups(w) for w, _ in drawn)
+        assert sum(n for w, n in drawn if in_groups(w)) == 0
+        frames = [u for u in updates if u is not None]
+        assert frames and not any(isinstance(u, LayoutUpdate) for u in frames)
+        region = view.region
+        rows = {y for u in frames if isinstance(u, ChopsUpdate) for y, _x1, _x2 in u.spans}
+        assert rows <= set(range(region.y, region.bottom))
+
+
+async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> None:  # noqa: F811
+    await bulk_groups(ws, 60)
+    app = ConvApp(initial_blocks=15, page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        await wait_for(pilot, lambda: view._style_timer is None)
+        await pilot.pause()
+        oldest = view.block(view.mounted_group_ids[0])
+        assert view._tops[oldest] < view.scroll_y - view.scrollable_content_region.height
+        assert not textual_fixes.lines_to_style(oldest)
+        drawn = lines_styled_per_frame(monkeypatch)
+        view.action_load_older()
+        for _ in range(20):  # the key's own frame, drawn at once
+            if any(w is oldest for w, _ in drawn):
+                break
+            await asyncio.sleep(0)
+        assert any(w is oldest for w, _ in drawn)
+        assert sum(n for w, n in drawn if in_groups(w)) == 0
+        await wait_for(pilot, lambda: not view._paging)
+
+
+async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(
+    ws,  # noqa: F811
+) -> None:
+    await bulk_groups(ws, 60)
+    app = ConvApp(initial_blocks=15, page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        lo = view._lo
+        view.action_load_older()  # a page of 5, a group per frame
+        await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
+        block = view._oldest_block()
+        top = view._tops[block]
+        assert top < view.scroll_y  # mounted above the group the page holds at the top
+        drawn: list[float] = []
+        held: list[bool] = []  # each frame while the first page is still mounted
+        on_each_frame(
+            app,
+            lambda frame: (
+                frame is not None
+                and (
+                    drawn.append(view.scroll_y),
+                    view._queued[True] and held.append(view._tops.get(block) == view.scroll_y),
+                )
+            ),
+        )
+        mounted = view._lo
+        view.action_load_older()  # pressed before the page is all mounted
+        for _ in range(20):  # the key's own work, then the frame drawn at once
+            if drawn:
+                break
+            await asyncio.sleep(0)
+        assert drawn and drawn[0] == top and view._lo == mounted and view._paging
+        # Held at the top while the rest of that page is mounted above it; the page
+        # queued by the key follows.
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
+        assert view._lo < mounted - 1
+        assert len(held) > 1 and all(held)

@@ -68,7 +68,7 @@ async def test_a_click_on_a_key_runs_it_and_the_palette_key_sits_on_the_right(pr
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, SessionScreen))
         await click_key(pilot, bar, "Palette")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SlopPalette")
 
 
 class _Keys(App):

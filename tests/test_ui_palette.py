@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 
 from textual.app import App, ComposeResult
-from textual.command import CommandInput, CommandList, CommandPalette
+from textual.command import CommandInput, CommandList, CommandPalette, Hits
+from textual.content import Content
 from textual.widgets import Static
 
 from slop_tui.commands import TABLE
-from slop_tui.ui.palette import MAX_HITS, THEME_PREFIX, SlopCommands, needs_arguments
+from slop_tui.ui.palette import (
+    MAX_HITS,
+    MEASURED,
+    THEME_PREFIX,
+    MeasuredOnce,
+    SlopCommands,
+    SlopPalette,
+    needs_arguments,
+)
 from slop_tui.ui.themes import DEFAULT_THEME, load_themes, register_themes
 from tests.fakeserver import wait_for
 
@@ -193,3 +203,114 @@ async def test_a_preview_that_rests_after_the_app_exits_does_nothing():
     assert app.screen_stack == []
     inside.run(provider._show_preview, 0)  # the rest of a palette left open at quit
     assert app.theme == DEFAULT_THEME
+
+
+# -- the palette the app opens: SlopPalette ---------------------------------------------
+
+
+class _SlopPaletteApp(_PaletteApp):
+    """Opens `SlopPalette`, as SlopApp does."""
+
+    def action_command_palette(self) -> None:
+        self.push_screen(SlopPalette(id="--command-palette"))
+
+
+async def _open_ready(pilot, app: App) -> CommandList:
+    await pilot.press("ctrl+p")
+    await wait_for(pilot, lambda: isinstance(app.screen, SlopPalette))
+    await wait_for(pilot, lambda: app.screen.has_class("-ready"))
+    command_list = app.screen.query_one(CommandList)
+    await wait_for(pilot, lambda: command_list.option_count > 0)
+    await pilot.pause()
+    return command_list
+
+
+async def _close(pilot, app: App) -> None:
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette))
+
+
+async def test_a_palette_opened_twice_does_not_measure_its_options_again():
+    MEASURED.clear()
+    app = _SlopPaletteApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = MeasuredOnce.measured
+        first = await _open_ready(pilot, app)
+        count = first.option_count
+        measured = MeasuredOnce.measured - before
+        assert measured >= count  # every option measured once, at the list's width
+        await _close(pilot, app)
+        again = MeasuredOnce.measured
+        second = await _open_ready(pilot, app)
+        assert second.option_count == count
+        assert MeasuredOnce.measured == again  # found by their text and width
+        # what was measured is what Textual measures: the same lines on screen
+        assert [second.get_option_at_index(i).prompt.plain for i in range(count)] == [
+            first.get_option_at_index(i).prompt.plain for i in range(count)
+        ]
+        await _close(pilot, app)
+        await pilot.resize_terminal(70, 30)  # another width: measured again
+        await pilot.pause()
+        await _open_ready(pilot, app)
+        assert MeasuredOnce.measured > again
+
+
+async def test_a_measured_height_is_the_height_textual_measures():
+    MEASURED.clear()
+    app = _SlopPaletteApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        command_list = await _open_ready(pilot, app)
+        width = command_list.scrollable_content_region.width - 4  # the options' padding
+        for i in range(command_list.option_count):
+            prompt = command_list.get_option_at_index(i).prompt
+            assert isinstance(prompt, MeasuredOnce)
+            plain = Content(prompt.plain, list(prompt.spans))
+            assert prompt.get_height(command_list.styles, width) == plain.get_height(
+                command_list.styles, width
+            )
+
+
+async def test_the_palette_covers_the_workspace_in_every_theme():
+    """A plain background (not the workspace behind it, blended); the commands' text
+    stands out from the box they are listed in."""
+    app = _SlopPaletteApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for name in load_themes(None).names:  # every theme in themes/
+            app.theme = name
+            await _open_ready(pilot, app)
+            palette = app.screen
+            box = palette.query_one("#--container")
+            assert palette.styles.background.a == 1, name
+            text = palette.query_one(CommandList).get_component_styles("option-list--option")
+            ink = text.color if text.color.a else palette.styles.color
+            assert abs(ink.brightness - box.styles.background.brightness) > 0.4, name
+            assert palette.query_one(CommandInput).region.height > 0, name
+            await _close(pilot, app)
+
+
+class _Slow(SlopCommands):
+    """Discovery that waits for `released`: the palette before its commands arrive."""
+
+    released: asyncio.Event | None = None
+
+    async def discover(self) -> Hits:
+        assert self.released is not None
+        await self.released.wait()
+        async for hit in super().discover():
+            yield hit
+
+
+async def test_the_field_is_drawn_before_the_commands_are_gathered():
+    app = _SlopPaletteApp()
+    app.COMMANDS = {_Slow}
+    _Slow.released = asyncio.Event()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, SlopPalette))
+        field = app.screen.query_one(CommandInput)
+        await wait_for(pilot, lambda: field.region.height > 0)
+        assert not app.screen.has_class("-ready")
+        await pilot.press(*"undo")  # typed before the list: kept, and searched
+        _Slow.released.set()
+        await wait_for(pilot, lambda: app.screen.has_class("-ready"))
+        assert field.value == "undo"

@@ -340,6 +340,13 @@ class SlopApp(App):
         if self.workspace is not None:
             await save_theme(self.workspace.ledger, name)
 
+    def action_command_palette(self) -> None:
+        """The command palette (ui/palette.py's `SlopPalette`)."""
+        from slop_tui.ui.palette import SlopPalette
+
+        if self.use_command_palette and not SlopPalette.is_open(self):
+            self.push_screen(SlopPalette(id="--command-palette"))
+
     def palette_actions(self):
         screen = self.workspace_screen
         return [

@@ -22,6 +22,11 @@ Importing this module does not import the command table (that costs
 Highlighting a "Theme: <name>" entry previews it once the highlight rests
 (PREVIEW_REST); closing the palette without choosing a theme restores the
 theme it opened with.
+
+`SlopPalette` is the palette the app opens: over a plain background (Textual's
+translucent one blends every cell of the workspace behind it into each of the
+palette's frames), its options' heights measured once per text and width
+(`MEASURED`) instead of at every opening.
 """
 
 from __future__ import annotations
@@ -32,10 +37,25 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.cache import LRUCache
+from textual.command import (
+    Command as ListedCommand,
+)
+from textual.command import (
+    CommandList,
+    CommandPalette,
+    DiscoveryHit,
+    Hit,
+    Hits,
+    Provider,
+)
+from textual.content import Content
+from textual.css.types import TextOverflow
+from textual.visual import RulesMap
 from textual.widgets.option_list import OptionDoesNotExist
 
 from slop_tui.ui.text import literal
+from slop_tui.ui.textual_fixes import ListedCommandsPalette
 
 if TYPE_CHECKING:
     from slop_tui.commands import Command
@@ -210,3 +230,54 @@ def _in_order(query: str, text: str) -> bool:
         if not index:
             return False
     return True
+
+
+# -- the palette the app opens --------------------------------------------------------
+
+# An option's height in lines, by (its text, width, line padding, overflow, no wrap):
+# what Textual measures by wrapping the text, for every option at every opening.
+MEASURED: LRUCache[tuple[str, int, int, TextOverflow, bool], int] = LRUCache(4096)
+
+
+class MeasuredOnce(Content):
+    """A listed command's prompt (title and help) whose height at a width is looked up
+    in MEASURED by its text before it is measured. Spans do not change a height."""
+
+    measured = 0  # heights measured (not found in MEASURED), for the tests
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        key = (
+            self.plain,
+            width,
+            rules.get("line_pad", 0),
+            rules.get("text_overflow", "fold"),
+            rules.get("text_wrap", "wrap") == "nowrap",
+        )
+        height = MEASURED.get(key)
+        if height is None:
+            MeasuredOnce.measured += 1
+            height = MEASURED[key] = super().get_height(rules, width)
+        return height
+
+
+class SlopPalette(ListedCommandsPalette):
+    """The command palette over a plain background, its options measured once."""
+
+    # Its field is drawn in the palette's first frame (Textual shows it with the list,
+    # once every command is gathered: over a plain background the frames before would
+    # be empty); the list, hidden until it holds the commands, follows.
+    DEFAULT_CSS = """
+    SlopPalette { background: $background; }
+    SlopPalette:ansi { background: transparent; }
+    SlopPalette > Vertical#--container { display: block; }
+    """
+
+    def listed(self, commands: list[ListedCommand]) -> list[ListedCommand]:
+        listed = []
+        for command in commands:
+            prompt = command.prompt
+            if isinstance(prompt, Content) and not isinstance(prompt, MeasuredOnce):
+                prompt = MeasuredOnce(prompt.plain, list(prompt.spans), prompt.cell_length)
+                command = ListedCommand(prompt, command.hit, id=command.id)
+            listed.append(command)
+        return listed

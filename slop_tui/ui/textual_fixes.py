@@ -30,10 +30,13 @@ Patched by `install()` (name: what it replaces):
 
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
-`Screen._compositor`, `Screen._scroll_required`, `Screen._repaint_required`,
+`Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),
+`Screen._scroll_required`, `Screen._repaint_required`,
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
-`StylesCache._dirty_lines`), and `HeaderTitle` from `textual.widgets._header`.
+`StylesCache._dirty_lines`, `StylesCache._width`),
+`CommandPalette._refresh_command_list` (overridden by `ListedCommandsPalette`), and
+`HeaderTitle` from `textual.widgets._header`.
 The patches also read `Compositor._full_map`, `_visible_map` and
 `_full_map_invalidated`, `Widget._size`, `_container_size`, `_anchored`,
 `WrappedDocument._width`, `_tab_width`, `DOMNode._component_styles` and
@@ -57,9 +60,10 @@ from textual import _time
 from textual._compositor import Compositor
 from textual.app import App
 from textual.cache import FIFOCache
+from textual.command import CommandPalette
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
-from textual.geometry import Offset, Size
+from textual.geometry import Offset, Region, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -107,8 +111,13 @@ RELIED_ON: dict[str, str] = {
     "textual.app.App._background_screens": "draw_widgets() passes it to render_update",
     "textual.app.App._display": "draw_widgets() writes the update with it",
     "textual.app.App.copy_to_clipboard": "remember_copied() sets _clipboard as it does",
-    "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines",
+    "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines; "
+    "lines_to_style() reads them and _width",
     "textual.widgets._header.HeaderTitle": "the app redraws the header's title alone",
+    "textual.command.CommandPalette._refresh_command_list": "ListedCommandsPalette "
+    "overrides it: the commands pass through `listed` on their way into the list",
+    "textual.command.CommandPalette.compose": "SlopPalette's CSS shows the "
+    "`Vertical#--container` it composes from the first frame (Textual: once -ready)",
 }
 
 _reflow = Compositor.reflow
@@ -425,6 +434,46 @@ def scroll_keeping_lines(
             cache._dirty_lines.discard(y)
 
 
+def lines_to_style(widget: Widget) -> list[int]:
+    """The lines of `widget` (border and padding included) that its next draw must
+    style: not in its styles cache (`Widget._styles_cache`: `StylesCache._cache`, one
+    strip per line, and `_dirty_lines`) or marked dirty there."""
+    width, height = widget.outer_size
+    cache = widget._styles_cache
+    if cache._width != width:  # a new width clears the cache at the next draw
+        return list(range(height))
+    lines, dirty = cache._cache, cache._dirty_lines
+    return [y for y in range(height) if y not in lines or y in dirty]
+
+
+def style_ahead(screen: Screen, widgets: Iterable[Widget]) -> int:
+    """Style the lines of `widgets` that are not in their styles caches yet
+    (`lines_to_style`) and keep them there, as a frame that shows them would
+    (`Widget.render_lines`). For widgets off screen that a scroll may bring on: that
+    scroll's frame finds their lines styled. Returns how many lines were styled.
+
+    `render_lines` reads a widget's region from Textual's full map of the screen, which
+    a scroll lets go and which is rebuilt here if so; its rebuild forgets the map of
+    what is on screen (`Compositor._visible_map`, `_visible_widgets`), against which the
+    next scroll finds what it must repaint (without it: the whole screen). Nothing
+    moved meanwhile, so that map is kept."""
+    compositor = screen._compositor
+    visible_map, visible_widgets = compositor._visible_map, compositor._visible_widgets
+    styled = 0
+    try:
+        for widget in widgets:
+            missing = lines_to_style(widget)
+            if not missing or widget.region.size != widget.outer_size:
+                continue  # nothing to style, or not where a draw would put it
+            width = widget.outer_size.width
+            widget.render_lines(Region(0, missing[0], width, missing[-1] + 1 - missing[0]))
+            styled += len(missing)
+    finally:
+        if visible_map is not None and compositor._visible_map is None:
+            compositor._visible_map, compositor._visible_widgets = visible_map, visible_widgets
+    return styled
+
+
 def follows_bottom(widget: Widget) -> bool:
     """Whether `widget` is anchored and the user has not scrolled it away since
     (`Widget._anchored`, `Widget._anchor_released`: Textual 8 has no public form of the
@@ -463,6 +512,18 @@ def next_frame_now(screen: Screen) -> None:
     screen._on_timer_update()
 
 
+class ListedCommandsPalette(CommandPalette):
+    """A `CommandPalette` whose commands pass through `listed` on their way into its
+    list (`CommandPalette._refresh_command_list`, called with every batch a search
+    gathers); a subclass overrides `listed`."""
+
+    def listed(self, commands: list) -> list:  # type: ignore[type-arg]
+        return commands
+
+    def _refresh_command_list(self, command_list, commands, clear_current) -> None:  # type: ignore[no-untyped-def]
+        super()._refresh_command_list(command_list, self.listed(commands), clear_current)
+
+
 def remember_copied(app: App, text: str) -> None:
     """Put `text` in Textual's in-app clipboard (what Input and TextArea paste), as
     `App.copy_to_clipboard` does, without the OSC 52 escape it also writes."""
@@ -480,12 +541,14 @@ __all__ = [
     "PATCHES",
     "RELIED_ON",
     "HeaderTitle",
+    "ListedCommandsPalette",
     "Patch",
     "draw_widgets",
     "drawing_allowed",
     "fast_tab_widths",
     "fast_wrap_offsets",
     "follows_bottom",
+    "lines_to_style",
     "hold_frames",
     "install",
     "installed",
@@ -496,6 +559,7 @@ __all__ = [
     "scroll_keeping_lines",
     "scroll_update",
     "shape_of",
+    "style_ahead",
     "uninstall",
 ]
 

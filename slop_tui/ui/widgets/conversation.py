@@ -48,6 +48,8 @@ from slop_tui.ui.widgets.blocks import (
 )
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from slop_tui.context.plan import ContextPlan
     from slop_tui.workspace import HistoryReader
 
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
 PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
 PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
+# Seconds without a scroll or a layout of the view before the lines a page key would
+# show are styled ahead (`GroupBlocks.style_ahead`).
+STYLE_AHEAD_DELAY = 0.15
 
 
 def live_step(height: int) -> int:
@@ -150,6 +155,7 @@ class GroupBlocks(VerticalScroll):
         self._blocks: dict[int, GroupBlock] = {}
         self._live: GroupBlock | None = None
         self._paging = False
+        self._shedding = False  # the groups above a new turn are being unmounted
         self._queued = {True: 0, False: 0}  # page keys not yet served: older, newer
         self._check_pending = False
         self._scroll_up = False
@@ -167,6 +173,7 @@ class GroupBlocks(VerticalScroll):
         # follows the bottom of the blank room kept below it); see `follow_live`.
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
+        self._style_timer: Timer | None = None  # see style_ahead
 
     def compose(self):
         yield self._older
@@ -193,7 +200,56 @@ class GroupBlocks(VerticalScroll):
             y = self._follow_y(answer, size.height)
             if y is not None:
                 self._scroll_in_layout(max(0, min(y, bottom - size.height)))
+        self.style_ahead_later()
         return arrangement
+
+    # -- the lines a page key shows, styled ahead ------------------------------
+    #
+    # A scroll's frame is mostly Textual styling the lines the scroll exposes (each
+    # widget keeps its styled lines, by line, until it changes or its width does).
+    # Once the view has been still for STYLE_AHEAD_DELAY, the groups of the page
+    # above it (PageUp) and of the pane ctrl+u goes to first (the oldest mounted
+    # group at the top, `_oldest_to_the_top`) have their lines styled: the key's
+    # frame then styles the scrollbar and finds the rest done.
+
+    def style_ahead_later(self) -> None:
+        """Style the pages a key may show once the view has been still a while."""
+        if self._style_timer is not None:
+            self._style_timer.stop()
+        self._style_timer = self.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
+
+    def style_ahead(self) -> int:
+        """Style the lines of the groups a page key shows next; returns how many."""
+        self._style_timer = None
+        height = self.scrollable_content_region.height
+        if not self.is_mounted or height <= 0:
+            return 0
+        top = round(self.scroll_y)
+        bands = [(top - height, top)]  # PageUp's page
+        oldest = self._oldest_block()
+        oldest_top = self._tops.get(oldest) if oldest is not None else None
+        if oldest_top is not None and oldest_top < top:
+            bands.append((oldest_top, oldest_top + height))  # ctrl+u's first pane
+        widgets: list[Widget] = []
+        for block, block_top in list(self._tops.items()):
+            if not isinstance(block, GroupBlock) or block.live or not block.is_mounted:
+                continue
+            block_height = block.outer_size.height
+            if block_height > 4 * height:
+                continue  # a long group: styled by the frames that show it
+            if any(block_top < hi and block_top + block_height > lo for lo, hi in bands):
+                widgets.extend(
+                    w
+                    for w in (block, *block.walk_children(Widget))
+                    if w.display and w.outer_size.area
+                )
+        return textual_fixes.style_ahead(self.screen, widgets) if widgets else 0
+
+    def _oldest_block(self) -> GroupBlock | None:
+        """The oldest mounted group (None when none is)."""
+        if self._lo >= self._hi:
+            return None
+        return self._blocks.get(self._gids[self._lo])
 
     def _scroll_in_layout(self, y: int) -> None:
         # Silently, as Textual's anchor does inside the layout pass.
@@ -717,14 +773,20 @@ class GroupPager(GroupBlocks):
         pane, where the page loaded next keeps it (the older groups go above it). Drawn
         in the key's frame, as PageUp is (`_page_scroll`); the page is mounted after,
         in frames of its own, and moves nothing on screen. Left to the layout that
-        mounts the page's first group, the first change would show a frame later."""
-        if self._paging or self._queued[True] or self._lo == 0 or self._lo >= self._hi:
-            return  # a page is under way (it holds its own group), or nothing is older
-        block = self._blocks.get(self._gids[self._lo])
+        mounts the page's first group, the first change would show a frame later.
+
+        While pages are still being mounted (keys faster than a page, as while a reply
+        streams), the same: the oldest group mounted so far comes to the top at once and
+        is held there through the page's remaining mounts; the queued pages follow."""
+        if self._shedding or self._lo == 0 or self._lo >= self._hi:
+            return  # the history above a new turn is being cut, or nothing is older
+        block = self._oldest_block()
         top = self._tops.get(block) if block is not None else None
         if top is None or top >= round(self.scroll_y):
             return  # not laid out, or on screen below the top: the page's layout moves it
         self.scroll_to(y=top, animate=False, immediate=True)
+        if self._paging:
+            self._hold(block, at_top=True)  # the page under way mounts above it
         echo.frame_now(self)
 
     def action_load_newer(self) -> None:
@@ -808,6 +870,8 @@ class GroupPager(GroupBlocks):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        if new_value != old_value:
+            self.style_ahead_later()
         if self._keep is not None and new_value != old_value:
             self._keep = None  # a scroll by someone else (arrange sets it silently): let go
         if not self._placing and new_value != old_value:
@@ -927,6 +991,7 @@ class ConversationView(GroupPager):
         if self._paging:
             return
         self._paging = True  # no paging meanwhile: both move _lo
+        self._shedding = True
         self._generation += 1
         generation = self._generation
         try:
@@ -939,6 +1004,7 @@ class ConversationView(GroupPager):
                 await self._next_frame()
         finally:
             self._paging = False
+            self._shedding = False
 
     async def _settle_previous_live(self) -> None:
         # The last turn's answer is still a Markdown widget: swap it for the light form.
