@@ -316,9 +316,9 @@ async def test_an_app_made_outside_the_command_highlights_at_once(project):
 
 class _Frames:
     """Records each frame the app hands to its driver (`App._display`; a headless
-    app drops it there): how many groups the group list held when it was drawn,
-    how many the conversation showed, and whether the side panes were still
-    unseen (`-filling`)."""
+    app drops it there): how many groups the group list held when it was drawn (0
+    before the list is mounted), how many the conversation showed, and whether the
+    side panes were still unseen (`-filling`)."""
 
     def __init__(self, app: SlopApp) -> None:
         self.rows: list[int] = []
@@ -327,7 +327,8 @@ class _Frames:
         display = app._display
 
         def recording(screen, renderable):
-            self.rows.append(len(app.query_one(GroupList)._rows))
+            lists = app.query(GroupList)  # mounted after the conversation's first frame
+            self.rows.append(len(lists.first()._rows) if lists else 0)
             self.conversation.append(len(app.query(AnswerBlock)))
             self.unseen.append(app.query_one("#left").has_class("-filling"))
             return display(screen, renderable)
