@@ -227,7 +227,9 @@ class Workspace:
     ) -> Workspace:
         """Open the ledger and settle the session. A `session` other than the stored one
         becomes the stored one; with `defer_writes` (the app's first screen, which
-        shows before it writes) the caller stores it later with `save_session`."""
+        shows before it writes and before the tools' modules are imported) the caller
+        registers the tools later with `register_tools` and stores the session with
+        `save_session`."""
         ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
@@ -246,9 +248,9 @@ class Workspace:
             ws.active_skills = _json_list(await ledger.get_setting(KEY_SKILLS))
             await ws._load_token_counts()
             ws.throttle = float(await ledger.get_setting(KEY_THROTTLE, "0") or 0)
-            await ws._register_tools()
             ws._session_unsaved = bool(session) and session != stored
             if not defer_writes:
+                await ws.register_tools()
                 await ws.save_session()
             ws.pending_handoff = await pending_resume(ledger, ws.session)
             await ws._check_unknown_memos()
@@ -351,7 +353,8 @@ class Workspace:
         for warning in warnings:
             self._warn(warning)
 
-    async def _register_tools(self) -> None:
+    async def register_tools(self) -> None:
+        """Store the tools' declarations (written only when their rows changed)."""
         from slop_tui.tools import registry_rows
 
         await self.ledger.register_tools(registry_rows())

@@ -110,9 +110,16 @@ class WorkspacePanes(Screen):
                 return
             from slop_tui.ui.screens import workspace_sides as sides
 
-            await self.query_one("#left").mount_all(sides.left_pane())
-            await self.query_one("#right").mount_all(sides.right_pane())
-            await self.query_one("#output").mount(sides.output_text())
+            # Mounted in one batch: one layout when they are all in, not one for each
+            # step of their mounting (a frame in between would show nothing new).
+            with self.app.batch_update():
+                mounts = (
+                    self.query_one("#left").mount_all(sides.left_pane()),
+                    self.query_one("#right").mount_all(sides.right_pane()),
+                    self.query_one("#output").mount(sides.output_text()),
+                )
+                for mounted in mounts:
+                    await mounted
             self.side_panes_mounted = True
             self._show_part(self.layout_state.side_part)
 
@@ -221,6 +228,7 @@ class WorkspacePanes(Screen):
         ws = self.workspace
         if ws is not None and self.app.is_running:
             with self.unless_closing():
+                await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
                 rows, self._first_rows = self._first_rows, None
                 snap = await ws.snapshot(
                     Changed.ALL,
