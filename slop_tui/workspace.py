@@ -367,18 +367,14 @@ class Workspace:
         *,
         rows_prompt_chars: int = 240,
         prompts_for_newest: int | None = None,
-        rows: list[tuple] | None = None,
     ) -> Snapshot:
         """One read of what the panes show after `changed`: the plan of the next request
         always (with the provider, the session and the token figures), the group
-        list's rows, the sessions and STATE only when the change touches them.
-        `rows`: the group rows read already (the first screen's), not read again."""
+        list's rows, the sessions and STATE only when the change touches them."""
         choice = await self.provider_choice()
         sess = await self.current()
-        sessions = state = failed = None
-        if not changed & _READS_ROWS:
-            rows = None
-        elif rows is None:
+        sessions = state = failed = rows = None
+        if changed & _READS_ROWS:
             rows = await self.ledger.group_rows(
                 self.session, rows_prompt_chars, prompts_for_newest=prompts_for_newest
             )
@@ -1315,7 +1311,7 @@ class HistoryReader:
 
     async def group_ids(self) -> list[int]:
         """Every group of the session, oldest first."""
-        return [row[0] for row in await self._ledger.group_rows(self.session, 0)]
+        return await self._ledger.group_ids(self.session)
 
     async def group_rows(self, prompt_chars: int, prompts_for_newest: int | None) -> list[tuple]:
         """The group list's rows (`Ledger.group_rows`)."""

@@ -82,7 +82,6 @@ class WorkspacePanes(Screen):
         self.side_panes_filled = False  # show_side_panes has run
         self.side_panes_mounted = False  # mount_side_panes has run
         self._mounting_sides = asyncio.Lock()
-        self._first_rows: list[tuple] | None = None  # the first screen's group rows
 
     # -- layout ------------------------------------------------------------
 
@@ -211,12 +210,9 @@ class WorkspacePanes(Screen):
             self.query_one(PromptInput).set_history(prompt_history)
         ws = self.workspace
         with self.unless_closing():
-            # The group list's read, made now: it gives the conversation its group ids.
-            history = ws.history()
-            self._first_rows = await history.group_rows(SNIPPET_SOURCE, PROMPTS_FIRST)
-            await self.query_one(ConversationView).load(
-                history, group_ids=[r[0] for r in self._first_rows]
-            )
+            # The group ids only: the group list's rows (each group's counts, status and
+            # prompt) are read with the side panes.
+            await self.query_one(ConversationView).load(ws.history())
             self.show_status(await ws.provider_choice(), await ws.current())
 
     async def show_side_panes(self) -> None:
@@ -229,12 +225,8 @@ class WorkspacePanes(Screen):
         if ws is not None and self.app.is_running:
             with self.unless_closing():
                 await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
-                rows, self._first_rows = self._first_rows, None
                 snap = await ws.snapshot(
-                    Changed.ALL,
-                    rows_prompt_chars=SNIPPET_SOURCE,
-                    prompts_for_newest=PROMPTS_FIRST,
-                    rows=rows,
+                    Changed.ALL, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
                 )
                 self._show(snap)
         await self.reveal_side_panes()
