@@ -119,6 +119,10 @@ class WorkspacePanes(Screen):
                 )
                 for mounted in mounts:
                     await mounted
+            # Laid out before they are filled: a list scrolled to its end and a gauge
+            # worded for its width need their size (filled at size 0, they were drawn
+            # once wrong, then right).
+            await frame_drawn(self.app, timeout=1.0)
             self.side_panes_mounted = True
             self._show_part(self.layout_state.side_part)
 
