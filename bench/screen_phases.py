@@ -8,9 +8,9 @@ stamps, at each phase's end, the wall clock since just before the spawn and the
 process's CPU time: the interpreter, the imports (Textual's, then slop-tui's),
 the app made, the first screen composed and styled, the configuration and the
 workspace's modules, the ledger opened, the conversation loaded, its first frame
-written (the first write of a screenful to the terminal), the plan of the next
-request read for the side panes (with the repository map and file tree), and
-the panes' frame. Beside the phases, the CPU time spent inside a few calls
+written (the first write of a screenful to the terminal), the side panes'
+widgets imported and mounted, the plan of the next request read for them (with
+the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
 prices and MCP start paths), summed over the start. The hello-world app
 (bench/screen_hello.py) is stamped the same way up to its first frame.
@@ -135,6 +135,7 @@ stamp("import slop_tui.workspace (config, context, ledger)")
 at_start(W.Workspace, "open", "configuration read")
 at_end(W.Workspace, "open", "ledger opened (Workspace.open)", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_conversation", "conversation loaded", coroutine=True)
+at_end(ws_screen.WorkspacePanes, "mount_side_panes", "side panes mounted", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_side_panes", "side panes filled", coroutine=True)
 count(W.Workspace, "display_plan", "plan of the next request (display_plan)")
 count(W.Workspace, "repo_sources", "  of which repository map and file tree")
@@ -158,6 +159,7 @@ ORDER = [
     "ledger opened (Workspace.open)",
     "conversation loaded",
     "frame 1 written",
+    "side panes mounted",
     "side panes filled",
     "frame 2 written",
 ]

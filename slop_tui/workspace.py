@@ -227,7 +227,9 @@ class Workspace:
     ) -> Workspace:
         """Open the ledger and settle the session. A `session` other than the stored one
         becomes the stored one; with `defer_writes` (the app's first screen, which
-        shows before it writes) the caller stores it later with `save_session`."""
+        shows before it writes and before the tools' modules are imported) the caller
+        registers the tools later with `register_tools` and stores the session with
+        `save_session`."""
         ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
@@ -246,9 +248,9 @@ class Workspace:
             ws.active_skills = _json_list(await ledger.get_setting(KEY_SKILLS))
             await ws._load_token_counts()
             ws.throttle = float(await ledger.get_setting(KEY_THROTTLE, "0") or 0)
-            await ws._register_tools()
             ws._session_unsaved = bool(session) and session != stored
             if not defer_writes:
+                await ws.register_tools()
                 await ws.save_session()
             ws.pending_handoff = await pending_resume(ledger, ws.session)
             await ws._check_unknown_memos()
@@ -351,7 +353,8 @@ class Workspace:
         for warning in warnings:
             self._warn(warning)
 
-    async def _register_tools(self) -> None:
+    async def register_tools(self) -> None:
+        """Store the tools' declarations (written only when their rows changed)."""
         from slop_tui.tools import registry_rows
 
         await self.ledger.register_tools(registry_rows())
@@ -364,18 +367,14 @@ class Workspace:
         *,
         rows_prompt_chars: int = 240,
         prompts_for_newest: int | None = None,
-        rows: list[tuple] | None = None,
     ) -> Snapshot:
         """One read of what the panes show after `changed`: the plan of the next request
         always (with the provider, the session and the token figures), the group
-        list's rows, the sessions and STATE only when the change touches them.
-        `rows`: the group rows read already (the first screen's), not read again."""
+        list's rows, the sessions and STATE only when the change touches them."""
         choice = await self.provider_choice()
         sess = await self.current()
-        sessions = state = failed = None
-        if not changed & _READS_ROWS:
-            rows = None
-        elif rows is None:
+        sessions = state = failed = rows = None
+        if changed & _READS_ROWS:
             rows = await self.ledger.group_rows(
                 self.session, rows_prompt_chars, prompts_for_newest=prompts_for_newest
             )
@@ -1312,7 +1311,7 @@ class HistoryReader:
 
     async def group_ids(self) -> list[int]:
         """Every group of the session, oldest first."""
-        return [row[0] for row in await self._ledger.group_rows(self.session, 0)]
+        return await self._ledger.group_ids(self.session)
 
     async def group_rows(self, prompt_chars: int, prompts_for_newest: int | None) -> list[tuple]:
         """The group list's rows (`Ledger.group_rows`)."""

@@ -602,6 +602,20 @@ async def test_group_rows_read_the_newest_prompts_and_the_rest_on_demand(ledger)
     assert await ledger.group_rows("s", 20, prompts_for_newest=50) == full
 
 
+async def test_group_ids_are_the_group_rows_ids_read_from_an_index(ledger):
+    """The conversation's first screen reads only the ids: those of `group_rows`, oldest
+    first, this session's only, read from an index without the table's rows."""
+    gids = [await _group(ledger, "s", f"prompt {i}") for i in range(4)]
+    await _group(ledger, "other", "not this session")
+    assert await ledger.group_ids("s") == [r[0] for r in await ledger.group_rows("s")] == gids
+    assert await ledger.group_ids("nobody") == []
+    plan = await ledger._all(
+        "EXPLAIN QUERY PLAN SELECT DISTINCT group_id FROM messages "
+        "WHERE session_id = 's' AND group_id IS NOT NULL ORDER BY group_id"
+    )
+    assert any("COVERING INDEX" in row["detail"] for row in plan)
+
+
 async def test_the_group_list_read_never_reads_the_message_rows(ledger):
     """The group list's columns come from `ix_messages_group_list` alone (the prompt is
     read per group, by id): a long session's contents are not walked."""

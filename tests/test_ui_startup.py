@@ -316,9 +316,9 @@ async def test_an_app_made_outside_the_command_highlights_at_once(project):
 
 class _Frames:
     """Records each frame the app hands to its driver (`App._display`; a headless
-    app drops it there): how many groups the group list held when it was drawn,
-    how many the conversation showed, and whether the side panes were still
-    unseen (`-filling`)."""
+    app drops it there): how many groups the group list held when it was drawn (0
+    before the list is mounted), how many the conversation showed, and whether the
+    side panes were still unseen (`-filling`)."""
 
     def __init__(self, app: SlopApp) -> None:
         self.rows: list[int] = []
@@ -326,8 +326,14 @@ class _Frames:
         self.unseen: list[bool] = []
         display = app._display
 
+        self.list_scroll: list[float] = []  # the group list's scroll position
+        self.list_height: list[int] = []
+
         def recording(screen, renderable):
-            self.rows.append(len(app.query_one(GroupList)._rows))
+            lists = app.query(GroupList)  # mounted after the conversation's first frame
+            self.rows.append(len(lists.first()._rows) if lists else 0)
+            self.list_scroll.append(lists.first().scroll_y if lists else -1)
+            self.list_height.append(lists.first().size.height if lists else -1)
             self.conversation.append(len(app.query(AnswerBlock)))
             self.unseen.append(app.query_one("#left").has_class("-filling"))
             return display(screen, renderable)
@@ -384,6 +390,29 @@ async def test_the_first_frame_shows_the_conversation_and_the_panes_follow_compl
         assert seen and all(rows == 3 for rows in seen)
         assert app._batch_count == 0
         assert app.query_one(PromptInput).text == "early"
+
+
+async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(project, held):
+    """Mounted after the first frame, the side panes are laid out before they are
+    filled and shown: the group list of a session longer than the pane is drawn at
+    its end from the first frame it is seen in, not at its top and then scrolled."""
+    await seed(project, n=60)
+    app = app_for(project)
+    frames = _Frames(app)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: frames.rows and frames.rows[-1] == 60)
+        await pilot.pause()
+        group_list = app.query_one(GroupList)
+        assert group_list.max_scroll_y > 0 and group_list.scroll_y == group_list.max_scroll_y
+        seen = [
+            (scroll, height)
+            for scroll, height, unseen in zip(
+                frames.list_scroll, frames.list_height, frames.unseen, strict=True
+            )
+            if not unseen
+        ]
+        assert seen and all(s == (group_list.scroll_y, group_list.size.height) for s in seen)
 
 
 async def test_a_slow_workspace_shows_the_screen_after_the_wait(project, held, monkeypatch):

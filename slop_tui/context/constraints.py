@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 
+from slop_tui.context.regex import lazy
+
 RULE = "constraint"
 VALUE = "value"
 
 # A request or a question rather than a statement: its names are the task, not a fact.
-REQUEST = re.compile(
+REQUEST = lazy(
     r"(?i)^(?:(?:please|now|ok(?:ay)?|so|then|next|also|and|first)\b[\s,]+)*"
     r"(?:open|read|look|check|run|show|grep|list|find|search|explain|write|"
     r"summari[sz]e|tell|describe|review|fix|add|remove|delete|rename|refactor|test|try|"
@@ -36,10 +38,10 @@ REQUEST = re.compile(
 )
 
 # Words that open a sentence without changing what it says.
-_LEAD = re.compile(r"(?i)^(?:(?:please|ok(?:ay)?|also|and|so|just|oh|btw|again)\b[\s,:]*)+")
+_LEAD = lazy(r"(?i)^(?:(?:please|ok(?:ay)?|also|and|so|just|oh|btw|again)\b[\s,:]*)+")
 
 # Phrases that look like cues and are not: "I don't understand", "it never returned".
-_NEUTRAL = re.compile(
+_NEUTRAL = lazy(
     r"(?i)\bI (?:do not|don'?t|don’t|can'?t|can’t|cannot) "
     r"(?:know|understand|think|see|get|remember|recall|care|mind|tell|find|reproduce)\b"
     r"|\b(?:always|never) \w+ed\b"
@@ -75,16 +77,16 @@ _CUE = (
     r"|\bonly (?:use|touch|change|edit|modify|run|deploy|call|import|merge|commit|push|ever)\b"
     r"|\bnothing (?:but|else)\b",
 )
-_RULE_CUE = re.compile("|".join(_CUE), re.I)
+_RULE_CUE = lazy("|".join(_CUE), re.I)
 # "X, not Y" ("Use tabs, not spaces."): a rule in a short sentence; in a long one it is
 # as often a turn of phrase ("careful is a feeling, not a process").
-_NOT_Y = re.compile(
+_NOT_Y = lazy(
     r"(?i)\b\w+, not (?!sure\b|really\b|yet\b|quite\b|bad\b|exactly\b|now\b)(?:a |the )?\w+"
 )
 _NOT_Y_CHARS = 100
 
 # Sentence openings that set a rule: "Keep ...", "Leave X alone", "No X", "Only X", ...
-_OPENING = re.compile(
+_OPENING = lazy(
     r"(?i)^(?:"
     r"keep (?!going|me\b|at it|up\b|trying|looking|in mind)"
     r"|leave\b.*\b(?:alone|as is|as-is|as they are|as it is|untouched|unchanged|intact|in place"
@@ -101,22 +103,22 @@ _OPENING = re.compile(
 )
 
 # An opinion or a guess, not a rule: "I think the tests should pass now."
-_HEDGE = re.compile(
+_HEDGE = lazy(
     r"(?i)^(?:I (?:think|guess|hope|suppose|believe|bet|feel|assume)|maybe|probably|perhaps"
     r"|hopefully|I'm (?:not )?sure)\b"
 )
 
 # A value with its subject: "<subject> is|uses|lives at|moves to ... <value>".
-_LINK = re.compile(
+_LINK = lazy(
     r"(?i)(?:\b(?:is|are|was|were|has|lives (?:at|in)|runs(?: on| at)?|run on|listens on"
     r"|uses|goes to|go to|moves?|moved|changes? to|changed to|starts(?: on| at)?"
     r"|ends(?: on| at)?|reads\b.*\bfrom|capped at|called|named|set to|points to"
     r"|defaults to|sits at)\b|\s[:=]\s|^[A-Za-z][A-Za-z '/-]{2,60}[:=]\s)"
 )
-_VALUE_TOKEN = re.compile(r"\d|https?://|(?<!\w)/\w|@\w|\b\w+[_\-.:]\w|\b[A-Z]{2,}[A-Z0-9_]*\b")
+_VALUE_TOKEN = lazy(r"\d|https?://|(?<!\w)/\w|@\w|\b\w+[_\-.:]\w|\b[A-Z]{2,}[A-Z0-9_]*\b")
 
-_THING = re.compile(r"(?i)^(?:the|our|their|its|this|that|these|those|each|every|all)\s+\w")
-_NUMBER = re.compile(r"\b\d[\d.,:]*\b")
+_THING = lazy(r"(?i)^(?:the|our|their|its|this|that|these|those|each|every|all)\s+\w")
+_NUMBER = lazy(r"\b\d[\d.,:]*\b")
 
 
 def _normal(sentence: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
+from slop_tui.context.regex import lazy
 from slop_tui.records import Memo, Message
 
 MAX_KEYWORDS = 32
@@ -39,7 +39,7 @@ STOP_WORDS = frozenset(
 # than a note: a prompt-injection payload that would otherwise be injected into every
 # matching request of every session. Such a memo is quarantined until the user
 # confirms it (`/memo confirm ID`).
-_INSTRUCTION = re.compile(
+_INSTRUCTION = lazy(
     r"(?i:\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|"
     r"above|earlier|all|any|other|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|"
     r"messages|guidelines|directions|context|memos?)\b)"
@@ -54,7 +54,7 @@ _INSTRUCTION = re.compile(
 
 # Paraphrases of the same orders, a forged memo header or conversation turn, and the
 # usual payloads (send the keys somewhere, pipe a download into a shell).
-_PARAPHRASE = re.compile(
+_PARAPHRASE = lazy(
     r"(?i:\b(?:pay no (?:attention|heed)|stop following|no longer (?:follow|obey)|"
     r"(?:throw|set) (?:away|aside)|do not follow|don't follow)\b[^.\n]{0,40}?"
     r"\b(?:instructions?|rules|guidelines|prompts?|directions|guidance|orders)\b)"
@@ -156,7 +156,7 @@ def quoted_body(text: str) -> str:
 # Everything that is not a word character or a slash separates words:
 # whitespace, punctuation and hyphens split, `snake_case` and `src/app.py`
 # paths stay whole (dots still split them, as in the reference tool).
-_SEPARATORS = re.compile(r"[^\w/]+")
+_SEPARATORS = lazy(r"[^\w/]+")
 
 
 def extract_keywords(text: str) -> list[str]:

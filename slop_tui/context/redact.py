@@ -50,6 +50,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from slop_tui.context.regex import lazy
+
 REDACTED = "[REDACTED]"
 
 
@@ -60,7 +62,7 @@ class SecretSpan:
     kind: str
 
 
-_PEM = re.compile(
+_PEM = lazy(
     r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK|)-----"
     r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)",
     re.DOTALL,
@@ -71,7 +73,7 @@ _URLSAFE = r"[A-Za-z0-9_\-]"
 # contain: a rule runs only on text holding one (a C-speed `in` test; the regexes cost
 # about 4 ms per 200,000 characters each, and most texts hold none of these literals).
 TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
-    (kind, re.compile(pattern), triggers)
+    (kind, lazy(pattern), triggers)
     for kind, pattern, triggers in (
         ("anthropic", rf"sk-ant-{_URLSAFE}{{20,}}", ("sk-ant-",)),
         ("openai", rf"sk-(?:proj-|svcacct-|admin-|None-)?{_URLSAFE}{{20,}}", ("sk-",)),
@@ -119,15 +121,15 @@ TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
     )
 )
 # URLs whose path carries the credential: group 1 is the secret part.
-_WEBHOOKS = re.compile(
+_WEBHOOKS = lazy(
     r"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/\-]{20,})"
     r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_\-]{20,})"
 )
-_AUTH_HEADER = re.compile(
+_AUTH_HEADER = lazy(
     r"authorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)\s+([^\s\"',;]+)"
 )
-_BEARER = re.compile(r"bearer\s+([A-Za-z0-9._~+/\-]{16,}=*)")
-_URL_CREDENTIALS = re.compile(r"://[^/\s:@]*:([^@\s/]+)@")
+_BEARER = lazy(r"bearer\s+([A-Za-z0-9._~+/\-]{16,}=*)")
+_URL_CREDENTIALS = lazy(r"://[^/\s:@]*:([^@\s/]+)@")
 
 # Key names, by what their value must look like to count as a secret. PASSWORD_WORDS:
 # any literal. TOKEN_WORDS: any literal but a short number (`token: 1532` is a count).
@@ -141,7 +143,7 @@ _TOKEN_WORDS = (
 _GENERIC_WORDS = r"(?:auth|_key)"
 # Found word first (a key must END with the word: `password_field` is no key); the key's
 # start is then found backwards (`_KEY_START`). Key-first, the regex tried every position.
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = lazy(
     r"(?=[pstacik_])(?:(?P<pw>"
     + _PASSWORD_WORDS
     + r")|(?P<tok>"
@@ -152,23 +154,23 @@ _ASSIGNMENT = re.compile(
     r"(?P<sep>\s*(?::=|=>|=|:)\s*)"
     r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\n]+)(?P=q)|(?P<bare>[^\s\"'`,;&)\]}]+))"
 )
-_KEY_START = re.compile(r"[A-Za-z0-9_\-.]*$")
-_FLAG = re.compile(r"--(?i:password|passwd|token|api-key|secret|auth-token)[= ]\s*(\S+)")
+_KEY_START = lazy(r"[A-Za-z0-9_\-.]*$")
+_FLAG = lazy(r"--(?i:password|passwd|token|api-key|secret|auth-token)[= ]\s*(\S+)")
 # Command lines that carry a password or key as an argument (group 1).
-_COMMAND_SECRET = re.compile(
+_COMMAND_SECRET = lazy(
     r"\bcurl\b[^\n]*?\s(?:-u|--user)\s+[\"']?[^\s:\"']+:([^\s\"'@]+)"
     r"|\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\"']{3,})"
     r"|\bsshpass\s+-p\s*[\"']?([^\s\"']+)"
     r"|\baws\s+configure\s+set\s+(?:aws_secret_access_key|aws_session_token)\s+(\S+)"
 )
 # An Azure shared access signature: the `sig=` of a URL.
-_SAS = re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,})")
-_NETRC = re.compile(r"machine\s+\S+\s+login\s+\S+\s+password\s+(\S+)")
-_DOCKER_AUTH = re.compile(r"\"auth\"\s*:\s*\"([A-Za-z0-9+/=]{16,})\"")
+_SAS = lazy(r"[?&]sig=([A-Za-z0-9%+/=]{20,})")
+_NETRC = lazy(r"machine\s+\S+\s+login\s+\S+\s+password\s+(\S+)")
+_DOCKER_AUTH = lazy(r"\"auth\"\s*:\s*\"([A-Za-z0-9+/=]{16,})\"")
 # Prose: "the admin password is hunter2", "password for the VPN is 'x y z'", "PIN is 4821",
 # "use passphrase X". Group `v` (bare) or `qv` (quoted) is the secret.
 _PROSE_VALUE = r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,100})(?P=q)|(?P<v>[^\s\"'`]+))"
-_PROSE = re.compile(
+_PROSE = lazy(
     r"(?:pass(?:word|phrase|code)|pin(?: code)?)\b"
     r"(?:\s+(?:for|of|to|on)\s+[^.,;:\n]{1,40}?)?"
     r"\s+(?:(?:is|was|has been)\s+(?:now\s+)?(?:changed|set|reset|updated)\s+to|is now|"
@@ -176,11 +178,11 @@ _PROSE = re.compile(
 )
 # "password Tangerine!Basalt-88", "passphrase: …" without a verb: the value must look
 # like a credential of three kinds of character (upper, lower, digit, other).
-_PROSE_BARE = re.compile(
+_PROSE_BARE = lazy(
     r"(?:pass(?:word|phrase|code))\b\s*(?:[:,\-\u2013\u2014]\s*)?\s"
     r"(?P<v>[^\s\"'`]{8,100})"
 )
-_PROSE_USE = re.compile(
+_PROSE_USE = lazy(
     r"(?:with|use|using|try|enter)\s+(?:the\s+)?(?:password|passphrase|pin)\s+" + _PROSE_VALUE
 )
 
@@ -201,12 +203,12 @@ _PROSE_STOP = frozenset(
     """.split()
 )
 _SENTENCE_END = ".,;:!?"
-_EXPRESSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:[.(\[]|$)")
-_PLACEHOLDER = re.compile(
+_EXPRESSION = lazy(r"^[A-Za-z_][A-Za-z0-9_]*(?:[.(\[]|$)")
+_PLACEHOLDER = lazy(
     r"(?i)^(?:your[_\-]|<|\$|%|\{|\*|\.\.\.|…)|your[_\-]?(?:api[_\-]?)?(?:key|token|secret)|"
     r"^(?:x+|X+|\*+|\.+|0+)$|-here$|_here$"
 )
-_DESCRIBED = re.compile(r"(?i)^[a-z][a-z\-]*(?:ed|ing|ly|ble)$")
+_DESCRIBED = lazy(r"(?i)^[a-z][a-z\-]*(?:ed|ing|ly|ble)$")
 
 
 def _placeholder(value: str) -> bool:
@@ -387,7 +389,7 @@ class _Original:
 # lower-cased text when it is ASCII (then the offsets are the same): a case-sensitive
 # search is 3 to 7 times faster than IGNORECASE. Other text uses these copies.
 _IGNORECASE = {
-    id(pattern): re.compile(pattern.pattern, re.IGNORECASE)
+    id(pattern): lazy(pattern.pattern, re.IGNORECASE)
     for _, pattern, _, _, folded in _RULES
     if folded
 }

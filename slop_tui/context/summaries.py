@@ -39,6 +39,7 @@ from slop_tui.context.constraints import rule_span, rule_spans, value_span
 from slop_tui.context.memos import STOP_WORDS
 from slop_tui.context.prompt import KIND_SUMMARY, LAYER_SUMMARY, Layer, Prompt, PromptMessage
 from slop_tui.context.redact import redact_secrets
+from slop_tui.context.regex import lazy
 from slop_tui.context.tiers import truncate
 from slop_tui.records import STATUS_TOOL_CALL, Message, Summary, ToolCall
 
@@ -324,8 +325,8 @@ def extractive_session_summary(
     )
 
 
-_ANALYSIS = re.compile(r"<analysis>.*?(?:</analysis>|\Z)", re.DOTALL | re.IGNORECASE)
-_SUMMARY_TAG = re.compile(r"<summary>(.*?)(?:</summary>|\Z)", re.DOTALL | re.IGNORECASE)
+_ANALYSIS = lazy(r"<analysis>.*?(?:</analysis>|\Z)", re.DOTALL | re.IGNORECASE)
+_SUMMARY_TAG = lazy(r"<summary>(.*?)(?:</summary>|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def clean_summary(reply: str) -> str:
@@ -390,7 +391,7 @@ class Anchor:
     priority: int = PRIORITY_OTHER
 
 
-_URL = re.compile(
+_URL = lazy(
     r"\b(?:https?|wss?|redis|rediss|postgres(?:ql)?|mysql|mongodb|amqp|s3|grpc|ftp)"
     r"://[^\s<>()\"'`\]\[]+"
 )
@@ -399,7 +400,7 @@ _EXT = (
     r"md|rst|txt|toml|json|jsonl|yaml|yml|ini|cfg|conf|env|sql|db|sqlite|html|css|scss|xml|csv|"
     r"lock|tcss|proto|tf|dockerfile|log|gz|tar|zip)"
 )
-_PATH = re.compile(
+_PATH = lazy(
     r"(?<![\w/.\-~])"
     r"(?:"
     r"(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"  # /abs/path, ./rel, ~/x
@@ -407,75 +408,73 @@ _PATH = re.compile(
     r"|[\w\-]+(?:\.[\w\-]+)*\." + _EXT + r"\b"  # bare file name with a known extension
     r")"
 )
-_PORT = re.compile(r"(?i)\bport\s*[:=#]?\s*\d{2,5}\b")
-_HOST_PORT = re.compile(
-    r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w\-]*(?:\.[\w\-]+)+):\d{2,5}\b"
-)
-_VERSION = re.compile(
+_PORT = lazy(r"(?i)\bport\s*[:=#]?\s*\d{2,5}\b")
+_HOST_PORT = lazy(r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w\-]*(?:\.[\w\-]+)+):\d{2,5}\b")
+_VERSION = lazy(
     r"(?i)\b(?:version|python|node|go|rust|java|postgres(?:ql)?|redis|ubuntu|debian|"
     r"sqlite|textual)\s+v?\d+(?:\.\d+)+\b"
     r"|\bv\d+(?:\.\d+)+\b"
     r"|\b\d+\.\d+\.\d+(?:[\-+][0-9A-Za-z.]+)?\b"
 )
-_UNIT = re.compile(
+_UNIT = lazy(
     r"\b\d+(?:[.,]\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|"
     r"days?|weeks?|[KMGT]i?B|[KMGT]i|[kmgt]b|bytes?|tokens?|req/s|rps|qps|[KMG]Hz|px|fps|k|M)"
     r"(?![\w/])"
     r"|\b\d+(?:\.\d+)?\s?%"
 )
 # A number and the noun it counts: "1750 rows", "7 retries" (user statements only).
-_COUNT = re.compile(
+_COUNT = lazy(
     r"(?<![:\w.])\b\d[\d,]*(?:\.\d+)?\s(?!(?:and|or|to|of|in|on|at|for|the|a|an|is|are|"
     r"was|were|be|by|with|from|per|if|so|but|not|than|then|x)\b)[a-z]{2,}\b"
 )
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?\b")
-_TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")
-_HANDLE = re.compile(r"(?<![\w.@/])@[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
-_ENV_ASSIGN = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s?=\s?[^\s,;]+")
-_CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
-_COMMIT = re.compile(
+_DATE = lazy(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?\b")
+_TICKET = lazy(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")
+_HANDLE = lazy(r"(?<![\w.@/])@[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
+_ENV_ASSIGN = lazy(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s?=\s?[^\s,;]+")
+_CONSTANT = lazy(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+_COMMIT = lazy(
     r"(?i)\b(?:commit|sha|hash|revert(?:ed)?|cherry-pick(?:ed)?)\s+"
     r"((?=[0-9a-f]*\d)[0-9a-f]{7,40})\b"
 )
-_HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
-_SNAKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
-_CAMEL = re.compile(r"\b(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")
-_DOTTED = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?")
-_BACKTICK = re.compile(r"`([^`\n]{1,80})`")
-_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
-_ERROR_NAME = re.compile(r"\b(?:[A-Z]\w*)?(?:Error|Exception)\b(?::|\s*$)|\bFAILED\b")
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:\s*\S")
-_ERROR_START = re.compile(r"(?i)^\s*(?:error|fatal|panic)(?:\[\w+\])?:")
+_HEX = lazy(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+_SNAKE = lazy(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+_CAMEL = lazy(r"\b(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")
+_DOTTED = lazy(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?")
+_BACKTICK = lazy(r"`([^`\n]{1,80})`")
+_FENCE = lazy(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+_ERROR_NAME = lazy(r"\b(?:[A-Z]\w*)?(?:Error|Exception)\b(?::|\s*$)|\bFAILED\b")
+_EXCEPTION = lazy(r"\b[A-Z]\w*(?:Error|Exception)\b:\s*\S")
+_ERROR_START = lazy(r"(?i)^\s*(?:error|fatal|panic)(?:\[\w+\])?:")
 # Source code that merely names an exception (a read_file dump), not an error that happened.
-_CODE_LINE = re.compile(
+_CODE_LINE = lazy(
     r"^\s*(?:\d+\s*[:|│]\s*)?(?:except|raise|class|def|catch|throw|import|from|assert|"
     r"if|elif|return|with|try)\b"
 )
-_DECISION = re.compile(
+_DECISION = lazy(
     r"(?i)\b(?:decided|decision|chose|choosing|chosen|we(?:'ll| will) use|going with|"
     r"instead of|opted|settled on|agreed|we(?:'re| are) using)\b"
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE = lazy(r"(?<=[.!?])\s+|\n+")
 # Where a long sentence or line may be cut: between clauses.
-_CLAUSE_BREAK = re.compile(r";\s*|:\s+|,\s+|\s+[—–-]\s+|\s+(?:and|but|so|because)\s+")
+_CLAUSE_BREAK = lazy(r";\s*|:\s+|,\s+|\s+[—–-]\s+|\s+(?:and|but|so|because)\s+")
 # A user statement that corrects an earlier one ("Correction: ...", "... is 90 minutes now").
-_CORRECTION = re.compile(
+_CORRECTION = lazy(
     r"(?i)\b(?:correction|corrected|actually|update[ds]?|changed?|now|instead|no longer|"
     r"from now on|rather than|any ?more|scratch that|turns out|revised?|"
     # a value that moves: "the release moves from March 3 to March 17"
     r"mov(?:es?|ed)|postponed|rescheduled|slipped|shifted|delayed|bumped|pushed (?:back|out)|"
     r"(?:went|goes|dropped|rose|raised|lowered|increased|decreased|reduced) (?:from|to))\b"
 )
-_SUBJECT_WORD = re.compile(r"[a-z]{3,}")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_LINE_NUMBER = re.compile(r"^\s*\d+\s*[:|│]\s?")
-_BANNER = re.compile(r"^\s*([=\-*#~_+])\1{2,}.*\1{3}\s*$")
-_COMMENT = re.compile(r"^\s*(?:#|//|--|;|/\*|\*)")
-_SHAPE_HEX = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
-_SHAPE_WORD = re.compile(r"[A-Za-z_]+")
-_SHAPE_NUM = re.compile(r"\d+")
-_VALUE_TOKEN = re.compile(r"\d|[A-Za-z][_.\-][A-Za-z0-9]|@\w|://")
-_ENGINE_TEXT = re.compile(
+_SUBJECT_WORD = lazy(r"[a-z]{3,}")
+_LIST_MARK = lazy(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINE_NUMBER = lazy(r"^\s*\d+\s*[:|│]\s?")
+_BANNER = lazy(r"^\s*([=\-*#~_+])\1{2,}.*\1{3}\s*$")
+_COMMENT = lazy(r"^\s*(?:#|//|--|;|/\*|\*)")
+_SHAPE_HEX = lazy(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+_SHAPE_WORD = lazy(r"[A-Za-z_]+")
+_SHAPE_NUM = lazy(r"\d+")
+_VALUE_TOKEN = lazy(r"\d|[A-Za-z][_.\-][A-Za-z0-9]|@\w|://")
+_ENGINE_TEXT = lazy(
     r"## Begin Conversation History\n|## End of History\n\n### CURRENT REQUEST\n"
     r"|\[tool result elided[^\]]*\]|\.\.\. \[TRUNCATED\.[^\]]*\] \.\.\."
     r"|\.\.\. \[cut: [^\]]*\]"
@@ -730,7 +729,7 @@ def _outliers(lines: Sequence[str]) -> list[str]:
     return out
 
 
-_TOOL_CONST = re.compile(r"^\s*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s*[:=]\s*[^\s#]+")
+_TOOL_CONST = lazy(r"^\s*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\s*[:=]\s*[^\s#]+")
 
 
 def _line_values(line: str) -> tuple[str, int, int] | None:
@@ -762,7 +761,7 @@ def _is_bare_status(line: str) -> bool:
 
 # A line of prose in a tool output (a README, a contributing guide, a comment): words,
 # not code.
-_PROSE_LINE = re.compile(r"^[A-Za-z][^{}()\[\];=<>`|]*[.!]$")
+_PROSE_LINE = lazy(r"^[A-Za-z][^{}()\[\];=<>`|]*[.!]$")
 
 
 def _tool_rules(lines: Sequence[str]) -> list[Anchor]:
@@ -843,8 +842,8 @@ def supersedes(new: Anchor, old: Anchor) -> bool:
     return shared >= 2 and shared * 5 >= 3 * len(was)
 
 
-_STATE_ITEM_BREAK = re.compile(r"[;,]\s+|\n+")
-_STATE_LABEL = re.compile(r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*")
+_STATE_ITEM_BREAK = lazy(r"[;,]\s+|\n+")
+_STATE_LABEL = lazy(r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*")
 
 
 def state_corrections(state: str, messages: Sequence[AnyMessage]) -> list[str]:
@@ -1036,7 +1035,7 @@ def extract_anchors(messages: Sequence[AnyMessage]) -> list[str]:
     return [a.text for a in extract_anchor_items(messages)]
 
 
-_TAGGED = re.compile(r"^\[(" + "|".join(ANCHOR_KINDS) + r")(?:/(\d))?\]\s+(.*)$")
+_TAGGED = lazy(r"^\[(" + "|".join(ANCHOR_KINDS) + r")(?:/(\d))?\]\s+(.*)$")
 
 
 def carried_anchor_items(previous_summary: str) -> list[Anchor]:
@@ -1264,10 +1263,8 @@ def _strip_anchor_section(text: str) -> str:
 
 # --- the extractive fallback -------------------------------------------------------------------
 
-_PENDING = re.compile(
-    r"^\s*(?:[-*]\s*)?\[ \]\s*(.+)$|^\s*(?:TODO|Next(?: step)?)\s*:\s*(.+)$", re.M
-)
-_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
+_PENDING = lazy(r"^\s*(?:[-*]\s*)?\[ \]\s*(.+)$|^\s*(?:TODO|Next(?: step)?)\s*:\s*(.+)$", re.M)
+_FIRST_SENTENCE = lazy(r"^(.+?[.!?])(?:\s|$)", re.S)
 
 
 def _sentence(text: str, limit: int = 200) -> str:

@@ -662,6 +662,17 @@ class HistoryMixin(LedgerBase):
             {"s": session, "chars": prompt_chars, "skip": max(0, (prompts_for_newest or 1) - 1)},
         )
 
+    async def group_ids(self, session: str) -> list[int]:
+        """Every group id of `session`, oldest first: what `group_rows` lists, without
+        aggregating each group's rows (a fifth of its time in a 20,000-message
+        session)."""
+        rows = await self._tuples(
+            "SELECT DISTINCT group_id FROM messages "
+            "WHERE session_id = ? AND group_id IS NOT NULL ORDER BY group_id",
+            (session,),
+        )
+        return [row[0] for row in rows]
+
     async def group_prompts(
         self, session: str, below: int, prompt_chars: int = 240
     ) -> dict[int, str]:

@@ -11,21 +11,45 @@ most of a second); the adapters import them on first use.
 
 from __future__ import annotations
 
-from slop_tui.providers.base import (
-    ERROR_KINDS,
-    Provider,
-    ProviderError,
-    ProviderReply,
-    StreamItem,
-    TextDelta,
-    ThinkingDelta,
-)
-from slop_tui.providers.config import (
-    ProviderConfig,
-    default_provider_name,
-    load_provider_configs,
-)
-from slop_tui.providers.retry import RetryPolicy, retry_delay, stream_with_retries
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slop_tui.providers.base import (
+        ERROR_KINDS,
+        Provider,
+        ProviderError,
+        ProviderReply,
+        StreamItem,
+        TextDelta,
+        ThinkingDelta,
+    )
+    from slop_tui.providers.config import (
+        ProviderConfig,
+        default_provider_name,
+        load_provider_configs,
+    )
+    from slop_tui.providers.retry import RetryPolicy, retry_delay, stream_with_retries
+
+# The names are resolved lazily (PEP 562): the app's first screen reads the provider
+# configuration (`providers.config`) for its header; the adapters' base and the retry
+# loop (with their imports) come with the first request.
+# public name -> the submodule that defines it
+_SOURCES: dict[str, str] = {
+    "ERROR_KINDS": "base",
+    "Provider": "base",
+    "ProviderError": "base",
+    "ProviderReply": "base",
+    "StreamItem": "base",
+    "TextDelta": "base",
+    "ThinkingDelta": "base",
+    "ProviderConfig": "config",
+    "default_provider_name": "config",
+    "load_provider_configs": "config",
+    "RetryPolicy": "retry",
+    "retry_delay": "retry",
+    "stream_with_retries": "retry",
+}
 
 __all__ = [
     "ERROR_KINDS",
@@ -43,6 +67,19 @@ __all__ = [
     "retry_delay",
     "stream_with_retries",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SOURCES])
 
 
 def create_provider(config: ProviderConfig) -> Provider:

@@ -7,35 +7,83 @@ a framed `ToolResult` (`### TOOL_RESULT: <name>` ... `---`).
 
 from __future__ import annotations
 
-from slop_tui.tools.approval import (
-    DEFAULT_POLICY,
-    POLICIES,
-    Decision,
-    approval_decision,
-    needs_approval,
-    refused_result,
-)
-from slop_tui.tools.base import (
-    KIND_NETWORK,
-    KIND_READ,
-    KIND_SHELL,
-    KIND_WRITE,
-    KINDS,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolResult,
-    frame,
-)
-from slop_tui.tools.knowledge import ACTIVE_SKILLS_KEY, active_skills
-from slop_tui.tools.registry import (
-    REGISTRY,
-    all_tools,
-    get_tool,
-    registry_rows,
-    run_tool,
-    tool_specs,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slop_tui.tools.approval import (
+        DEFAULT_POLICY,
+        POLICIES,
+        Decision,
+        approval_decision,
+        needs_approval,
+        refused_result,
+    )
+    from slop_tui.tools.base import (
+        KIND_NETWORK,
+        KIND_READ,
+        KIND_SHELL,
+        KIND_WRITE,
+        KINDS,
+        Tool,
+        ToolContext,
+        ToolError,
+        ToolResult,
+        frame,
+    )
+    from slop_tui.tools.knowledge import ACTIVE_SKILLS_KEY, active_skills
+    from slop_tui.tools.registry import (
+        REGISTRY,
+        all_tools,
+        get_tool,
+        registry_rows,
+        run_tool,
+        tool_specs,
+    )
+
+# The names are resolved lazily (PEP 562): a tool's module (the sandbox, probed for
+# the app's header before its first frame) is imported without every tool.
+# public name -> the submodule that defines it
+_SOURCES: dict[str, str] = {
+    "DEFAULT_POLICY": "approval",
+    "POLICIES": "approval",
+    "Decision": "approval",
+    "approval_decision": "approval",
+    "needs_approval": "approval",
+    "refused_result": "approval",
+    "KIND_NETWORK": "base",
+    "KIND_READ": "base",
+    "KIND_SHELL": "base",
+    "KIND_WRITE": "base",
+    "KINDS": "base",
+    "Tool": "base",
+    "ToolContext": "base",
+    "ToolError": "base",
+    "ToolResult": "base",
+    "frame": "base",
+    "ACTIVE_SKILLS_KEY": "knowledge",
+    "active_skills": "knowledge",
+    "REGISTRY": "registry",
+    "all_tools": "registry",
+    "get_tool": "registry",
+    "registry_rows": "registry",
+    "run_tool": "registry",
+    "tool_specs": "registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SOURCES])
+
 
 __all__ = [
     "ACTIVE_SKILLS_KEY",

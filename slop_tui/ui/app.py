@@ -173,7 +173,7 @@ class SlopApp(App):
         warnings = list(config.warnings)
         if config.keymap:  # an empty [keymap] changes nothing: skip importing every dialog
             from slop_tui.ui.keymap import apply_keymap
-            from slop_tui.ui.screens import dialogs, help, search
+            from slop_tui.ui.screens import dialogs, help, search, workspace_sides
 
             extra = (
                 dialogs.ApprovalScreen,
@@ -182,6 +182,7 @@ class SlopApp(App):
                 dialogs.SessionScreen,
                 search.SearchScreen,
                 help.HelpScreen,
+                *workspace_sides.WIDGETS,  # mounted after the first frame
             )
             warnings += apply_keymap(self, config.keymap, extra)
         for warning in warnings:
@@ -207,7 +208,7 @@ class SlopApp(App):
                 self.workspace = None
             self.startup_error = str(exc)
             screen.show_banner(str(exc))
-            screen.reveal_side_panes()
+            await screen.reveal_side_panes()
             return
         finally:
             release_first_frame(self)
@@ -450,7 +451,7 @@ class SlopApp(App):
             verb = {"switch": "activate", "new": "activate"}.get(action, action)
             if action != "remove":
                 # A save racing `/session remove` brought the removed session back; after
-                # the removal, refresh_all's flush is dropped by scratchpad_saved instead.
+                # the removal, refresh_all's flush is dropped by on_scratchpad_editor_scratchpad_saved instead.
                 self.workspace_screen.query_one(ScratchpadEditor).flush()
             await self.run_command(f"/session {verb} {name}")
 

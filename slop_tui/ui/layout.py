@@ -11,6 +11,12 @@ NARROW = 110  # below this many columns both side panes start hidden
 MIN_CONVERSATION = 44
 SHORT = 32  # below this many rows: no gauge chart, one side part at a time (app.tcss)
 SIDE_PARTS = ("state", "scratchpad", "preview")  # the right pane's parts, top to bottom
+# The group list's rows (read with the conversation's first screen, before the list's
+# module is imported): the characters of a prompt looked at for its one-line snippet,
+# and how many of the newest groups' prompts a load reads; the older ones come in a
+# second read, after the list is drawn (`GroupList.fill_prompts`).
+SNIPPET_SOURCE = 240
+PROMPTS_FIRST = 100
 LEFT_SHARE, LEFT_MIN = 0.25, 30
 RIGHT_SHARES, RIGHT_MIN = (0.22, 0.28, 0.36, 0.44), 32  # alt+→ / alt+← step through them
 # The app's keys in the footer, in this order (after the focused widget's own); a

@@ -11,6 +11,7 @@ phase, the status, the banner, a command's result, an approval, the turn's event
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -30,26 +31,33 @@ from textual.widgets import Header, Static
 from slop_tui.records import Changed
 from slop_tui.ui import messages
 from slop_tui.ui.frames import frame_drawn
-from slop_tui.ui.layout import MIN_CONVERSATION, SHORT, SIDE_PARTS, PaneLayout
+from slop_tui.ui.layout import (
+    MIN_CONVERSATION,
+    PROMPTS_FIRST,
+    SHORT,
+    SIDE_PARTS,
+    SNIPPET_SOURCE,
+    PaneLayout,
+)
 from slop_tui.ui.status import TITLE, status_line
 from slop_tui.ui.text import keep_lines, neutralise
-from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
-from slop_tui.ui.widgets.gauge import TokenGauge
-from slop_tui.ui.widgets.groups import PROMPTS_FIRST, SNIPPET_SOURCE, GroupList, SessionList
 from slop_tui.ui.widgets.keybar import KeyBar
-from slop_tui.ui.widgets.output import OutputMarkdown
-from slop_tui.ui.widgets.preview import ContextPreview
 from slop_tui.ui.widgets.prompt import PromptInput
-from slop_tui.ui.widgets.sideswitch import SideSwitch
 
 if TYPE_CHECKING:
+    # The side panes' widgets are imported after the first frame (workspace_sides.py).
+    from slop_tui.ui.widgets.anchors import ScratchpadEditor, StatePane
+    from slop_tui.ui.widgets.gauge import TokenGauge
+    from slop_tui.ui.widgets.groups import GroupList, SessionList
+    from slop_tui.ui.widgets.preview import ContextPreview
+    from slop_tui.ui.widgets.sideswitch import SideSwitch
     from slop_tui.workspace import Snapshot
 
 # How often the screen asks SQLite whether another process wrote to the ledger.
 LEDGER_POLL = 0.5
 # Seconds the group list's highlight must rest before the gauge shows what dropping
-# the group would save (see group_selected).
+# the group would save (see on_group_list_selected).
 PROJECTION_REST = 0.25
 
 
@@ -72,39 +80,77 @@ class WorkspacePanes(Screen):
         self._drawn_title = ""
         self._data_version: int | None = None  # the ledger's, as the panes show it
         self.side_panes_filled = False  # show_side_panes has run
-        self._first_rows: list[tuple] | None = None  # the first screen's group rows
+        self.side_panes_mounted = False  # mount_side_panes has run
+        self._mounting_sides = asyncio.Lock()
 
     # -- layout ------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield self.header
         with Horizontal(id="main"):
-            # The side panes are laid out in the first frame and drawn once filled
-            # (`show_side_panes`): no placeholder text, no gauge growing in view.
-            with Vertical(id="left", classes="-filling"):
-                yield Static("Sessions", classes="pane-title")
-                yield SessionList(id="session-list")
-                yield Static(
-                    "Groups  ● window ◌ unsummarized Σ summary ○ out × dropped",
-                    classes="pane-title",
-                )
-                yield GroupList(id="group-list")
+            # The side panes are laid out at their widths in the first frame, empty;
+            # their widgets are mounted after it (`mount_side_panes`) and drawn once
+            # filled (`show_side_panes`): no placeholder text, no gauge growing in view.
+            yield Vertical(id="left", classes="-filling")
             with Vertical(id="centre"):
                 yield Static("", id="banner", markup=False)
                 yield ConversationView(id="conversation")
-                with VerticalScroll(id="output"):
-                    yield OutputMarkdown("", id="output-text")
+                yield VerticalScroll(id="output")  # its text: with the side panes
                 yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
-            with Vertical(id="right", classes="-part-state -filling"):
-                yield TokenGauge(id="gauge")
-                yield SideSwitch(id="side-switch")
-                yield Static("STATE", classes="pane-title")
-                yield StatePane(id="state")
-                yield Static("Scratchpad", classes="pane-title")
-                yield ScratchpadEditor(id="scratchpad")
-                yield Static("Context preview", classes="pane-title")
-                yield ContextPreview(id="preview")
+            yield Vertical(id="right", classes="-part-state -filling")
         yield KeyBar(id="keys")
+
+    async def mount_side_panes(self) -> None:
+        """The side panes' widgets (and the output panel's text), mounted into the panes
+        laid out for them: their size does not depend on them, so the conversation does
+        not move. Unseen until `reveal_side_panes`."""
+        async with self._mounting_sides:  # once, even if two callers ask at once
+            if self.side_panes_mounted:
+                return
+            from slop_tui.ui.screens import workspace_sides as sides
+
+            # Mounted in one batch: one layout when they are all in, not one for each
+            # step of their mounting (a frame in between would show nothing new).
+            with self.app.batch_update():
+                mounts = (
+                    self.query_one("#left").mount_all(sides.left_pane()),
+                    self.query_one("#right").mount_all(sides.right_pane()),
+                    self.query_one("#output").mount(sides.output_text()),
+                )
+                for mounted in mounts:
+                    await mounted
+            # Laid out before they are filled: a list scrolled to its end and a gauge
+            # worded for its width need their size (filled at size 0, they were drawn
+            # once wrong, then right).
+            await frame_drawn(self.app, timeout=1.0)
+            self.side_panes_mounted = True
+            self._show_part(self.layout_state.side_part)
+
+    # The side panes' widgets, once mounted (`mount_side_panes`).
+
+    @property
+    def group_list(self) -> GroupList:
+        return self.query_one("#group-list")
+
+    @property
+    def session_list(self) -> SessionList:
+        return self.query_one("#session-list")
+
+    @property
+    def gauge(self) -> TokenGauge:
+        return self.query_one("#gauge")
+
+    @property
+    def state_pane(self) -> StatePane:
+        return self.query_one("#state")
+
+    @property
+    def scratchpad(self) -> ScratchpadEditor:
+        return self.query_one("#scratchpad")
+
+    @property
+    def preview(self) -> ContextPreview:
+        return self.query_one("#preview")
 
     def on_mount(self) -> None:
         self.query_one(PromptInput).focus()
@@ -168,12 +214,9 @@ class WorkspacePanes(Screen):
             self.query_one(PromptInput).set_history(prompt_history)
         ws = self.workspace
         with self.unless_closing():
-            # The group list's read, made now: it gives the conversation its group ids.
-            history = ws.history()
-            self._first_rows = await history.group_rows(SNIPPET_SOURCE, PROMPTS_FIRST)
-            await self.query_one(ConversationView).load(
-                history, group_ids=[r[0] for r in self._first_rows]
-            )
+            # The group ids only: the group list's rows (each group's counts, status and
+            # prompt) are read with the side panes.
+            await self.query_one(ConversationView).load(ws.history())
             self.show_status(await ws.provider_choice(), await ws.current())
 
     async def show_side_panes(self) -> None:
@@ -181,23 +224,22 @@ class WorkspacePanes(Screen):
         conversation's marks and tier labels with them); from then on a write of
         another process (`slop-tui exec`, a second workspace) shows within a second."""
         await frame_drawn(self.app, timeout=1.0)  # the conversation's frame is out first
+        await self.mount_side_panes()
         ws = self.workspace
         if ws is not None and self.app.is_running:
             with self.unless_closing():
-                rows, self._first_rows = self._first_rows, None
+                await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
                 snap = await ws.snapshot(
-                    Changed.ALL,
-                    rows_prompt_chars=SNIPPET_SOURCE,
-                    prompts_for_newest=PROMPTS_FIRST,
-                    rows=rows,
+                    Changed.ALL, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
                 )
                 self._show(snap)
-        self.reveal_side_panes()
+        await self.reveal_side_panes()
         self.set_interval(LEDGER_POLL, self._check_ledger, name="ledger-watch")
 
-    def reveal_side_panes(self) -> None:
+    async def reveal_side_panes(self) -> None:
         """The side panes are drawn from now on: filled, or empty when the workspace
         could not be opened."""
+        await self.mount_side_panes()
         self.side_panes_filled = True
         for pane in self.query("#left, #right"):
             pane.remove_class("-filling")
@@ -246,14 +288,14 @@ class WorkspacePanes(Screen):
         ws = self.workspace
         self.show_status(snap.choice, snap.session)
         if snap.sessions is not None:
-            self.query_one(SessionList).load(snap.sessions, ws.session)
-        group_list = self.query_one(GroupList)
+            self.session_list.load(snap.sessions, ws.session)
+        group_list = self.group_list
         if snap.rows is not None:
             group_list.load_rows(snap.rows, snap.plan)
             group_list.fill_prompts(ws.history())  # the older groups' prompts, after this frame
         if snap.changed & (Changed.STATE | Changed.HISTORY | Changed.SESSION):
-            self.query_one(StatePane).set_state(snap.state.content if snap.state else None)
-        pad = self.query_one(ScratchpadEditor)
+            self.state_pane.set_state(snap.state.content if snap.state else None)
+        pad = self.scratchpad
         if pad.session != ws.session:
             pad.flush()  # unsaved edits belong to the session left (F6 jump, commands)
             pad.load(snap.session.scratchpad, session=ws.session)
@@ -278,7 +320,7 @@ class WorkspacePanes(Screen):
     def _show_context(self, snap: Snapshot) -> None:
         """Every pane that shows the next request draws the same plan."""
         plan = snap.plan
-        self.query_one(TokenGauge).update_from(
+        self.gauge.update_from(
             plan,
             snap.context_window,
             snap.prompt_series,
@@ -286,8 +328,8 @@ class WorkspacePanes(Screen):
             estimated=snap.estimated,
             background=snap.background,
         )
-        self.query_one(ContextPreview).set_prompt(plan.request, estimated=snap.estimated)
-        self.query_one(GroupList).set_plan(plan)
+        self.preview.set_prompt(plan.request, estimated=snap.estimated)
+        self.group_list.set_plan(plan)
         self.query_one(ConversationView).set_plan(plan)
         if snap.estimated and self.app.ready:
             # Something changed after start-up that no stored count covers: count
@@ -299,7 +341,7 @@ class WorkspacePanes(Screen):
         await self.app.turns.ensure_tokenizer()
 
     def counts_are_estimates(self) -> bool:
-        return self.query_one(TokenGauge).estimated
+        return self.gauge.estimated
 
     # -- the header, the banner and the output panel ---------------------------
 
@@ -358,7 +400,9 @@ class WorkspacePanes(Screen):
         if not text and not out.has_class("-shown"):
             return
         # Line-by-line output (/context show, a STATE) keeps its line breaks.
-        await self.query_one("#output-text", OutputMarkdown).update(
+        if not self.side_panes_mounted:
+            await self.mount_side_panes()
+        await self.query_one("#output-text").update(
             keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
@@ -386,7 +430,7 @@ class WorkspacePanes(Screen):
 
     def action_focus_groups(self) -> None:
         self._reveal("left")
-        self.query_one(GroupList).focus()
+        self.group_list.focus()
 
     def action_focus_side(self) -> None:
         """The side pane's keyboard: the scratchpad editor; on a short terminal the shown
@@ -394,7 +438,7 @@ class WorkspacePanes(Screen):
         self._reveal("right")
         layout = self.layout_state
         if not layout.short:
-            self.query_one(ScratchpadEditor).area.focus()  # the editor's TextArea
+            self.scratchpad.area.focus()  # the editor's TextArea
             return
         if self._part_has_focus(layout.side_part):
             layout.next_part()
@@ -404,10 +448,10 @@ class WorkspacePanes(Screen):
     def _part_focus(self, part: str):
         """What takes the keyboard in a side part."""
         if part == "scratchpad":
-            return self.query_one(ScratchpadEditor).area
+            return self.scratchpad.area
         if part == "preview":
             return self.query_one("#preview-text")
-        return self.query_one(StatePane)
+        return self.state_pane
 
     def _part_has_focus(self, part: str) -> bool:
         focused = self.focused
@@ -418,10 +462,11 @@ class WorkspacePanes(Screen):
         right = self.query_one("#right")
         for name in SIDE_PARTS:
             right.set_class(name == part, f"-part-{name}")
-        self.query_one(SideSwitch).show_part(part, self.app.key_for("focus_side", "f9").upper())
+        if self.side_panes_mounted:
+            switch: SideSwitch = self.query_one("#side-switch")
+            switch.show_part(part, self.app.key_for("focus_side", "f9").upper())
 
-    @on(SideSwitch.Chosen)
-    def side_part_chosen(self, message: SideSwitch.Chosen) -> None:
+    def on_side_switch_chosen(self, message: SideSwitch.Chosen) -> None:
         self.layout_state.side_part = message.part
         self._show_part(message.part)
 
@@ -583,7 +628,7 @@ class WorkspaceScreen(WorkspacePanes):
         ws = self.workspace
         if ws is not None:
             with self.unless_closing():
-                await self.query_one(GroupList).refresh_from(ws.history())
+                await self.group_list.refresh_from(ws.history())
 
     def on_turn_notice(self, message) -> None:
         self.app.notify(message.event.text, severity="warning", timeout=10)
@@ -606,9 +651,9 @@ class WorkspaceScreen(WorkspacePanes):
         if plan is None:
             return
         with self.unless_closing():
-            self.query_one(TokenGauge).show_plan(plan)
-            self.query_one(ContextPreview).set_prompt(plan.request, estimated=False)
-            self.query_one(GroupList).set_plan(plan)  # the conversation takes it itself
+            self.gauge.show_plan(plan)
+            self.preview.set_prompt(plan.request, estimated=False)
+            self.group_list.set_plan(plan)  # the conversation takes it itself
 
     # -- what the panes ask for ------------------------------------------------
 
@@ -637,22 +682,18 @@ class WorkspaceScreen(WorkspacePanes):
         await ws.ledger.set_setting("prompt_history", json.dumps(history))
         await self.run_command(text)
 
-    @on(GroupList.DropToggled)
-    async def drop_toggled(self, event: GroupList.DropToggled) -> None:
+    async def on_group_list_drop_toggled(self, event: GroupList.DropToggled) -> None:
         verb = "drop" if event.dropped else "restore"
         await self.run_command(f"/context {verb} {event.group_id}")
 
-    @on(GroupList.RemoveRequested)
-    async def remove_requested(self, event: GroupList.RemoveRequested) -> None:
+    async def on_group_list_remove_requested(self, event: GroupList.RemoveRequested) -> None:
         # To the trash at once: the announcement names the key that brings it back.
         await self.run_command(f"/message remove {event.group_id}")
 
-    @on(GroupList.ShowRequested)
-    async def show_requested(self, event: GroupList.ShowRequested) -> None:
+    async def on_group_list_show_requested(self, event: GroupList.ShowRequested) -> None:
         await self.query_one(ConversationView).show_group(event.group_id)
 
-    @on(GroupList.Selected)
-    def group_selected(self, event: GroupList.Selected) -> None:
+    def on_group_list_selected(self, event: GroupList.Selected) -> None:
         # The gauge's projection is drawn once the highlight has rested for
         # PROJECTION_REST, never in the frame of the key that moved it (or focused
         # the list): drawn in the same frame as the list, the two far-apart changes
@@ -666,7 +707,7 @@ class WorkspaceScreen(WorkspacePanes):
             self._projection_timer = self.set_timer(PROJECTION_REST, self._project)
         else:
             with self.unless_closing():
-                self.query_one(TokenGauge).set_projection(None)
+                self.gauge.set_projection(None)
 
     def _project(self) -> None:
         self._projection_timer = None
@@ -688,30 +729,29 @@ class WorkspaceScreen(WorkspacePanes):
             return  # the highlight moved on meanwhile
         saving = current.request_tokens - projected.request_tokens
         with self.unless_closing():
-            self.query_one(TokenGauge).set_projection(saving, "restore" if dropped else "drop")
+            self.gauge.set_projection(saving, "restore" if dropped else "drop")
 
-    @on(SessionList.SessionChosen)
-    async def session_chosen(self, event: SessionList.SessionChosen) -> None:
-        self.query_one(ScratchpadEditor).flush()
+    async def on_session_list_session_chosen(self, event: SessionList.SessionChosen) -> None:
+        self.scratchpad.flush()
         await self.run_command(f"/session activate {event.name}")
 
-    @on(StatePane.StateEdited)
-    async def state_edited(self, event: StatePane.StateEdited) -> None:
+    async def on_state_pane_state_edited(self, event: StatePane.StateEdited) -> None:
         from slop_tui.commands import dispatch
 
         result = await dispatch(self.workspace, f"/state set {event.text}")
         self.notify(result.text, severity="information" if result.ok else "error")
         await self.refresh_context()
 
-    @on(ScratchpadEditor.ScratchpadSaved)
-    async def scratchpad_saved(self, event: ScratchpadEditor.ScratchpadSaved) -> None:
+    async def on_scratchpad_editor_scratchpad_saved(
+        self, event: ScratchpadEditor.ScratchpadSaved
+    ) -> None:
         ws = self.workspace
         session = event.session or ws.session
         if session != ws.session and await ws.ledger.get_session(session) is None:
             return  # removed while the save was on its way: do not bring it back
         stored = (await ws.ledger.session_or_default(session)).scratchpad
         if stored.strip() != (event.base or "").strip():
-            pad = self.query_one(ScratchpadEditor)
+            pad = self.scratchpad
             if pad.session == session:  # not another session's editor
                 pad.external_update(stored)
             return
@@ -728,17 +768,15 @@ class WorkspaceScreen(WorkspacePanes):
     async def save_scratchpad(self) -> None:
         """Never lose a keystroke: unsaved scratchpad edits are written (before exit)."""
         ws = self.workspace
-        pads = self.query(ScratchpadEditor)
-        if ws is None or not pads:
+        if ws is None or not self.side_panes_mounted:
             return
-        pad = pads.first()
+        pad = self.scratchpad
         if pad.dirty:  # as `/session scratchpad set` stores it: no secret kept
             from slop_tui.context.redact import redact_secrets
 
             await ws.ledger.set_scratchpad(pad.session or ws.session, redact_secrets(pad.text))
 
-    @on(ContextPreview.JsonRequested)
-    def json_requested(self, _event: ContextPreview.JsonRequested) -> None:
+    def on_context_preview_json_requested(self, _event: ContextPreview.JsonRequested) -> None:
         self._load_json()
 
     @work(group="preview")
@@ -751,7 +789,7 @@ class WorkspaceScreen(WorkspacePanes):
             return  # the app closed while the body was built
         with self.unless_closing():
             if result.ok:
-                self.query_one(ContextPreview).set_json(result.data)
+                self.preview.set_json(result.data)
             else:
                 self.notify(result.text, severity="error")
 
@@ -762,14 +800,14 @@ class WorkspaceScreen(WorkspacePanes):
     # -- keys ------------------------------------------------------------------
 
     async def action_toggle_drop(self) -> None:
-        group = self.query_one(GroupList).highlighted_group
+        group = self.group_list.highlighted_group
         if group is not None:
             verb = "restore" if group.status == "dropped" else "drop"
             await self.run_command(f"/context {verb} {group.group_id}")
 
     def action_reply(self) -> None:
         """Start a reply to the highlighted group: its own lane, the group quoted."""
-        group = self.query_one(GroupList).highlighted_group
+        group = self.group_list.highlighted_group
         if group is None:
             self.notify("Highlight a group in the groups pane first (f3).", severity="warning")
             return
@@ -798,6 +836,6 @@ class WorkspaceScreen(WorkspacePanes):
             if step > 0:
                 self.notify("The window is the full history already.")
                 return
-            plan = self.query_one(GroupList).plan
+            plan = self.group_list.plan
             size = len(plan.window_groups) if plan is not None else 1
         await self.run_command(f"/context window {max(1, size + step)}")

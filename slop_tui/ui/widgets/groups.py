@@ -52,6 +52,7 @@ from slop_tui.records import (
     SessionSummary,
 )
 from slop_tui.ui import echo, textual_fixes
+from slop_tui.ui.layout import PROMPTS_FIRST, SNIPPET_SOURCE
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
 
@@ -93,11 +94,6 @@ MARK_CLASSES = (
 # Every mark is a character Rich measures on its fast path (Latin-1, Greek,
 # geometric shapes): one slow-path glyph per line made loading 5,000 lines
 # several times slower.
-
-SNIPPET_SOURCE = 240  # characters of a prompt looked at for its one-line snippet
-# A load reads the prompts of the newest groups only (the rows on screen); the
-# older ones come in a second read, after the list is drawn (`fill_prompts`).
-PROMPTS_FIRST = 100
 
 
 # Control characters (an ESC from a pasted log, ...), bidi overrides and lone
