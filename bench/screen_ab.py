@@ -1,6 +1,7 @@
 """Two builds of slop-tui on the user's clock, side by side in one run.
 
-    python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] NAME=BIN_DIR NAME=BIN_DIR
+    python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] [--log FILE]
+                              NAME=BIN_DIR NAME=BIN_DIR
 
 Each NAME=BIN_DIR is the `bin` folder of a virtualenv inside a checkout (the
 ledger is written by that checkout's bench/tui.py and code, so each build
@@ -25,12 +26,14 @@ the median (min-max) of each run's p99.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import _common as c
@@ -73,12 +76,35 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+def _log(path: str, i: int, name: str, size: str, run: screen.Run) -> None:
+    """One start's figures as a JSON line: a long run can be read before it ends."""
+    line = {
+        "run": i,
+        "build": name,
+        "session": size,
+        "first": run.first,
+        "shown": run.shown,
+        "keys": run.keys,
+        "missed": run.missed,
+        "note": run.note,
+        "time": time.strftime("%H:%M:%S"),
+        "load": os.getloadavg(),
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("builds", nargs="+", metavar="NAME=BIN_DIR")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="2k,20k", help="of empty, 2k, 20k")
     ap.add_argument("--keys", type=int, default=0, help="keys per case and run (0: none)")
+    ap.add_argument(
+        "--log",
+        default="",
+        help="append each start's figures to this file as a JSON line, as it ends",
+    )
     args = ap.parse_args()
     builds = [(n, str(Path(d).resolve())) for n, d in (b.split("=", 1) for b in args.builds)]
     for name, bindir in builds:
@@ -126,6 +152,8 @@ def main() -> None:
                         starters[name], size, f"{name}-{size}-{i}", keys=args.keys, timeout=60
                     )
                     results.setdefault((name, size), []).append(run)
+                    if args.log:
+                        _log(args.log, i, name, size, run)
             hello.append(screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60))
     finally:
         fake.stop()
