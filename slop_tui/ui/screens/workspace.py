@@ -206,10 +206,11 @@ class WorkspacePanes(Screen):
 
     async def show_conversation(self, prompt_history: list[str]) -> None:
         """The first screen of the workspace just opened: the conversation's newest
-        groups, the header and the prompt (with its history); the side panes are laid
-        out, empty. They are filled after this frame (`show_side_panes`): the plan of
-        the next request they show (the repository map, the file tree, the counts)
-        is not on the first frame's path."""
+        groups, the header and the prompt (with its history); the side panes are empty
+        containers at their widths. Their widgets are mounted and filled after this
+        frame (`show_side_panes`): neither they nor the plan of the next request they
+        show (the repository map, the file tree, the counts) are on the first frame's
+        path."""
         if prompt_history:
             self.query_one(PromptInput).set_history(prompt_history)
         ws = self.workspace
