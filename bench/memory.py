@@ -12,9 +12,11 @@ this (the parent) process so its memory is not the app's: every request goes
 through the real `openai` SDK and streams `--deltas` deltas of markdown (a
 heading, a list, a fenced code block; bench/screen.py's stream). A reply is
 typed into the prompt and sent with Enter, as a user would; the child waits
-until the turn and its background job (after-reply compaction, lane summary)
-have ended, then `SETTLE_S` more without input, so the app's own collector
-(ui/collector.py) runs its between-keys collection as it would for a user.
+until the turn, its background job (after-reply compaction, lane summary) and
+the tokenizer's release (`TurnController.release_tokenizer`, 5 s after the
+last exact count) have ended, then `SETTLE_S` more without input, so the
+app's own collector (ui/collector.py) runs its between-keys collection as it
+would for a user.
 
 Measured at each point (shown, then after every reply): the resident set
 (VmRSS from /proc/self/status: everything, the Python heap, native libraries'
@@ -22,12 +24,16 @@ memory and malloc's arenas alike) and, in separate runs, the Python heap
 allocated since the screen was shown (`tracemalloc`, started once shown, so
 its own overhead stays out of the RSS runs). Runs alternate: RSS, traced, RSS,
 traced, ...; `--runs` of each. Reported: median and range per point, and the
-slope per reply after the third (least squares over replies 3..N, per run).
+slope per reply after the third (least squares over replies 3..N, per run);
+the peak so far (VmHWM: the tokenizer is built during a turn and released
+after it); and the time from Enter to the reply's first streamed text, for the
+first reply (the SDK's import) and the later ones (a tokenizer built again).
 
 `--first-reply`: what the first reply loads, step by step, each in a fresh
 process that has imported the app first (as it has when shown): the RSS each
 step adds (the `openai` SDK's import, its client, tiktoken's import, building
-the o200k_base encoding, then a full collection and `malloc_trim`), 5 runs.
+the o200k_base encoding, then a full collection and `malloc_trim`, then the
+encoding released as the app releases it when idle), 5 runs.
 
 `--diagnose`: one traced run that prints the 25 source lines whose live
 allocations grew most between reply 3 and the last reply.
