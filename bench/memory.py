@@ -12,9 +12,11 @@ this (the parent) process so its memory is not the app's: every request goes
 through the real `openai` SDK and streams `--deltas` deltas of markdown (a
 heading, a list, a fenced code block; bench/screen.py's stream). A reply is
 typed into the prompt and sent with Enter, as a user would; the child waits
-until the turn and its background job (after-reply compaction, lane summary)
-have ended, then `SETTLE_S` more without input, so the app's own collector
-(ui/collector.py) runs its between-keys collection as it would for a user.
+until the turn, its background job (after-reply compaction, lane summary) and
+the tokenizer's release (`TurnController.release_tokenizer`, 5 s after the
+last exact count) have ended, then `SETTLE_S` more without input, so the
+app's own collector (ui/collector.py) runs its between-keys collection as it
+would for a user.
 
 Measured at each point (shown, then after every reply): the resident set
 (VmRSS from /proc/self/status: everything, the Python heap, native libraries'
@@ -22,12 +24,16 @@ memory and malloc's arenas alike) and, in separate runs, the Python heap
 allocated since the screen was shown (`tracemalloc`, started once shown, so
 its own overhead stays out of the RSS runs). Runs alternate: RSS, traced, RSS,
 traced, ...; `--runs` of each. Reported: median and range per point, and the
-slope per reply after the third (least squares over replies 3..N, per run).
+slope per reply after the third (least squares over replies 3..N, per run);
+the peak so far (VmHWM: the tokenizer is built during a turn and released
+after it); and the time from Enter to the reply's first streamed text, for the
+first reply (the SDK's import) and the later ones (a tokenizer built again).
 
 `--first-reply`: what the first reply loads, step by step, each in a fresh
 process that has imported the app first (as it has when shown): the RSS each
 step adds (the `openai` SDK's import, its client, tiktoken's import, building
-the o200k_base encoding, then a full collection and `malloc_trim`), 5 runs.
+the o200k_base encoding, then a full collection and `malloc_trim`, then the
+encoding released as the app releases it when idle), 5 runs.
 
 `--diagnose`: one traced run that prints the 25 source lines whose live
 allocations grew most between reply 3 and the last reply.
@@ -61,10 +67,11 @@ POINTS = ("shown", 1, 3, 10, 20)
 # -- the child: one app, N replies ------------------------------------------------------
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS") -> float:
+    """VmRSS (now) or VmHWM (the peak so far) from /proc, in MB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -86,18 +93,20 @@ def child(args: argparse.Namespace) -> None:
     diagnose: list[str] = []
     snapshots: dict[int, tracemalloc.Snapshot] = {}
 
-    def record(label: object) -> None:
-        point = {"at": label, "rss": rss_mb()}
+    def record(label: object, submit_s: float | None = None) -> None:
+        point = {"at": label, "rss": rss_mb(), "peak": rss_mb("VmHWM"), "submit": submit_s}
         if args.trace:
             point["traced"] = tracemalloc.get_traced_memory()[0] / 2**20
         points.append(point)
 
     def running(app: SlopApp) -> bool:
-        """The turn, or the background job after it, still runs."""
+        """The turn, the background job after it or the tokenizer's release still runs."""
         return bool(
             app.turns.busy
             or app.turns.phase
-            or any(w.group == "turn" and not w.is_finished for w in app.workers)
+            or any(
+                w.group in ("turn", "tokenizer-release") and not w.is_finished for w in app.workers
+            )
         )
 
     async def until(app: SlopApp, check, what: str) -> None:
@@ -119,14 +128,25 @@ def child(args: argparse.Namespace) -> None:
             tracemalloc.start()
         record("shown")
         prompt = app.query_one("#prompt")
+        first_text: list[float] = []
+        on_event = app.turns._on_event
+
+        async def timed(event) -> None:  # when the reply's first text arrives
+            if event.kind == "text" and not first_text:
+                first_text.append(time.perf_counter())
+            await on_event(event)
+
+        app.turns._on_event = timed
         for i in range(1, args.replies + 1):
             app.workspace_screen.action_focus_prompt()
             prompt.text = f"question {i}: how does the ledger window move?"
+            first_text.clear()
+            pressed = time.perf_counter()
             await pilot.press("enter")
             await until(app, lambda: app.turns.busy, f"reply {i} started")
             await until(app, lambda: not running(app), f"reply {i} ended")
             await asyncio.sleep(SETTLE_S)
-            record(i)
+            record(i, first_text[0] - pressed if first_text else None)
             print(f"reply {i}: {points[-1]}", file=sys.stderr, flush=True)
             if args.diagnose and i == 2:  # deeper tracebacks, from here on (they are slow)
                 tracemalloc.stop()
@@ -180,6 +200,12 @@ def first_reply_steps() -> None:
         worker.start()
         worker.join()
 
+    def release() -> None:
+        from slop_tui.context.tokens import release_encoding, trim_heap
+
+        release_encoding()
+        trim_heap()
+
     steps = [
         ("import openai", lambda: __import__("openai")),
         ("openai.AsyncOpenAI()", client),
@@ -191,6 +217,7 @@ def first_reply_steps() -> None:
         ("o200k_base encoding built", encoding),
         ("gc.collect()", gc.collect),
         ("malloc_trim(0)", lambda: ctypes.CDLL("libc.so.6").malloc_trim(0)),
+        ("encoding released, then trim_heap() (as the app does when idle)", release),
     ]
     out = {"app imported": rss_mb()}
     for name, step in steps:
@@ -283,9 +310,10 @@ def report(rss_runs: list[dict], traced_runs: list[dict], replies: int) -> str:
     rows = []
     for name, runs, key in (
         ("VmRSS, MB", rss_runs, "rss"),
+        ("VmHWM (the peak so far), MB", rss_runs, "peak"),
         ("Python heap since shown, MB (tracemalloc)", traced_runs, "traced"),
     ):
-        if not runs:
+        if not runs or any(key not in p for r in runs for p in r["points"]):
             continue
         row = [name]
         for label in at:
@@ -301,6 +329,23 @@ def report(rss_runs: list[dict], traced_runs: list[dict], replies: int) -> str:
         "MB/reply after 3rd",
     ]
     return c.table(headers, rows)
+
+
+def submit_times(rss_runs: list[dict]) -> str:
+    """Enter to the reply's first streamed text: the first reply, and the later ones."""
+    first = [p["submit"] for r in rss_runs for p in r["points"] if p["at"] == 1]
+    later = [
+        p["submit"]
+        for r in rss_runs
+        for p in r["points"]
+        if isinstance(p["at"], int) and p["at"] > 1 and p.get("submit") is not None
+    ]
+    if not first or None in first or not later:
+        return ""
+    return (
+        f"Enter to the first streamed text, s: reply 1 {summary(first, 2)}; "
+        f"replies 2 on {summary(later, 2)} ({len(later)} replies)"
+    )
 
 
 def verdicts(rss_runs: list[dict], replies: int) -> list[str]:
@@ -410,6 +455,8 @@ def main() -> None:
     )
     print(report(rss_runs, traced_runs, args.replies))
     print()
+    if line := submit_times(rss_runs):
+        print(line + "\n")
     for line in verdicts(rss_runs, args.replies):
         print(line)
     print(

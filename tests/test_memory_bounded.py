@@ -19,16 +19,25 @@ import gc
 import statistics
 import tracemalloc
 
+from textual._styles_cache import StylesCache
 from textual.app import App
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Static
 
 from slop_tui import message_parser
+from slop_tui.context import tokens
 from slop_tui.context.tokens import count_cache
+from slop_tui.ui import turns
 from slop_tui.ui.themes import load_themes, register_themes
 from slop_tui.ui.widgets.blocks import AnswerBlock, RenderedLines
 from slop_tui.ui.widgets.conversation import ConversationView
+from slop_tui.ui.widgets.gauge import TokenGauge
+from slop_tui.workspace import NEXT_PROMPT
 from tests.fakeserver import Reply, wait_for
 from tests.test_app import project, started  # noqa: F401  (the fixture)
 from tests.test_app_actions import finished, make_app, openai_env, seed, submit
+from tests.test_ui_startup import cold  # noqa: F401  (the fixture)
 
 REPLIES = 12
 WARM = 4  # replies before the slope is taken
@@ -82,6 +91,31 @@ async def test_an_unmounted_answer_lets_go_of_its_drawn_lines():
         assert second._lines is not None and second._styled  # the one still shown keeps them
 
 
+class Churn(App):
+    def compose(self):
+        yield Vertical(id="box")
+
+
+async def test_a_removed_widget_leaves_no_drawn_lines_behind():
+    """Textual's `StylesCache.get_inner_outer` caches by the StylesCache itself: 1,024
+    of them, each with its widget's last drawn lines, would stay alive after their
+    widgets went (the `colours-cache-by-colour` patch keys it by the colours)."""
+    app = Churn()
+    async with app.run_test(size=(60, 20)) as pilot:
+        box = app.query_one("#box")
+        for i in range(40):
+            widget = Static(f"line {i} " * 8, classes=f"c{i % 3}")
+            await box.mount(widget)
+            await pilot.pause()
+            assert widget._styles_cache._cache  # drawn
+            await widget.remove()
+        del widget
+        gc.collect()
+        live = {id(w._styles_cache) for w in gc.get_objects() if isinstance(w, Widget)}
+        orphans = [c for c in gc.get_objects() if type(c) is StylesCache and id(c) not in live]
+        assert len(orphans) <= 2, f"{len(orphans)} StylesCaches outlived their widgets"
+
+
 def lru_bounded(fn: functools._lru_cache_wrapper) -> bool:
     info = fn.cache_info()
     return info.maxsize is not None and info.currsize <= info.maxsize
@@ -130,3 +164,37 @@ async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds
         f"the heap grows {growth / 1024:.1f} KiB per reply after the {WARM}th "
         f"(bound {PER_REPLY_BYTES / 1024:.0f} KiB): {[round(h / 1024) for h in heap]}"
     )
+
+
+async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_stay_exact(
+    fake_llm,
+    project,  # noqa: F811
+    cold,  # noqa: F811
+    monkeypatch,
+):
+    openai_env(monkeypatch, fake_llm)
+    monkeypatch.setattr(turns, "TOKENIZER_IDLE_S", 0.0)
+    await seed(project, [(f"question {i}", answer(i)) for i in range(3)])
+    fake_llm.default_reply = Reply(text=answer(7), chunk_size=40)
+    app = make_app(project)
+
+    def releasing() -> bool:
+        return any(w.group == "tokenizer-release" and not w.is_finished for w in app.workers)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        gauge = app.query_one(TokenGauge)
+        for n, text in enumerate(("first question", "second question"), start=1):
+            await submit(pilot, text)
+            await finished(pilot, text, timeout=60)
+            await wait_for(pilot, lambda: not app.turns.phase and not releasing(), timeout=60)
+            # Built for the turn (once per turn), released once the app is idle.
+            assert cold == [1] * n
+            assert not tokens.encoding_loaded() and tokens.encoding_ready() is None
+            # The gauge is exact without it: what the turn counted is in the count cache.
+            assert not gauge.estimated
+        shown = gauge.reading
+        exact = await app.workspace.plan(next_prompt=NEXT_PROMPT)
+        assert cold == [1, 1]  # every text of the request was counted before
+        assert shown.total == exact.request_tokens
+        assert dict(shown.layers) == exact.layer_tokens()

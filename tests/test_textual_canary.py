@@ -51,6 +51,7 @@ PINNED = {
     "textual.app.App._display": "4b78dff6669a455c",
     "textual.app.App.copy_to_clipboard": "f3e8b4ade76a09b5",
     "textual._styles_cache.StylesCache": "d4cd25645aa07b66",
+    "textual._styles_cache.StylesCache.get_inner_outer": "d2509f3e796680df",
     "textual.widgets._header.HeaderTitle": "f544742d8f4ba44f",
     "textual.command.CommandPalette._refresh_command_list": "09d737ad428bd8aa",
     "textual.command.CommandPalette.compose": "055ae3b84d55b382",

@@ -434,3 +434,48 @@ def test_count_cache_takes_only_well_formed_entries_and_stays_bounded() -> None:
     for text in ("w", "x", "y", "z"):
         cache.put(tokens.CountCache.key(text), 1)
     assert len(cache) == 3 and cache.get(good) is None  # the oldest went first
+
+
+# --- releasing the encoding -------------------------------------------------------------
+
+
+def test_a_released_encoding_is_built_again_and_its_counts_stay_exact(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None, fresh_counts: tokens.CountCache
+) -> None:
+    counter = TokenCounter("gpt-4o")
+    counted = {text: counter.count(text) for text in SAMPLES}
+    assert counted["hello world"] == 2 and counter.is_exact
+    assert tokens.release_encoding()
+    assert tokens.encoding_ready() is None and not tokens.encoding_loaded()
+    assert not tokens.release_encoding()  # nothing left to drop
+    tokens.trim_heap()
+
+    # What was counted is in the count cache: shown exactly, and counted again without
+    # building the encoding; the counter stays exact (it could build it again).
+    builds = []
+    load = tokens._load_encoding
+    monkeypatch.setattr(tokens, "_load_encoding", lambda: builds.append(1) or None)
+    display = tokens.DisplayCount(TokenCounter("gpt-4o"))
+    assert [display(text) for text in SAMPLES] == list(counted.values())
+    assert display.estimated == 0 and tokens.o200k_count("hello world") == 2
+    assert [counter.count(text) for text in SAMPLES] == list(counted.values())
+    assert counter.is_exact and builds == []
+
+    # A text never counted builds it again, with the same result as before the release.
+    monkeypatch.setattr(tokens, "_load_encoding", load)
+    assert tokens.encoding_ready() is None
+    assert counter.count("hello world, again") == len(
+        tokens.get_encoding().encode_ordinary("hello world, again")
+    )
+    assert tokens.encoding_ready() is not None
+
+
+def test_a_failed_build_is_not_released(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None, fresh_counts: tokens.CountCache
+) -> None:
+    monkeypatch.setattr(tokens, "_read_data", lambda: b"")
+    assert tokens.get_encoding() is None
+    assert not tokens.release_encoding()
+    assert tokens.encoding_loaded() and tokens.encoding_error() is not None
+    assert not TokenCounter("gpt-4o").is_exact
+    assert TokenCounter("gpt-4o").count("a" * 40) == 10 and len(fresh_counts) == 0

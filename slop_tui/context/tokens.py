@@ -7,12 +7,15 @@ slop_tui/data/README.md) and the `Encoding` is built here from it.
 
 Building it costs 0.3-0.5 s of CPU (parsing the rank file, then tiktoken's
 Rust constructor, which holds the GIL) and ~46 MB, so it happens lazily,
-once, under a lock, and never on the workspace's start path: the app builds
-it from a worker at the first submit. Until then a request is shown with
-`DisplayCount`, which takes exact counts from a cache of earlier counts
-(`count_cache()`, persisted by the workspace in the ledger) and estimates the
-rest, saying so. If the encoding cannot be built, every count falls back to
-`len(text) // 4` and `encoding_error()` says why.
+under a lock, and never on the workspace's start path: the app builds it
+from a worker for the work that counts exactly (a turn, a command) and
+drops it again once the app is idle (`release_encoding`, then `trim_heap`
+gives the freed pages back). Every o200k count taken is kept in a cache of
+earlier counts (`count_cache()`, persisted by the workspace in the ledger);
+a request is shown with `DisplayCount`, which takes exact counts from that
+cache or the encoding if it is built and estimates the rest, saying so. If
+the encoding cannot be built, every count falls back to `len(text) // 4`
+and `encoding_error()` says why.
 
 Memory: tiktoken keeps the parsed `{token bytes: rank}` dict (~27 MB) on the
 `Encoding` only for pickling; it is dropped once the Rust side is built.
@@ -62,6 +65,8 @@ __all__ = [
     "encoding_ready",
     "get_encoding",
     "is_openai_model",
+    "release_encoding",
+    "trim_heap",
     "use_rank_cache",
 ]
 
@@ -228,6 +233,7 @@ class _EncodingState:
     loaded: bool = False
     encoding: tiktoken.Encoding | None = None
     error: str | None = None
+    built: bool = False  # an encoding was built once: o200k counts can be had
 
 
 _state = _EncodingState()
@@ -245,6 +251,7 @@ def get_encoding() -> tiktoken.Encoding | None:
             if not state.loaded:
                 try:
                     state.encoding = _load_encoding()
+                    state.built = True
                 except Exception as exc:  # any failure must degrade to estimates, not crash the UI
                     state.encoding = None
                     state.error = f"{type(exc).__name__}: {exc}"
@@ -267,6 +274,40 @@ def encoding_ready() -> tiktoken.Encoding | None:
     """The encoding if it is built already, else None; never builds it nor blocks."""
     state = _state
     return state.encoding if state.loaded else None
+
+
+def release_encoding() -> bool:
+    """Drop the built encoding (~46 MB, most of it outside the Python heap); the next
+    `get_encoding` builds it again. Returns whether one was dropped. A count running
+    in another thread keeps its own reference until it ends. A failed build is kept
+    as it is (`encoding_error` goes on saying why)."""
+    state = _state
+    with state.lock:
+        if not state.loaded or state.encoding is None:
+            return False
+        state.encoding = None
+        state.loaded = False
+    return True
+
+
+def trim_heap() -> None:
+    """Give malloc's free pages back to the system (glibc's `malloc_trim`; elsewhere
+    nothing). The encoding's tables are ~600,000 small allocations: freed, they stay
+    in malloc's arenas until trimmed. Takes milliseconds; call it off the event loop."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None  # libc's malloc_trim once looked up; False where there is none
 
 
 def chars_estimate(text: str) -> int:
@@ -315,24 +356,30 @@ class TokenCounter:
 
     @property
     def is_exact(self) -> bool:
-        """True when `count` is exact: an OpenAI-family model and the encoding loaded.
-
-        Loads the encoding if needed.
-        """
-        return self._openai and get_encoding() is not None
+        """True when `count` is exact: an OpenAI-family model and the encoding can be
+        built (it was once, or is now: loads it if it never was)."""
+        return self._openai and (_state.built or get_encoding() is not None)
 
     def base_count(self, text: str) -> int:
         """Uncorrected count: o200k tokens, or `len // 4` without the encoding.
 
-        This is the `estimated` value `learn` expects.
+        This is the `estimated` value `learn` expects. An o200k count is taken from
+        `count_cache()` when the text was counted before, and put there when not, so
+        a text counted here is shown exactly after the encoding is released.
         """
         if not text:
             return 0
+        key = CountCache.key(text)
+        base = _count_cache.get(key)
+        if base is not None:
+            return base
         encoding = get_encoding()
         if encoding is None:
             return chars_estimate(text)
         # encode_ordinary: "<|endoftext|>" in user text is just text, and must not raise.
-        return len(encoding.encode_ordinary(text))
+        base = len(encoding.encode_ordinary(text))
+        _count_cache.put(key, base)
+        return base
 
     def count(self, text: str) -> int:
         """Tokens in `text`: exact for OpenAI models, `base_count * factor` otherwise."""

@@ -251,8 +251,8 @@ class SlopApp(App):
         for w in warns:
             self.notify(w, severity="warning")
         # No tokenizer here: building it costs ~0.4 s of CPU and ~46 MB. The panes
-        # count with stored and cached counts; the encoding is built at the first
-        # submit (`TurnController.ensure_tokenizer`).
+        # count with stored and cached counts; the encoding is built for a submit
+        # (`TurnController.exact_counts`) and released when the app is idle.
         history = await ws.ledger.get_setting("prompt_history")
         await probe  # the header says whether the tools are sandboxed
         # The conversation first: its frame is drawn before the side panes are built.
@@ -502,8 +502,8 @@ class SlopApp(App):
     async def action_copy_context(self) -> None:
         from slop_tui.context import render_prompt
 
-        await self.turns.ensure_tokenizer()
-        prompt = await self.workspace.prompt()
+        async with self.turns.exact_counts():
+            prompt = await self.workspace.prompt()
         await self.copy(render_prompt(prompt), "the whole context")
 
     async def action_export_markdown(self) -> None:

@@ -27,6 +27,7 @@ Patched by `install()` (name: what it replaces):
 - `one-pass-reflow`: `Screen._refresh_layout`, `Widget._size_updated`
 - `lazy-strip-caches`: `Strip.__init__` (and a `Strip.__getattr__`)
 - `lazy-component-styles`: `Stylesheet._process_component_classes`
+- `colours-cache-by-colour`: `StylesCache.get_inner_outer`
 
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
@@ -52,12 +53,14 @@ import re
 import warnings
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from types import CodeType, ModuleType
 from typing import Any
 
 import textual.document._wrapped_document as _wrapped_document
 from textual import _time
 from textual._compositor import Compositor
+from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.cache import FIFOCache
 from textual.command import CommandPalette
@@ -67,6 +70,7 @@ from textual.geometry import Offset, Region, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.style import Style
 from textual.timer import EventTargetGone, Timer
 from textual.widget import Widget
 from textual.widgets import TextArea
@@ -113,6 +117,7 @@ RELIED_ON: dict[str, str] = {
     "textual.app.App.copy_to_clipboard": "remember_copied() sets _clipboard as it does",
     "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines; "
     "lines_to_style() reads them and _width",
+    "textual._styles_cache.StylesCache.get_inner_outer": "patch colours-cache-by-colour",
     "textual.widgets._header.HeaderTitle": "the app redraws the header's title alone",
     "textual.command.CommandPalette._refresh_command_list": "ListedCommandsPalette "
     "overrides it: the commands pass through `listed` on their way into the list",
@@ -410,6 +415,17 @@ def _component_styles_when_read(self: Stylesheet, node: DOMNode) -> None:
     _process_component_classes(self, node)
 
 
+@lru_cache(1024)
+def _inner_outer(base_background, background) -> tuple[Style, Style]:  # type: ignore[no-untyped-def]
+    return Style(background=base_background + background), Style(background=base_background)
+
+
+def _inner_outer_by_colour(self: StylesCache, base_background, background):  # type: ignore[no-untyped-def]
+    # Textual's own is an lru_cache on a method: its key holds the StylesCache, so up to
+    # 1,024 of them stay alive, each with the last lines its widget drew.
+    return _inner_outer(base_background, background)
+
+
 def scroll_keeping_lines(
     widget: Widget, old: float, new: float, scroll: Callable[[], None]
 ) -> None:
@@ -583,7 +599,8 @@ def shape_of(obj: Any) -> str:
     if isinstance(obj, type):
         text = repr(sorted(getattr(obj, "__slots__", ())))
     else:
-        code: CodeType = obj.__code__
+        # A function behind a decorator (functools.lru_cache) has the shape of its own.
+        code: CodeType = getattr(obj, "__code__", None) or obj.__wrapped__.__code__
         params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
         text = repr((params, sorted(_names(code))))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -738,6 +755,12 @@ PATCHES: tuple[Patch, ...] = (
         {"_process_component_classes": _component_styles_when_read},
         "e22be4699223:bb0e9e058ac1",
         reads=[DOMNode.get_component_styles],
+    ),
+    _patch(
+        "colours-cache-by-colour",
+        StylesCache,
+        {"get_inner_outer": _inner_outer_by_colour},
+        "db7d6bd4ce6b",
     ),
 )
 

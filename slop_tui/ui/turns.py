@@ -12,10 +12,28 @@ Every action is the slash command the prompt would run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from slop_tui.ui import messages
+
+# Seconds without work that counts exactly before the tokenizer is released.
+TOKENIZER_IDLE_S = 5.0
+
+_BUILDER: list[ThreadPoolExecutor] = []
+
+
+def _builder() -> ThreadPoolExecutor:
+    """The one thread the tokenizer is built on. Always the same thread, so malloc
+    serves every build from the same arena: what a released build gave back is
+    reused by the next one instead of another arena growing by as much."""
+    if not _BUILDER:
+        _BUILDER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="slop-tokenizer"))
+    return _BUILDER[0]
+
 
 if TYPE_CHECKING:
     from slop_tui.commands.base import CommandResult
@@ -45,6 +63,7 @@ class TurnController:
         # The line just run opens a question (a confirmation): keys typed behind it are
         # not the workspace's (`WorkspaceScreen.prompt_submitted`).
         self.asking = False
+        self._tokenizer_holds = 0  # work under `exact_counts` now running
 
     @property
     def screen(self):
@@ -66,17 +85,62 @@ class TurnController:
                 continue
 
     async def ensure_tokenizer(self) -> None:
-        """Build the tokenizer in a thread (once); the first submit waits for it. A
+        """Build the tokenizer in a thread if it is not built; a submit waits for it. A
         gauge that shows estimates is then counted again, exactly."""
         from slop_tui.context.tokens import encoding_loaded, get_encoding
 
         if not encoding_loaded():
-            await asyncio.to_thread(get_encoding)
+            await asyncio.get_running_loop().run_in_executor(_builder(), get_encoding)
             if self.app.is_running and self.app.workspace is not None:
                 screen = self.screen
                 with screen.unless_closing():
                     if screen.counts_are_estimates():
                         self.app.call_later(screen.refresh_context)
+
+    @contextlib.asynccontextmanager
+    async def exact_counts(self) -> AsyncIterator[None]:
+        """Hold the tokenizer for work that counts exactly (a turn, a command, a copy of
+        the context): built first, in a thread, if needed. Once nothing holds it, no
+        turn runs and the turn's background job has ended, it is released
+        (`release_tokenizer`): ~46 MB that a reading user does not need."""
+        self._tokenizer_holds += 1
+        try:
+            await self.ensure_tokenizer()
+            yield
+        finally:
+            self._tokenizer_holds -= 1
+            if self.app.is_running:
+                self.app.run_worker(
+                    self.release_tokenizer(), group="tokenizer-release", exclusive=True
+                )
+
+    def _tokenizer_needed(self) -> bool:
+        return bool(self._tokenizer_holds or self.busy or not self.app.is_running)
+
+    async def release_tokenizer(self) -> None:
+        """Release the tokenizer once the app is idle: after `TOKENIZER_IDLE_S`, the
+        turn's background job (it counts the summaries it writes) and an exact count
+        of the next request while it is still built. Every count taken is in the
+        count cache, so the panes stay exact without it; the next `exact_counts`
+        builds it again (~0.3 s of CPU)."""
+        from slop_tui.context.tokens import encoding_ready, release_encoding, trim_heap
+
+        await asyncio.sleep(TOKENIZER_IDLE_S)
+        if self.orchestrator is not None:
+            await self.orchestrator.wait_background()
+        if self._tokenizer_needed() or encoding_ready() is None:
+            return
+        if self.app.workspace is not None:
+            # The panes drawn once more while it is built: what changed since the
+            # last exact count (the summary the background job wrote) is counted
+            # and cached, so the panes stay exact without it.
+            screen = self.screen
+            with screen.unless_closing():
+                await screen.refresh_context()
+        if self._tokenizer_needed():
+            return
+        if release_encoding():
+            await asyncio.to_thread(trim_heap)
 
     # -- commands ----------------------------------------------------------
 
@@ -92,10 +156,10 @@ class TurnController:
         if empties_trash(text):
             self.confirm_empty_trash()  # the one hard delete asks first
             return None
-        # The first submit (or command key) builds the tokenizer, in a thread: commands
-        # and turns count exactly, and would otherwise build it on the event loop.
-        await self.ensure_tokenizer()
-        result = await dispatch(app.workspace, text)
+        # A submit (or command key) builds the tokenizer, in a thread: commands and
+        # turns count exactly, and would otherwise build it on the event loop.
+        async with self.exact_counts():
+            result = await dispatch(app.workspace, text)
         if result.quit:
             await app.action_quit()
             return None
@@ -245,8 +309,11 @@ class TurnController:
         self.screen.conversation.post_message(messages.turn_message(event))
 
     async def _turn(self, text: str, reply_to: int | None = None) -> None:
+        async with self.exact_counts():  # the turn counts what it writes
+            await self._turn_counted(text, reply_to)
+
+    async def _turn_counted(self, text: str, reply_to: int | None) -> None:
         app = self.app
-        await self.ensure_tokenizer()  # the turn counts what it writes: not on the event loop
         orchestrator = self._orchestrator()
         self.busy = True
         self.set_phase("streaming")
@@ -294,7 +361,8 @@ class TurnController:
     async def _upkeep(self) -> None:
         if self.app.workspace is None or self.busy:
             return
-        await self._orchestrator().upkeep(self.compaction_event)
+        async with self.exact_counts():  # the job counts the summaries it writes
+            await self._orchestrator().upkeep(self.compaction_event)
 
     async def ask_approval(self, call) -> str:
         from slop_tui.tools.approval import session_allow_applies

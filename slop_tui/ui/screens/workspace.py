@@ -339,7 +339,8 @@ class WorkspacePanes(Screen):
 
     @work(exclusive=True, group="tokenizer")
     async def _exact_counts(self) -> None:
-        await self.app.turns.ensure_tokenizer()
+        async with self.app.turns.exact_counts():  # counts again once built
+            pass
 
     def counts_are_estimates(self) -> bool:
         return self.gauge.estimated
@@ -784,8 +785,8 @@ class WorkspaceScreen(WorkspacePanes):
     async def _load_json(self) -> None:
         from slop_tui.commands import dispatch
 
-        await self.app.turns.ensure_tokenizer()
-        result = await dispatch(self.workspace, "/context show --json")
+        async with self.app.turns.exact_counts():
+            result = await dispatch(self.workspace, "/context show --json")
         if not self.app.is_running:
             return  # the app closed while the body was built
         with self.unless_closing():
