@@ -373,12 +373,12 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
 async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(
     ws,  # noqa: F811
 ) -> None:
-    await bulk_groups(ws, 60)
-    app = ConvApp(initial_blocks=15, page_size=5)
+    await bulk_groups(ws, 80)
+    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
     async with app.run_test(size=SIZE) as pilot:
         view = await loaded_and_focused(app, pilot, ws)
         lo = view._lo
-        view.action_load_older()  # a page of 5, a group per frame
+        view.action_load_older()  # a page of 12, a group per frame
         await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
         block = view._oldest_block()
         top = view._tops[block]
