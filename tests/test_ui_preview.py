@@ -9,6 +9,7 @@ from textual.widgets import Static, TextArea
 
 from slop_tui.context.prompt import Layer, Prompt, PromptMessage
 from slop_tui.context.render import render_prompt
+from slop_tui.context.tokens import get_encoding
 from slop_tui.ui.widgets.preview import MODE_JSON, MODE_TEXT, WRAP_LIMIT, ContextPreview
 
 PROMPT = Prompt(
@@ -45,6 +46,9 @@ class PreviewApp(App):
 
 
 async def test_shows_the_rendered_prompt_layer_by_layer():
+    # A layer's figure is exact once the o200k encoding is built (≈ before): build it
+    # here, so the figure does not depend on which test ran before in this process.
+    assert get_encoding() is not None
     app = PreviewApp()
     async with app.run_test(size=(80, 30)) as pilot:
         preview = app.query_one(ContextPreview)
