@@ -1080,10 +1080,13 @@ class GroupBlock(Vertical, can_focus=True):
     # -- the live turn ------------------------------------------------------
 
     async def live_text(self, text: str) -> None:
-        if self.live_answer is None:
-            self.live_answer = LiveAnswer()
-            await self.mount(self.live_answer)
-        await self.live_answer.write(text)
+        answer = self.live_answer
+        if answer is None:
+            answer = self.live_answer = LiveAnswer()
+            await self.mount(answer)
+            if self.live_answer is not answer:
+                return  # the turn ended while it was mounted: the block shows its stored form
+        await answer.write(text)
 
     async def end_segment(self) -> None:
         """Text after a tool step starts a new answer block."""
