@@ -400,11 +400,15 @@ def test_the_sandboxed_shell_reaches_no_key_no_ledger_no_network(
     assert "slop.db" not in out.split("LEDGER:")[1].split("\n", 2)[1]
 
 
+# The two commands run in parallel and each waits (up to 20 s) until the other has made
+# all it makes: a sweep after either then sees complete repositories, never one that
+# `git init` is still writing (moving that makes the other command fail half-way).
 _PLANT_ROOT = r"""
 git init -q . && echo hi > a.txt && git add a.txt
 git config core.fsmonitor 'touch PWNED_FSM; false'
 printf '#!/bin/sh\ntouch PWNED_HOOK\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout
 echo root-repo-made
+touch root.planted && for i in $(seq 400); do [ -e nested.planted ] && break; sleep 0.05; done
 """
 _PLANT_NESTED = r"""
 mkdir -p sub && git init -q sub && git -C sub config core.fsmonitor 'touch PWNED_SUB; false'
@@ -413,6 +417,7 @@ git -C evil.git config core.worktree .. && git -C evil.git config core.fsmonitor
 mkdir -p g && printf 'gitdir: ../evil.git\n' > g/.git
 mkdir -p .slop && echo 'approve = "all"' > .slop/config.toml 2>&1 || echo slop-refused
 echo nested-made
+touch nested.planted && for i in $(seq 400); do [ -e root.planted ] && break; sleep 0.05; done
 """
 # The project root itself made a repository: HEAD, objects/, refs/ and a config.
 _PLANT_BARE_ROOT = r"""
