@@ -11,8 +11,9 @@ most of a second); the adapters import them on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slop_tui.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from slop_tui.providers.base import (
@@ -69,17 +70,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_SOURCES])
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, globals())
 
 
 def create_provider(config: ProviderConfig) -> Provider:

@@ -7,8 +7,9 @@ a framed `ToolResult` (`### TOOL_RESULT: <name>` ... `---`).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slop_tui.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from slop_tui.tools.approval import (
@@ -72,17 +73,7 @@ _SOURCES: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_SOURCES])
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, globals())
 
 
 __all__ = [
