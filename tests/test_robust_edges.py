@@ -220,7 +220,8 @@ def test_keep_alive_comments_are_not_data(tmp_path, fake_llm):
     proc, took = run_cli(["ask", "hi"], tmp_path, openai_env(fake_llm), served_by=fake_llm)
     assert proc.returncode == 1
     assert "no data for 1 s" in one_line(proc.stderr)
-    assert took < 10, took  # no retry once text was shown
+    assert len(fake_llm.chat_requests) == 1  # no retry once text was shown
+    assert took < 25, took  # the pings alone would last 30 s
     rows = query(db_path(tmp_path), "SELECT role, status, content FROM messages ORDER BY id")
     assert rows[-1] == ("assistant", "interrupted", "Hello")
 
@@ -236,7 +237,7 @@ def test_a_stall_before_any_output_is_retried_once(tmp_path, fake_llm):
     assert proc.returncode == 1
     assert "did not answer in time: no data for 1 s" in one_line(proc.stderr)
     assert len(fake_llm.chat_requests) == 2  # one retry (was: six, 163 s at timeout 5)
-    assert took < 15, took
+    assert took < 30, took  # without the idle deadline the gate holds it for the 180 s run
 
 
 def test_the_reply_deadline_ends_a_trickling_stream(tmp_path, fake_llm):
@@ -246,9 +247,9 @@ def test_the_reply_deadline_ends_a_trickling_stream(tmp_path, fake_llm):
     proc, took = run_cli(["ask", "hi"], tmp_path, openai_env(fake_llm), served_by=fake_llm)
     assert proc.returncode == 1
     assert "did not finish its reply within 4 s" in one_line(proc.stderr)
-    assert took < 14, took
+    assert took < 30, took  # the whole trickle lasts 40 s
     rows = query(db_path(tmp_path), "SELECT status, content FROM messages WHERE role='assistant'")
-    assert rows[0][0] == "interrupted" and set(rows[0][1]) == {"x"}
+    assert rows[0][0] == "interrupted" and set(rows[0][1]) == {"x"} and len(rows[0][1]) < 200
 
 
 def _refused_url() -> str:
@@ -311,7 +312,7 @@ def test_the_turn_deadline_stops_a_model_that_keeps_calling_tools(tmp_path, fake
         "slop-tui: The turn stopped at its deadline of 5 s ([tools] turn_timeout); what it "
         "produced is kept. Ask again to continue."
     )
-    assert waited < 5 + 3, waited
+    assert waited < 5 + 15, waited  # the command itself sleeps for 300 s
     wait_until(lambda: _sleepers(endless) is None, "the running command was killed", timeout=5)
     rows = query(
         db_path(tmp_path),
@@ -342,9 +343,9 @@ def test_the_turn_deadline_ends_a_trickling_reply_and_keeps_its_text(tmp_path, f
     proc, took = run_cli(["ask", "hi"], tmp_path, openai_env(fake_llm), served_by=fake_llm)
     assert proc.returncode == 1
     assert "The turn stopped at its deadline of 2 s ([tools] turn_timeout)" in one_line(proc.stderr)
-    assert took < 2 + 8, took
+    assert took < 15, took  # the whole trickle lasts 20 s
     rows = query(db_path(tmp_path), "SELECT status, content FROM messages WHERE role='assistant'")
-    assert rows[0][0] == "interrupted" and set(rows[0][1]) == {"x"}
+    assert rows[0][0] == "interrupted" and set(rows[0][1]) == {"x"} and len(rows[0][1]) < 200
 
 
 def test_a_turn_timeout_that_is_not_a_positive_number_is_refused(tmp_path, fake_llm):
