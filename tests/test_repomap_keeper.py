@@ -26,6 +26,7 @@ from slop_tui.repomap import watcher_client as wc
 from slop_tui.repomap.map import NOTIFY_BURST, RepoMap
 from tests.conftest import live_keepers
 from tests.fault_support import ROOT
+from tests.workspace_fixtures import open_workspace
 
 BUDGET = 2048
 
@@ -386,3 +387,45 @@ def test_idle_setting_and_the_switch() -> None:
     assert wc.idle_seconds({"repo_watcher_idle": 0}, {}) == 0
     assert wc.idle_seconds({"repo_watcher_idle": 2.5}, {}) == 150
     assert wc.idle_seconds({"repo_watcher_idle": 10}, {"SLOP_REPO_WATCHER": "off"}) == 0
+
+
+# --- who starts one -------------------------------------------------------------------------
+
+
+async def test_the_app_starts_one_after_its_first_look_and_ask_does_not(
+    tmp_path: Path, keepers: Keepers
+) -> None:
+    root = make_project(tmp_path / "p")
+    ws = await open_workspace(root)
+    ws.watch_files = False  # `slop-tui ask` / `exec`: one look, no watcher started
+    try:
+        await ws.repo_sources([], [], 1_000_000)
+        ws.keep_watching()
+    finally:
+        await ws.close()
+    assert wc.running_pid(root) is None
+    ws = await open_workspace(root)  # the app
+    try:
+        assert wc.running_pid(root) is None
+        keepers.roots.append(root)
+        await ws.repo_sources([], [], 1_000_000)
+        wait_for(lambda: wc.ask(root, None) is not None, "the app's watcher")
+        pid = wc.running_pid(root)
+        await ws.repo_sources([], [], 1_000_000)  # once: it runs
+    finally:
+        await ws.close()
+    assert wc.running_pid(root) == pid  # it outlives the app
+
+
+async def test_repo_watcher_idle_0_starts_none(tmp_path: Path, keepers: Keepers) -> None:
+    root = make_project(tmp_path / "p")
+    (tmp_path / "user.toml").write_text("[context]\nrepo_watcher_idle = 0\n")
+    ws = await open_workspace(root, env={"SLOP_CONFIG": str(tmp_path / "user.toml")})
+    try:
+        await ws.repo_sources([], [], 1_000_000)
+        ws.keep_watching()
+        assert ws.repo_map()._keeper is False
+    finally:
+        await ws.close()
+    time.sleep(0.3)
+    assert wc.running_pid(root) is None
