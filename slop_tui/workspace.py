@@ -211,6 +211,7 @@ class Workspace:
     # process that makes one request (`slop-tui ask`, `exec`) just looks at the files.
     watch_files: bool = True
     _keeper_started: bool = field(default=False, repr=False)  # `keep_watching` ran
+    _keeper_hold: int | None = field(default=None, repr=False)  # `watcher_client.hold`
     # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
     _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
 
@@ -276,6 +277,9 @@ class Workspace:
         finally:
             if self._repo_map is not None:
                 self._repo_map.close()
+            if self._keeper_hold is not None:
+                os.close(self._keeper_hold)
+                self._keeper_hold = None
             await self.ledger.close()
 
     async def write_handoff(self, reason: str, session: str | None = None) -> Handoff | None:
@@ -1143,6 +1147,8 @@ class Workspace:
         root = Path(self.config.project_root).resolve()
         if idle <= 0 or not (root / ".slop").is_dir():
             return
+        # While this process runs, the watcher is not idle (closed with the workspace).
+        self._keeper_hold = watcher_client.hold(root)
         if watcher_client.running_pid(root) is not None:
             return
         import threading

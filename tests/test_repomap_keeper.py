@@ -331,13 +331,20 @@ def test_one_watcher_a_project_a_second_start_exits_quietly(
     assert wc.ask(root, None) is not None
 
 
-def test_it_exits_when_idle_when_its_folder_goes_and_on_sigterm(tmp_path: Path) -> None:
+def test_it_exits_when_idle_once_no_app_runs_when_its_folder_goes_and_on_sigterm(
+    tmp_path: Path,
+) -> None:
     idle = make_project(tmp_path / "idle")
+    app = wc.hold(idle)  # an app runs: the watcher is not idle
+    assert app is not None
     proc = _foreground(idle, 1.0)
     wait_for(lambda: wc.ask(idle, None) is not None, "the first answer")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=3.5)
+    os.close(app)  # the app exits
     t = time.monotonic()
     assert proc.wait(timeout=30) == 0
-    assert time.monotonic() - t >= 0.5  # the answer counts as a client: idle from then
+    assert time.monotonic() - t >= 0.5
     assert wc.running_pid(idle) is None
     folder = wc.runtime_dir()
     assert folder is not None and not wc.socket_path(idle, folder).exists()
@@ -412,8 +419,11 @@ async def test_the_app_starts_one_after_its_first_look_and_ask_does_not(
         wait_for(lambda: wc.ask(root, None) is not None, "the app's watcher")
         pid = wc.running_pid(root)
         await ws.repo_sources([], [], 1_000_000)  # once: it runs
+        folder = wc.runtime_dir()
+        assert folder is not None and wc.held(root, folder)  # the app runs
     finally:
         await ws.close()
+    assert not wc.held(root, folder)
     assert wc.running_pid(root) == pid  # it outlives the app
 
 

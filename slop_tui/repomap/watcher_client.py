@@ -112,6 +112,48 @@ def lock_path(root: Path, folder: Path) -> Path:
     return folder / f"{project_key(root)}.lock"
 
 
+def clients_path(root: Path, folder: Path) -> Path:
+    return folder / f"{project_key(root)}.clients"
+
+
+def hold(root: Path, env: Mapping[str, str] | None = None) -> int | None:
+    """Tell the project's watcher that an app runs, for as long as this process keeps
+    the returned descriptor open (a shared lock on the project's `.clients` file): the
+    watcher counts its idle time only while no app holds it. None when it cannot."""
+    import fcntl
+
+    folder = runtime_dir(create=True, env=env)
+    if folder is None:
+        return None
+    try:
+        fd = os.open(clients_path(root, folder), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def held(root: Path, folder: Path) -> bool:
+    """Whether an app holds the project's `.clients` lock (see `hold`)."""
+    import fcntl
+
+    try:
+        fd = os.open(clients_path(root, folder), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing lets go of a lock taken here
+    return False
+
+
 def peer_uid(conn: socket.socket) -> int | None:
     """The user id of the process at the other end (Linux; None elsewhere)."""
     option = getattr(socket, "SO_PEERCRED", None)

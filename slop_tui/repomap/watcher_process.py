@@ -24,7 +24,8 @@ watcher fails, in such a burst, and when a folder is made or removed (it watches
 each folder on its own, and moves its watches). Only paths cross the socket,
 never a file's content, and only for a peer of the same user.
 
-It exits after `IDLE_SECONDS` without a request, when the project's `.slop/`
+It exits after `IDLE_SECONDS` without a request while no app holds the project's
+`.clients` lock (`watcher_client.hold`: an app runs), when the project's `.slop/`
 folder (or the project) is removed or its socket is taken away, and on SIGTERM.
 """
 
@@ -96,7 +97,7 @@ class _Keeper:
         import socket
         import time
 
-        from slop_tui.repomap.watcher_client import MAX_REQUEST, peer_uid
+        from slop_tui.repomap.watcher_client import MAX_REQUEST, held, peer_uid
 
         self.instance = secrets.token_hex(8)
         self.seq = 0  # batches of notifications taken
@@ -126,7 +127,9 @@ class _Keeper:
                 try:
                     conn, _ = server.accept()
                 except TimeoutError:
-                    if self.idle > 0 and time.monotonic() - last_client > self.idle:
+                    if held(self.root, sock_path.parent):
+                        last_client = time.monotonic()  # an app runs: not idle
+                    elif self.idle > 0 and time.monotonic() - last_client > self.idle:
                         return
                     try:
                         if (
