@@ -1199,7 +1199,7 @@ class Workspace:
                     else ""
                 )
                 paths = list(rm.paths)
-            self.keep_watching()  # after the first look: the map's watcher runs
+                self.keep_watching()  # after the first look (the lock: once)
             tree = tree_text(paths, tree_budget, count).text if tree_budget > 0 else ""
             notes = [f"repo map: {p}" for p in problems[:MAX_SOURCE_NOTES]]
             if len(problems) > MAX_SOURCE_NOTES:

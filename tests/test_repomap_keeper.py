@@ -341,10 +341,8 @@ def test_it_exits_when_idle_once_no_app_runs_when_its_folder_goes_and_on_sigterm
     wait_for(lambda: wc.ask(idle, None) is not None, "the first answer")
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=3.5)
-    os.close(app)  # the app exits
-    t = time.monotonic()
+    os.close(app)  # the app exits: idle from then, no request comes
     assert proc.wait(timeout=30) == 0
-    assert time.monotonic() - t >= 0.5
     assert wc.running_pid(idle) is None
     folder = wc.runtime_dir()
     assert folder is not None and not wc.socket_path(idle, folder).exists()
