@@ -437,3 +437,27 @@ async def test_repo_watcher_idle_0_starts_none(tmp_path: Path, keepers: Keepers)
         await ws.close()
     time.sleep(0.3)
     assert wc.running_pid(root) is None
+
+
+def test_a_git_project_is_not_listed_again_unless_its_index_or_ignores_changed(
+    tmp_path: Path, keepers: Keepers
+) -> None:
+    root = make_project(tmp_path / "p")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    keepers.start(root)
+    session_with_token(root)
+    (root / "pkg1" / "mod_1.py").write_text("def edited_in_git():\n    return 1\n")
+    rm = next_start(root)
+    try:
+        assert (rm.told, rm.looked, rm.parsed) == ("keeper", 1, 1)
+        assert rendered(rm) == cold_text(root)[0]
+    finally:
+        rm.close()
+    (root / ".gitignore").write_text("pkg0/\n")
+    rm = next_start(root)
+    try:
+        assert not any(p.startswith("pkg0/") for p in rm.paths)
+        assert rm.paths == cold_text(root)[1]
+        assert rendered(rm) == cold_text(root)[0]
+    finally:
+        rm.close()
