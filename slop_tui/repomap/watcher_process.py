@@ -107,6 +107,8 @@ class _Keeper:
         slop = self.root / ".slop"
         slop_ino = os.stat(slop).st_ino
         self._rewatch()
+        if self.watcher is None:
+            return  # the system refused the watches: nothing to tell
         # Holding the lock, any socket file there is a dead watcher's.
         try:
             os.unlink(sock_path)
@@ -152,6 +154,8 @@ class _Keeper:
                         conn.sendall(reply)
                     except (OSError, ValueError):
                         continue
+                if self.watcher is None:
+                    return  # watching failed again: a later app starts a new one
         finally:
             server.close()
             try:
