@@ -29,10 +29,14 @@ Cases (each timed `--runs` times, default 5; median and range):
   file tree, one `/file add` file), the map warm.
 
 `--against SRC` (a folder holding another build's `slop_tui/`, e.g. `git
-archive main slop_tui | tar -x -C SRC`) times this build and that one side by
-side instead: each on a generated repository and store of its own, each warm
-start a new process (`repomap_process.py`), the two builds taking turns
-round by round, so both see the same load.
+archive main slop_tui | tar -x -C SRC`, or a checkout such as /work/main)
+times three maps side by side instead: this build with the project's
+watcher process running (started once, before the rounds: a new process's
+map asks it what changed since its stamps' token and stats only those
+files), this build without it (every file stat'ed), and that build; each on
+a generated repository and store of its own, each warm start a new process
+(`repomap_process.py`), the three taking turns round by round, so all see
+the same load (the load average is printed before and after).
 """
 
 from __future__ import annotations
@@ -175,6 +179,7 @@ async def request_build(root: Path, runs: int) -> list[float]:
 PROCESS_CASES = (
     ("warm", "files warm (a new process)", TARGET_WARM_MS),
     ("look", "of which: look at the files", None),
+    ("stats", "files stat'ed by the warm start", None),
     ("next", "then the first request's map", TARGET_WARM_MS),
     ("change", "files one-file change", TARGET_CHANGE_MS),
     ("change_stat", "one-file change without notifications", None),
@@ -182,15 +187,26 @@ PROCESS_CASES = (
 
 
 def against(other: Path, work: Path, files: int, budget: int, runs: int) -> None:
-    """This build and `other` side by side, each warm start a new process."""
-    builds = [("this build", c.ROOT), (str(other), other.resolve())]
-    script = Path(__file__).resolve().parent / "repomap_process.py"
+    """This build with and without the watcher process, and `other`, side by side,
+    each warm start a new process."""
+    from slop_tui.repomap import watcher_client
 
-    def run(src: Path, repo: Path, round_: int) -> dict[str, float]:
-        env = {**os.environ, "PYTHONPATH": str(src)}
+    builds = [
+        ("this build, watcher process", c.ROOT, True),
+        ("this build, no watcher", c.ROOT, False),
+        (str(other), other.resolve(), False),
+    ]
+    script = Path(__file__).resolve().parent / "repomap_process.py"
+    runtime = work / "rt"  # the watcher's socket: a folder of the bench's own
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k != "SLOP_REPO_WATCHER"}
+    env["SLOP_RUNTIME_DIR"] = str(runtime)
+
+    def run(src: Path, repo: Path, round_: int, keeper: bool) -> dict[str, float]:
         done = subprocess.run(
-            [sys.executable, str(script), str(repo), str(budget), str(round_)],
-            env=env,
+            [sys.executable, str(script), str(repo), str(budget), str(round_)]
+            + (["keeper"] if keeper else []),
+            env={**env, "PYTHONPATH": str(src)},
             capture_output=True,
             text=True,
             check=True,
@@ -198,31 +214,53 @@ def against(other: Path, work: Path, files: int, budget: int, runs: int) -> None
         return json.loads(done.stdout) if round_ >= 0 else {}
 
     repos = []
-    for i, (_name, src) in enumerate(builds):
-        repo = work / f"gen{i}"
-        generate(repo, files)
-        run(src, repo, -1)  # the store, built cold by that build
-        repos.append(repo)
-    got: list[dict[str, list[float]]] = [{} for _ in builds]
-    for r in range(runs):
-        order = list(range(len(builds)))
-        for i in order if r % 2 == 0 else order[::-1]:
-            for key, ms in run(builds[i][1], repos[i], r).items():
-                got[i].setdefault(key, []).append(ms * 1e6)
+    keepers = []
+    try:
+        for i, (_name, src, keeper) in enumerate(builds):
+            repo = work / f"gen{i}"
+            generate(repo, files)
+            run(src, repo, -1, keeper)  # the store, built cold by that build
+            if keeper:
+                os.environ["SLOP_RUNTIME_DIR"] = str(runtime)
+                watcher_client.start(repo.resolve(), 3600)
+                keepers.append(repo.resolve())
+                while watcher_client.ask(repo.resolve(), None) is None:
+                    time.sleep(0.05)
+                run(src, repo, -1, keeper)  # a first look that takes the watcher's token
+            repos.append(repo)
+        load = os.getloadavg()[0]
+        got: list[dict[str, list[float]]] = [{} for _ in builds]
+        for r in range(runs):
+            order = list(range(len(builds)))
+            for i in order if r % 2 == 0 else order[::-1]:
+                for key, ms in run(builds[i][1], repos[i], r, builds[i][2]).items():
+                    got[i].setdefault(key, []).append(ms * 1e6)
+    finally:
+        for repo in keepers:
+            watcher_client.stop(repo)
     n = f"{files // 1000}k" if files >= 1000 else str(files)
     rows = []
     for key, name, target in PROCESS_CASES:
         label = name if name.startswith(("of which", "then", "one-file")) else f"{n} {name}"
         cells = [label]
         for i in range(len(builds)):
-            times = got[i][key]
+            times = got[i].get(key)
+            if not times:  # an older build does not count its stats
+                cells.append("")
+                continue
             med, lo, hi = c.median(times) / 1e6, min(times) / 1e6, max(times) / 1e6
+            if key == "stats":
+                cells.append(f"{med:,.0f}")
+                continue
             verdict = f" {c.verdict(med, target)}" if target is not None else ""
             cells.append(f"{med:.1f} ({lo:.1f}-{hi:.1f}){verdict}")
         cells.append("" if target is None else f"<= {target:g} ms")
         rows.append(cells)
-    print(f"Repository map, two builds in turns ({c.machine()}; {runs} runs; budget {budget:,})\n")
-    print(c.table(["case", *(f"{name} ms" for name, _ in builds), "target"], rows))
+    print(
+        f"Repository map, three maps in turns ({c.machine()}; {runs} runs; budget {budget:,}; "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)\n"
+    )
+    print(c.table(["case", *(f"{name} ms" for name, _, _ in builds), "target"], rows))
 
 
 def main() -> None:

@@ -54,7 +54,13 @@ _TOOLS_KEYS = {
     "shell_network": bool,  # the sandboxed shell may use the network
 }
 _NETWORK_KEYS = {"allow_private": bool}  # URL context may fetch from private addresses
-_CONTEXT_KEYS = {"window": int, "layout": str, "repo_map_tokens": int, "file_tree_tokens": int}
+_CONTEXT_KEYS = {
+    "window": int,
+    "layout": str,
+    "repo_map_tokens": int,
+    "file_tree_tokens": int,
+    "repo_watcher_idle": (int, float),  # minutes the map's watcher process outlives the app
+}
 # USD; a limit is off when absent.
 _BUDGET_KEYS = {"session_cost_limit": (int, float), "daily_cost_limit": (int, float)}
 # An hour: about max_iterations (50) steps of a minute each. A turn past it is
@@ -68,6 +74,7 @@ _MINIMUM = {
     "tools.query_time_limit": 0.1,
     "tools.turn_timeout": 0.1,
     "context.window": 0,
+    "context.repo_watcher_idle": 0,
     "budget.session_cost_limit": 0,
     "budget.daily_cost_limit": 0,
 }

@@ -210,6 +210,8 @@ class Workspace:
     # Whether the map takes change notifications (a long-lived process, the app); a
     # process that makes one request (`slop-tui ask`, `exec`) just looks at the files.
     watch_files: bool = True
+    _keeper_started: bool = field(default=False, repr=False)  # `keep_watching` ran
+    _keeper_hold: int | None = field(default=None, repr=False)  # `watcher_client.hold`
     # Image bytes as last sent, by (sha256, provider family): read and downscaled once.
     _image_cache: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict, repr=False)
 
@@ -275,6 +277,9 @@ class Workspace:
         finally:
             if self._repo_map is not None:
                 self._repo_map.close()
+            if self._keeper_hold is not None:
+                os.close(self._keeper_hold)
+                self._keeper_hold = None
             await self.ledger.close()
 
     async def write_handoff(self, reason: str, session: str | None = None) -> Handoff | None:
@@ -1116,13 +1121,40 @@ class Workspace:
         """The project's map, built on first use; cached under `.slop/` when that exists."""
         if self._repo_map is None:
             from slop_tui.repomap import RepoMap
+            from slop_tui.repomap.watcher_client import idle_seconds
 
             root = Path(self.config.project_root).resolve()
             cache = root / ".slop"
             self._repo_map = RepoMap(
-                root, cache if cache.is_dir() else None, watch=self.watch_files
+                root,
+                cache if cache.is_dir() else None,
+                watch=self.watch_files,
+                keeper=idle_seconds(self.config.context) > 0,
             )
         return self._repo_map
+
+    def keep_watching(self) -> None:
+        """Start the project's watcher process (`repomap.watcher_process`), which keeps
+        watching the files after this process exits, unless one runs or it is off
+        (`[context] repo_watcher_idle = 0`). Only a process that watches (the app)
+        starts one, once, after its map's first look; in a thread of its own."""
+        if self._keeper_started or not self.watch_files:
+            return
+        self._keeper_started = True
+        from slop_tui.repomap import watcher_client
+
+        idle = watcher_client.idle_seconds(self.config.context)
+        root = Path(self.config.project_root).resolve()
+        if idle <= 0 or not (root / ".slop").is_dir():
+            return
+        # While this process runs, the watcher is not idle (closed with the workspace).
+        self._keeper_hold = watcher_client.hold(root)
+        if watcher_client.running_pid(root) is not None:
+            return
+        import threading
+
+        log = root / ".slop" / "repomap-watcher.log"
+        threading.Thread(target=watcher_client.start, args=(root, idle, log), daemon=True).start()
 
     async def repo_sources(
         self,
@@ -1167,6 +1199,7 @@ class Workspace:
                     else ""
                 )
                 paths = list(rm.paths)
+                self.keep_watching()  # after the first look (the lock: once)
             tree = tree_text(paths, tree_budget, count).text if tree_budget > 0 else ""
             notes = [f"repo map: {p}" for p in problems[:MAX_SOURCE_NOTES]]
             if len(problems) > MAX_SOURCE_NOTES:

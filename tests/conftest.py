@@ -346,3 +346,67 @@ def _no_memory_file() -> Iterator[None]:
     yield
     if not before and stray.exists():
         pytest.fail(f"a file named ':memory:' appeared at {ROOT} during this test")
+
+
+# --- the repository map's watcher process ---------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _keeper_runtime() -> Iterator[Path]:
+    """No test starts the map's watcher process (`repomap.watcher_process`) unless it
+    turns it on (`SLOP_REPO_WATCHER`); one a test starts has its socket in a folder of
+    this run's own, never the user's."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="slop-rt-"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLOP_REPO_WATCHER", "off")
+        mp.setenv("SLOP_RUNTIME_DIR", str(folder))
+        yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def live_keepers(folder: Path) -> list[int]:
+    """The process ids of the watcher processes whose lock in `folder` is held."""
+    import fcntl
+    import os
+
+    found = []
+    for lock in sorted(folder.glob("*.lock")):
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                found.append(int(text) if text.isdigit() else -1)
+        finally:
+            os.close(fd)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_keeper_left(_keeper_runtime: Path) -> Iterator[None]:
+    """Fail the test after which a watcher process still runs (it is stopped first)."""
+    yield
+    left = live_keepers(_keeper_runtime)
+    if left:
+        import os
+        import signal
+        import time
+
+        for pid in left:
+            if pid > 0:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 5
+        while live_keepers(_keeper_runtime) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pytest.fail(f"watcher process(es) left running after the test: {left}")

@@ -36,6 +36,9 @@ def child_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]
     }
     env["HOME"] = str(home)
     env["SLOP_CONFIG"] = str(home / "no-user-config.toml")
+    for name in ("SLOP_REPO_WATCHER", "SLOP_RUNTIME_DIR"):  # the map's watcher: off
+        if name in os.environ:
+            env[name] = os.environ[name]
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra or {})
     return env

@@ -400,6 +400,74 @@ def test_the_sandboxed_shell_reaches_no_key_no_ledger_no_network(
     assert "slop.db" not in out.split("LEDGER:")[1].split("\n", 2)[1]
 
 
+_KEEPER_PROBE = r"""
+ls -a {runtime} 2>&1; echo "RUNTIME-LISTED"
+python3 - <<'EOF' 2>&1
+import os
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect({sock!r})
+    s.sendall(b'{{"v": 1, "token": null}}\n')
+    print("REACHED", s.recv(4096))
+except OSError as exc:
+    print("socket-refused", exc)
+try:
+    os.makedirs({runtime!r}, exist_ok=True)
+    s2 = socket.socket(socket.AF_UNIX)
+    s2.bind({sock!r} + ".planted")
+    print("bound-in-private-tmp")
+except OSError as exc:
+    print("bind-refused", exc)
+EOF
+mkdir -p /tmp/slop-tui-$(id -u) && touch /tmp/slop-tui-$(id -u)/planted-by-the-model 2>&1
+kill -TERM {pid} 2>&1 || echo "kill-refused"
+"""
+
+
+@needs_bwrap
+def test_the_sandboxed_shell_cannot_reach_stop_or_squat_the_map_watcher(
+    project: Project, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slop_tui.repomap import watcher_client as wc
+
+    monkeypatch.setenv("SLOP_REPO_WATCHER", "on")
+    runtime = wc.runtime_dir()
+    assert runtime is not None
+    (project.root / ".slop").mkdir(exist_ok=True)
+    (project.root / "a.py").write_text("def original():\n    pass\n")
+    wc.start(project.root, 120)
+    try:
+        deadline = time.monotonic() + 30
+        while (first := wc.ask(project.root, None)) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first is not None
+        pid = wc.running_pid(project.root)
+        sock = wc.socket_path(project.root, runtime)
+        entries = sorted(p.name for p in runtime.iterdir())
+        host_tmp = Path(f"/tmp/slop-tui-{os.getuid()}")
+        probe = _KEEPER_PROBE.format(runtime=str(runtime), sock=str(sock), pid=pid)
+        fake_llm.enqueue(
+            Reply(tool_calls=[FakeToolCall("execute_bash", {"command": probe})]),
+            Reply(text="ok"),
+        )
+        env = project.env(SLOP_RUNTIME_DIR=str(runtime), SLOP_REPO_WATCHER="on")
+        r = project.ask("look around", "--approve", "all", env=env)
+        assert r.returncode == 0, r.stderr
+        out = project.tool_results()["execute_bash"]
+        assert "socket-refused" in out and "REACHED" not in out, out
+        assert first.token.split(".")[0] not in out  # no token crossed into the shell
+        assert "kill-refused" in out  # another process namespace: no such process
+        # What the shell made stayed in its private /tmp.
+        assert sorted(p.name for p in runtime.iterdir()) == entries
+        assert not (host_tmp / "planted-by-the-model").exists()
+        assert wc.running_pid(project.root) == pid
+        again = wc.ask(project.root, first.token)
+        assert again is not None and again.token.split(".")[0] == first.token.split(".")[0]
+    finally:
+        assert wc.stop(project.root)
+
+
 # The two commands run in parallel and each waits (up to 20 s) until the other has made
 # all it makes: a sweep after either then sees complete repositories, never one that
 # `git init` is still writing (moving that makes the other command fail half-way).

@@ -81,7 +81,7 @@ CACHE_NAME = "repomap.db"
 MAX_OUT_EDGES = 12
 MEMO_MAX = 64  # rankings and renders kept per state of the files
 SNAPSHOT_VERSION = 1
-STAMPS_VERSION = 3  # the stamps row: one array in the order of the listing's sources
+STAMPS_VERSION = 4  # the stamps row: one array in the order of the listing's sources
 RENDERS_VERSION = 1
 RENDERS_KEPT = 4  # renders stored for the next start (the most recent ones)
 RENDER_VARIANTS = 4  # renders kept for one budget and context, one per count that differs
@@ -229,7 +229,13 @@ class _Tags(Mapping[str, FileTags]):
 class RepoMap:
     """The map of one project (see the module docstring)."""
 
-    def __init__(self, root: Path, cache_dir: Path | None = None, watch: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cache_dir: Path | None = None,
+        watch: bool = False,
+        keeper: bool = False,
+    ) -> None:
         self.root = root
         self.cache = TagCache(cache_dir / CACHE_NAME if cache_dir is not None else None)
         self.tags: Mapping[str, FileTags] = _Tags(self)
@@ -272,6 +278,15 @@ class RepoMap:
         # written when the map closes, and trusted only while no write came since.
         self._stamps_saved = -1
         self._renders_saved = True  # no render made since the store's row was written
+        # The project's watcher process (`keeper`, `watcher_client`): a look that is not
+        # a trusted watcher's asks it what changed since `_token`, the token it gave
+        # before the stamps were last true (stored with them), and `stat`s only those.
+        self._keeper = keeper and cache_dir is not None
+        self._token: str | None = None
+        self._token_saved: str | None = None  # the token of the stored stamps row
+        # How the last refresh learned what changed: "all" (every file stat'ed),
+        # "watcher" (this process's notifications), "keeper" (the watcher process).
+        self.told = ""
 
     @property
     def stamps(self) -> dict[str, Stamp]:
@@ -337,12 +352,17 @@ class RepoMap:
         snapshot_ok = self._loaded or self._load_snapshot()
         self._loaded = True
         old_listing = self._listing
+        told = self._ask_keeper(watched, snapshot_ok)
         events = self._watcher.changed() if watched and self._watcher is not None else None
         check: set[str] | None = None  # the files to look at; None: every file
         listing = old_listing
+        self.told = "watcher"
+        if events is None and told is not None:
+            events, self.told = told, "keeper"
         if events is not None and _burst(events) <= NOTIFY_BURST:
             listing, check = self._notified(events)
         if check is None:
+            self.told = "all"
             if watched and events is None:
                 self._stop_watcher()  # it failed: a new one, then every file is looked at
             self._trusted = False
@@ -412,8 +432,10 @@ class RepoMap:
         for path in gone:
             if path not in stamps:
                 changed[path] = None
-        if self._watcher is not None and every:
-            self._trusted = True  # every file was looked at after the watcher began
+        if self._watcher is not None and (every or self.told == "keeper"):
+            # Every file was looked at after the watcher began, or the watcher process
+            # told every change made until after it began.
+            self._trusted = True
         self.notes = notes
         self.scan_ms = (time.perf_counter() - started) * 1000
         if snapshot_ok and not changed and not listed_again:
@@ -494,6 +516,26 @@ class RepoMap:
             self._memo = memo
         self._graph = graph
         return notes
+
+    def _ask_keeper(self, watched: bool, snapshot_ok: bool) -> set[str] | None:
+        """Ask the project's watcher process before this look (see `__init__`): the paths
+        it tells changed since the stamps' token, or None (the look goes on without
+        it). A trusted watcher's look asks only for a token when it has none: the
+        stamps after that look are true as of it."""
+        if not self._keeper or (watched and self._token is not None):
+            return None
+        from slop_tui.repomap import watcher_client
+
+        if not watched and self._watch and self._listing is not None:
+            # This process's watcher begins before the question, so a change made after
+            # the answer is its to tell.
+            self._watch_folders(self._listing.folders)
+        token = self._token if snapshot_ok else None
+        answer = watcher_client.ask(self.root, token)
+        self._token = answer.token if answer is not None else None
+        if answer is None or answer.changed is None or watched or token is None:
+            return None
+        return set(answer.changed)
 
     def _notified(self, events: set[str]) -> tuple[Listing, set[str] | None]:
         """The listing after the notified `events` and the files to look at (None:
@@ -636,7 +678,10 @@ class RepoMap:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             self._listing, self._sources, self._graph = None, [], _Graph.empty()
             return False
-        stored = _stamps_from(self.cache.state(STATE_STAMPS), self._writes, len(self._sources))
+        stored, self._token = _stamps_from(
+            self.cache.state(STATE_STAMPS), self._writes, len(self._sources)
+        )
+        self._token_saved = self._token
         self._stamps_saved = self._writes if stored is not None else -1
         if stored is not None:
             self._stamps, self._stamp_array = None, stored
@@ -893,7 +938,7 @@ class RepoMap:
         other process wrote the store since this map's last write; a start without the
         stamps row reads the stamps from the files' rows, one without the renders row
         renders again."""
-        stamps = self._stamps_saved != self._writes
+        stamps = self._stamps_saved != self._writes or self._token != self._token_saved
         if not self._loaded or not (stamps or not self._renders_saved) or self.cache.path is None:
             return
         try:
@@ -903,9 +948,15 @@ class RepoMap:
                     stamps_now = self._array()
                     self.cache.put_state(
                         STATE_STAMPS,
-                        (STAMPS_VERSION, self._writes, len(self._sources), stamps_now.tobytes()),
+                        (
+                            STAMPS_VERSION,
+                            self._writes,
+                            len(self._sources),
+                            stamps_now.tobytes(),
+                            self._token,
+                        ),
                     )
-                    self._stamps_saved = self._writes
+                    self._stamps_saved, self._token_saved = self._writes, self._token
                 renders = [
                     rendered.state(key)
                     for key, value in self._memo.items()
@@ -1155,18 +1206,21 @@ def _row(path: str, references: Collection[str], defined: Mapping[str, list[str]
     return (tuple(targets), tuple(edges[t] / total for t in targets))
 
 
-def _stamps_from(state: object, writes: int, sources: int) -> array | None:
+def _stamps_from(state: object, writes: int, sources: int) -> tuple[array | None, str | None]:
     """The stored stamps (one array in the order of the listing's `sources` files, each
-    file's size then its mtime), if the row is of the store's current write count."""
+    file's size then its mtime) and the watcher process's token they are true as of,
+    if the row is of the store's current write count."""
     try:
-        version, of_writes, count, data = state  # type: ignore[misc]
+        version, of_writes, count, data, token = state  # type: ignore[misc]
         if version != STAMPS_VERSION or of_writes != writes or count != sources:
-            return None
+            return None, None
         stamps = array("q")
         stamps.frombytes(data)
     except (TypeError, ValueError):
-        return None
-    return stamps if len(stamps) == 2 * sources else None
+        return None, None
+    if len(stamps) != 2 * sources:
+        return None, None
+    return stamps, token if isinstance(token, str) else None
 
 
 def _renders_from(state: object, writes: int) -> list[tuple[tuple, _Rendered]]:
