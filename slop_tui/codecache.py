@@ -33,7 +33,6 @@ import dataclasses
 import marshal
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import CodeType
 
@@ -81,6 +80,8 @@ class CodeCache:
         """Write the table if this process compiled a text it did not hold."""
         if not self.compiled:
             return
+        import tempfile  # at exit only: not on the start path
+
         table = self.table if len(self.table) <= MAX_ENTRIES else self.used
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
