@@ -13,8 +13,9 @@ module's `.pyc` depends only on its source. `use_code_cache(folder)` gives the
 `dataclasses` module an `exec` of its own (a module global shadows the
 builtin): a text it has compiled before is taken from a table loaded from
 `folder`, any other is compiled as `exec` would (file name `<string>`, no
-inherited `__future__` flags) and added; at exit, the table is written back
-(atomically) if a text was new. The methods made are the same either way:
+inherited `__future__` flags) and added; the table is written back
+(atomically) if a text was new, at exit and when the app's first screen is up
+(`save_code_cache`). The methods made are the same either way:
 same code, same globals, same defaults. A Python whose `dataclasses` no longer
 calls `exec` with text simply never asks the table (no speed-up, no change).
 
@@ -52,6 +53,7 @@ class CodeCache:
         self.table: dict[str, bytes] = _read(path)
         self.used: dict[str, bytes] = {}
         self.compiled = 0  # texts not in the table: compiled in this process
+        self.unsaved = 0  # of which not written to the file yet
 
     def exec(self, source, namespace=None, local_names=None, /):
         """`exec` as `dataclasses` calls it, with the texts' code from the table."""
@@ -72,13 +74,15 @@ class CodeCache:
                 data = marshal.dumps(code)
                 self.table[source] = data
                 self.compiled += 1
+                self.unsaved += 1
             self.used[source] = data
             source = code
         return builtins.exec(source, namespace, local_names)
 
     def save(self) -> None:
-        """Write the table if this process compiled a text it did not hold."""
-        if not self.compiled:
+        """Write the table if this process compiled a text it did not hold (since the
+        last write)."""
+        if not self.unsaved:
             return
         import tempfile  # at exit only: not on the start path
 
@@ -90,6 +94,7 @@ class CodeCache:
                 with os.fdopen(fd, "wb") as f:
                     f.write(marshal.dumps(table))
                 os.replace(tmp, self.path)
+                self.unsaved = 0
             except BaseException:
                 os.unlink(tmp)
                 raise
@@ -110,6 +115,13 @@ def use_code_cache(folder: Path) -> CodeCache:
         dataclasses.exec = _installed.exec  # type: ignore[attr-defined]
         atexit.register(_installed.save)
     return _installed
+
+
+def save_code_cache() -> None:
+    """Write the table now if it holds new code (the app does this once its first
+    screen is up: a process that is killed never reaches its exit handlers)."""
+    if _installed is not None:
+        _installed.save()
 
 
 def _read(path: Path) -> dict[str, bytes]:

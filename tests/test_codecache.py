@@ -33,13 +33,18 @@ print(json.dumps({
     "frozen": frozen,
     "init_code": records.StateVersion.__init__.__code__.co_code.hex(),
     "names": sorted(vars(records.StateVersion)),
-}))
+}), flush=True)
+if sys.argv[2:] == ["killed"]:  # saved as the app saves it, then no exit handler runs
+    import os
+    from slop_tui.codecache import save_code_cache
+    save_code_cache()
+    os._exit(0)
 """
 
 
-def run_probe(folder: Path) -> dict:
+def run_probe(folder: Path, *args: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(folder)],
+        [sys.executable, "-c", PROBE, str(folder), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -86,3 +91,20 @@ def test_a_folder_that_cannot_be_written_costs_only_the_compiles(tmp_path: Path)
     first = run_probe(blocker / "cache")  # mkdir fails: no file, no error
     assert first["compiled"] > 20
     assert run_probe(blocker / "cache")["compiled"] == first["compiled"]
+
+
+def test_the_table_saved_before_a_kill_serves_the_next_process(tmp_path: Path) -> None:
+    first = run_probe(tmp_path, "killed")
+    assert first["compiled"] > 20
+    assert run_probe(tmp_path)["compiled"] == 0
+
+
+def test_a_process_killed_before_it_saved_leaves_no_table(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("save_code_cache()", "pass"), str(tmp_path), "killed"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert proc.returncode == 0 and not list(tmp_path.glob("dataclass-code-*"))

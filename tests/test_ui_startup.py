@@ -541,3 +541,20 @@ async def test_the_first_frame_loads_no_module_only_later_panes_need(project) ->
     for module in NOT_BEFORE_THE_FIRST_FRAME:
         assert module not in first, f"{module} is imported before the first frame"
         assert module in after, f"{module} is never imported: the check proves nothing"
+
+
+async def test_the_app_saves_the_dataclass_code_cache_once_its_first_screen_is_up(
+    project, monkeypatch
+) -> None:
+    from slop_tui import codecache
+    from slop_tui.ui import startup
+
+    saves: list[bool] = []
+    monkeypatch.setattr(codecache, "save_code_cache", lambda: saves.append(True))
+    monkeypatch.setattr(startup, "CODE_CACHE_SAVE_AFTER", 0.05)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: saves, timeout=10)
+        await pilot.pause(0.2)
+        assert saves == [True]  # once: later compiles are written at exit
