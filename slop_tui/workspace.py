@@ -43,7 +43,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -714,20 +714,16 @@ class Workspace:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The OS sandbox shell commands run in (probed once per workspace)."""
+        """The OS sandbox shell commands run in (probed once per workspace, or ahead
+        by the caller of `open`: `use_sandbox`)."""
         if self._sandbox is None:
-            from slop_tui.config import user_config_path
-            from slop_tui.tools.sandbox import detect
-            from slop_tui.trust import trust_file
-
-            user_config = user_config_path(self.env)
-            self._sandbox = detect(
-                self.config.sandbox_mode,
-                self.env,
-                network=self.config.shell_network,
-                secret_files=(user_config, trust_file(user_config.parent)),
-            )
+            self._sandbox = detect_sandbox(self.config, self.env)
         return self._sandbox
+
+    def use_sandbox(self, sandbox: Sandbox) -> None:
+        """The sandbox `detect_sandbox` found for this workspace's config and environment,
+        probed while the ledger opened (the app's start: the probe starts a process)."""
+        self._sandbox = sandbox
 
     def secret_env_names(self) -> frozenset[str]:
         """Variables named by a provider's `api_key_env`: the shell never gets them."""
@@ -1306,6 +1302,22 @@ class Snapshot:
     sessions: list[SessionSummary] | None = None
     state: StateVersion | None = None
     failed_prompts: list[int] | None = None  # the prompts marked ! (newest first)
+
+
+def detect_sandbox(config: Config, env: Mapping[str, str]) -> Sandbox:
+    """The OS sandbox shell commands run in, for `config` and `env` (probing bwrap
+    starts a process, ~30 ms: `Workspace.sandbox` does it once, on first use)."""
+    from slop_tui.config import user_config_path
+    from slop_tui.tools.sandbox import detect
+    from slop_tui.trust import trust_file
+
+    user_config = user_config_path(env)
+    return detect(
+        config.sandbox_mode,
+        env,
+        network=config.shell_network,
+        secret_files=(user_config, trust_file(user_config.parent)),
+    )
 
 
 class HistoryReader:

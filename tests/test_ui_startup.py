@@ -558,3 +558,38 @@ async def test_the_app_saves_the_dataclass_code_cache_once_its_first_screen_is_u
         await wait_for(pilot, lambda: saves, timeout=10)
         await pilot.pause(0.2)
         assert saves == [True]  # once: later compiles are written at exit
+
+
+async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch) -> None:
+    """Probing bwrap starts a process: it runs beside `Workspace.open`, once, and the
+    workspace takes its result (the header says whether the tools are sandboxed)."""
+    import asyncio
+    import threading
+
+    from slop_tui import workspace as workspace_module
+
+    probing = threading.Event()
+    probes: list[object] = []
+    real_detect = workspace_module.detect_sandbox
+
+    def detect(config, env):
+        probing.set()
+        probes.append(real_detect(config, env))
+        return probes[-1]
+
+    real_open = Workspace.open.__func__
+    overlapped: list[bool] = []
+
+    async def open_once_probing(cls, *args, **kw):
+        overlapped.append(await asyncio.to_thread(probing.wait, 10))
+        return await real_open(cls, *args, **kw)
+
+    monkeypatch.setattr(workspace_module, "detect_sandbox", detect)
+    monkeypatch.setattr(Workspace, "open", classmethod(open_once_probing))
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert overlapped == [True]  # the probe had started before the ledger opened
+        assert len(probes) == 1 and app.workspace.sandbox is probes[0]
+        mark = "shell: NO SANDBOX"
+        assert (mark in app.sub_title) == (not probes[0].available)
