@@ -19,8 +19,9 @@ inherited `__future__` flags) and added; the table is written back
 same code, same globals, same defaults. A Python whose `dataclasses` no longer
 calls `exec` with text simply never asks the table (no speed-up, no change).
 
-Only the `slop-tui` command installs it (cli.py, before anything else is
-imported): tests and embedders compile as usual and leave no file. The file
+Only the workspace command (`slop-tui` without a subcommand) installs it
+(cli.py, before its modules are imported): `exec`, `ask` and `trust`, tests and
+embedders compile as usual and leave no file. The file
 is trusted like the `.pyc` files beside the code (both are the user's own and
 writable by them alone); one that cannot be read as a table of texts and code
 is ignored and replaced.
