@@ -1,6 +1,7 @@
 """Where a start's time goes, phase by phase, in the real process on the user's terminal.
 
     python bench/screen_phases.py [--runs N] [--sizes empty,2k,20k] [--bin VENV_BIN]
+    python bench/screen_phases.py --bin base=../base/.venv/bin --bin new=.venv/bin
 
 bench/screen.py's set-up (the installed `slop-tui` in a 120x40 pty read by pyte, its
 ledger, its fake provider's config), with the app started through a wrapper that
@@ -12,8 +13,11 @@ written (the first write of a screenful to the terminal), the side panes'
 widgets imported and mounted, the plan of the next request read for them (with
 the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
-prices and MCP start paths), summed over the start. The hello-world app
-(bench/screen_hello.py) is stamped the same way up to its first frame.
+prices and MCP start paths, every import, dataclass and regular expression made),
+summed until the first frame and over the whole start. The hello-world app
+(bench/screen_hello.py) is stamped the same way up to its first frame. With two
+builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
+same hello-world starts.
 
 The wrapper wraps functions of the running app (a timing layer, nothing else);
 each figure is the median of `--runs` starts (default 5), interleaved with the
@@ -48,17 +52,6 @@ log = open(sys.argv[1], "w", buffering=1)
 def stamp(name):
     log.write(json.dumps([name, time.time() - T0, time.process_time()]) + "\n")
 stamp("interpreter and site")
-program, sys.argv = sys.argv[2], sys.argv[2:]
-import textual.app
-stamp("import textual.app")
-from textual.drivers.linux_driver import LinuxDriver
-_write = LinuxDriver.write
-def write(self, data, _seen=[0]):
-    if len(data) > 2000 and _seen[0] < 2:
-        _seen[0] += 1
-        stamp("frame %d written" % _seen[0])
-    return _write(self, data)
-LinuxDriver.write = write
 spent = {}
 def count(owner, name, label):
     f = getattr(owner, name, None)
@@ -87,6 +80,31 @@ def count(owner, name, label):
                 if not depth[0]:
                     add(t)
     setattr(owner, name, g)
+import importlib._bootstrap
+count(importlib._bootstrap, "_find_and_load", "imports (every module, summed)")
+program, sys.argv = sys.argv[2], sys.argv[2:]
+if not program.endswith(".py"):
+    try:  # what `slop-tui` does first (cli.main), in a build that has it
+        from slop_tui.codecache import use_code_cache
+    except ImportError:
+        pass
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        from pathlib import Path
+        use_code_cache(Path(cache) / "slop-tui")
+        stamp("dataclass code cache read")
+import textual.app
+stamp("import textual.app")
+from textual.drivers.linux_driver import LinuxDriver
+_write = LinuxDriver.write
+def write(self, data, _seen=[0]):
+    if len(data) > 2000 and _seen[0] < 2:
+        _seen[0] += 1
+        stamp("frame %d written" % _seen[0])
+        if _seen[0] == 1:
+            log.write(json.dumps(["spent at frame 1", dict(spent)]) + "\n")
+    return _write(self, data)
+LinuxDriver.write = write
 def at_start(owner, name, label):
     f = getattr(owner, name)
     @functools.wraps(f)
@@ -111,6 +129,9 @@ def at_end(owner, name, label, coroutine=False):
             stamp(label)
             return r
     setattr(owner, name, g)
+import dataclasses, re
+count(dataclasses, "_process_class", "dataclasses made")
+count(re, "_compile", "regular expressions compiled")
 from textual.css.stylesheet import Stylesheet
 count(Stylesheet, "parse", "CSS parsed")
 count(Stylesheet, "apply", "CSS applied to widgets")
@@ -149,6 +170,7 @@ sys.exit(main(sys.argv[1:]))
 
 ORDER = [
     "interpreter and site",
+    "dataclass code cache read",
     "import textual.app",
     "import slop_tui.ui.app",
     "import slop_tui.workspace (config, context, ledger)",
@@ -187,7 +209,7 @@ def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
     stamps: dict = {}
     for line in log.read_text().splitlines():
         name, *values = json.loads(line)
-        stamps.setdefault(name, values[0] if name == "spent" else values)
+        stamps.setdefault(name, values[0] if name.startswith("spent") else values)
     return stamps
 
 
@@ -196,12 +218,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="empty,2k,20k")
     ap.add_argument(
-        "--bin", default="", help="the bin folder of another build's virtualenv (default: this one)"
+        "--bin",
+        action="append",
+        default=[],
+        metavar="[NAME=]BIN_DIR",
+        help="the bin folder of another build's virtualenv (default: this one); given "
+        "more than once, NAME=BIN_DIR each, the builds' starts are interleaved",
     )
     args = ap.parse_args()
     sizes = args.sizes.split(",")
-    if args.bin:
-        screen.SLOP = Path(args.bin).resolve() / "slop-tui"
+    builds = [b.split("=", 1) if "=" in b else ["", b] for b in args.bin] or [["", ""]]
+    slop = {name: Path(d).resolve() / "slop-tui" if d else screen.SLOP for name, d in builds}
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="slop-tui-phases-"))
     template = work / "template.db"
@@ -211,13 +238,19 @@ def main() -> None:
     config = work / "config.toml"
     screen.write_config(config, fake.openai_base_url)
     starter = screen.Starter(work, template, config)
-    results: dict[str, list[dict]] = {a: [] for a in ["hello", *sizes]}
+    # (column, app, build): the hello-world app, then each session with each build. The
+    # builds open this checkout's ledger: they must share its schema.
+    columns = [("hello", "hello", "")] + [
+        (f"{size} {name}".strip(), size, name) for size in sizes for name, _ in builds
+    ]
+    results: dict[str, list[dict]] = {col: [] for col, _, _ in columns}
     try:
-        for app in results:  # bytecode and page cache; not counted
-            one_start(starter, app, work, -1)
-        for i in range(args.runs):
-            for app in results:
-                results[app].append(one_start(starter, app, work, i))
+        for i in range(-1, args.runs):  # the first round (-1): bytecode and page cache
+            for col, app, name in columns:
+                screen.SLOP = slop[name] if app != "hello" else slop[builds[0][0]]
+                stamps = one_start(starter, app, work, i)
+                if i >= 0:
+                    results[col].append(stamps)
     finally:
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -238,7 +271,9 @@ def main() -> None:
                     continue
                 wall, cpu = stamps[phase]
                 # From the stamp before it in time (a build without a phase skips it).
-                earlier = [v for k, v in stamps.items() if k != "spent" and v[0] < wall]
+                earlier = [
+                    v for k, v in stamps.items() if not k.startswith("spent") and v[0] < wall
+                ]
                 wall0, cpu0 = max(earlier) if earlier else (0.0, 0.0)
                 deltas.append(((wall - wall0) * 1e3, (cpu - cpu0) * 1e3))
             row.append(
@@ -257,18 +292,23 @@ def main() -> None:
                 for a in apps
             ]
         )
-    print(c.table(["phase", *[screen.LABEL[a] for a in apps]], rows))
-    labels = sorted({k for a in apps for s in results[a] for k in s.get("spent", {})})
-    rows = [
-        [label]
-        + [
-            f"{statistics.median(s.get('spent', {}).get(label, 0.0) for s in results[a]) * 1e3:.0f}"
-            for a in apps
+    label = {col: f"{screen.LABEL[app]} {name}".strip() for col, app, name in columns}
+    print(c.table(["phase", *[label[a] for a in apps]], rows))
+    for key, title in (
+        ("spent at frame 1", "CPU ms inside these calls until the first frame (median):"),
+        ("spent", "CPU ms inside these calls over the whole start (median):"),
+    ):
+        labels = sorted({k for a in apps for s in results[a] for k in s.get(key, {})})
+        rows = [
+            [label]
+            + [
+                f"{statistics.median(s.get(key, {}).get(label, 0.0) for s in results[a]) * 1e3:.0f}"
+                for a in apps
+            ]
+            for label in labels
         ]
-        for label in labels
-    ]
-    print("\nCPU ms inside these calls over the whole start (median):\n")
-    print(c.table(["calls", *[screen.LABEL[a] for a in apps]], rows))
+        print(f"\n{title}\n")
+        print(c.table(["calls", *[label[a] for a in apps]], rows))
 
 
 if __name__ == "__main__":

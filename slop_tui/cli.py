@@ -311,6 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse prints its own usage line
             return int(exc.code or 0) and EXIT_USAGE
+    if args.command not in ("exec", "ask", "trust"):
+        # The workspace, before its first dataclass is made: their methods' code from
+        # the user cache (slop_tui/codecache.py, ~70-100 ms of CPU less before the
+        # first frame). `exec`, `ask` and `trust` leave no file behind.
+        from slop_tui.codecache import use_code_cache
+
+        use_code_cache(user_cache_dir())
     _use_rank_cache()
     try:
         if args.command in ("exec", "ask"):

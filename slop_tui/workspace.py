@@ -43,34 +43,23 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slop_tui.config import Config
-from slop_tui.context import AssemblyInputs, ContextSettings, TruncationSettings
-from slop_tui.context.assemble import focus_note
-from slop_tui.context.budget import CompactionSettings, ModelInfo
-from slop_tui.context.budget import model_info as lookup_model_info
-from slop_tui.context.guards import TIER_ELIDED
-from slop_tui.context.layout import Stability, sent_layers
+
+# The context engine (assemble, budget, guards, layout, plan, prompt) is imported
+# where a method builds or reads a plan, not here: opening the workspace and the
+# app's first frame need none of it (~15 ms of CPU at every start). The memos'
+# checks and the token counter are small, and `open` uses them.
 from slop_tui.context.memos import (
     extract_keywords,
     instruction_shaped,
     latest_user_text,
     rank_memos,
 )
-from slop_tui.context.plan import (
-    ContextPlan,
-    PlanInputs,
-    PlanSettings,
-    build_plan,
-    head_summary,
-    named_lanes,
-    pending_cap,
-)
-from slop_tui.context.prompt import Prompt, PromptImage, ToolSpec
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
 from slop_tui.continuity.handoff import (
     current_handoff,
@@ -109,6 +98,11 @@ from slop_tui.records import (
 )
 
 if TYPE_CHECKING:
+    from slop_tui.context import ContextSettings, TruncationSettings
+    from slop_tui.context.budget import CompactionSettings, ModelInfo
+    from slop_tui.context.layout import Stability
+    from slop_tui.context.plan import ContextPlan
+    from slop_tui.context.prompt import Prompt, PromptImage, ToolSpec
     from slop_tui.mcpclient.manager import McpManager
     from slop_tui.repomap import RepoMap
     from slop_tui.tools.sandbox import Sandbox
@@ -230,8 +224,9 @@ class Workspace:
         """Open the ledger and settle the session. A `session` other than the stored one
         becomes the stored one; with `defer_writes` (the app's first screen, which
         shows before it writes and before the tools' modules are imported) the caller
-        registers the tools later with `register_tools` and stores the session with
-        `save_session`."""
+        registers the tools later with `register_tools`, stores the session with
+        `save_session` and checks the settings the context engine reads with
+        `check_settings` (its modules are not imported before the first frame)."""
         ledger = await Ledger.open(config.db_path, count_tokens=count_tokens)
         try:
             ws = cls(ledger=ledger, config=config, session=DEFAULT_SESSION)
@@ -256,8 +251,8 @@ class Workspace:
                 await ws.save_session()
             ws.pending_handoff = await pending_resume(ledger, ws.session)
             await ws._check_unknown_memos()
-            ws.compaction_settings()  # surface config problems early, as warnings
-            ws.context_settings()
+            if not defer_writes:
+                ws.check_settings()
             ws._default_provider(ws.provider_configs())
             await ws.reprice_unknown()
         except BaseException:
@@ -542,8 +537,16 @@ class Workspace:
         out, self.warnings = self.warnings, []
         return out
 
+    def check_settings(self) -> None:
+        """Surface problems of `[compaction]`, `[truncation]` and `[context]` early, as
+        warnings (`pop_warnings`), before a request needs them."""
+        self.compaction_settings()
+        self.context_settings()
+
     def compaction_settings(self) -> CompactionSettings:
         """`[compaction]`; a bad table gives a warning and the defaults."""
+        from slop_tui.context.budget import CompactionSettings
+
         try:
             return CompactionSettings.from_mapping(dict(self.config.compaction))
         except (TypeError, ValueError) as exc:
@@ -552,6 +555,8 @@ class Workspace:
 
     def model_info(self, model: str) -> ModelInfo:
         """The model's limits with `[models]` overrides; a bad override gives a warning."""
+        from slop_tui.context.budget import model_info as lookup_model_info
+
         try:
             return lookup_model_info(model, self.config.models)
         except (TypeError, ValueError) as exc:
@@ -561,6 +566,8 @@ class Workspace:
     def context_settings(self) -> ContextSettings:
         """`[truncation]` and `[context] layout`; an unknown layout gives a warning. The
         layers the stability tracker found stable go with them (`cache` layout)."""
+        from slop_tui.context import ContextSettings
+
         layout = self.config.context.get("layout", "default")
         tracker = self.stability.get(self.session)
         stable = tracker.stable() if tracker is not None else frozenset()
@@ -698,6 +705,8 @@ class Workspace:
     def note_sent(self, prompt: Prompt) -> None:
         """The stability tracker after a request of the session was sent (it lives in
         memory and starts empty in each process)."""
+        from slop_tui.context.layout import Stability, sent_layers
+
         tracker = self.stability.get(self.session, Stability())
         self.stability[self.session] = tracker.update(sent_layers(prompt))
 
@@ -710,20 +719,16 @@ class Workspace:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The OS sandbox shell commands run in (probed once per workspace)."""
+        """The OS sandbox shell commands run in (probed once per workspace, or ahead
+        by the caller of `open`: `use_sandbox`)."""
         if self._sandbox is None:
-            from slop_tui.config import user_config_path
-            from slop_tui.tools.sandbox import detect
-            from slop_tui.trust import trust_file
-
-            user_config = user_config_path(self.env)
-            self._sandbox = detect(
-                self.config.sandbox_mode,
-                self.env,
-                network=self.config.shell_network,
-                secret_files=(user_config, trust_file(user_config.parent)),
-            )
+            self._sandbox = detect_sandbox(self.config, self.env)
         return self._sandbox
+
+    def use_sandbox(self, sandbox: Sandbox) -> None:
+        """The sandbox `detect_sandbox` found for this workspace's config and environment,
+        probed while the ledger opened (the app's start: the probe starts a process)."""
+        self._sandbox = sandbox
 
     def secret_env_names(self) -> frozenset[str]:
         """Variables named by a provider's `api_key_env`: the shell never gets them."""
@@ -777,6 +782,8 @@ class Workspace:
     # -- the request -------------------------------------------------------
 
     def truncation(self) -> TruncationSettings:
+        from slop_tui.context import TruncationSettings
+
         return TruncationSettings.from_mapping(dict(self.config.truncation))
 
     async def enabled_tools(self) -> list[ToolSpec]:
@@ -861,6 +868,17 @@ class Workspace:
         images waiting for the next prompt go with it. Only what the prompt's words
         select (memos, named lanes, the map's ranking) can differ when it is sent.
         """
+        from slop_tui.context import AssemblyInputs
+        from slop_tui.context.assemble import focus_note
+        from slop_tui.context.plan import (
+            PlanInputs,
+            PlanSettings,
+            build_plan,
+            head_summary,
+            named_lanes,
+            pending_cap,
+        )
+
         choice = await self.provider_choice()
         strategy = strategy or choice.strategy
         elided = elided | await self.elided_results()
@@ -1023,6 +1041,8 @@ class Workspace:
     async def keep_elided(self, request: Prompt) -> None:
         """Remember the results `request` (about to be sent) carries elided; results that
         left the request are forgotten (they are not sent anyway)."""
+        from slop_tui.context.guards import TIER_ELIDED
+
         ids = sorted(
             m.message_id
             for m in request.messages
@@ -1229,6 +1249,8 @@ class Workspace:
         limit, its token rule); none for a model without vision (with a note). An image
         whose file is gone or damaged is left out with a note. `pending`: the images
         waiting for the next prompt, the window's last row (`plan(next_prompt=...)`)."""
+        from slop_tui.context.prompt import PromptImage
+
         ids = [m.id for m in window if m.role in ("user", "tool")]
         refs = await self.ledger.message_images(ids) if ids else {}
         if pending and window:
@@ -1313,6 +1335,22 @@ class Snapshot:
     sessions: list[SessionSummary] | None = None
     state: StateVersion | None = None
     failed_prompts: list[int] | None = None  # the prompts marked ! (newest first)
+
+
+def detect_sandbox(config: Config, env: Mapping[str, str]) -> Sandbox:
+    """The OS sandbox shell commands run in, for `config` and `env` (probing bwrap
+    starts a process, ~30 ms: `Workspace.sandbox` does it once, on first use)."""
+    from slop_tui.config import user_config_path
+    from slop_tui.tools.sandbox import detect
+    from slop_tui.trust import trust_file
+
+    user_config = user_config_path(env)
+    return detect(
+        config.sandbox_mode,
+        env,
+        network=config.shell_network,
+        secret_files=(user_config, trust_file(user_config.parent)),
+    )
 
 
 class HistoryReader:

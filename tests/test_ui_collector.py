@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -172,12 +173,14 @@ def test_start_up_holds_full_collections_and_the_app_gives_the_original_back(pac
 def test_the_command_line_holds_full_collections_before_the_workspace_imports(
     monkeypatch,
 ) -> None:
-    from slop_tui import cli
+    from slop_tui import cli, codecache
     from slop_tui.ui import app as ui_app
     from slop_tui.ui.widgets import blocks
 
     seen: list[int] = []
     held: list[bool] = []
+    cached: list[Path] = []  # the dataclass code cache, installed first (not in this process)
+    monkeypatch.setattr(codecache, "use_code_cache", cached.append)
 
     def run_app(**kw) -> int:
         seen.append(gc.get_threshold()[2])
@@ -188,6 +191,7 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
     original = gc.get_threshold()
     try:
         assert cli.main(["--db", "unused.db"]) == 0
+        assert cached == [cli.user_cache_dir()]
         assert seen == [collector.NO_AUTOMATIC_FULL]
         assert held == [True]
     finally:

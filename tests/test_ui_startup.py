@@ -476,3 +476,120 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
         assert calls == [("rows", 2), ("prompts", gids[2] + 1)]  # below the newest 2
         await group_list.refresh_from(app.workspace.history())  # a reload keeps the prompts read
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
+
+
+# Run in a child process: the app started as the command starts it (its first frame
+# held for the conversation), the modules loaded when that frame is drawn.
+FIRST_FRAME_MODULES = """
+import asyncio, json, sys
+from slop_tui.ui import startup
+from slop_tui.ui.app import SlopApp
+startup.defer_for_first_screen()
+
+async def main():
+    app = SlopApp(db=sys.argv[1], user_themes=False, blink=False)
+    seen = []
+    display = app._display
+
+    def recording(screen, renderable):
+        if not seen:
+            seen.append(sorted(sys.modules))
+        return display(screen, renderable)
+
+    app._display = recording
+    async with app.run_test(size=(140, 44)) as pilot:
+        while not app.ready and app.startup_error is None:
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+    print(json.dumps({"first": seen[0], "after": sorted(sys.modules)}))
+
+asyncio.run(main())
+"""
+
+# What the first frame (the header, the conversation, the prompt) does not need, and
+# each is loaded after it: the context engine (the side panes' plan), the side panes'
+# widgets, the tools, the providers' adapters.
+NOT_BEFORE_THE_FIRST_FRAME = (
+    "slop_tui.context.assemble",
+    "slop_tui.context.budget",
+    "slop_tui.context.guards",
+    "slop_tui.context.layout",
+    "slop_tui.context.plan",
+    "slop_tui.ui.widgets.groups",
+    "slop_tui.ui.widgets.gauge",
+    "slop_tui.ui.widgets.preview",
+    "slop_tui.tools.registry",
+)
+
+
+async def test_the_first_frame_loads_no_module_only_later_panes_need(project) -> None:
+    import subprocess
+    import sys
+
+    await seed(project, n=3)
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME_MODULES, str(project / ".slop" / "slop.db")],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    first, after = set(loaded["first"]), set(loaded["after"])
+    assert "slop_tui.workspace" in first and "slop_tui.ui.widgets.conversation" in first
+    for module in NOT_BEFORE_THE_FIRST_FRAME:
+        assert module not in first, f"{module} is imported before the first frame"
+        assert module in after, f"{module} is never imported: the check proves nothing"
+
+
+async def test_the_app_saves_the_dataclass_code_cache_once_its_first_screen_is_up(
+    project, monkeypatch
+) -> None:
+    from slop_tui import codecache
+    from slop_tui.ui import startup
+
+    saves: list[bool] = []
+    monkeypatch.setattr(codecache, "save_code_cache", lambda: saves.append(True))
+    monkeypatch.setattr(startup, "CODE_CACHE_SAVE_AFTER", 0.05)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: saves, timeout=10)
+        await pilot.pause(0.2)
+        assert saves == [True]  # once: later compiles are written at exit
+
+
+async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch) -> None:
+    """Probing bwrap starts a process: it runs beside `Workspace.open`, once, and the
+    workspace takes its result (the header says whether the tools are sandboxed)."""
+    import asyncio
+    import threading
+
+    from slop_tui import workspace as workspace_module
+
+    probing = threading.Event()
+    probes: list[object] = []
+    real_detect = workspace_module.detect_sandbox
+
+    def detect(config, env):
+        probing.set()
+        probes.append(real_detect(config, env))
+        return probes[-1]
+
+    real_open = Workspace.open.__func__
+    overlapped: list[bool] = []
+
+    async def open_once_probing(cls, *args, **kw):
+        overlapped.append(await asyncio.to_thread(probing.wait, 10))
+        return await real_open(cls, *args, **kw)
+
+    monkeypatch.setattr(workspace_module, "detect_sandbox", detect)
+    monkeypatch.setattr(Workspace, "open", classmethod(open_once_probing))
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert overlapped == [True]  # the probe had started before the ledger opened
+        assert len(probes) == 1 and app.workspace.sandbox is probes[0]
+        mark = "shell: NO SANDBOX"
+        assert (mark in app.sub_title) == (not probes[0].available)

@@ -18,7 +18,9 @@ submit (or when an estimate shows up later), never before the screen is up.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from functools import partial
 from pathlib import Path
 
@@ -166,7 +168,7 @@ class SlopApp(App):
         """Open the ledger and fill the workspace screen (its panes are mounted)."""
         from slop_tui.config import load_config
         from slop_tui.ledger import LedgerError
-        from slop_tui.workspace import Workspace
+        from slop_tui.workspace import Workspace, detect_sandbox
 
         screen = self.workspace_screen
         config = load_config(db=self._db, cwd=self._cwd, env=self._env)
@@ -196,12 +198,16 @@ class SlopApp(App):
             self.notify(note, severity="warning", timeout=15)
         from slop_tui.ui.startup import first_screen_shown, release_first_frame
 
+        # Probing bwrap starts a process (~30 ms of waiting): in a thread, while the
+        # ledger opens; the header says whether the tools are sandboxed.
+        env = self._env if self._env is not None else os.environ
+        probe = asyncio.ensure_future(asyncio.to_thread(detect_sandbox, config, env))
         try:
             self.workspace = await Workspace.open(
                 config, self._session_arg, env=self._env, defer_writes=True
             )
             self.workspace.editor = self._edit_outside
-            await self._show_workspace(config)
+            await self._show_workspace(config, probe)
         except LedgerError as exc:  # e.g. a database with damaged pages: one banner
             if self.workspace is not None:
                 await self.workspace.ledger.close()
@@ -235,17 +241,14 @@ class SlopApp(App):
         except LedgerError as exc:
             self.notify(f"could not store the current session: {exc}", severity="warning")
 
-    async def _show_workspace(self, config) -> None:
-        """Fill the screen from the workspace just opened."""
+    async def _show_workspace(self, config, probe) -> None:
+        """Fill the screen from the workspace just opened (`probe`: its sandbox, being
+        detected)."""
         ws = self.workspace
         for recovered in ws.ledger.recovered:  # a killed process's turn, finished
             self.notify(recovered.note(), severity="warning", timeout=20)
         for warning in ws.pop_warnings():  # provider settings, default_provider
             self.notify(warning, severity="warning", timeout=15)
-        import asyncio
-
-        # Probing bwrap starts a process (~30 ms): in a thread, while the ledger is read.
-        probe = asyncio.ensure_future(asyncio.to_thread(lambda: ws.sandbox))
         name, warns = pick_theme(self.available_themes, await saved_theme(ws.ledger), config.theme)
         self.theme = name
         for w in warns:
@@ -254,7 +257,7 @@ class SlopApp(App):
         # count with stored and cached counts; the encoding is built for a submit
         # (`TurnController.exact_counts`) and released when the app is idle.
         history = await ws.ledger.get_setting("prompt_history")
-        await probe  # the header says whether the tools are sandboxed
+        ws.use_sandbox(await probe)  # the header says whether the tools are sandboxed
         # The conversation first: its frame is drawn before the side panes are built.
         await self.workspace_screen.show_conversation(json.loads(history) if history else [])
         from slop_tui.ui.startup import release_first_frame

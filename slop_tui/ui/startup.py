@@ -18,6 +18,10 @@ at once, so its screens do not depend on timing.
   The first frame waits until the panes are filled (`hold_first_frame`), or
   `FIRST_FRAME_WAIT` seconds at most: a slow open (a large migration) shows
   the screen it has by then.
+- **The dataclass code cache.** The methods the start compiled (a first start,
+  or one after an upgrade) are written to the user cache `CODE_CACHE_SAVE_AFTER`
+  seconds after the first full screen (slop_tui/codecache.py), not only at exit:
+  a process that is killed never gets there.
 - **The MCP SDK.** With MCP servers configured, the SDK's import (seconds)
   starts in a background thread `MCP_PRELOAD_AFTER` seconds after the first
   full screen (`Workspace.preload_mcp`), so the first turn that needs a
@@ -33,6 +37,7 @@ from slop_tui.ui.widgets import blocks
 HIGHLIGHT_AFTER = 1.0  # seconds after the first full screen
 FIRST_FRAME_WAIT = 1.0  # seconds the first frame waits for the workspace at most
 MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
+CODE_CACHE_SAVE_AFTER = 0.5  # seconds after the first full screen
 
 _hold_first_frame = False
 
@@ -68,6 +73,9 @@ def first_screen_shown(app: Any) -> None:
         app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
     if (ws := app.workspace) is not None and ws.config.mcp:
         app.set_timer(MCP_PRELOAD_AFTER, ws.preload_mcp)
+    from slop_tui.codecache import save_code_cache
+
+    app.set_timer(CODE_CACHE_SAVE_AFTER, save_code_cache)
 
 
 def _start_highlighting(app: Any) -> None:

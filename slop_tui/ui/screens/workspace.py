@@ -230,6 +230,9 @@ class WorkspacePanes(Screen):
         if ws is not None and self.app.is_running:
             with self.unless_closing():
                 await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
+                ws.check_settings()  # as well (the context engine's modules load here)
+                for warning in ws.pop_warnings():
+                    self.app.notify(warning, severity="warning", timeout=15)
                 snap = await ws.snapshot(
                     Changed.ALL, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
                 )

@@ -1,0 +1,137 @@
+"""Dataclasses' generated methods, compiled once and kept in the user cache.
+
+`@dataclass` writes each method it generates (`__init__`, `__repr__`, `__eq__`,
+and a frozen class's `__setattr__`, `__delattr__` and `__hash__`) as source
+text and compiles it with `exec`; on Python 3.11 that is one compile per
+method. The ~95 dataclasses imported before the app's first frame (slop-tui's
+records, events and context engine, and a few of Textual's and markdown-it's)
+compile ~520 methods: ~70 ms of CPU, a third of slop-tui's own imports, at
+every start.
+
+The compiled code depends only on that text and the interpreter, as a
+module's `.pyc` depends only on its source. `use_code_cache(folder)` gives the
+`dataclasses` module an `exec` of its own (a module global shadows the
+builtin): a text it has compiled before is taken from a table loaded from
+`folder`, any other is compiled as `exec` would (file name `<string>`, no
+inherited `__future__` flags) and added; the table is written back
+(atomically) if a text was new, at exit and when the app's first screen is up
+(`save_code_cache`). The methods made are the same either way:
+same code, same globals, same defaults. A Python whose `dataclasses` no longer
+calls `exec` with text simply never asks the table (no speed-up, no change).
+
+Only the workspace command (`slop-tui` without a subcommand) installs it
+(cli.py, before its modules are imported): `exec`, `ask` and `trust`, tests and
+embedders compile as usual and leave no file. The file
+is trusted like the `.pyc` files beside the code (both are the user's own and
+writable by them alone); one that cannot be read as a table of texts and code
+is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import dataclasses
+import marshal
+import os
+import sys
+from pathlib import Path
+from types import CodeType
+
+# Past this many entries the file keeps only what the last run used (the texts
+# of dataclasses changed since are never asked for again).
+MAX_ENTRIES = 5000
+
+
+class CodeCache:
+    """The table of compiled texts behind `dataclasses`' own `exec`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # Each text's code marshalled on its own: a run reads back only the code it asks
+        # for (the file also holds the methods of modules imported later, or by
+        # `slop-tui exec`).
+        self.table: dict[str, bytes] = _read(path)
+        self.used: dict[str, bytes] = {}
+        self.compiled = 0  # texts not in the table: compiled in this process
+        self.unsaved = 0  # of which not written to the file yet
+
+    def exec(self, source, namespace=None, local_names=None, /):
+        """`exec` as `dataclasses` calls it, with the texts' code from the table."""
+        if namespace is None:  # the caller's globals, as the builtin takes them
+            namespace = vars(dataclasses)
+        if isinstance(source, str):
+            data = self.table.get(source)
+            code = None
+            if data is not None:
+                try:
+                    code = marshal.loads(data)
+                except (EOFError, ValueError, TypeError):
+                    code = None
+                if type(code) is not CodeType:
+                    code = None
+            if code is None:
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                data = marshal.dumps(code)
+                self.table[source] = data
+                self.compiled += 1
+                self.unsaved += 1
+            self.used[source] = data
+            source = code
+        return builtins.exec(source, namespace, local_names)
+
+    def save(self) -> None:
+        """Write the table if this process compiled a text it did not hold (since the
+        last write)."""
+        if not self.unsaved:
+            return
+        import tempfile  # at exit only: not on the start path
+
+        table = self.table if len(self.table) <= MAX_ENTRIES else self.used
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(marshal.dumps(table))
+                os.replace(tmp, self.path)
+                self.unsaved = 0
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass  # a cache: a read-only or full disk only costs the next start the compiles
+
+
+_installed: CodeCache | None = None
+
+
+def use_code_cache(folder: Path) -> CodeCache:
+    """Compile dataclasses' methods through the table kept in `folder` (once per
+    process; a second call returns the table already in use)."""
+    global _installed
+    if _installed is None:
+        name = f"dataclass-code-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal"
+        _installed = CodeCache(folder / name)
+        dataclasses.exec = _installed.exec  # type: ignore[attr-defined]
+        atexit.register(_installed.save)
+    return _installed
+
+
+def save_code_cache() -> None:
+    """Write the table now if it holds new code (the app does this once its first
+    screen is up: a process that is killed never reaches its exit handlers)."""
+    if _installed is not None:
+        _installed.save()
+
+
+def _read(path: Path) -> dict[str, bytes]:
+    try:
+        table = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if type(table) is not dict or not all(
+        type(k) is str and type(v) is bytes for k, v in table.items()
+    ):
+        return {}
+    return table

@@ -1,0 +1,110 @@
+"""The dataclass code cache (slop_tui/codecache.py): a second process compiles none of
+the methods the first one compiled, and the classes it makes behave the same."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A process as the `slop-tui` command starts it: the cache first, then the modules.
+PROBE = """
+import dataclasses, json, sys
+from pathlib import Path
+from slop_tui.codecache import use_code_cache
+cache = use_code_cache(Path(sys.argv[1]))
+from slop_tui import events, records
+state = records.StateVersion(1, "main", 2, "text", 3.0)
+try:
+    state.content = "changed"
+    frozen = "not frozen"
+except dataclasses.FrozenInstanceError as exc:
+    frozen = str(exc)
+print(json.dumps({
+    "compiled": cache.compiled,
+    "used": len(cache.used),
+    "repr": repr(state),
+    "equal": state == records.StateVersion(1, "main", 2, "text", 3.0),
+    "unequal": state == records.StateVersion(1, "main", 2, "other", 3.0),
+    "hash": hash(state) == hash(records.StateVersion(1, "main", 2, "text", 3.0)),
+    "frozen": frozen,
+    "init_code": records.StateVersion.__init__.__code__.co_code.hex(),
+    "names": sorted(vars(records.StateVersion)),
+}), flush=True)
+if sys.argv[2:] == ["killed"]:  # saved as the app saves it, then no exit handler runs
+    import os
+    from slop_tui.codecache import save_code_cache
+    save_code_cache()
+    os._exit(0)
+"""
+
+
+def run_probe(folder: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(folder), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def cache_file(folder: Path) -> Path:
+    (path,) = folder.glob("dataclass-code-*.marshal")
+    return path
+
+
+def test_a_second_process_compiles_no_method_the_first_one_compiled(tmp_path: Path) -> None:
+    first = run_probe(tmp_path)
+    assert first["compiled"] == first["used"] > 20  # every generated method, compiled
+    written = cache_file(tmp_path).read_bytes()
+    second = run_probe(tmp_path)
+    assert second["compiled"] == 0
+    assert second["used"] == first["used"]
+    # The same methods, doing the same: nothing but the compile is saved.
+    for key in ("repr", "equal", "unequal", "hash", "frozen", "init_code", "names"):
+        assert second[key] == first[key], key
+    assert first["equal"] and not first["unequal"] and first["hash"]
+    assert "cannot assign to field 'content'" in first["frozen"]
+    assert cache_file(tmp_path).read_bytes() == written  # nothing new: not written again
+
+
+def test_a_damaged_cache_file_is_ignored_and_replaced(tmp_path: Path) -> None:
+    first = run_probe(tmp_path)
+    path = cache_file(tmp_path)
+    for damage in (b"", b"\x00not marshal", path.read_bytes()[:100]):
+        path.write_bytes(damage)
+        again = run_probe(tmp_path)
+        assert again["compiled"] == first["compiled"]  # compiled as without a cache
+        assert again["repr"] == first["repr"]
+        assert run_probe(tmp_path)["compiled"] == 0  # and the file is whole again
+
+
+def test_a_folder_that_cannot_be_written_costs_only_the_compiles(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    first = run_probe(blocker / "cache")  # mkdir fails: no file, no error
+    assert first["compiled"] > 20
+    assert run_probe(blocker / "cache")["compiled"] == first["compiled"]
+
+
+def test_the_table_saved_before_a_kill_serves_the_next_process(tmp_path: Path) -> None:
+    first = run_probe(tmp_path, "killed")
+    assert first["compiled"] > 20
+    assert run_probe(tmp_path)["compiled"] == 0
+
+
+def test_a_process_killed_before_it_saved_leaves_no_table(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("save_code_cache()", "pass"), str(tmp_path), "killed"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert proc.returncode == 0 and not list(tmp_path.glob("dataclass-code-*"))
