@@ -10,10 +10,14 @@
   import, the tokenizer, Textual's and Rich's caches warming up) the traced
   heap's growth per reply (least squares, each point after a collection)
   stays under `PER_REPLY_BYTES`.
+- SQLite's page cache (up to the ledger's 32 MB `cache_size`, filled by a turn's
+  reads) is freed when the app is idle, with the tokenizer.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import gc
 import statistics
@@ -28,6 +32,7 @@ from textual.widgets import Static
 from slop_tui import message_parser
 from slop_tui.context import tokens
 from slop_tui.context.tokens import count_cache
+from slop_tui.ledger import Ledger
 from slop_tui.ui import turns
 from slop_tui.ui.themes import load_themes, register_themes
 from slop_tui.ui.widgets.blocks import AnswerBlock, RenderedLines
@@ -181,6 +186,14 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
     def releasing() -> bool:
         return any(w.group == "tokenizer-release" and not w.is_finished for w in app.workers)
 
+    released: list[int] = []
+    release_memory = Ledger.release_memory
+
+    async def counted(self) -> None:
+        await release_memory(self)
+        released.append(sqlite_memory_used())
+
+    monkeypatch.setattr(Ledger, "release_memory", counted)
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
         gauge = app.query_one(TokenGauge)
@@ -191,6 +204,8 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
             # Built for the turn (once per turn), released once the app is idle.
             assert cold == [1] * n
             assert not tokens.encoding_loaded() and tokens.encoding_ready() is None
+            # SQLite's page cache freed with it (what stays: its schema and statements).
+            assert len(released) == n and released[-1] < 2 * 2**20, released
             # The gauge is exact without it: what the turn counted is in the count cache.
             assert not gauge.estimated
         shown = gauge.reading
@@ -198,3 +213,31 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
         assert cold == [1, 1]  # every text of the request was counted before
         assert shown.total == exact.request_tokens
         assert dict(shown.layers) == exact.layer_tokens()
+
+
+def sqlite_memory_used() -> int:
+    """Bytes SQLite's allocator holds now, process-wide (`sqlite3_memory_used`, of the
+    library the `sqlite3` module is linked with)."""
+    lib = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    return lib.sqlite3_memory_used()
+
+
+async def test_the_ledger_frees_its_page_cache_when_asked(tmp_path):
+    ledger = await Ledger.open(tmp_path / "slop.db")
+    try:
+        async with ledger.transaction() as db:
+            await db.executemany(
+                "INSERT INTO app_state(key, value) VALUES (?, ?)",
+                ((f"k{i}", "x" * 4000) for i in range(4000)),  # ~16 MB of pages
+            )
+        rows = await ledger._tuples("SELECT value FROM app_state")
+        assert len(rows) >= 4000
+        del rows
+        filled = sqlite_memory_used()
+        await ledger.release_memory()
+        freed = filled - sqlite_memory_used()
+        assert freed > 8 * 2**20, f"{freed / 2**20:.1f} MB of SQLite's memory freed"
+        assert await ledger.get_setting("k7") == "x" * 4000  # read again from the file
+    finally:
+        await ledger.close()
