@@ -10,6 +10,9 @@
   import, the tokenizer, Textual's and Rich's caches warming up) the traced
   heap's growth per reply (least squares, each point after a collection)
   stays under `PER_REPLY_BYTES`.
+- The parser's caches of stored payloads hold at most `PAYLOADS_KEPT` rows, and
+  the rows a summary or a compaction reads once (each reply's background summary
+  reads a group's) do not enter them.
 - SQLite's page cache (up to the ledger's 32 MB `cache_size`, filled by a turn's
   reads) is freed when the app is idle, with the tokenizer.
 """
@@ -31,6 +34,8 @@ from textual.widgets import Static
 
 from slop_tui import message_parser
 from slop_tui.context import tokens
+from slop_tui.context.compaction import format_messages
+from slop_tui.context.summaries import standalone_summary_request
 from slop_tui.context.tokens import count_cache
 from slop_tui.ledger import Ledger
 from slop_tui.ui import turns
@@ -42,6 +47,7 @@ from slop_tui.workspace import NEXT_PROMPT
 from tests.fakeserver import Reply, wait_for
 from tests.test_app import project, started  # noqa: F401  (the fixture)
 from tests.test_app_actions import finished, make_app, openai_env, seed, submit
+from tests.test_context_factories import openai_calls
 from tests.test_ui_startup import cold  # noqa: F401  (the fixture)
 
 REPLIES = 12
@@ -241,3 +247,22 @@ async def test_the_ledger_frees_its_page_cache_when_asked(tmp_path):
         assert await ledger.get_setting("k7") == "x" * 4000  # read again from the file
     finally:
         await ledger.close()
+
+
+def test_rows_read_once_for_a_summary_stay_out_of_the_parsers_caches():
+    rows = [
+        openai_calls(i, i, [(f"call_{i}", "read_file", {"path": f"/src/{i}.py"})])
+        for i in range(1, 201)
+    ]
+    before = (message_parser._calls_of.cache_info(), message_parser._loads.cache_info())
+    request = standalone_summary_request(rows, "openai")
+    boundary = format_messages(rows, max_messages=len(rows))
+    assert "[calls: read_file]" in request.messages[-1].text and "read_file" in boundary
+    after = (message_parser._calls_of.cache_info(), message_parser._loads.cache_info())
+    assert [a.currsize - b.currsize for a, b in zip(after, before, strict=True)] == [0, 0]
+    # What an assembly reads is kept, up to the bound.
+    for row in rows * 8:
+        message_parser.tool_calls(row)
+    for fn in (message_parser._calls_of, message_parser._loads):
+        assert fn.cache_info().maxsize == message_parser.PAYLOADS_KEPT
+        assert lru_bounded(fn)
