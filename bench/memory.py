@@ -117,6 +117,8 @@ def child(args: argparse.Namespace) -> None:
         while not check():
             if time.monotonic() > deadline:
                 prompt = app.query_one("#prompt")
+                for task in asyncio.all_tasks():  # where each waits: what keeps the reply
+                    task.print_stack(limit=6, file=sys.stderr)
                 raise SystemExit(
                     f"timed out: {what} (phase {app.turns.phase!r}, busy {app.turns.busy}, "
                     f"asking {app.turns.asking}, prompt {prompt.text!r}, held "
