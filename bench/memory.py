@@ -79,6 +79,18 @@ def rss_mb(field: str = "VmRSS") -> float:
     return 0.0
 
 
+def awaiting(task: asyncio.Task) -> list[str]:
+    """Where a task waits, innermost last: its coroutines' `await` chain (a suspended
+    task's own stack is one frame)."""
+    where, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where
+
+
 def child(args: argparse.Namespace) -> None:
     from slop_tui.ui.collector import hold_full_collections
 
@@ -118,7 +130,7 @@ def child(args: argparse.Namespace) -> None:
             if time.monotonic() > deadline:
                 prompt = app.query_one("#prompt")
                 for task in asyncio.all_tasks():  # where each waits: what keeps the reply
-                    task.print_stack(limit=6, file=sys.stderr)
+                    print(f"task {task.get_name()}: {' <- '.join(awaiting(task))}", file=sys.stderr)
                 raise SystemExit(
                     f"timed out: {what} (phase {app.turns.phase!r}, busy {app.turns.busy}, "
                     f"asking {app.turns.asking}, prompt {prompt.text!r}, held "
