@@ -162,6 +162,7 @@ def child(args: argparse.Namespace) -> None:
         app.turns._on_event = timed
         for i in range(1, args.replies + 1):
             app.workspace_screen.action_focus_prompt()
+            prompt = app.query_one("#prompt")  # the prompt now mounted, not a replaced one
             prompt.text = f"question {i}: how does the ledger window move?"
             first_text.clear()
             pressed = time.perf_counter()
