@@ -28,6 +28,9 @@ slope per reply after the third (least squares over replies 3..N, per run);
 the peak so far (VmHWM: the tokenizer is built during a turn and released
 after it); and the time from Enter to the reply's first streamed text, for the
 first reply (the SDK's import) and the later ones (a tokenizer built again).
+A run in which a reply does not start or end within 300 s is left out (its
+state printed), another is made in its place (at most `--runs` more), and the
+report says how many were left out.
 
 `--first-reply`: what the first reply loads, step by step, each in a fresh
 process that has imported the app first (as it has when shown): the RSS each
@@ -76,6 +79,18 @@ def rss_mb(field: str = "VmRSS") -> float:
     return 0.0
 
 
+def awaiting(task: asyncio.Task) -> list[str]:
+    """Where a task waits, innermost last: its coroutines' `await` chain (a suspended
+    task's own stack is one frame)."""
+    where, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where
+
+
 def child(args: argparse.Namespace) -> None:
     from slop_tui.ui.collector import hold_full_collections
 
@@ -113,7 +128,15 @@ def child(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 300
         while not check():
             if time.monotonic() > deadline:
-                raise SystemExit(f"timed out: {what} (phase {app.turns.phase!r})")
+                prompt = app.query_one("#prompt")
+                for task in asyncio.all_tasks():  # where each waits: what keeps the reply
+                    print(f"task {task.get_name()}: {' <- '.join(awaiting(task))}", file=sys.stderr)
+                raise SystemExit(
+                    f"timed out: {what} (phase {app.turns.phase!r}, busy {app.turns.busy}, "
+                    f"asking {app.turns.asking}, prompt {prompt.text!r}, held "
+                    f"{getattr(prompt, 'held', '?')!r}, focused {app.focused!r}, screen "
+                    f"{app.screen!r}, workers {[(w.group, w.name, w.state.name) for w in app.workers]})"
+                )
             await asyncio.sleep(0.02)
 
     async def drive(pilot) -> None:
@@ -139,6 +162,7 @@ def child(args: argparse.Namespace) -> None:
         app.turns._on_event = timed
         for i in range(1, args.replies + 1):
             app.workspace_screen.action_focus_prompt()
+            prompt = app.query_one("#prompt")  # the prompt now mounted, not a replaced one
             prompt.text = f"question {i}: how does the ledger window move?"
             first_text.clear()
             pressed = time.perf_counter()
@@ -282,7 +306,8 @@ def spawn(work: Path, template: Path, config: Path, args, tag: str, trace: bool)
     for p in work.glob(f"run-{tag}.db*"):
         p.unlink()
     if done.returncode != 0:
-        raise SystemExit(f"child {tag} failed ({done.returncode})")
+        print(f"child {tag} failed ({done.returncode}); left out", file=sys.stderr, flush=True)
+        return None
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -435,17 +460,25 @@ def main() -> None:
             return
         warm = argparse.Namespace(**{**vars(args), "replies": 1})
         spawn(work, template, config, warm, "warm", trace=False)  # bytecode, page cache
-        for i in range(args.runs):
-            rss_runs.append(spawn(work, template, config, args, f"rss-{i}", trace=False))
-            if not args.no_trace:
-                traced_runs.append(spawn(work, template, config, args, f"traced-{i}", trace=True))
-            print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
+        attempts = 0
+        while len(rss_runs) < args.runs and attempts < 2 * args.runs:
+            i, attempts = attempts, attempts + 1  # a failed run is left out and made again
+            if run := spawn(work, template, config, args, f"rss-{i}", trace=False):
+                rss_runs.append(run)
+            if not args.no_trace and (
+                run := spawn(work, template, config, args, f"traced-{i}", trace=True)
+            ):
+                traced_runs.append(run)
+            print(f"run {i + 1} done ({len(rss_runs)} of {args.runs})", file=sys.stderr)
+        failed = attempts - len(rss_runs)
     finally:
         fake.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"# bench/memory.py: {c.machine()}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in load)}")
+    if failed:
+        print(f"runs left out (a reply did not start or end in time): {failed}")
     if args.env:
         print(f"environment of the app: {' '.join(args.env)}")
     print(

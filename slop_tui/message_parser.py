@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 
 from slop_tui.records import (
     STATUS_TOOL_CALL,
@@ -37,6 +38,13 @@ from slop_tui.records import (
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
+# Parsed payloads kept (`_loads`, `_calls_of`): the tool-call rows of a window, which
+# every assembly reads again. An entry holds its payload (~1 KB) and its parsed form,
+# ~4 KB together: 1,024 of them ~4 MB. A window with more tool calls than this parses
+# the rest again each time (~40 microseconds a row on a loaded 2-core machine).
+PAYLOADS_KEPT = 1024
+
+
 def native_payload(msg: Message) -> object | None:
     """The parsed `payload` JSON of a row, or None when absent or malformed.
 
@@ -48,12 +56,14 @@ def native_payload(msg: Message) -> object | None:
     return _loads(msg.payload)
 
 
-@functools.lru_cache(maxsize=4096)
-def _loads(payload: str) -> object | None:
+def _parse(payload: str) -> object | None:
     try:
         return json.loads(payload)
     except (ValueError, TypeError, RecursionError):
         return None
+
+
+_loads = functools.lru_cache(maxsize=PAYLOADS_KEPT)(_parse)
 
 
 def _family(msg: Message, payload: object) -> str | None:
@@ -137,28 +147,39 @@ def _gemini_calls(payload: object) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def tool_calls(msg: Message) -> tuple[ToolCall, ...]:
-    """The provider-neutral tool calls of a `tool_call` row (empty for any other row)."""
+def tool_calls(msg: Message, *, keep: bool = True) -> tuple[ToolCall, ...]:
+    """The provider-neutral tool calls of a `tool_call` row (empty for any other row).
+
+    `keep=False` for a row read once (the input of a summary or a compaction): parsed
+    without entering the cache, which holds the rows every assembly reads again."""
     if msg.status != STATUS_TOOL_CALL or not msg.payload:
         return ()
+    if not keep:
+        return _calls_in(msg.strategy, msg.payload, _parse)
     return _calls_of(msg.strategy, msg.payload)
 
 
-@functools.lru_cache(maxsize=4096)
-def _calls_of(strategy: str | None, payload_json: str) -> tuple[ToolCall, ...]:
-    # Stored payloads never change, and every assembly re-reads the same
-    # window, so parsing each payload once per process is enough. ToolCall
-    # records are frozen; callers must not mutate their `arguments`.
+def _calls_in(
+    strategy: str | None, payload_json: str, loads: Callable[[str], object | None]
+) -> tuple[ToolCall, ...]:
     probe = Message(
         0, "", None, "", "assistant", "", STATUS_TOOL_CALL, payload_json, strategy=strategy
     )
-    payload = native_payload(probe)
+    payload = loads(payload_json)
     family = _family(probe, payload)
     if family == STRATEGY_OPENAI:
         return _openai_calls(payload)
     if family == STRATEGY_GEMINI:
         return _gemini_calls(payload)
     return ()
+
+
+@functools.lru_cache(maxsize=PAYLOADS_KEPT)
+def _calls_of(strategy: str | None, payload_json: str) -> tuple[ToolCall, ...]:
+    # Stored payloads never change, and every assembly re-reads the same
+    # window, so parsing each payload once per process is enough. ToolCall
+    # records are frozen; callers must not mutate their `arguments`.
+    return _calls_in(strategy, payload_json, _loads)
 
 
 def _payload_text(msg: Message, payload: object) -> str:
@@ -177,14 +198,17 @@ def _payload_text(msg: Message, payload: object) -> str:
     return ""
 
 
-def assistant_text(msg: Message) -> str:
+def assistant_text(msg: Message, *, keep: bool = True) -> str:
     """The human-readable text of a row.
 
     `content` is authoritative (the ledger stores the text there for every
-    row); the payload is consulted only when a tool-call row has no content.
+    row); the payload is consulted only when a tool-call row has no content
+    (with `keep=False`, as in `tool_calls`, parsed without entering the cache).
     """
     if msg.content or msg.status != STATUS_TOOL_CALL:
         return msg.content
+    if not keep:
+        return _payload_text(msg, _parse(msg.payload) if msg.payload else None)
     return _payload_text(msg, native_payload(msg))
 
 

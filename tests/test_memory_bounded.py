@@ -10,10 +10,17 @@
   import, the tokenizer, Textual's and Rich's caches warming up) the traced
   heap's growth per reply (least squares, each point after a collection)
   stays under `PER_REPLY_BYTES`.
+- The parser's caches of stored payloads hold at most `PAYLOADS_KEPT` rows, and
+  the rows a summary or a compaction reads once (each reply's background summary
+  reads a group's) do not enter them.
+- SQLite's page cache (up to the ledger's 32 MB `cache_size`, filled by a turn's
+  reads) is freed when the app is idle, with the tokenizer.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import gc
 import statistics
@@ -27,7 +34,10 @@ from textual.widgets import Static
 
 from slop_tui import message_parser
 from slop_tui.context import tokens
+from slop_tui.context.compaction import format_messages
+from slop_tui.context.summaries import standalone_summary_request
 from slop_tui.context.tokens import count_cache
+from slop_tui.ledger import Ledger
 from slop_tui.ui import turns
 from slop_tui.ui.themes import load_themes, register_themes
 from slop_tui.ui.widgets.blocks import AnswerBlock, RenderedLines
@@ -37,6 +47,7 @@ from slop_tui.workspace import NEXT_PROMPT
 from tests.fakeserver import Reply, wait_for
 from tests.test_app import project, started  # noqa: F401  (the fixture)
 from tests.test_app_actions import finished, make_app, openai_env, seed, submit
+from tests.test_context_factories import openai_calls
 from tests.test_ui_startup import cold  # noqa: F401  (the fixture)
 
 REPLIES = 12
@@ -181,6 +192,14 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
     def releasing() -> bool:
         return any(w.group == "tokenizer-release" and not w.is_finished for w in app.workers)
 
+    released: list[int] = []
+    release_memory = Ledger.release_memory
+
+    async def counted(self) -> None:
+        await release_memory(self)
+        released.append(sqlite_memory_used())
+
+    monkeypatch.setattr(Ledger, "release_memory", counted)
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
         gauge = app.query_one(TokenGauge)
@@ -191,6 +210,8 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
             # Built for the turn (once per turn), released once the app is idle.
             assert cold == [1] * n
             assert not tokens.encoding_loaded() and tokens.encoding_ready() is None
+            # SQLite's page cache freed with it (what stays: its schema and statements).
+            assert len(released) == n and released[-1] < 2 * 2**20, released
             # The gauge is exact without it: what the turn counted is in the count cache.
             assert not gauge.estimated
         shown = gauge.reading
@@ -198,3 +219,50 @@ async def test_the_tokenizer_is_released_when_the_app_is_idle_and_the_counts_sta
         assert cold == [1, 1]  # every text of the request was counted before
         assert shown.total == exact.request_tokens
         assert dict(shown.layers) == exact.layer_tokens()
+
+
+def sqlite_memory_used() -> int:
+    """Bytes SQLite's allocator holds now, process-wide (`sqlite3_memory_used`, of the
+    library the `sqlite3` module is linked with)."""
+    lib = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    return lib.sqlite3_memory_used()
+
+
+async def test_the_ledger_frees_its_page_cache_when_asked(tmp_path):
+    ledger = await Ledger.open(tmp_path / "slop.db")
+    try:
+        async with ledger.transaction() as db:
+            await db.executemany(
+                "INSERT INTO app_state(key, value) VALUES (?, ?)",
+                ((f"k{i}", "x" * 4000) for i in range(4000)),  # ~16 MB of pages
+            )
+        rows = await ledger._tuples("SELECT value FROM app_state")
+        assert len(rows) >= 4000
+        del rows
+        filled = sqlite_memory_used()
+        await ledger.release_memory()
+        freed = filled - sqlite_memory_used()
+        assert freed > 8 * 2**20, f"{freed / 2**20:.1f} MB of SQLite's memory freed"
+        assert await ledger.get_setting("k7") == "x" * 4000  # read again from the file
+    finally:
+        await ledger.close()
+
+
+def test_rows_read_once_for_a_summary_stay_out_of_the_parsers_caches():
+    rows = [
+        openai_calls(i, i, [(f"call_{i}", "read_file", {"path": f"/src/{i}.py"})])
+        for i in range(1, 201)
+    ]
+    before = (message_parser._calls_of.cache_info(), message_parser._loads.cache_info())
+    request = standalone_summary_request(rows, "openai")
+    boundary = format_messages(rows, max_messages=len(rows))
+    assert "[calls: read_file]" in request.messages[-1].text and "read_file" in boundary
+    after = (message_parser._calls_of.cache_info(), message_parser._loads.cache_info())
+    assert [a.currsize - b.currsize for a, b in zip(after, before, strict=True)] == [0, 0]
+    # What an assembly reads is kept, up to the bound.
+    for row in rows * 8:
+        message_parser.tool_calls(row)
+    for fn in (message_parser._calls_of, message_parser._loads):
+        assert fn.cache_info().maxsize == message_parser.PAYLOADS_KEPT
+        assert lru_bounded(fn)

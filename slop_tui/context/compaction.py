@@ -105,9 +105,10 @@ def _message_text(m: Message | PromptMessage) -> tuple[str, str, str]:
     """(ROLE label, content, calls line) of a ledger row or prompt message."""
     if isinstance(m, Message):
         text = m.content
-        calls = message_parser.tool_calls(m) if m.status == STATUS_TOOL_CALL else []
+        # Read once, for the boundary request: not kept in the parser's cache.
+        calls = message_parser.tool_calls(m, keep=False) if m.status == STATUS_TOOL_CALL else []
         if m.status == STATUS_TOOL_CALL:
-            text = message_parser.assistant_text(m) or text
+            text = message_parser.assistant_text(m, keep=False) or text
         name = m.tool_name
     else:
         text, calls, name = m.text, list(m.tool_calls), m.tool_name

@@ -111,14 +111,19 @@ def _text(m: AnyMessage) -> str:
     longer look like one)."""
     if isinstance(m, Message):
         if m.status == STATUS_TOOL_CALL:
-            return redact_secrets(_analysed(message_parser.assistant_text(m) or m.content))
+            return redact_secrets(
+                _analysed(message_parser.assistant_text(m, keep=False) or m.content)
+            )
         return redact_secrets(_analysed(m.content))
     return redact_secrets(_analysed(m.text))
 
 
 def _calls(m: AnyMessage) -> list[ToolCall]:
     if isinstance(m, Message):
-        return list(message_parser.tool_calls(m)) if m.status == STATUS_TOOL_CALL else []
+        # Each row is summarised once: not kept in the parser's cache.
+        return (
+            list(message_parser.tool_calls(m, keep=False)) if m.status == STATUS_TOOL_CALL else []
+        )
     return list(m.tool_calls)
 
 

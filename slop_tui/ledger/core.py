@@ -347,6 +347,13 @@ class LedgerBase:
         with contextlib.suppress(Exception):
             await self._db.close()
 
+    async def release_memory(self) -> None:
+        """Free SQLite's page cache (`PRAGMA shrink_memory`): up to `cache_size` of
+        pages, filled by a turn's reads and writes. The next read takes its pages
+        from the operating system's file cache again. For an idle caller; the freed
+        memory goes back to the system with `tokens.trim_heap`."""
+        await self._read("PRAGMA shrink_memory", (), plain=True)
+
     async def __aenter__(self):
         return self
 

@@ -122,7 +122,7 @@ class TurnController:
         turn's background job (it counts the summaries it writes) and an exact count
         of the next request while it is still built. Every count taken is in the
         count cache, so the panes stay exact without it; the next `exact_counts`
-        builds it again (~0.3 s of CPU)."""
+        builds it again (~0.3 s of CPU). SQLite's page cache is freed with it."""
         from slop_tui.context.tokens import encoding_ready, release_encoding, trim_heap
 
         await asyncio.sleep(TOKENIZER_IDLE_S)
@@ -139,8 +139,13 @@ class TurnController:
                 await screen.refresh_context()
         if self._tokenizer_needed():
             return
-        if release_encoding():
-            await asyncio.to_thread(trim_heap)
+        release_encoding()
+        if self.app.workspace is not None:
+            # The turn filled SQLite's page cache (up to its 32 MB `cache_size`) with
+            # pages a reading user does not need; the next turn reads them again from
+            # the system's file cache.
+            await self.app.workspace.ledger.release_memory()
+        await asyncio.to_thread(trim_heap)
 
     # -- commands ----------------------------------------------------------
 
