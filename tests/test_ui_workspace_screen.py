@@ -41,6 +41,24 @@ async def _exec(project, db, line: str) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
+async def test_a_write_before_the_first_ledger_poll_shows_too(project, monkeypatch):
+    """Another process writes after the panes were read and before the ledger poll's
+    first look: the poll compares against the version the screen was read at, not the
+    one it first sees."""
+    from slop_tui.ui.screens import workspace as workspace_screen
+
+    monkeypatch.setattr(workspace_screen, "LEDGER_POLL", 3.0)  # the write comes first
+    db = project / "slop.db"
+    app = SlopApp(db=str(db), user_themes=False, blink=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: app.workspace_screen.side_panes_filled, timeout=30)
+        state = app.workspace_screen.query_one(StatePane)
+        code, out = await _exec(project, db, "/state set ## Goal written early")
+        assert code == 0, out
+        assert "written early" not in state.state_text
+        await wait_for(pilot, lambda: "written early" in state.state_text, timeout=8)
+
+
 async def test_a_write_of_another_process_shows_within_a_second(project):
     db = project / "slop.db"
     app = SlopApp(db=str(db), user_themes=False, blink=False)

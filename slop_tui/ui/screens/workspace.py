@@ -215,6 +215,9 @@ class WorkspacePanes(Screen):
             self.query_one(PromptInput).set_history(prompt_history)
         ws = self.workspace
         with self.unless_closing():
+            # What another process writes from here on shows: the ledger poll, started
+            # with the side panes, compares against the version these panes were read at.
+            self._data_version = await ws.ledger.data_version()
             # The group ids only: the group list's rows (each group's counts, status and
             # prompt) are read with the side panes.
             await self.query_one(ConversationView).load(ws.history())
