@@ -52,7 +52,7 @@ from slop_tui.config import Config
 
 # The context engine (assemble, budget, guards, layout, plan, prompt) is imported
 # where a method builds or reads a plan, not here: opening the workspace and the
-# app's first frame need none of it (~15 ms of CPU at every start). The memos'
+# app's first frame need none of it (it was ~45 ms of CPU at every start). The memos'
 # checks and the token counter are small, and `open` uses them.
 from slop_tui.context.memos import (
     extract_keywords,
