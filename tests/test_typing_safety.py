@@ -10,6 +10,7 @@ the footer's undo and redo).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 from textual import events
@@ -252,3 +253,49 @@ async def test_the_mouse_drops_by_the_mark_and_undoes_and_redoes_from_the_footer
         await click_key(pilot, bar, "Redo")
         await wait_for(pilot, lambda: [g.group_id for g in groups.groups] == gids)
         assert len(await ws.ledger.session_messages(ws.session)) == 6
+
+
+async def test_a_line_refused_because_a_turn_began_meanwhile_comes_back_to_the_prompt(
+    fake_llm, project, monkeypatch
+):
+    """Enter takes the line from the prompt; a turn that starts before the line runs
+    (another key's) has it refused: the text is back in the prompt, nothing is sent."""
+    import slop_tui.commands as commands
+
+    openai_env(monkeypatch, fake_llm)
+    gate = threading.Event()
+    fake_llm.enqueue(Reply(text="the racing answer", gate=gate), Reply(text="the answer"))
+    await seed(project, [("earlier", "earlier answer")])
+    real_dispatch = commands.dispatch
+    app = make_app(project)
+    raced: list[str] = []
+
+    async def dispatch(ws, text):
+        if text == "my question" and not raced:
+            raced.append(text)
+            app.turns.run_turn("a racing turn")  # as ctrl+r would, between the two
+            for _ in range(500):
+                if app.turns.busy:
+                    break
+                await asyncio.sleep(0.01)
+            assert app.turns.busy
+        return await real_dispatch(ws, text)
+
+    monkeypatch.setattr(commands, "dispatch", dispatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        prompt = app.query_one("#prompt")
+        await type_text(pilot, "my question")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("A turn is running" in m for m in notes(app)))
+        assert prompt.text == "my question"
+        gate.set()
+        await wait_for(pilot, lambda: not turn_running(app), timeout=10)
+        sent = "\n".join(str(m["content"]) for m in fake_llm.chat_requests[0].messages)
+        assert "my question" not in sent and sent.endswith("a racing turn")
+        await pilot.press("enter")  # the text given back is sent as it stands
+        await wait_for(pilot, lambda: len(fake_llm.chat_requests) == 2, timeout=10)
+        await wait_for(pilot, lambda: not turn_running(app), timeout=10)
+        last = fake_llm.last_chat.messages[-1]
+        assert last["role"] == "user" and last["content"].endswith("\nmy question")
+        assert prompt.text == ""

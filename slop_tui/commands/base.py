@@ -35,7 +35,7 @@ class CommandResult:
 
     ok: bool = True
     text: str = ""
-    error_kind: str | None = None  # "unknown" | "usage" | "failed" | "exists"
+    error_kind: str | None = None  # "unknown" | "usage" | "failed" | "exists" | "busy"
     data: object | None = None
     send: str | None = None  # text to send to the model as the user's message
     # `/reply GID` from a topic lane: the group the sent prompt replies to, quoted for

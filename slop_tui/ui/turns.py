@@ -152,8 +152,10 @@ class TurnController:
     async def execute(self, text: str):
         """Run a line exactly as if it was typed in the prompt; its `CommandResult` for
         the screen to report, or None when there is nothing to report (a dialog asks
-        first, the app quits, a turn is running)."""
+        first, the app quits). A line to send while a turn runs is refused with
+        `error_kind` "busy"."""
         from slop_tui.commands import dispatch
+        from slop_tui.commands.base import CommandResult
 
         app = self.app
         if app.workspace is None:
@@ -169,8 +171,11 @@ class TurnController:
             await app.action_quit()
             return None
         if result.send is not None and self.busy:
-            app.notify("A turn is running; Esc cancels it.", severity="warning")
-            return None
+            # A turn started while this line was being read (a key that runs one): the
+            # line is refused, and a surface that took it from the user gives it back.
+            return CommandResult(
+                ok=False, text="A turn is running; Esc cancels it.", error_kind="busy"
+            )
         if result.send is not None:
             self.run_turn(result.send, reply_to=result.reply_to)
         elif (

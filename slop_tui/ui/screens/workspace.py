@@ -545,14 +545,16 @@ class WorkspaceScreen(WorkspacePanes):
         else:
             self.show_banner(message.text, cause=message.cause)
 
-    async def run_command(self, line: str) -> None:
-        """Run a line as if typed in the prompt, and report it (the panes' intents)."""
+    async def run_command(self, line: str):
+        """Run a line as if typed in the prompt, and report it (the panes' intents);
+        its `CommandResult`, or None when there was nothing to report."""
         turns = self.app.turns
         await self.show_output(line, "")  # the panel shows the last command's output
         result = await turns.execute(line)
         if result is not None:
             await self.report(line, result)
             turns.reported(result)
+        return result
 
     @on(messages.CommandFinished)
     async def command_finished(self, message: messages.CommandFinished) -> None:
@@ -688,7 +690,11 @@ class WorkspaceScreen(WorkspacePanes):
         history = [h for h in prompt.history if h != text][-199:] + [text]
         prompt.set_history(history)
         await ws.ledger.set_setting("prompt_history", json.dumps(history))
-        await self.run_command(text)
+        result = await self.run_command(text)
+        if result is not None and result.error_kind == "busy" and not prompt.text.strip():
+            # A turn began between the key and the line's run: the text comes back
+            # (a prompt typed into since keeps what was typed; the history has the line).
+            prompt.restore(text)
 
     async def on_group_list_drop_toggled(self, event: GroupList.DropToggled) -> None:
         verb = "drop" if event.dropped else "restore"
