@@ -197,9 +197,15 @@ class Term:
     ) -> float | None:
         """Feed what the program wrote until `probe` holds after a chunk read at or after
         `after`; returns that chunk's read time, or None after `timeout` seconds (or
-        when the program closed its terminal). `probe=None` feeds what is queued now."""
+        when the program closed its terminal). `probe=None` feeds what is queued now
+        (not what arrives meanwhile: a program writing faster than the emulator reads
+        would keep it feeding for ever)."""
         deadline = time.perf_counter() + timeout
+        left_to_feed = len(self._queue) if probe is None else -1
         while True:
+            if left_to_feed == 0:
+                return None
+            left_to_feed -= 1
             with self._ready:
                 while not self._queue and not self._closed and probe is not None:
                     left = deadline - time.perf_counter()

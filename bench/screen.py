@@ -1,7 +1,9 @@
 """The user's clock: the real `slop-tui` in a pseudo-terminal, read by a terminal emulator.
 
     python bench/screen.py [--quick] [--runs N] [--presses N] [--no-keys] [--keep DIR]
+                           [--apps hello,empty,2k,20k] [--cases WORD,...] [--log FILE]
                            [--env VAR=VALUE ...] [--profile]
+    python bench/screen.py --report LOG [LOG ...]
 
 bench/tui.py times frames from inside the process; this one stands where the
 user sits. Every start is the installed console script (`slop-tui` beside the
@@ -42,7 +44,17 @@ under `python -m cProfile` (ended with ctrl+q once settled) the start-up's
 phases. cProfile roughly doubles every time; read its shares, not its ms.
 
 Every start is measured `--runs` times (default 5); keys are measured in every
-run and pooled: median, p99 and max. `--quick` (under 3 minutes, to run on every
+run and pooled: median, p99 and max. While a reply streams, the keys that set a
+case up (focus, Esc, End) wait a fixed time, not for a quiet screen (there is
+none); a streamed key is only sent while the reply (STREAM_S long) still flows.
+
+Each finished start and each finished key case is appended to a JSON-lines log
+as it ends (`--log FILE`; with `--keep DIR` by default DIR/screen-log.jsonl)
+and a line on stderr says where the run is; the table is made from those
+records. `--report LOG ...` prints the table of one or several logs pooled, so
+a long run can be split over several invocations (`--apps`, `--cases`) and an
+interrupted one keeps what it measured. `kill -USR1 PID` prints where a running
+bench is. `--quick` (under 3 minutes, to run on every
 change that touches the screen): every target still measured, on fewer samples:
 2 starts of each app (start-up, settled, memory) and the key cases in one start,
 of the 20,000-message session (the slowest for keys), 10 keys per case.
@@ -57,14 +69,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
+import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +119,7 @@ RSS_TARGET_MB = 100.0
 QUIET_S = 0.6
 STREAM_MARK = "streamstart"
 STREAM_RATE = 200.0
+STREAM_S = 120.0  # how long the streamed reply lasts
 
 
 # -- the ledger and the configuration -------------------------------------------------
@@ -282,7 +299,9 @@ class Run:
     rss_end_mb: float | None = None
     keys: dict[str, list[float]] = field(default_factory=dict)
     missed: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int] = field(default_factory=dict)  # not sent: the reply had ended
     note: str = ""
+    start: str = ""  # which invocation and run: pairs a start with its hello-world app's
 
 
 class Starter:
@@ -319,7 +338,18 @@ class Starter:
         return MARK[app]
 
 
-def measure_start(starter: Starter, app: str, tag: str, *, keys: int, timeout: float) -> Run:
+def measure_start(
+    starter: Starter,
+    app: str,
+    tag: str,
+    *,
+    keys: int,
+    timeout: float,
+    on_case: Callable[[Run, str], None] | None = None,
+    only: tuple[str, ...] = (),
+) -> Run:
+    """One start of `app`: its first useful frame, settled, memory, and with `keys` that
+    many presses of each key case (`on_case(run, case)` after each case)."""
     run = Run(app)
     term, db = starter.start(app, tag)
     try:
@@ -339,7 +369,7 @@ def measure_start(starter: Starter, app: str, tag: str, *, keys: int, timeout: f
         run.rss_shown_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
         run.cpu_shown = cpu_seconds(term.pid)
         if keys and app != "hello":
-            KeyCases(term, run, keys).all()
+            KeyCases(term, run, keys, on_case, only).all()
             run.rss_end_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
     finally:
         term.close()
@@ -357,10 +387,20 @@ def useful(app: str, term: Term) -> bool:
 class KeyCases:
     """The key cases of one start, idle and while a reply streams."""
 
-    def __init__(self, term: Term, run: Run, presses: int) -> None:
+    def __init__(
+        self,
+        term: Term,
+        run: Run,
+        presses: int,
+        on_case: Callable[[Run, str], None] | None = None,
+        only: tuple[str, ...] = (),
+    ) -> None:
         self.term = term
+        self.only = only
         self.run = run
         self.presses = presses
+        self.on_case = on_case
+        self.stream_ends = 0.0  # perf_counter time the streamed reply ends at
         self.rnd = random.Random(3)
         layout = find_layout(term)
         if layout is None:
@@ -370,24 +410,36 @@ class KeyCases:
 
     def all(self) -> None:
         has_groups = self.run.app != "empty"
-        self.typing("typing in the prompt, idle", idle=True)
-        self.palette("ctrl+p (the command palette), idle", idle=True)
-        if has_groups:
-            self.groups("up in the groups pane, idle", idle=True)
-            self.conversation("pageup", "PageUp in the conversation, idle", idle=True)
-            self.conversation(
-                "ctrl+u", "ctrl+u (older groups) in the conversation, idle", idle=True
-            )
-        if not self.start_stream():
-            return
-        self.typing("typing in the prompt, reply streaming", idle=False)
-        self.palette("ctrl+p (the command palette), reply streaming", idle=False)
-        if has_groups:
-            self.groups("up in the groups pane, reply streaming", idle=False)
-            self.conversation("pageup", "PageUp in the conversation, reply streaming", idle=False)
-            self.conversation(
-                "ctrl+u", "ctrl+u (older groups) in the conversation, reply streaming", idle=False
-            )
+        for when, idle in (("idle", True), ("reply streaming", False)):
+            cases = [
+                (f"typing in the prompt, {when}", self.typing, ()),
+                (f"ctrl+p (the command palette), {when}", self.palette, ()),
+            ]
+            if has_groups:
+                cases += [
+                    (f"up in the groups pane, {when}", self.groups, ()),
+                    (f"PageUp in the conversation, {when}", self.conversation, ("pageup",)),
+                    (
+                        f"ctrl+u (older groups) in the conversation, {when}",
+                        self.conversation,
+                        ("ctrl+u",),
+                    ),
+                ]
+            cases = [case for case in cases if self.wanted(case[0])]
+            if cases and not idle and not self.start_stream():
+                return
+            for name, fn, args in cases:
+                self.case(name, fn, *args, idle=idle)
+
+    def wanted(self, name: str) -> bool:
+        """Whether case `name` is measured: `only` is empty or names it (a word of it)."""
+        return not self.only or any(word.lower() in name.lower() for word in self.only)
+
+    def case(self, name: str, fn: Callable[..., None], *args: str, idle: bool) -> None:
+        """One key case; its samples go to `on_case` as soon as it is done."""
+        fn(*args, name, idle=idle)
+        if self.on_case is not None:
+            self.on_case(self.run, name)
 
     # -- one key ----------------------------------------------------------------------
 
@@ -410,6 +462,9 @@ class KeyCases:
             term.settle(rest, 2.0)
         else:
             self.gap(rest)
+            if time.perf_counter() > self.stream_ends:
+                self.run.ended[case] = self.run.ended.get(case, 0) + 1
+                return
         term.drain()
         probe = probe_for()
         t = term.send(key)
@@ -426,15 +481,28 @@ class KeyCases:
             self.term.drain()
             time.sleep(0.005)
 
-    def quiet(self, key: str, wait: float = 0.3) -> None:
-        """A key that sets a case up (focus, back to the newest): not measured."""
+    def quiet(self, key: str, idle: bool, wait: float = 0.3) -> None:
+        """A key that sets a case up (focus, back to the newest): not measured. Idle:
+        then `wait` seconds without a change. While a reply streams the screen never
+        rests: `wait` seconds."""
         self.term.send(key)
-        self.term.settle(wait, 5.0)
+        if idle:
+            self.term.settle(wait, 5.0)
+        else:
+            self.gap(wait)
+
+    def until(self, probe: Callable[[Term], bool], idle: bool, wait: float) -> None:
+        """Until the screen shows `probe` (at most 5 s), then as `quiet`."""
+        self.term.pump(probe, 5.0)
+        if idle:
+            self.term.settle(wait, 5.0)
+        else:
+            self.gap(wait)
 
     # -- the cases ----------------------------------------------------------------------
 
     def typing(self, case: str, idle: bool) -> None:
-        self.quiet("f2")
+        self.quiet("f2", idle)
         box = self.layout.prompt
         letters = "abcdefghijkl"
         for i in range(self.presses):
@@ -454,13 +522,13 @@ class KeyCases:
         while self.typed:  # leave the prompt empty
             self.typed = self.typed[:-1]
             self.term.send("backspace")
-        self.term.settle(0.1, 2.0)
+        self.until(lambda t: t.find(PROMPT_HINT) is not None, idle, 0.1)
 
     def groups(self, case: str, idle: bool) -> None:
         box = self.layout.groups
         if box is None:
             return
-        self.quiet("f3")
+        self.quiet("f3", idle)
 
         def probe_for() -> Callable[[Term], bool]:
             before = highlighted(self.term, box)
@@ -471,7 +539,7 @@ class KeyCases:
 
     def conversation(self, key: str, case: str, idle: bool) -> None:
         box = self.layout.conversation
-        self.quiet(click(*self.text_line(box)))
+        self.quiet(click(*self.text_line(box)), idle)
 
         def probe_for() -> Callable[[Term], bool]:
             before = region(self.term, box)
@@ -481,18 +549,21 @@ class KeyCases:
         for first in range(0, self.presses, 6):
             for _ in range(min(6, self.presses - first)):
                 self.press(case, key, probe_for, idle, rest=0.3)
-            self.quiet("end", 0.5)
+            # While a reply streams, long enough for the view to reach the bottom
+            # and follow the reply again.
+            self.quiet("end", idle, 0.5 if idle else 1.0)
 
     def palette(self, case: str, idle: bool) -> None:
         """ctrl+p opens the command palette (its field shows); Esc closes it, unmeasured."""
-        self.quiet("f2")
+        self.quiet("f2", idle)
 
         def probe_for() -> Callable[[Term], bool]:
             return lambda t: t.find(PALETTE_HINT) is not None
 
         for _ in range(self.presses):
             self.press(case, "ctrl+p", probe_for, idle, rest=0.1)
-            self.quiet("escape", 0.2)
+            self.term.send("escape")
+            self.until(lambda t: t.find(PALETTE_HINT) is None, idle, 0.2)
 
     def text_line(self, box: tuple[int, int, int, int]) -> tuple[int, int]:
         """Where a click focuses the conversation and does nothing else: a line of
@@ -510,18 +581,23 @@ class KeyCases:
         return x0 + 4, y
 
     def start_stream(self) -> bool:
-        self.quiet("f2")
+        self.quiet("f2", True)
         self.term.send("stream a long answer")
+        box = self.layout.prompt
+        typed = self.term.pump(
+            lambda t: "streamalonganswer" in "".join(region(t, box)).replace(" ", ""), 10.0
+        )
         self.term.settle(0.1, 2.0)
         self.term.send("enter")
-        shown = self.term.pump(lambda t: t.find(STREAM_MARK) is not None, 60.0)
-        if shown is None:
-            self.run.note = "the streamed reply never showed"
+        shown = typed and self.term.pump(lambda t: t.find(STREAM_MARK) is not None, 60.0)
+        if not shown:
+            what = "the streamed reply never showed" if typed else "the prompt never showed it"
+            self.run.note = f"{what}; the screen:\n{self.term.dump()}"
             return False
-        end = time.perf_counter() + 1.0  # the reply is flowing
-        while time.perf_counter() < end:
-            self.term.drain()
-            time.sleep(0.01)
+        # The streamed cases are measured while the reply flows: from a second after
+        # its first words until a little before its last (STREAM_S).
+        self.stream_ends = shown + STREAM_S - 5.0
+        self.gap(1.0)
         return True
 
 
@@ -694,6 +770,101 @@ def pctl(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+class Log:
+    """What a run measured, as it is measured: one JSON line per finished start
+    (`kind: start`) and per finished key case (`kind: keys`, its samples), each with
+    the load average and the time. Written to `path` (appended, flushed) when given,
+    so an interrupted run keeps what it measured and a long run can be split over
+    several invocations; the report is always made from these records."""
+
+    FIELDS = ("first", "shown", "first_output", "rss_shown_mb", "cpu_shown", "rss_end_mb")
+
+    def __init__(self, path: Path | None, argv: list[str]) -> None:
+        self.path = path
+        self.records: list[dict] = []
+        self.invocation = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{uuid.uuid4().hex[:8]}"
+        self.write("invocation", argv=argv, machine=c.machine())
+
+    def write(self, kind: str, **fields) -> dict:
+        record = {
+            "kind": kind,
+            "invocation": self.invocation,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "load": [round(x, 2) for x in os.getloadavg()],
+            **fields,
+        }
+        self.records.append(record)
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        return record
+
+    def case(self, i: int, run: Run, case: str) -> None:
+        ms = run.keys.get(case, [])
+        r = self.write(
+            "keys",
+            run=i,
+            app=run.app,
+            case=case,
+            ms=[round(v, 3) for v in ms],
+            missed=run.missed.get(case, 0),
+            ended=run.ended.get(case, 0),
+        )
+        if ms:
+            detail = f"n={len(ms)} p99 {pctl(ms, 0.99):.1f} median {c.median(ms):.1f} ms"
+        else:
+            detail = "n=0"
+        progress(r, f"{LABEL[run.app]}, run {i + 1}: {case}: {detail}")
+
+    def start(self, i: int, run: Run) -> None:
+        r = self.write(
+            "start", run=i, app=run.app, note=run.note, **{k: getattr(run, k) for k in self.FIELDS}
+        )
+        shown = f"{run.shown:.2f} s" if run.shown is not None else "not shown"
+        progress(r, f"{LABEL[run.app]}, run {i + 1}: settled {shown}")
+
+
+def progress(record: dict, text: str) -> None:
+    """A line on stderr as each piece finishes: a long run shows where it is."""
+    load = record["load"][0]
+    print(f"[{record['time'][11:]} load {load:.1f}] {text}", file=sys.stderr, flush=True)
+
+
+def read_logs(paths: list[str]) -> list[dict]:
+    records = []
+    for path in paths:
+        with open(path) as f:
+            records += [json.loads(line) for line in f if line.strip()]
+    return records
+
+
+def runs_from(records: list[dict]) -> dict[str, list[Run]]:
+    """The starts in `records` (of one or several invocations), per app, in the order
+    they were measured. A start interrupted during its key cases keeps the cases
+    that finished."""
+    runs: dict[tuple[str, int, str], Run] = {}
+    for r in records:
+        if r["kind"] not in ("start", "keys"):
+            continue
+        run = runs.setdefault(
+            (r["invocation"], r["run"], r["app"]),
+            Run(r["app"], start=f"{r['invocation']}/{r['run']}"),
+        )
+        if r["kind"] == "start":
+            run.note = r.get("note", "")
+            for k in Log.FIELDS:
+                setattr(run, k, r.get(k))
+        else:
+            run.keys[r["case"]] = r["ms"]
+            for counts, n in ((run.missed, r.get("missed", 0)), (run.ended, r.get("ended", 0))):
+                if n:
+                    counts[r["case"]] = n
+    results: dict[str, list[Run]] = {a: [] for a in APPS}
+    for run in runs.values():
+        results[run.app].append(run)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
@@ -704,7 +875,30 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None, help="starts per app (default 5)")
     ap.add_argument("--presses", type=int, default=None, help="keys per case and run (30)")
     ap.add_argument("--no-keys", action="store_true", help="start-up and memory only")
+    ap.add_argument(
+        "--apps",
+        default=",".join(APPS),
+        help=f"which of {','.join(APPS)} to start (default all; keys in all but hello)",
+    )
+    ap.add_argument(
+        "--cases",
+        default="",
+        help="only the key cases whose name has one of these comma-separated words "
+        "(e.g. palette,pageup or idle)",
+    )
     ap.add_argument("--keep", default="", help="work in this folder and keep it")
+    ap.add_argument(
+        "--log",
+        default="",
+        help="append each finished start and key case to this JSON-lines file "
+        "(default with --keep: KEEP/screen-log.jsonl)",
+    )
+    ap.add_argument(
+        "--report",
+        nargs="+",
+        metavar="LOG",
+        help="measure nothing: print the table of these logs, their runs pooled",
+    )
     ap.add_argument(
         "--profile", action="store_true", help="where a 2,000-message start spends its time"
     )
@@ -716,10 +910,18 @@ def main() -> None:
         help="set in every app's environment (e.g. TEXTUAL_ANIMATIONS=none); repeatable",
     )
     args = ap.parse_args()
+    # `kill -USR1 PID` prints where the bench is (every thread's stack) to stderr.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if args.report:
+        records = read_logs(args.report)
+        print_report(records, f"Keys pooled from {len(args.report)} log(s)")
+        return
+    apps = [a for a in APPS if a in args.apps.split(",")]
+    only = tuple(w for w in args.cases.split(",") if w)
     runs = args.runs or (2 if args.quick else 5)
     presses = 0 if args.no_keys else (args.presses or (10 if args.quick else 30))
-    # The key cases take most of a start's time (~2 minutes at 10 keys a case): the
-    # quick mode measures them in the first run's 20,000-message start only.
+    # The key cases take most of a start's time: the quick mode measures them in
+    # the first run's 20,000-message start only.
     keyed = ("20k",) if args.quick else tuple(APPS[1:])
     keys_note = (
         f"Keys: {presses} per case, in one start of the 20,000-message session"
@@ -727,10 +929,13 @@ def main() -> None:
         else f"Keys: {presses} per case and run, pooled over the runs"
     )
     started = time.perf_counter()
-    load = os.getloadavg()
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="slop-tui-screen-"))
     work.mkdir(parents=True, exist_ok=True)
+    log_path = Path(args.log) if args.log else (work / "screen-log.jsonl" if args.keep else None)
+    log = Log(log_path, sys.argv[1:])
+    if log_path is not None:
+        print(f"logging to {log_path}", file=sys.stderr)
     template = work / "template.db"
     for p in work.glob("template.db*"):
         p.unlink()
@@ -738,35 +943,40 @@ def main() -> None:
     mark_ledger(template)
     fake = FakeLLMServer().start()
     fake.default_reply = Reply(
-        text=stream_deltas(int(STREAM_RATE * 120)), delay=1 / STREAM_RATE, prompt_tokens=5000
+        text=stream_deltas(int(STREAM_RATE * STREAM_S)), delay=1 / STREAM_RATE, prompt_tokens=5000
     )
     config = work / "config.toml"
     write_config(config, fake.openai_base_url)
     starter = Starter(work, template, config)
     starter.env.update(v.split("=", 1) for v in args.env)
-    results: dict[str, list[Run]] = {a: [] for a in APPS}
     try:
-        for app in APPS:  # bytecode and page cache; not counted
+        for app in apps:  # bytecode and page cache; not counted
             measure_start(starter, app, f"warmup-{app}", keys=0, timeout=60)
         if args.profile:
             profile(starter, work, runs)
             return
         for i in range(runs):
-            order = APPS[i % len(APPS) :] + APPS[: i % len(APPS)]  # each app in every slot
+            order = apps[i % len(apps) :] + apps[: i % len(apps)]  # each app in every slot
             for app in order:
                 keys = presses if app in keyed and (i == 0 or not args.quick) else 0
-                results[app].append(
-                    measure_start(starter, app, f"{app}-{i}", keys=keys, timeout=60)
+                run = measure_start(
+                    starter,
+                    app,
+                    f"{app}-{i}",
+                    keys=keys,
+                    timeout=60,
+                    on_case=lambda run, case, i=i: log.case(i, run, case),
+                    only=only,
                 )
+                log.start(i, run)
     finally:
         fake.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print_report(results, runs, keys_note, load, args.env)
-    print(
-        f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-        f"whole bench {time.perf_counter() - started:.0f} s"
-    )
+    if args.env:
+        print(f"environment of every app: {' '.join(args.env)}")
+    print_report(log.records, keys_note)
+    print(f"\nwhole bench {time.perf_counter() - started:.0f} s")
 
 
 def ratio_rows(
@@ -780,10 +990,11 @@ def ratio_rows(
         v = [getattr(r, key) for r in results[app] if getattr(r, key)]
         if not v or not hello:
             continue
+        hello_of = {r.start: getattr(r, key) for r in results["hello"] if getattr(r, key)}
         pairs = [
-            getattr(a, key) / getattr(b, key)
-            for a, b in zip(results[app], results["hello"], strict=False)
-            if getattr(a, key) and getattr(b, key)
+            getattr(a, key) / hello_of[a.start]
+            for a in results[app]
+            if getattr(a, key) and a.start in hello_of
         ]
         ratio = c.median(v) / c.median(hello)
         lim = target if app in ("2k", "20k") else None
@@ -800,19 +1011,21 @@ def ratio_rows(
     return rows
 
 
-def print_report(
-    results: dict[str, list[Run]], runs: int, keys_note: str, load, extra_env: list[str]
-) -> None:
+def print_report(records: list[dict], keys_note: str) -> None:
+    """The table of what `records` (a `Log`'s, of one or several invocations) hold."""
+    results = runs_from(records)
+    runs = max((sum(r.first is not None for r in v) for v in results.values()), default=0)
+    loads = [r["load"][0] for r in records]
+    times = [r["time"] for r in records]
     print(f"# bench/screen.py: {c.machine()}")
-    if extra_env:
-        print(f"environment of every app: {' '.join(extra_env)}")
     print(
-        f"load average at start: {' '.join(f'{x:.2f}' for x in load)} "
+        f"{times[0]} – {times[-1]}; load average (1 min) during the run(s): "
+        f"{min(loads):.2f}–{max(loads):.2f}, median {c.median(loads):.2f} "
         "(other work on this machine makes the numbers noisy)"
     )
     print(
         f"`slop-tui` ({SLOP}) and bench/screen_hello.py in a 120x40 pty read by pyte; "
-        f"{runs} start(s) per app, interleaved; median (min–max). {keys_note}: "
+        f"up to {runs} start(s) per app, interleaved; median (min–max). {keys_note}: "
         "p99 (median / max, n).\n"
     )
     rows: list[list[str]] = []
@@ -877,9 +1090,11 @@ def print_report(
         for app in APPS[1:]:
             pooled = [ms for r in results[app] for ms in r.keys.get(case, [])]
             missed = sum(r.missed.get(case, 0) for r in results[app])
+            ended = sum(r.ended.get(case, 0) for r in results[app])
             if not pooled and not missed:
                 continue
             note = f", {missed} without effect in 5 s" if missed else ""
+            note += f", {ended} not sent: the reply had ended" if ended else ""
             p99 = pctl(pooled, 0.99) if pooled else float("inf")
             target = KEY_STREAMING_TARGET_MS if "streaming" in case else KEY_TARGET_MS
             rows.append(

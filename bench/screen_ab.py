@@ -1,6 +1,7 @@
 """Two builds of slop-tui on the user's clock, side by side in one run.
 
-    python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] [--log FILE]
+    python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] [--cases WORD,...]
+                              [--log FILE]
                               NAME=BIN_DIR NAME=BIN_DIR
 
 Each NAME=BIN_DIR is the `bin` folder of a virtualenv inside a checkout (the
@@ -101,6 +102,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="2k,20k", help="of empty, 2k, 20k")
     ap.add_argument("--keys", type=int, default=0, help="keys per case and run (0: none)")
     ap.add_argument(
+        "--cases",
+        default="",
+        help="only the key cases whose name has one of these comma-separated words",
+    )
+    ap.add_argument(
         "--log",
         default="",
         help="append each start's figures to this file as a JSON line, as it ends",
@@ -115,7 +121,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="slop-tui-screen-ab-"))
     fake = FakeLLMServer().start()
     fake.default_reply = Reply(
-        text=screen.stream_deltas(int(screen.STREAM_RATE * 120)),
+        text=screen.stream_deltas(int(screen.STREAM_RATE * screen.STREAM_S)),
         delay=1 / screen.STREAM_RATE,
         prompt_tokens=5000,
     )
@@ -149,7 +155,12 @@ def main() -> None:
                 for name, bindir in order:
                     screen.SLOP = Path(bindir) / "slop-tui"
                     run = screen.measure_start(
-                        starters[name], size, f"{name}-{size}-{i}", keys=args.keys, timeout=60
+                        starters[name],
+                        size,
+                        f"{name}-{size}-{i}",
+                        keys=args.keys,
+                        timeout=60,
+                        only=tuple(w for w in args.cases.split(",") if w),
                     )
                     results.setdefault((name, size), []).append(run)
                     if args.log:

@@ -105,3 +105,41 @@ def test_a_page_jump_is_told_from_a_reply_whose_lines_repeat(monkeypatch):
     # The reply grew and the view followed it: everything moved up by one line.
     followed = bar[1:] + [" █ delta"]
     assert not screen.older_in_view(bar, followed)
+
+
+def test_the_log_keeps_each_case_as_it_ends_and_logs_pool_into_one_table(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.syspath_prepend(str(BENCH))
+    screen = _load("screen")
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    for path, first in ((one, 0.5), (two, 0.7)):
+        log = screen.Log(path, ["--runs", "1"])
+        hello = screen.Run("hello", first=0.25, shown=0.3)
+        log.start(0, hello)
+        run = screen.Run("2k", first=first, shown=first + 0.1)
+        run.keys["typing in the prompt, idle"] = [float(v) for v in range(1, 51)]
+        log.case(0, run, "typing in the prompt, idle")
+        log.start(0, run)
+    # A third invocation, interrupted during its second key case: the first case is kept.
+    three = tmp_path / "three.jsonl"
+    log = screen.Log(three, [])
+    run = screen.Run("2k")
+    run.keys["typing in the prompt, idle"] = [100.0] * 10
+    run.missed["up in the groups pane, idle"] = 1
+    log.case(0, run, "typing in the prompt, idle")
+
+    records = screen.read_logs([str(one), str(two), str(three)])
+    runs = screen.runs_from(records)
+    assert [r.first for r in runs["2k"]] == [0.5, 0.7, None]
+    assert sorted(len(r.keys["typing in the prompt, idle"]) for r in runs["2k"]) == [10, 50, 50]
+    assert "up in the groups pane, idle" not in runs["2k"][2].missed  # that case never ended
+
+    screen.print_report(records, "pooled")
+    out = capsys.readouterr().out
+    typing = next(line for line in out.splitlines() if "typing in the prompt, idle" in line)
+    # 110 presses pooled: the p99 is the interrupted run's 100 ms, the median 28 ms.
+    assert "n=110" in typing and "100.0 ms" in typing and "median 28.0" in typing
+    # Each start is paired with the hello-world app of its own invocation and run.
+    ratio = next(line for line in out.splitlines() if "first useful frame ÷" in line)
+    assert "2.00–2.80 per run" in ratio

@@ -32,6 +32,7 @@ PINNED = {
     "textual._compositor.Compositor.__init__": "b90c4793efe4e3a3",
     "textual._compositor.Compositor.reflow": "a08580a81a779473",
     "textual._compositor.Compositor.reflow_visible": "cac5dbc453489329",
+    "textual._compositor.Compositor.full_map": "cecfd00ffbfaf055",
     "textual.scroll_view.ScrollView._size_updated": "1606ca15d9392999",
     "textual.widget.Widget._scroll_update": "edb9f6257285830d",
     "textual.screen.Screen._compositor_refresh": "7a40efe563816a06",
@@ -115,5 +116,7 @@ def test_every_patched_attribute_is_relied_on():
         for attr, original in patch.originals().items():
             if attr == "__getattr__":  # added to Strip, not replaced
                 continue
+            if isinstance(original, property):
+                original = original.fget
             path = f"{original.__module__}.{original.__qualname__}"
             assert path in textual_fixes.RELIED_ON, path

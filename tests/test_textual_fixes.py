@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import random
 
+from textual.app import App
 from textual.document._document import Document
 from textual.document._wrapped_document import WrappedDocument
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Static
 
 from slop_tui.ui import textual_fixes as fixes
 from tests.fakeserver import wait_for
@@ -325,3 +328,55 @@ def test_textuals_late_timer_waits_an_interval_more_than_the_patched_one(monkeyp
         first, second = run_clocked(run, monkeypatch, 2.5 * INTERVAL).ticks
         waits[label] = round((second - first - 2.5 * INTERVAL) / INTERVAL, 6)
     assert waits == {"textual": 1.5, "patched": 0.5}
+
+
+class _Counter(App):
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("count 0", id="count")
+
+
+class _Opaque(Screen):
+    DEFAULT_CSS = "_Opaque { background: $background; }"
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("on top")
+
+
+class _Translucent(ModalScreen):
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("on top")
+
+
+async def test_a_screen_under_an_opaque_one_is_drawn_again_only_once_it_is_back():
+    """Under an opaque screen (the command palette) the screen below changes unseen: its
+    changes were drawn into every frame of the screen on top (a streamed reply's five a
+    second). Under a translucent one they still show through."""
+    app = _Counter()
+    async with app.run_test(size=(40, 10)) as pilot:
+        below = app.screen
+        count = below.query_one("#count", Static)
+        frames: list[object] = []
+        display = app._display
+
+        def recording(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+            if renderable is not None:
+                frames.append(renderable)
+            display(screen, renderable)
+
+        app._display = recording  # type: ignore[method-assign]
+        for top, seen in ((_Opaque(), False), (_Translucent(), True)):
+            await app.push_screen(top)
+            await pilot.pause()
+            del frames[:]
+            for i in range(1, 4):
+                count.update(f"count {i}")
+                await pilot.pause()
+            assert bool(frames) is seen, type(top).__name__
+            app.pop_screen()
+            await pilot.pause()
+            assert app.screen is below
+            assert "count 3" in str(count.render())
+            del frames[:]
+            count.update("count 0")
+            await pilot.pause()
+            assert frames  # drawn again once it is on top

@@ -152,6 +152,65 @@ async def test_a_page_key_jumps_at_once_and_repaints_only_the_pane(ws) -> None: 
         assert view.scroll_y == before
 
 
+class PanedConvApp(ConvApp):
+    """The conversation under a line of its own (as the workspace has panes beside it)."""
+
+    CSS = "#banner { height: 1; }"
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("a pane beside the conversation", id="banner")
+        yield from super().compose()
+
+
+def off_screen_group(view: ConversationView) -> GroupBlock:
+    top = round(view.scroll_y)
+    bottom = top + view.scrollable_content_region.height
+    return next(
+        block
+        for block, block_top in view._tops.items()
+        if isinstance(block, GroupBlock)
+        and (block_top + block.outer_size.height < top or block_top > bottom)
+    )
+
+
+async def test_a_page_key_after_a_block_off_screen_was_redrawn_repaints_only_the_pane(
+    ws,  # noqa: F811
+) -> None:
+    """A block redrawn off screen (late syntax highlighting does it) makes Textual rebuild
+    its map of every widget; that forgot what was on screen, and the next page key
+    repainted the whole screen, the panes beside the conversation included."""
+    await bulk_groups(ws, 40)
+    app = PanedConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        banner = app.query_one("#banner")
+        pane = set(range(view.region.y, view.region.bottom))
+        updates: list[object] = []
+        on_each_frame(app, updates.append)
+        # After a full layout, and after a scroll: the two ways the map of what is on
+        # screen is made.
+        for before in ("layout", "scroll"):
+            if before == "layout":
+                app.screen._refresh_layout()
+            else:
+                await pilot.press("pageup")
+            await wait_for(pilot, lambda: view._style_timer is None)
+            await pilot.pause()
+            # A block off screen redrawn, then its place read (as re-rendering it does).
+            block = off_screen_group(view)
+            block.refresh()
+            await pilot.pause()
+            assert block.region.y not in pane
+            del updates[:]
+            top = view.scroll_y
+            await pilot.press("pageup")
+            assert view.scroll_y < top
+            drawn = [u for u in updates if u is not None]
+            assert drawn and not any(isinstance(u, LayoutUpdate) for u in drawn), before
+            rows = {y for u in drawn if isinstance(u, ChopsUpdate) for y, _x1, _x2 in u.spans}
+            assert rows <= pane and banner.region.y not in rows, before
+
+
 class WrapApp(App):
     """A wrapped paragraph over a view anchored to its bottom, under a hidden banner."""
 

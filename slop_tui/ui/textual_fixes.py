@@ -18,6 +18,8 @@ Patched by `install()` (name: what it replaces):
 - `placeholder-without-room`: `TextArea.render_line` (a crash)
 - `rewrap-on-width`: `TextArea._on_resize`
 - `reflow-maps`: `Compositor.reflow`, `Compositor.reflow_visible`
+- `visible-map-kept`: `Compositor.full_map`
+- `opaque-top-alone`: `App._background_screens`
 - `scrollview-size-once`: `ScrollView._size_updated`
 - `held-frames`: `Screen._compositor_refresh`
 - `first-resume-unstyled`: `Screen._on_screen_resume`
@@ -93,6 +95,7 @@ RELIED_ON: dict[str, str] = {
     "_full_map_invalidated, size",
     "textual._compositor.Compositor.reflow": "patch reflow-maps",
     "textual._compositor.Compositor.reflow_visible": "patch reflow-maps",
+    "textual._compositor.Compositor.full_map": "patch visible-map-kept",
     "textual.scroll_view.ScrollView._size_updated": "patch scrollview-size-once",
     "textual.widget.Widget._scroll_update": "scroll_update() calls it (ScrollView's)",
     "textual.screen.Screen._compositor_refresh": "patch held-frames",
@@ -112,7 +115,8 @@ RELIED_ON: dict[str, str] = {
     "textual.app.App._begin_batch": "hold_frames() enters the batch",
     "textual.app.App._end_batch": "release_frames() leaves it; "
     "drawing_allowed() reads _batch_count",
-    "textual.app.App._background_screens": "draw_widgets() passes it to render_update",
+    "textual.app.App._background_screens": "patch opaque-top-alone; draw_widgets() "
+    "passes it to render_update",
     "textual.app.App._display": "draw_widgets() writes the update with it",
     "textual.app.App.copy_to_clipboard": "remember_copied() sets _clipboard as it does",
     "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines; "
@@ -126,6 +130,8 @@ RELIED_ON: dict[str, str] = {
 }
 
 _reflow = Compositor.reflow
+_full_map = Compositor.full_map
+_background_screens = App._background_screens
 _reflow_visible = Compositor.reflow_visible
 _size_updated = ScrollView._size_updated
 _scroll_cursor_visible = TextArea.scroll_cursor_visible
@@ -187,6 +193,64 @@ def _reflow_visible_from_the_drawn_map(self: Compositor, parent, size):  # type:
         self._visible_map = self._full_map
     self._slop_drawn_map = None
     return _reflow_visible(self, parent, size)
+
+
+def _full_map_keeping_what_is_shown(self: Compositor):  # type: ignore[no-untyped-def]
+    # The full map is rebuilt when first read after a scroll, or after a widget off
+    # screen asked to be redrawn; Textual's rebuild forgets the map of what is on
+    # screen, and the next scroll, finding none to compare with, repaints the whole
+    # screen. A read of an off-screen widget's place between two scrolls did that (a
+    # block re-rendered off screen, `style_ahead`). When the rebuilt map shows the same
+    # widgets in the same places, the map of what is shown is kept (or, right after a
+    # full layout, the rebuilt map stands for the one the last frame drew).
+    if not self._full_map_invalidated or self.root is None:
+        return self._full_map
+    shown, shown_widgets = self._visible_map, self._visible_widgets
+    drawn = self._full_map if self._full_map is self.__dict__.get("_slop_drawn_map") else None
+    full = _full_map.fget(self)
+    if shown is not None:
+        if self._visible_map is None and _shows_the_same(full, shown, self.size):
+            self._visible_map, self._visible_widgets = shown, shown_widgets
+    elif drawn is not None and _shows_the_same(full, _on_screen(drawn, self.size), self.size):
+        self.__dict__["_slop_drawn_map"] = full
+    return full
+
+
+def _on_screen(full, size: Size) -> dict:  # type: ignore[no-untyped-def]
+    """The part of a compositor map that is on a screen of `size`."""
+    screen = size.region
+    return {
+        widget: geometry
+        for widget, geometry in full.items()
+        if screen.overlaps(geometry.region) and geometry.clip.overlaps(geometry.region)
+    }
+
+
+def _shows_the_same(full, shown, size: Size) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `shown` (a map of the widgets on screen) is what `full` (every widget's
+    place) puts on a screen of `size`: the same places, and no other widget on it.
+    A geometry's `order` is left out: it numbers the widgets of its own map in turn
+    (`shown` skipped those off screen), and only orders them among themselves."""
+    screen = size.region
+    for widget, geometry in full.items():
+        if widget in shown:
+            kept = shown[widget]
+            if kept.region != geometry.region or kept[2:] != geometry[2:]:
+                return False
+        elif screen.overlaps(geometry.region) and geometry.clip.overlaps(geometry.region):
+            return False
+    return all(widget in full for widget in shown)
+
+
+def _none_under_an_opaque_top(self: App) -> list[Screen]:
+    # Textual's list of the screens that show under the top one stops at the first
+    # opaque screen *below* it; an opaque top screen hides them all. Under the command
+    # palette, the workspace stayed "current": a streamed reply's updates were laid out
+    # and drawn into the palette's frames (five a second), behind cells that hide them.
+    stack = self._screen_stack
+    if stack and stack[-1].styles.background.a == 1:
+        return []
+    return _background_screens.fget(self)
 
 
 def _size_updated_if_changed(
@@ -596,6 +660,8 @@ def _names(code: CodeType) -> set[str]:
 def shape_of(obj: Any) -> str:
     """A short fingerprint of a function's parameters and the names it uses (or a
     class's `__slots__`): what a patch assumes of what it replaces or reads."""
+    if isinstance(obj, property):
+        obj = obj.fget
     if isinstance(obj, type):
         text = repr(sorted(getattr(obj, "__slots__", ())))
     else:
@@ -695,6 +761,19 @@ PATCHES: tuple[Patch, ...] = (
         {"reflow": _reflow_and_validate, "reflow_visible": _reflow_visible_from_the_drawn_map},
         "5cfaeeb4e728:456a73572248:5714aebc8fe1",
         reads=[Compositor.__init__],
+    ),
+    _patch(
+        "visible-map-kept",
+        Compositor,
+        {"full_map": property(_full_map_keeping_what_is_shown)},
+        "cb8a573d0c67:5714aebc8fe1",
+        reads=[Compositor.__init__],
+    ),
+    _patch(
+        "opaque-top-alone",
+        App,
+        {"_background_screens": property(_none_under_an_opaque_top)},
+        "de55fd91ca80",
     ),
     _patch(
         "scrollview-size-once",
