@@ -27,8 +27,8 @@ import statistics
 import sys
 import tracemalloc
 
-from textual._styles_cache import StylesCache
 from rich.segment import Segment
+from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.containers import Vertical
 from textual.strip import Strip

@@ -58,6 +58,7 @@ PINNED = {
     "textual.widget.Widget._message_loop_exit": "f11bec54df4efd84",
     "textual.strip.Strip.divide": "f6764f25c39e144b",
     "textual.strip.Strip.crop_extend": "5e83b1f823fcb361",
+    "textual.cache.LRUCache": "a4c5ed270a5d4365",
 }
 
 

@@ -64,7 +64,7 @@ from textual import _time
 from textual._compositor import Compositor
 from textual._styles_cache import StylesCache
 from textual.app import App
-from textual.cache import FIFOCache
+from textual.cache import FIFOCache, LRUCache
 from textual.command import CommandPalette
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
@@ -122,6 +122,7 @@ RELIED_ON: dict[str, str] = {
     "textual._styles_cache.StylesCache.get_inner_outer": "patch colours-cache-by-colour",
     "textual.widget.Widget._message_loop_exit": "patch removed-lets-go (runs it, then "
     "clears _styles_cache and _box_model_cache)",
+    "textual.cache.LRUCache": "removed-lets-go empties the links of its _cache before clear()",
     "textual.strip.Strip.divide": "patch strips-without-self-cycles (answers [self] "
     "uncached for one cut at its length, then calls it)",
     "textual.strip.Strip.crop_extend": "patch strips-without-self-cycles (answers self "
@@ -445,7 +446,12 @@ async def _exit_letting_go(self: Widget) -> None:
     # cycles, stays in memory until the next deep collection; what it held goes now.
     await _widget_message_loop_exit(self)
     self._styles_cache.clear()
-    self._box_model_cache.clear()
+    boxes = self._box_model_cache
+    for link in boxes._cache.values():
+        # Its entries are links of a circular list ([previous, next, key, value]):
+        # `clear()` alone leaves them a cycle, with their box models, for the collector.
+        link.clear()
+    boxes.clear()
 
 
 _strip_divide = Strip.divide
@@ -818,7 +824,8 @@ PATCHES: tuple[Patch, ...] = (
         "removed-lets-go",
         Widget,
         {"_message_loop_exit": _exit_letting_go},
-        "c198a0aaf52f",
+        "c198a0aaf52f:1d21e4858b4c",
+        reads=[LRUCache],
     ),
 )
 
