@@ -12,11 +12,14 @@ this (the parent) process so its memory is not the app's: every request goes
 through the real `openai` SDK and streams `--deltas` deltas of markdown (a
 heading, a list, a fenced code block; bench/screen.py's stream). A reply is
 typed into the prompt and sent with Enter, as a user would; the child waits
-until the turn, its background job (after-reply compaction, lane summary) and
-the tokenizer's release (`TurnController.release_tokenizer`, 5 s after the
-last exact count) have ended, then `SETTLE_S` more without input, so the
-app's own collector (ui/collector.py) runs its between-keys collection as it
-would for a user.
+until that reply's turn has started and ended (turns are counted: `pilot.press`
+returns only once the process looks idle, up to ~2 s after the key plus every
+widget's queue, and a short turn can start and end inside that wait, so
+waiting to see the app busy could wait forever), then until its background
+job (after-reply compaction, lane summary) and the tokenizer's release
+(`TurnController.release_tokenizer`, 5 s after the last exact count) have
+ended, then `SETTLE_S` more without input, so the app's own collector
+(ui/collector.py) runs its between-keys collection as it would for a user.
 
 Measured at each point (shown, then after every reply): the resident set
 (VmRSS from /proc/self/status: everything, the Python heap, native libraries'
@@ -28,9 +31,10 @@ slope per reply after the third (least squares over replies 3..N, per run);
 the peak so far (VmHWM: the tokenizer is built during a turn and released
 after it); and the time from Enter to the reply's first streamed text, for the
 first reply (the SDK's import) and the later ones (a tokenizer built again).
-A run in which a reply does not start or end within 300 s is left out (its
-state printed), another is made in its place (at most `--runs` more), and the
-report says how many were left out.
+A run in which a reply does not start or end within 300 s (`MEMORY_TIMEOUT`)
+is left out (its state and every task's await chain printed), another is made
+in its place (at most `--runs` more), and the report says how many were left
+out.
 
 `--first-reply`: what the first reply loads, step by step, each in a fresh
 process that has imported the app first (as it has when shown): the RSS each
@@ -40,6 +44,12 @@ encoding released as the app releases it when idle), 5 runs.
 
 `--diagnose`: one traced run that prints the 25 source lines whose live
 allocations grew most between reply 3 and the last reply.
+
+`--probe`: after each reply, where the memory is (glibc's heap in use and
+free, pymalloc's arenas and the bytes in their used blocks, the objects the
+collector tracks and those frozen); at the end, a deep collection timed, what
+it finds unreachable by type (the garbage the frozen set held), the widgets
+among it and what holds its Strips, then what it and `malloc_trim` give back.
 
 Targets: <= 100 MB at 20,000 messages shown; <= 150 MB after 20 replies;
 <= 0.5 MB per reply after the third.
@@ -91,6 +101,63 @@ def awaiting(task: asyncio.Task) -> list[str]:
     return where
 
 
+class _Mallinfo2(__import__("ctypes").Structure):
+    _fields_ = [
+        (name, __import__("ctypes").c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_probe() -> dict:
+    """Where the resident memory is, without changing it: glibc's heap (bytes in use
+    and free in its arenas, mmapped blocks), pymalloc's arenas (allocated, and the
+    bytes in their used blocks), the objects the collector tracks and the frozen ones."""
+    import ctypes
+    import gc
+    import re
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    with tempfile.TemporaryFile("w+") as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+
+    def field(name: str) -> int:
+        found = re.search(rf"# {name}\s*=\s*([\d,]+)", text)
+        return int(found.group(1).replace(",", "")) if found else -1
+
+    mb = 2**20
+    return {
+        "malloc_used": info.uordblks / mb,
+        "malloc_free": info.fordblks / mb,
+        "mmapped": info.hblkhd / mb,
+        "py_arenas": field("arenas allocated current"),
+        "py_used": field("bytes in allocated blocks") / mb,
+        "gc_tracked": len(gc.get_objects()),
+        "frozen": gc.get_freeze_count(),
+    }
+
+
 def child(args: argparse.Namespace) -> None:
     from slop_tui.ui.collector import hold_full_collections
 
@@ -112,6 +179,8 @@ def child(args: argparse.Namespace) -> None:
         point = {"at": label, "rss": rss_mb(), "peak": rss_mb("VmHWM"), "submit": submit_s}
         if args.trace:
             point["traced"] = tracemalloc.get_traced_memory()[0] / 2**20
+        if args.probe:
+            point.update(heap_probe())
         points.append(point)
 
     def running(app: SlopApp) -> bool:
@@ -125,7 +194,7 @@ def child(args: argparse.Namespace) -> None:
         )
 
     async def until(app: SlopApp, check, what: str) -> None:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + float(os.environ.get("MEMORY_TIMEOUT", 300))
         while not check():
             if time.monotonic() > deadline:
                 prompt = app.query_one("#prompt")
@@ -160,6 +229,29 @@ def child(args: argparse.Namespace) -> None:
             await on_event(event)
 
         app.turns._on_event = timed
+        turns_run = {"started": 0, "ended": 0}
+        turn_counted = app.turns._turn_counted
+
+        async def counted(text, reply_to) -> None:  # each turn's start and end, counted
+            turns_run["started"] += 1
+            try:
+                await turn_counted(text, reply_to)
+            finally:
+                turns_run["ended"] += 1
+
+        app.turns._turn_counted = counted
+        screen = app.workspace_screen
+        take_line = screen._take_line
+        took: list[float] = []
+
+        async def timed_take(prompt, text) -> None:  # how long the screen takes a line
+            t0 = time.perf_counter()
+            try:
+                await take_line(prompt, text)
+            finally:
+                took.append(time.perf_counter() - t0)
+
+        screen._take_line = timed_take
         for i in range(1, args.replies + 1):
             app.workspace_screen.action_focus_prompt()
             prompt = app.query_one("#prompt")  # the prompt now mounted, not a replaced one
@@ -167,8 +259,19 @@ def child(args: argparse.Namespace) -> None:
             first_text.clear()
             pressed = time.perf_counter()
             await pilot.press("enter")
-            await until(app, lambda: app.turns.busy, f"reply {i} started")
-            await until(app, lambda: not running(app), f"reply {i} ended")
+            if turns_run["ended"] >= i:
+                # pilot.press returns once the process looks idle (up to 1 s twice, then
+                # every widget's queue): a short turn may have run whole by then.
+                print(
+                    f"reply {i}: the turn ended before pilot.press returned "
+                    f"({time.perf_counter() - pressed:.2f} s after Enter; the screen took the "
+                    f"line in {took[-1] if took else -1:.2f} s)",
+                    file=sys.stderr,
+                )
+            await until(app, lambda i=i: turns_run["started"] >= i, f"reply {i} started")
+            await until(
+                app, lambda i=i: turns_run["ended"] >= i and not running(app), f"reply {i} ended"
+            )
             await asyncio.sleep(SETTLE_S)
             record(i, first_text[0] - pressed if first_text else None)
             print(f"reply {i}: {points[-1]}", file=sys.stderr, flush=True)
@@ -177,6 +280,79 @@ def child(args: argparse.Namespace) -> None:
                 tracemalloc.start(args.frames)
             if args.diagnose and i in (3, args.replies):
                 snapshots[i] = tracemalloc.take_snapshot()
+        if args.probe:  # what a deep collection and a trim would give back now
+            import ctypes
+            import gc
+            from collections import Counter
+
+            before = rss_mb()
+            gc.unfreeze()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            t0 = time.perf_counter()
+            gc.collect()
+            took = time.perf_counter() - t0
+            garbage = Counter(type(o).__qualname__ for o in gc.garbage)
+            print(
+                f"deep collection: {len(gc.garbage)} objects unreachable, {took * 1000:.0f} ms; "
+                + ", ".join(f"{k} {v}" for k, v in garbage.most_common(30)),
+                file=sys.stderr,
+            )
+            from textual.strip import Strip
+            from textual.widget import Widget
+
+            widgets = Counter()
+            for o in gc.garbage:
+                if isinstance(o, Widget):
+                    widgets[
+                        (
+                            type(o).__name__,
+                            "closed" if o._closed else "open",
+                            len(o._styles_cache._cache),
+                            len(o._box_model_cache),
+                            len(getattr(o, "_lines", None) or ()),
+                        )
+                    ] += 1
+            print(f"garbage widgets: {widgets.most_common(40)}", file=sys.stderr)
+            ids = {id(o) for o in gc.garbage}
+            holders = Counter()
+            for strip in [o for o in gc.garbage if type(o) is Strip][:400]:
+                for ref in gc.get_referrers(strip):
+                    if id(ref) in ids:
+                        holders[type(ref).__name__] += 1
+            print(f"holders of garbage strips: {holders.most_common(15)}", file=sys.stderr)
+
+            def chain(obj: object, depth: int = 8) -> str:
+                """The garbage objects above `obj`, first referrer at each level; a
+                dict names the key it holds the object under."""
+                steps, seen = [], {id(obj)}
+                for _ in range(depth):
+                    refs = [r for r in gc.get_referrers(obj) if id(r) in ids and id(r) not in seen]
+                    if not refs:
+                        break
+                    ref = refs[0]
+                    label = type(ref).__qualname__
+                    if isinstance(ref, dict):
+                        keys = [k for k, v in ref.items() if v is obj]
+                        label += f"[{keys[0]!r}]" if keys else "[value]"
+                    steps.append(label)
+                    seen.add(id(ref))
+                    obj = ref
+                return " <- ".join(steps)
+
+            chains = Counter(chain(o) for o in [g for g in gc.garbage if type(g) is Strip][::25])
+            for text, n in chains.most_common(12):
+                print(f"  {n} x Strip <- {text}", file=sys.stderr)
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.collect()
+            print(f"after it: {heap_probe()}", file=sys.stderr)
+            after_gc = rss_mb()
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            print(
+                f"deep collection: {after_gc - before:+.1f} MB, then malloc_trim: "
+                f"{rss_mb() - after_gc:+.1f} MB",
+                file=sys.stderr,
+            )
         if args.diagnose:
             stats = snapshots[args.replies].compare_to(snapshots[3], "traceback")
             for stat in stats[:30]:
@@ -302,6 +478,8 @@ def spawn(work: Path, template: Path, config: Path, args, tag: str, trace: bool)
         cmd.append("--trace")
     if args.diagnose:
         cmd += ["--diagnose", "--frames", str(args.frames)]
+    if args.probe:
+        cmd.append("--probe")
     done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, timeout=1800)
     for p in work.glob(f"run-{tag}.db*"):
         p.unlink()
@@ -402,6 +580,12 @@ def main() -> None:
     ap.add_argument("--cwd", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="after each reply, where the memory is (malloc's and pymalloc's heaps, the "
+        "collector's objects); at the end, what a deep collection and a trim give back",
+    )
     ap.add_argument("--runs", type=int, default=5, help="RSS runs, and as many traced runs (5)")
     ap.add_argument("--replies", type=int, default=20, help="streamed replies per run (20)")
     ap.add_argument("--size", default="20k", choices=["2k", "20k"], help="the session (20k)")

@@ -24,11 +24,14 @@ import ctypes.util
 import functools
 import gc
 import statistics
+import sys
 import tracemalloc
 
+from rich.segment import Segment
 from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.containers import Vertical
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -127,9 +130,86 @@ async def test_a_removed_widget_leaves_no_drawn_lines_behind():
         assert len(orphans) <= 2, f"{len(orphans)} StylesCaches outlived their widgets"
 
 
+async def test_a_removed_widget_lets_go_of_its_lines_while_frozen():
+    """The app's collector freezes what survives a collection: a removed widget, garbage
+    in reference cycles, is freed only by the next deep collection. What it drew goes
+    at its removal (the `removed-lets-go` patch), by reference count."""
+    app = Churn()
+    async with app.run_test(size=(60, 20)) as pilot:
+        box = app.query_one("#box")
+        widgets = [Static(f"line {i} " * 8) for i in range(5)]
+        await box.mount_all(widgets)
+        await pilot.pause()
+        assert all(w._styles_cache._cache and len(w._box_model_cache) for w in widgets)
+        gc.freeze()  # as the app's collector does between keys
+        try:
+            await box.remove_children()
+            await pilot.pause()
+            for widget in widgets:
+                assert not widget._styles_cache._cache
+                assert not len(widget._box_model_cache)
+        finally:
+            gc.unfreeze()
+
+
+def test_a_drawn_line_is_freed_without_the_cycle_collector():
+    """Textual answers a strip divided at its own length (every line the compositor
+    draws whole) or cropped and extended to itself with the strip, and caches that
+    answer in the strip itself: a cycle, which only a collection frees (a deep one
+    once the app's collector froze it). The `strips-without-self-cycles` patch gives
+    the same answers without caching them."""
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(200):
+            strip = Strip([Segment(f"line {i:3}"), Segment(" of text")], 16)
+            assert strip.divide([16]) == [strip]
+            assert [s.text for s in strip.divide([4, 16])] == ["line", f" {i:3} of text"]
+            assert strip.crop_extend(0, 16, None) is strip
+            assert strip.crop_extend(0, 20, None).cell_length == 20
+        del strip
+        left_for_the_collector = gc.collect()
+    finally:
+        gc.enable()
+    assert left_for_the_collector == 0
+
+
 def lru_bounded(fn: functools._lru_cache_wrapper) -> bool:
     info = fn.cache_info()
     return info.maxsize is not None and info.currsize <= info.maxsize
+
+
+CACHED_PACKAGES = ("slop_tui", "textual", "rich", "markdown_it")
+
+
+def function_caches() -> dict[str, functools._lru_cache_wrapper]:
+    """Every `functools` cache (`lru_cache`, `cache`) of slop-tui, Textual, Rich and
+    markdown-it loaded now, on a module or a class, by name. Found by walking the
+    modules: the app's collector freezes them, out of `gc.get_objects()`'s sight."""
+    found: dict[int, tuple[str, functools._lru_cache_wrapper]] = {}  # one name each
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in CACHED_PACKAGES:
+            continue
+        for owner_name, value in list(vars(module).items()):
+            spaces = [(owner_name, value)]
+            if isinstance(value, type) and value.__module__ == name:
+                spaces += [(f"{owner_name}.{k}", v) for k, v in vars(value).items()]
+            for label, obj in spaces:
+                obj = getattr(obj, "__func__", obj)  # a classmethod or staticmethod
+                if isinstance(obj, functools._lru_cache_wrapper):
+                    found.setdefault(id(obj), (f"{name}.{label}", obj))
+    return dict(found.values())
+
+
+def unbounded_growth(
+    before: dict[str, int], caches: dict[str, functools._lru_cache_wrapper]
+) -> list[str]:
+    """The caches without a bound that grew since `before` (sizes by name)."""
+    return [
+        f"{name} ({before.get(name, 0)} -> {fn.cache_info().currsize} entries)"
+        for name, fn in caches.items()
+        if fn.cache_info().maxsize is None and fn.cache_info().currsize > before.get(name, 0)
+    ]
 
 
 async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds(
@@ -144,6 +224,7 @@ async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds
     fake_llm.default_reply = lambda req: Reply(text=answer(next(served)), chunk_size=40)
     app = make_app(project)
     heap: list[float] = []
+    sizes: dict[str, int] = {}
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
         view = app.query_one(ConversationView)
@@ -159,6 +240,8 @@ async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds
                     tracemalloc.start()
                 if i >= WARM:
                     heap.append(tracemalloc.get_traced_memory()[0])
+                if i == WARM:  # what the caches hold once warm
+                    sizes = {k: f.cache_info().currsize for k, f in function_caches().items()}
                 # Explicit bounds, checked after every reply.
                 assert view.mounted_blocks <= view.max_blocks
                 assert len(count_cache()) <= count_cache().limit
@@ -170,6 +253,11 @@ async def test_streamed_replies_leave_the_heap_flat_and_the_caches_within_bounds
             tracemalloc.stop()
     assert lru_bounded(message_parser._loads)
     assert lru_bounded(message_parser._calls_of)
+    # A cache with no bound that still fills once warm grows with every reply.
+    caches = function_caches()
+    assert len(caches) > 50  # the walk finds them (Textual's geometry, Rich's cells, ours)
+    growing = unbounded_growth(sizes, caches)
+    assert not growing, growing
     growth = slope(heap)
     assert growth < PER_REPLY_BYTES, (
         f"the heap grows {growth / 1024:.1f} KiB per reply after the {WARM}th "

@@ -56,6 +56,10 @@ PINNED = {
     "textual.widgets._header.HeaderTitle": "f544742d8f4ba44f",
     "textual.command.CommandPalette._refresh_command_list": "09d737ad428bd8aa",
     "textual.command.CommandPalette.compose": "055ae3b84d55b382",
+    "textual.widget.Widget._message_loop_exit": "f11bec54df4efd84",
+    "textual.strip.Strip.divide": "f6764f25c39e144b",
+    "textual.strip.Strip.crop_extend": "5e83b1f823fcb361",
+    "textual.cache.LRUCache": "a4c5ed270a5d4365",
 }
 
 

@@ -30,6 +30,8 @@ Patched by `install()` (name: what it replaces):
 - `lazy-strip-caches`: `Strip.__init__` (and a `Strip.__getattr__`)
 - `lazy-component-styles`: `Stylesheet._process_component_classes`
 - `colours-cache-by-colour`: `StylesCache.get_inner_outer`
+- `removed-lets-go`: `Widget._message_loop_exit`
+- `strips-without-self-cycles`: `Strip.divide`, `Strip.crop_extend`
 
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
@@ -64,7 +66,7 @@ from textual import _time
 from textual._compositor import Compositor
 from textual._styles_cache import StylesCache
 from textual.app import App
-from textual.cache import FIFOCache
+from textual.cache import FIFOCache, LRUCache
 from textual.command import CommandPalette
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
@@ -122,6 +124,13 @@ RELIED_ON: dict[str, str] = {
     "textual._styles_cache.StylesCache": "scroll_keeping_lines() moves _cache and _dirty_lines; "
     "lines_to_style() reads them and _width",
     "textual._styles_cache.StylesCache.get_inner_outer": "patch colours-cache-by-colour",
+    "textual.widget.Widget._message_loop_exit": "patch removed-lets-go (runs it, then "
+    "clears _styles_cache and _box_model_cache)",
+    "textual.cache.LRUCache": "removed-lets-go empties the links of its _cache before clear()",
+    "textual.strip.Strip.divide": "patch strips-without-self-cycles (answers [self] "
+    "uncached for one cut at its length, then calls it)",
+    "textual.strip.Strip.crop_extend": "patch strips-without-self-cycles (answers self "
+    "uncached for the whole strip, then calls it)",
     "textual.widgets._header.HeaderTitle": "the app redraws the header's title alone",
     "textual.command.CommandPalette._refresh_command_list": "ListedCommandsPalette "
     "overrides it: the commands pass through `listed` on their way into the list",
@@ -490,6 +499,49 @@ def _inner_outer_by_colour(self: StylesCache, base_background, background):  # t
     return _inner_outer(base_background, background)
 
 
+_widget_message_loop_exit = Widget._message_loop_exit
+
+
+async def _exit_letting_go(self: Widget) -> None:
+    # Textual's own clean-up of a removed widget (its arrangement, render and
+    # component-styles caches), then what it keeps: the styled lines of its last
+    # draw and its box models. The app's collector freezes what survives a
+    # collection (ui/collector.py), so a removed widget, garbage in reference
+    # cycles, stays in memory until the next deep collection; what it held goes now.
+    await _widget_message_loop_exit(self)
+    self._styles_cache.clear()
+    boxes = self._box_model_cache
+    for link in boxes._cache.values():
+        # Its entries are links of a circular list ([previous, next, key, value]):
+        # `clear()` alone leaves them a cycle, with their box models, for the collector.
+        link.clear()
+    boxes.clear()
+
+
+_strip_divide = Strip.divide
+_strip_crop_extend = Strip.crop_extend
+
+
+# A strip divided at its own length, or cropped and extended to itself, is its own
+# answer, and Textual caches that answer in the strip's own cache: a reference cycle,
+# so a drawn line dropped later is freed only by a collection (and, frozen by the
+# app's collector, only by a deep one). The same answers, given without the cache.
+
+
+def _divide_without_self_cycle(self: Strip, cuts: Iterable[int]) -> list[Strip]:
+    cell_length = self.cell_length
+    cuts = [cut for cut in cuts if cut <= cell_length]
+    if cuts == [cell_length]:
+        return [self]
+    return _strip_divide(self, cuts)
+
+
+def _crop_extend_without_self_cycle(self: Strip, start: int, end: int, style) -> Strip:  # type: ignore[no-untyped-def]
+    if start <= 0 and end == self.cell_length:
+        return self
+    return _strip_crop_extend(self, start, end, style)
+
+
 def scroll_keeping_lines(
     widget: Widget, old: float, new: float, scroll: Callable[[], None]
 ) -> None:
@@ -840,6 +892,19 @@ PATCHES: tuple[Patch, ...] = (
         StylesCache,
         {"get_inner_outer": _inner_outer_by_colour},
         "db7d6bd4ce6b",
+    ),
+    _patch(
+        "strips-without-self-cycles",
+        Strip,
+        {"divide": _divide_without_self_cycle, "crop_extend": _crop_extend_without_self_cycle},
+        "e4665b19a5f5:1fdefc81e4fe",
+    ),
+    _patch(
+        "removed-lets-go",
+        Widget,
+        {"_message_loop_exit": _exit_letting_go},
+        "c198a0aaf52f:1d21e4858b4c",
+        reads=[LRUCache],
     ),
 )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
@@ -71,6 +71,16 @@ def live_step(height: int) -> int:
 
 
 # -- the view ---------------------------------------------------------------------
+
+
+def _let_go(blocks: Iterable[GroupBlock]) -> None:
+    """Blocks built ahead and never mounted, dropped: their rendered lines go now, by
+    reference count. The app's collector freezes what survives a collection
+    (ui/collector.py); a dropped block, garbage in reference cycles, would keep them
+    until the next deep collection."""
+    for block in blocks:
+        for answer in block.answers():
+            answer.forget_rendered()
 
 
 def _snapshot(block: GroupBlock, snapshot: tuple[int, int] | None) -> None:
@@ -433,7 +443,9 @@ class GroupBlocks(VerticalScroll):
         if self.history is None or self.session is None:
             return
         if self._prepared_session != self.session:
+            _let_go(self._prepared.values())
             self._prepared, self._prepared_session = {}, self.session
+        _let_go(b for g, b in self._prepared.items() if g not in gids)
         self._prepared = {g: b for g, b in self._prepared.items() if g in gids}
         width = self._answer_width()
         snapshots = await self.history.group_snapshots([g for g in gids if g not in self._prepared])
