@@ -35,6 +35,7 @@ import dataclasses
 import marshal
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import CodeType
@@ -57,21 +58,50 @@ class CacheFile:
     when it gained an entry. `valid_key` says which keys a table read back may
     hold (anything else makes the whole file ignored)."""
 
-    def __init__(self, path: Path, valid_key: Callable[[object], bool] = _is_text) -> None:
+    def __init__(
+        self,
+        path: Path,
+        valid_key: Callable[[object], bool] = _is_text,
+        *,
+        recent: int | None = None,
+    ) -> None:
         self.path = path
         self.table: dict[Any, bytes] = _read(path, valid_key)
         self.used: dict[Any, bytes] = {}  # what this process asked for or added
         self.unsaved = 0  # entries added since the last write
+        # With `recent`: the table holds (and the file keeps) only the entries last
+        # asked for or added, at most this many.
+        self.recent = recent
+        self._lock = threading.Lock()  # entries may be asked for and added in threads
 
     def get(self, key: Any) -> bytes | None:
-        data = self.table.get(key)
-        if data is not None:
-            self.used[key] = data
-        return data
+        with self._lock:
+            data = self.table.get(key)
+            if data is not None:
+                if self.recent is not None:
+                    self.used.pop(key, None)  # the most recent last
+                self.used[key] = data
+            return data
 
     def put(self, key: Any, data: bytes) -> None:
-        self.table[key] = self.used[key] = data
-        self.unsaved += 1
+        with self._lock:
+            if self.recent is not None:
+                self.used.pop(key, None)
+            self.table[key] = self.used[key] = data
+            self.unsaved += 1
+            if self.recent is not None and len(self.table) > 2 * self.recent:
+                self.table = self._kept()
+                self.used = {k: v for k, v in self.used.items() if k in self.table}
+
+    def _kept(self) -> dict[Any, bytes]:
+        """The table to keep: with `recent`, the entries of the file this process did not
+        ask for, then those it did, the most recent `recent` of them."""
+        if self.recent is None:
+            return self.table if len(self.table) <= MAX_ENTRIES else self.used
+        order = {k: v for k, v in self.table.items() if k not in self.used}
+        order.update(self.used)
+        keys = list(order)[-self.recent :] if self.recent else []
+        return {k: order[k] for k in keys}
 
     def save(self) -> None:
         """Write the table if this process added an entry (since the last write)."""
@@ -79,7 +109,8 @@ class CacheFile:
             return
         import tempfile  # at exit only: not on the start path
 
-        table = self.table if len(self.table) <= MAX_ENTRIES else self.used
+        with self._lock:
+            table = self._kept()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".")
@@ -155,6 +186,19 @@ def save_code_cache() -> None:
     for table in [_installed, *_others]:
         if table is not None:
             table.save()
+
+
+def installed_stamp(paths: list[str]) -> str | None:
+    """A short text that changes when any of `paths` (files, or folders: an upgrade
+    that replaces a package's files changes its folder) is replaced; None if one is
+    missing. For a cache of what code made from its input: its file name carries it."""
+    import hashlib
+
+    try:
+        seen = [(p, os.stat(p).st_mtime_ns) for p in paths]
+    except OSError:
+        return None
+    return hashlib.sha256(repr(seen).encode()).hexdigest()[:12]
 
 
 def _read(path: Path, valid_key: Callable[[object], bool]) -> dict[Any, bytes]:

@@ -665,7 +665,7 @@ def keep_parsed_css(folder: str | os.PathLike[str]) -> bool:
     import rich
     import textual
 
-    from slop_tui.codecache import CacheFile, keep_with_code_cache
+    from slop_tui.codecache import CacheFile, installed_stamp, keep_with_code_cache
 
     if not KEPT_CSS.fits():
         return False
@@ -674,13 +674,11 @@ def keep_parsed_css(folder: str | os.PathLike[str]) -> bool:
 
         # Rules pickle Textual's and Rich's classes: the file is per installed copy of
         # each (a package's folder changes when an upgrade replaces its files).
-        folders = [Path(textual.__file__).parent, Path(rich.__file__).parent]
-        folders.insert(1, folders[0] / "css")
-        try:
-            seen = [(str(d), os.stat(d).st_mtime_ns) for d in folders]
-        except OSError:
+        textual_folder = os.path.dirname(textual.__file__ or "")
+        rich_folder = os.path.dirname(rich.__file__ or "")
+        stamp = installed_stamp([textual_folder, os.path.join(textual_folder, "css"), rich_folder])
+        if stamp is None:
             return False
-        stamp = hashlib.sha256(repr(seen).encode()).hexdigest()[:12]
         name = (
             f"textual-css-8.2.8-{sys.implementation.cache_tag}-{sys.hexversion:x}-{stamp}.marshal"
         )
