@@ -154,9 +154,13 @@ async def main():
             await pilot.pause(0.05)
         await pilot.pause(0.3)
         shot = app.export_screenshot()
+        await pilot.pause(startup.HIGHLIGHT_AFTER + 1.0)
+        later = "markdown_it" in sys.modules  # loaded after the first screen, in a thread
     from slop_tui.codecache import save_code_cache
     save_code_cache()
-    print(json.dumps({"first": seen[0], "shot": shot, "kept": len(blocks._kept_lines.table)}))
+    print(json.dumps(
+        {"first": seen[0], "shot": shot, "kept": len(blocks._kept_lines.table), "later": later}
+    ))
 
 asyncio.run(main())
 """
@@ -198,6 +202,7 @@ async def test_a_session_opened_again_draws_its_answers_without_markdown(
     second = _start(project, folder)
     assert "markdown_it" not in second["first"]
     assert "rich.markdown" not in second["first"] and "pygments" not in second["first"]
+    assert second["later"]  # and loaded once the first screen is up
     assert second["shot"] == first["shot"]  # the same screen, highlighted code included
     (path,) = folder.glob("answer-lines-*.marshal")
     path.write_bytes(b"")  # damaged: rendered as the first time

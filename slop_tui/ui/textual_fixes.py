@@ -29,6 +29,10 @@ Patched by `install()` (name: what it replaces):
 - `lazy-component-styles`: `Stylesheet._process_component_classes`
 - `colours-cache-by-colour`: `StylesCache.get_inner_outer`
 
+Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
+
+- `kept-css`: `Stylesheet._parse_rules` (its rules from the user cache)
+
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
 `Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),

@@ -230,6 +230,11 @@ def _markdown() -> Any:
     return module
 
 
+def load_markdown() -> None:
+    """Import Markdown's modules now (the app does it in a thread after the first screen)."""
+    _markdown()
+
+
 def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     """`source` rendered as Markdown by Rich in `look`, as lines of `width` cells."""
     md = _markdown()
