@@ -115,6 +115,18 @@ def test_a_damaged_entry_or_file_is_rendered_again(kept: Path) -> None:
     assert blocks._kept_lines.table == {}
 
 
+def test_lines_rendered_after_the_first_screen_are_not_kept(kept: Path) -> None:
+    look = _look(False)
+    blocks.answer_lines(look, ANSWERS[0], 50)
+    blocks.first_screen_drawn()
+    blocks.answer_lines(look, ANSWERS[1], 50)  # paging, highlighting: not added
+    assert [key[2] for key in blocks._kept_lines.table] == [ANSWERS[0]]
+    _next_start(kept)
+    blocks.first_screen_drawn()
+    blocks.answer_lines(look, ANSWERS[0], 50)
+    assert blocks._kept_lines.unsaved == 0  # but what is kept still serves
+
+
 def test_the_file_keeps_only_the_answers_last_drawn(kept: Path) -> None:
     look = _look(False)
     sources = [f"answer number {i}\n" for i in range(3 * blocks.KEPT_ANSWERS)]

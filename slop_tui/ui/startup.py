@@ -72,6 +72,7 @@ def release_first_frame(app: Any) -> None:
 
 def first_screen_shown(app: Any) -> None:
     """The workspace's panes show the ledger: schedule what was deferred."""
+    blocks.first_screen_drawn()  # the answers' lines kept for the next start are these
     if blocks.code_highlighting_held():
         app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
     if (ws := app.workspace) is not None and ws.config.mcp:

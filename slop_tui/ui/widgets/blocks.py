@@ -252,13 +252,18 @@ def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
 # without importing markdown-it, Rich's Markdown and Pygments (~35 ms of CPU) or
 # rendering them (~10-20 ms an answer). Set by `keep_answer_lines`.
 _kept_lines: Any = None
-KEPT_ANSWERS = 48  # the answers whose lines the file keeps: the most recently drawn
+# The file keeps the lines of the answers drawn by the last starts' first screens, the
+# most recent last: new lines are added until the first screen is up (`first_screen_
+# drawn`), so the paging and highlighting that follow do not push out those of the
+# sessions opened before.
+KEPT_ANSWERS = 64
+_adding_lines = True
 
 
 def keep_answer_lines(folder: str | Path) -> bool:
-    """Keep the lines `answer_lines` renders in `folder` (the user cache), per answer
-    text, width and look: a later start draws an answer it finds there without
-    Markdown. The file is per installed copy of the renderer (Rich, markdown-it,
+    """Keep the lines `answer_lines` renders until the first screen is up in `folder`
+    (the user cache), per answer text, width and look: a later start draws an answer
+    it finds there without Markdown. The file is per installed copy of the renderer (Rich, markdown-it,
     Pygments and the two modules that call them), written with the dataclass code
     cache (`save_code_cache`); one that cannot be read is ignored and replaced. False
     (nothing kept) when a part of the renderer is not found."""
@@ -289,10 +294,17 @@ def keep_answer_lines(folder: str | Path) -> bool:
     return True
 
 
+def first_screen_drawn() -> None:
+    """Lines rendered from now on are not kept (those kept are still used)."""
+    global _adding_lines
+    _adding_lines = False
+
+
 def forget_answer_lines() -> None:
     """No kept lines (the tests)."""
-    global _kept_lines
+    global _kept_lines, _adding_lines
     _kept_lines = None
+    _adding_lines = True
 
 
 def _lines_key(key: object) -> bool:
@@ -318,8 +330,7 @@ def answer_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
         if lines is not None:
             return lines
     lines = markdown_lines(look, source, width)
-    data = _lines_data(lines)
-    if data is not None:
+    if _adding_lines and (data := _lines_data(lines)) is not None:
         table.put(key, data)
     return lines
 
