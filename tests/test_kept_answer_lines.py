@@ -127,16 +127,23 @@ def test_lines_rendered_after_the_first_screen_are_not_kept(kept: Path) -> None:
     assert blocks._kept_lines.unsaved == 0  # but what is kept still serves
 
 
-def test_the_file_keeps_only_the_answers_last_drawn(kept: Path) -> None:
+def test_a_start_adds_its_first_answers_and_the_file_keeps_the_last_starts(
+    kept: Path,
+) -> None:
     look = _look(False)
-    sources = [f"answer number {i}\n" for i in range(3 * blocks.KEPT_ANSWERS)]
-    for source in sources:
-        blocks.answer_lines(look, source, 40)
-    table = blocks._kept_lines
-    assert len(table.table) <= 2 * blocks.KEPT_ANSWERS  # bounded in memory too
-    _next_start(kept)
+    per_start = blocks.KEPT_PER_START
+    starts = [
+        [f"start {n} answer {i}\n" for i in range(per_start + 5)]
+        for n in range(blocks.KEPT_ANSWERS // per_start + 2)
+    ]
+    for sources in starts:
+        for source in sources:
+            blocks.answer_lines(look, source, 40)
+        assert len(blocks._kept_lines.table) <= 2 * blocks.KEPT_ANSWERS  # bounded in memory
+        _next_start(kept)
     kept_sources = {key[2] for key in blocks._kept_lines.table}
-    assert kept_sources == set(sources[-blocks.KEPT_ANSWERS :])
+    firsts = [source for sources in starts for source in sources[:per_start]]
+    assert kept_sources == set(firsts[-blocks.KEPT_ANSWERS :])  # each start's first ones
 
 
 # A start as the command makes it (the kept lines, the first frame held until the

@@ -253,11 +253,13 @@ def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
 # rendering them (~10-20 ms an answer). Set by `keep_answer_lines`.
 _kept_lines: Any = None
 # The file keeps the lines of the answers drawn by the last starts' first screens, the
-# most recent last: new lines are added until the first screen is up (`first_screen_
-# drawn`), so the paging and highlighting that follow do not push out those of the
-# sessions opened before.
-KEPT_ANSWERS = 64
-_adding_lines = True
+# most recent last. A start adds the first KEPT_PER_START answers it renders (the
+# newest groups', drawn first) and none after its first screen is up
+# (`first_screen_drawn`): the older groups built ahead for paging and the highlighting
+# that follows do not push out the first screens of the sessions opened before.
+KEPT_ANSWERS = 128
+KEPT_PER_START = 16
+_lines_to_add = KEPT_PER_START
 
 
 def keep_answer_lines(folder: str | Path) -> bool:
@@ -296,15 +298,15 @@ def keep_answer_lines(folder: str | Path) -> bool:
 
 def first_screen_drawn() -> None:
     """Lines rendered from now on are not kept (those kept are still used)."""
-    global _adding_lines
-    _adding_lines = False
+    global _lines_to_add
+    _lines_to_add = 0
 
 
 def forget_answer_lines() -> None:
     """No kept lines (the tests)."""
-    global _kept_lines, _adding_lines
+    global _kept_lines, _lines_to_add
     _kept_lines = None
-    _adding_lines = True
+    _lines_to_add = KEPT_PER_START
 
 
 def _lines_key(key: object) -> bool:
@@ -329,8 +331,10 @@ def answer_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
         lines = _lines_from(data, width)
         if lines is not None:
             return lines
+    global _lines_to_add
     lines = markdown_lines(look, source, width)
-    if _adding_lines and (data := _lines_data(lines)) is not None:
+    if _lines_to_add > 0 and (data := _lines_data(lines)) is not None:
+        _lines_to_add -= 1
         table.put(key, data)
     return lines
 
