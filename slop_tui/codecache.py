@@ -180,6 +180,13 @@ def keep_with_code_cache(table: CacheFile) -> None:
     atexit.register(table.save)
 
 
+def stop_keeping(table: CacheFile) -> None:
+    """Save `table` no more (neither with the code cache nor at exit)."""
+    if table in _others:
+        _others.remove(table)
+    atexit.unregister(table.save)
+
+
 def save_code_cache() -> None:
     """Write the tables now if they hold new entries (the app does this once its first
     screen is up: a process that is killed never reaches its exit handlers)."""

@@ -227,3 +227,19 @@ async def test_a_session_opened_again_draws_its_answers_without_markdown(
     path.write_bytes(b"")  # damaged: rendered as the first time
     third = _start(project, folder)
     assert "markdown_it" in third["first"] and third["shot"] == first["shot"]
+
+
+def test_a_new_table_adds_lines_after_an_earlier_apps_first_screen(tmp_path: Path) -> None:
+    """The first screen's end is process-wide: a table made after it (another app in
+    the same process) adds its own first answers; one forgotten is saved no more."""
+    from slop_tui.codecache import save_code_cache
+
+    blocks.first_screen_drawn()  # an earlier app's first screen
+    try:
+        assert blocks.keep_answer_lines(tmp_path)
+        blocks.answer_lines(_look(False), ANSWERS[0], 40)
+        assert blocks._kept_lines.unsaved == 1
+    finally:
+        blocks.forget_answer_lines()
+    save_code_cache()
+    assert not list(tmp_path.glob("answer-lines-*"))  # forgotten: never written

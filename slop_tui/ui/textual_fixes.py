@@ -695,7 +695,11 @@ def keep_parsed_css(folder: str | os.PathLike[str]) -> bool:
 def forget_parsed_css() -> None:
     """Textual's own `_parse_rules` again, and no table (the tests)."""
     global _css_table, _variables_text
+    from slop_tui.codecache import stop_keeping
+
     KEPT_CSS.uninstall()
+    if _css_table is not None:
+        stop_keeping(_css_table)
     _css_table = _variables_text = None
 
 

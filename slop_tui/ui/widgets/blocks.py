@@ -269,7 +269,7 @@ def keep_answer_lines(folder: str | Path) -> bool:
     Pygments and the two modules that call them), written with the dataclass code
     cache (`save_code_cache`); one that cannot be read is ignored and replaced. False
     (nothing kept) when a part of the renderer is not found."""
-    global _kept_lines
+    global _kept_lines, _lines_to_add
     if _kept_lines is not None:
         return True
     import importlib.util
@@ -292,6 +292,7 @@ def keep_answer_lines(folder: str | Path) -> bool:
         return False
     name = f"answer-lines-{sys.implementation.cache_tag}-{stamp}.marshal"
     _kept_lines = CacheFile(Path(folder) / name, _lines_key, recent=KEPT_ANSWERS)
+    _lines_to_add = KEPT_PER_START
     keep_with_code_cache(_kept_lines)
     return True
 
@@ -304,9 +305,12 @@ def first_screen_drawn() -> None:
 
 def forget_answer_lines() -> None:
     """No kept lines (the tests)."""
-    global _kept_lines, _lines_to_add
+    global _kept_lines
+    from slop_tui.codecache import stop_keeping
+
+    if _kept_lines is not None:
+        stop_keeping(_kept_lines)
     _kept_lines = None
-    _lines_to_add = KEPT_PER_START
 
 
 def _lines_key(key: object) -> bool:
