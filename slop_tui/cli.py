@@ -210,6 +210,12 @@ def _run_tui(args: argparse.Namespace) -> int:
     from slop_tui.ui.startup import defer_for_first_screen
 
     defer_for_first_screen()  # code highlighting, until the first screen is up
+    from slop_tui.ui.textual_fixes import keep_parsed_css
+
+    keep_parsed_css(user_cache_dir())  # Textual's CSS parsed once, kept in the user cache
+    from slop_tui.ui.widgets.blocks import keep_answer_lines
+
+    keep_answer_lines(user_cache_dir())  # the answers' lines, drawn again without Markdown
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))

@@ -35,59 +35,82 @@ import dataclasses
 import marshal
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import CodeType
+from typing import Any
 
 # Past this many entries the file keeps only what the last run used (the texts
 # of dataclasses changed since are never asked for again).
 MAX_ENTRIES = 5000
 
 
-class CodeCache:
-    """The table of compiled texts behind `dataclasses`' own `exec`."""
+def _is_text(key: object) -> bool:
+    return type(key) is str
 
-    def __init__(self, path: Path) -> None:
+
+class CacheFile:
+    """A table of byte strings kept in one file of the user cache.
+
+    Read whole at start (a file that is not such a table is ignored), each entry
+    decoded by its user only when asked for; written back atomically by `save`
+    when it gained an entry. `valid_key` says which keys a table read back may
+    hold (anything else makes the whole file ignored)."""
+
+    def __init__(
+        self,
+        path: Path,
+        valid_key: Callable[[object], bool] = _is_text,
+        *,
+        recent: int | None = None,
+    ) -> None:
         self.path = path
-        # Each text's code marshalled on its own: a run reads back only the code it asks
-        # for (the file also holds the methods of modules imported later, or by
-        # `slop-tui exec`).
-        self.table: dict[str, bytes] = _read(path)
-        self.used: dict[str, bytes] = {}
-        self.compiled = 0  # texts not in the table: compiled in this process
-        self.unsaved = 0  # of which not written to the file yet
+        self.table: dict[Any, bytes] = _read(path, valid_key)
+        self.used: dict[Any, bytes] = {}  # what this process asked for or added
+        self.unsaved = 0  # entries added since the last write
+        # With `recent`: the table holds (and the file keeps) only the entries last
+        # asked for or added, at most this many.
+        self.recent = recent
+        self._lock = threading.Lock()  # entries may be asked for and added in threads
 
-    def exec(self, source, namespace=None, local_names=None, /):
-        """`exec` as `dataclasses` calls it, with the texts' code from the table."""
-        if namespace is None:  # the caller's globals, as the builtin takes them
-            namespace = vars(dataclasses)
-        if isinstance(source, str):
-            data = self.table.get(source)
-            code = None
+    def get(self, key: Any) -> bytes | None:
+        with self._lock:
+            data = self.table.get(key)
             if data is not None:
-                try:
-                    code = marshal.loads(data)
-                except (EOFError, ValueError, TypeError):
-                    code = None
-                if type(code) is not CodeType:
-                    code = None
-            if code is None:
-                code = compile(source, "<string>", "exec", dont_inherit=True)
-                data = marshal.dumps(code)
-                self.table[source] = data
-                self.compiled += 1
-                self.unsaved += 1
-            self.used[source] = data
-            source = code
-        return builtins.exec(source, namespace, local_names)
+                if self.recent is not None:
+                    self.used.pop(key, None)  # the most recent last
+                self.used[key] = data
+            return data
+
+    def put(self, key: Any, data: bytes) -> None:
+        with self._lock:
+            if self.recent is not None:
+                self.used.pop(key, None)
+            self.table[key] = self.used[key] = data
+            self.unsaved += 1
+            if self.recent is not None and len(self.table) > 2 * self.recent:
+                self.table = self._kept()
+                self.used = {k: v for k, v in self.used.items() if k in self.table}
+
+    def _kept(self) -> dict[Any, bytes]:
+        """The table to keep: with `recent`, the entries of the file this process did not
+        ask for, then those it did, the most recent `recent` of them."""
+        if self.recent is None:
+            return self.table if len(self.table) <= MAX_ENTRIES else self.used
+        order = {k: v for k, v in self.table.items() if k not in self.used}
+        order.update(self.used)
+        keys = list(order)[-self.recent :] if self.recent else []
+        return {k: order[k] for k in keys}
 
     def save(self) -> None:
-        """Write the table if this process compiled a text it did not hold (since the
-        last write)."""
+        """Write the table if this process added an entry (since the last write)."""
         if not self.unsaved:
             return
         import tempfile  # at exit only: not on the start path
 
-        table = self.table if len(self.table) <= MAX_ENTRIES else self.used
+        with self._lock:
+            table = self._kept()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".")
@@ -99,11 +122,44 @@ class CodeCache:
             except BaseException:
                 os.unlink(tmp)
                 raise
-        except OSError:
-            pass  # a cache: a read-only or full disk only costs the next start the compiles
+        except (OSError, ValueError):
+            pass  # a cache: a read-only or full disk only costs the next start the work
+
+
+class CodeCache(CacheFile):
+    """The table of compiled texts behind `dataclasses`' own `exec`."""
+
+    def __init__(self, path: Path) -> None:
+        # Each text's code marshalled on its own: a run reads back only the code it asks
+        # for (the file also holds the methods of modules imported later, or by
+        # `slop-tui exec`).
+        super().__init__(path)
+        self.compiled = 0  # texts not in the table: compiled in this process
+
+    def exec(self, source, namespace=None, local_names=None, /):
+        """`exec` as `dataclasses` calls it, with the texts' code from the table."""
+        if namespace is None:  # the caller's globals, as the builtin takes them
+            namespace = vars(dataclasses)
+        if isinstance(source, str):
+            data = self.get(source)
+            code = None
+            if data is not None:
+                try:
+                    code = marshal.loads(data)
+                except (EOFError, ValueError, TypeError):
+                    code = None
+                if type(code) is not CodeType:
+                    code = None
+            if code is None:
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                self.put(source, marshal.dumps(code))
+                self.compiled += 1
+            source = code
+        return builtins.exec(source, namespace, local_names)
 
 
 _installed: CodeCache | None = None
+_others: list[CacheFile] = []  # other tables of the start, saved with this one
 
 
 def use_code_cache(folder: Path) -> CodeCache:
@@ -118,20 +174,47 @@ def use_code_cache(folder: Path) -> CodeCache:
     return _installed
 
 
+def keep_with_code_cache(table: CacheFile) -> None:
+    """Save `table` when the code cache is saved (and at exit)."""
+    _others.append(table)
+    atexit.register(table.save)
+
+
+def stop_keeping(table: CacheFile) -> None:
+    """Save `table` no more (neither with the code cache nor at exit)."""
+    if table in _others:
+        _others.remove(table)
+    atexit.unregister(table.save)
+
+
 def save_code_cache() -> None:
-    """Write the table now if it holds new code (the app does this once its first
+    """Write the tables now if they hold new entries (the app does this once its first
     screen is up: a process that is killed never reaches its exit handlers)."""
-    if _installed is not None:
-        _installed.save()
+    for table in [_installed, *_others]:
+        if table is not None:
+            table.save()
 
 
-def _read(path: Path) -> dict[str, bytes]:
+def installed_stamp(paths: list[str]) -> str | None:
+    """A short text that changes when any of `paths` (files, or folders: an upgrade
+    that replaces a package's files changes its folder) is replaced; None if one is
+    missing. For a cache of what code made from its input: its file name carries it."""
+    import hashlib
+
+    try:
+        seen = [(p, os.stat(p).st_mtime_ns) for p in paths]
+    except OSError:
+        return None
+    return hashlib.sha256(repr(seen).encode()).hexdigest()[:12]
+
+
+def _read(path: Path, valid_key: Callable[[object], bool]) -> dict[Any, bytes]:
     try:
         table = marshal.loads(path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if type(table) is not dict or not all(
-        type(k) is str and type(v) is bytes for k, v in table.items()
+        valid_key(k) and type(v) is bytes for k, v in table.items()
     ):
         return {}
     return table

@@ -175,12 +175,16 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
 ) -> None:
     from slop_tui import cli, codecache
     from slop_tui.ui import app as ui_app
+    from slop_tui.ui import textual_fixes
     from slop_tui.ui.widgets import blocks
 
     seen: list[int] = []
     held: list[bool] = []
     cached: list[Path] = []  # the dataclass code cache, installed first (not in this process)
     monkeypatch.setattr(codecache, "use_code_cache", cached.append)
+    kept: list[Path] = []  # Textual's parsed CSS, kept in the same folder
+    monkeypatch.setattr(textual_fixes, "keep_parsed_css", kept.append)
+    monkeypatch.setattr(blocks, "keep_answer_lines", kept.append)  # and the answers' lines
 
     def run_app(**kw) -> int:
         seen.append(gc.get_threshold()[2])
@@ -192,6 +196,7 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
     try:
         assert cli.main(["--db", "unused.db"]) == 0
         assert cached == [cli.user_cache_dir()]
+        assert kept == [cli.user_cache_dir()] * 2
         assert seen == [collector.NO_AUTOMATIC_FULL]
         assert held == [True]
     finally:

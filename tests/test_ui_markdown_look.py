@@ -64,22 +64,22 @@ DOCUMENTS = [
 
 
 def test_the_shared_parser_draws_what_richs_own_markdown_draws():
-    """`blocks._Markdown` parses with one shared parser and sets Rich's attributes by
+    """`SharedParserMarkdown` parses with one shared parser and sets Rich's attributes by
     hand: a Rich release that adds or renames one shows up here."""
     from rich.console import Console
     from rich.markdown import Markdown as RichMarkdown
 
-    from slop_tui.ui.widgets import blocks
+    from slop_tui.ui.widgets.rich_markdown import SharedParserMarkdown
 
     console = Console(width=50, force_terminal=True, color_system="truecolor")
     for source in DOCUMENTS:
         for theme in ("monokai", "default"):
-            ours = console.render_lines(blocks._Markdown(source, theme), pad=True)
+            ours = console.render_lines(SharedParserMarkdown(source, theme), pad=True)
             rich = console.render_lines(
                 RichMarkdown(source, hyperlinks=False, code_theme=theme), pad=True
             )
             assert ours == rich, source
-    assert set(vars(blocks._Markdown("x", "monokai"))) == set(
+    assert set(vars(SharedParserMarkdown("x", "monokai"))) == set(
         vars(RichMarkdown("x", hyperlinks=False))
     )
 

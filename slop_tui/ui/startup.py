@@ -10,7 +10,10 @@ at once, so its screens do not depend on timing.
   building the Python and SQL lexers is 60-90 ms of CPU each, and the first
   screen's answers hold both. Then the answers on screen and those built
   ahead for paging are rendered again in a thread (the lexers are built
-  there) and repainted: the same lines, coloured.
+  there) and repainted: the same lines, coloured. Markdown's own modules
+  (markdown-it, Rich's Markdown) are imported in a thread just before, if
+  the first screen drew its answers from the lines kept from the last start
+  (`blocks.keep_answer_lines`).
 - **The empty screen.** The app's widgets are composed before the workspace
   is opened; drawn then, they would be laid out and painted empty (about
   50 ms of CPU at 120x40), only to be laid out again with the ledger's
@@ -69,6 +72,7 @@ def release_first_frame(app: Any) -> None:
 
 def first_screen_shown(app: Any) -> None:
     """The workspace's panes show the ledger: schedule what was deferred."""
+    blocks.first_screen_drawn()  # the answers' lines kept for the next start are these
     if blocks.code_highlighting_held():
         app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
     if (ws := app.workspace) is not None and ws.config.mcp:
@@ -83,8 +87,13 @@ def _start_highlighting(app: Any) -> None:
 
 
 async def _highlight(app: Any) -> None:
+    import asyncio
+
     from slop_tui.ui.widgets.conversation import ConversationView
 
+    # Markdown's modules, if the first screen's answers were drawn from kept lines: in
+    # a thread now, not on the event loop at the first streamed reply.
+    await asyncio.to_thread(blocks.load_markdown)
     blocks.release_code_highlighting()
     for view in app.query(ConversationView):
         await view.render_again()

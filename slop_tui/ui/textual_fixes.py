@@ -33,6 +33,10 @@ Patched by `install()` (name: what it replaces):
 - `removed-lets-go`: `Widget._message_loop_exit`
 - `strips-without-self-cycles`: `Strip.divide`, `Strip.crop_extend`
 
+Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
+
+- `kept-css`: `Stylesheet._parse_rules` (its rules from the user cache)
+
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
 `Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),
@@ -68,6 +72,7 @@ from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.cache import FIFOCache, LRUCache
 from textual.command import CommandPalette
+from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Offset, Region, Size
@@ -136,6 +141,9 @@ RELIED_ON: dict[str, str] = {
     "overrides it: the commands pass through `listed` on their way into the list",
     "textual.command.CommandPalette.compose": "SlopPalette's CSS shows the "
     "`Vertical#--container` it composes from the first frame (Textual: once -ready)",
+    "textual.css.stylesheet.Stylesheet._parse_rules": "patch kept-css (what it parses "
+    "from, and its own cache, `_parse_cache`)",
+    "textual.css.stylesheet.Stylesheet.__init__": "kept-css reads `_variables` and `_parse_cache`",
 }
 
 _reflow = Compositor.reflow
@@ -696,6 +704,121 @@ __all__ = [
 ]
 
 
+# -- Textual's parsed CSS kept between starts (the workspace command only) -------------
+
+# The table (slop_tui.codecache.CacheFile) the rules come from: set by `keep_parsed_css`.
+_css_table: Any = None
+_variables_text: tuple[Any, str] | None = None  # the last variables seen, as text
+
+
+def _css_variables_text(variables: dict[str, str]) -> str:
+    """The stylesheet's variables as one text (parsing substitutes them)."""
+    global _variables_text
+    seen = _variables_text
+    if seen is None or seen[0] is not variables:
+        text = "\n".join(f"{k}={v}" for k, v in sorted(variables.items()))
+        seen = _variables_text = (variables, text)
+    return seen[1]
+
+
+def _parse_rules_kept(  # type: ignore[no-untyped-def]
+    self: Stylesheet, css, read_from, is_default_rules=False, tie_breaker=0, scope=""
+):
+    """`Stylesheet._parse_rules`, its rules taken from the user cache when this text was
+    parsed before with the same variables (by this Textual and Python)."""
+    parse = _ORIGINALS[(Stylesheet, "_parse_rules")]
+    table = _css_table
+    cache_key = (css, read_from, is_default_rules, tie_breaker, scope)
+    rules = self._parse_cache.get(cache_key)
+    if rules is not None or table is None or not _storable(cache_key):
+        return rules if rules is not None else parse(self, *cache_key)
+    import pickle
+
+    key = (*cache_key, _css_variables_text(self._variables))
+    data = table.get(key)
+    if data is not None:
+        try:
+            rules = pickle.loads(data)
+        except Exception:  # a damaged entry: parsed again (and replaced)
+            rules = None
+        if type(rules) is list and all(type(rule) is RuleSet for rule in rules):
+            self._parse_cache[cache_key] = rules
+            return rules
+    rules = parse(self, *cache_key)
+    if not any(rule.errors for rule in rules):  # Textual raises for those: never kept
+        try:
+            table.put(key, pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:  # noqa: S110 - a rule that cannot be pickled is parsed each start
+            pass
+    return rules
+
+
+def _storable(key: tuple) -> bool:
+    css, read_from, is_default, tie_breaker, scope = key
+    return (
+        type(css) is str
+        and type(read_from) is tuple
+        and len(read_from) == 2
+        and all(type(part) is str for part in read_from)
+        and type(is_default) is bool
+        and type(tie_breaker) is int
+        and type(scope) is str
+    )
+
+
+def _css_key(key: object) -> bool:
+    """A key of the kept-CSS table read back: what `_parse_rules_kept` writes."""
+    return type(key) is tuple and len(key) == 6 and _storable(key[:5]) and type(key[5]) is str
+
+
+def keep_parsed_css(folder: str | os.PathLike[str]) -> bool:
+    """Parse Textual's CSS (the app's, its themes' variables, the widgets' DEFAULT_CSS)
+    once and keep the rules in `folder` (the user cache): a later start with the same
+    texts, variables, Textual and Python unpickles them instead of parsing (~25-45 ms of
+    CPU before the first frame). The file is written with the dataclass code cache
+    (slop_tui/codecache.py, `save_code_cache`), is trusted like it (the user's own),
+    and one that cannot be read is ignored and replaced. False when Textual's
+    `_parse_rules` is not the one this was written for (then nothing changes)."""
+    global _css_table
+    from pathlib import Path
+
+    import rich
+    import textual
+
+    from slop_tui.codecache import CacheFile, installed_stamp, keep_with_code_cache
+
+    if not KEPT_CSS.fits():
+        return False
+    if _css_table is None:
+        import sys
+
+        # Rules pickle Textual's and Rich's classes: the file is per installed copy of
+        # each (a package's folder changes when an upgrade replaces its files).
+        textual_folder = os.path.dirname(textual.__file__ or "")
+        rich_folder = os.path.dirname(rich.__file__ or "")
+        stamp = installed_stamp([textual_folder, os.path.join(textual_folder, "css"), rich_folder])
+        if stamp is None:
+            return False
+        name = (
+            f"textual-css-8.2.8-{sys.implementation.cache_tag}-{sys.hexversion:x}-{stamp}.marshal"
+        )
+        _css_table = CacheFile(Path(folder) / name, _css_key)
+        keep_with_code_cache(_css_table)
+    KEPT_CSS.apply()
+    return True
+
+
+def forget_parsed_css() -> None:
+    """Textual's own `_parse_rules` again, and no table (the tests)."""
+    global _css_table, _variables_text
+    from slop_tui.codecache import stop_keeping
+
+    KEPT_CSS.uninstall()
+    if _css_table is not None:
+        stop_keeping(_css_table)
+    _css_table = _variables_text = None
+
+
 # -- the patches ----------------------------------------------------------------------
 
 
@@ -906,6 +1029,15 @@ PATCHES: tuple[Patch, ...] = (
         "c198a0aaf52f:1d21e4858b4c",
         reads=[LRUCache],
     ),
+)
+
+# Installed by `keep_parsed_css` (the workspace command), not by `install()`.
+KEPT_CSS = _patch(
+    "kept-css",
+    Stylesheet,
+    {"_parse_rules": _parse_rules_kept},
+    "5667dc571814:39bb0b962c6a",
+    reads=[Stylesheet.__init__],
 )
 
 # Names of patches to leave out, comma-separated ("all": every one): for measuring a

@@ -21,13 +21,14 @@ import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 DEFAULT_THEME = "slop-dark"
 THEME_SETTING_KEY = "theme"  # app_state key in the ledger for the palette's choice
@@ -219,6 +220,13 @@ def load_theme_file(path: Path | Traversable) -> Theme:
 
 def shipped_themes_dir() -> Traversable:
     """`slop_tui/themes` in the installed package, or the repository's `themes/` folder."""
+    # The package's own folder when it is one (importlib.resources, for a package
+    # inside an archive, costs ~5 ms of CPU to import at every start).
+    beside = Path(__file__).resolve().parents[1] / "themes"
+    if beside.is_dir() and any(_toml_files(beside)):
+        return beside
+    from importlib import resources
+
     packaged = resources.files("slop_tui") / "themes"
     if packaged.is_dir() and any(_toml_files(packaged)):
         return packaged

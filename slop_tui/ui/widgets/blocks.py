@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from markdown_it import MarkdownIt
 from rich.console import Console
-from rich.markdown import CodeBlock
-from rich.markdown import Markdown as RichMarkdown
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -213,58 +211,174 @@ def markdown_look(app: Any) -> MarkdownLook:
     return look
 
 
-_PARSER = MarkdownIt().enable("strikethrough").enable("table")  # Rich's own configuration
-# A parser builds its rule chains at its first parse, which is not safe to race:
-# parsed once here, it keeps no state between parses (answers are also rendered
-# in worker threads).
-_PARSER.parse(
-    "# a\n\n*b* **c** ~~d~~ `e` [f](g)\n\n> h\n\n- i\n\n1. j\n\n| k |\n|---|\n| l |\n\n```\nm\n```\n"
-)
+_rich_markdown: Any = None  # ui/widgets/rich_markdown.py, imported at the first render
+_rich_markdown_lock = threading.Lock()
 
 
-class _Markdown(RichMarkdown):
-    """Rich's Markdown, parsed by one shared parser.
+def _markdown() -> Any:
+    """ui/widgets/rich_markdown.py (markdown-it, Rich's Markdown, Pygments): imported by
+    the first answer rendered, in whichever thread renders it."""
+    global _rich_markdown
+    module = _rich_markdown
+    if module is None:
+        with _rich_markdown_lock:
+            if _rich_markdown is None:
+                from slop_tui.ui.widgets import rich_markdown
 
-    Rich builds a new `MarkdownIt` for every document, and with it a
-    `LinkifyIt` that compiles its regexes: about 1 ms per answer drawn, at
-    every width. Sets the attributes Rich's `__init__` sets (rich 15;
-    tests/test_ui_markdown_look.py draws documents both ways and compares them).
-    """
-
-    def __init__(self, markup: str, code_theme: str) -> None:
-        self.markup = markup
-        self.parsed = _PARSER.parse(markup)
-        self.code_theme = code_theme
-        self.justify = None
-        self.style = "none"
-        self.hyperlinks = False
-        self.inline_code_lexer = None
-        self.inline_code_theme = code_theme
+                _rich_markdown = rich_markdown
+            module = _rich_markdown
+    return module
 
 
-class _PlainCodeBlock(CodeBlock):
-    """A fenced code block in its theme's box, its text not coloured (no lexer)."""
-
-    @classmethod
-    def create(cls, markdown: Any, token: Any) -> CodeBlock:
-        return cls("text", markdown.code_theme)
-
-
-class _PlainCodeMarkdown(_Markdown):
-    elements: ClassVar[dict[str, Any]] = {
-        **RichMarkdown.elements,
-        "fence": _PlainCodeBlock,
-        "code_block": _PlainCodeBlock,
-    }
+def load_markdown() -> None:
+    """Import Markdown's modules now (the app does it in a thread after the first screen)."""
+    _markdown()
 
 
 def markdown_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
     """`source` rendered as Markdown by Rich in `look`, as lines of `width` cells."""
-    kind = _Markdown if look.highlight else _PlainCodeMarkdown
+    md = _markdown()
+    kind = md.SharedParserMarkdown if look.highlight else md.PlainCodeMarkdown
     body = kind(source, look.code_theme)
     console = look.console
     lines = console.render_lines(body, console.options.update_width(max(1, width)), pad=True)
     return [Strip(line, width) for line in lines]
+
+
+# -- answers' lines kept between starts (the workspace command only) ----------------
+
+# The answers' lines the last starts drew, in the user cache (slop_tui/codecache.py's
+# `CacheFile`): the first frame of a session opened again draws its answers from them,
+# without importing markdown-it, Rich's Markdown and Pygments (~35 ms of CPU) or
+# rendering them (~10-20 ms an answer). Set by `keep_answer_lines`.
+_kept_lines: Any = None
+# The file keeps the lines of the answers drawn by the last starts' first screens, the
+# most recent last. A start adds the first KEPT_PER_START answers it renders (the
+# newest groups', drawn first) and none after its first screen is up
+# (`first_screen_drawn`): the older groups built ahead for paging and the highlighting
+# that follows do not push out the first screens of the sessions opened before.
+KEPT_ANSWERS = 128
+KEPT_PER_START = 16
+_lines_to_add = KEPT_PER_START
+
+
+def keep_answer_lines(folder: str | Path) -> bool:
+    """Keep the lines `answer_lines` renders until the first screen is up in `folder`
+    (the user cache), per answer text, width and look: a later start draws an answer
+    it finds there without Markdown. The file is per installed copy of the renderer (Rich, markdown-it,
+    Pygments and the two modules that call them), written with the dataclass code
+    cache (`save_code_cache`); one that cannot be read is ignored and replaced. False
+    (nothing kept) when a part of the renderer is not found."""
+    global _kept_lines, _lines_to_add
+    if _kept_lines is not None:
+        return True
+    import importlib.util
+    import os
+    import sys
+
+    import rich
+
+    from slop_tui.codecache import CacheFile, installed_stamp, keep_with_code_cache
+
+    here = os.path.dirname(__file__)
+    paths = [__file__, os.path.join(here, "rich_markdown.py"), os.path.dirname(rich.__file__ or "")]
+    for name in ("markdown_it", "pygments"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        paths.append(spec.submodule_search_locations[0])
+    stamp = installed_stamp(paths)
+    if stamp is None:
+        return False
+    name = f"answer-lines-{sys.implementation.cache_tag}-{stamp}.marshal"
+    _kept_lines = CacheFile(Path(folder) / name, _lines_key, recent=KEPT_ANSWERS)
+    _lines_to_add = KEPT_PER_START
+    keep_with_code_cache(_kept_lines)
+    return True
+
+
+def first_screen_drawn() -> None:
+    """Lines rendered from now on are not kept (those kept are still used)."""
+    global _lines_to_add
+    _lines_to_add = 0
+
+
+def forget_answer_lines() -> None:
+    """No kept lines (the tests)."""
+    global _kept_lines
+    from slop_tui.codecache import stop_keeping
+
+    if _kept_lines is not None:
+        stop_keeping(_kept_lines)
+    _kept_lines = None
+
+
+def _lines_key(key: object) -> bool:
+    return (
+        type(key) is tuple
+        and len(key) == 3
+        and type(key[0]) is str
+        and type(key[1]) is int
+        and type(key[2]) is str
+    )
+
+
+def answer_lines(look: MarkdownLook, source: str, width: int) -> list[Strip]:
+    """An answer's lines: `markdown_lines`, or the same lines kept from an earlier start
+    (`keep_answer_lines`)."""
+    table = _kept_lines
+    if table is None:
+        return markdown_lines(look, source, width)
+    key = (look.key, width, source)
+    data = table.get(key)
+    if data is not None:
+        lines = _lines_from(data, width)
+        if lines is not None:
+            return lines
+    global _lines_to_add
+    lines = markdown_lines(look, source, width)
+    if _lines_to_add > 0 and (data := _lines_data(lines)) is not None:
+        _lines_to_add -= 1
+        table.put(key, data)
+    return lines
+
+
+def _lines_data(lines: list[Strip]) -> bytes | None:
+    """`lines` as bytes: each line's segments (text, index of its style), and the styles
+    (Rich's, pickled once each)."""
+    import pickle
+
+    styles: dict[Any, int] = {}
+    rows = []
+    for line in lines:
+        row = []
+        for text, style, control in line:
+            if control is not None:
+                return None  # not made by Markdown: not kept
+            row.append((text, -1 if style is None else styles.setdefault(style, len(styles))))
+        rows.append(row)
+    try:
+        return pickle.dumps((list(styles), rows), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return None
+
+
+def _lines_from(data: bytes, width: int) -> list[Strip] | None:
+    import pickle
+
+    from rich.segment import Segment
+    from rich.style import Style
+
+    try:
+        styles, rows = pickle.loads(data)
+        if not all(type(style) is Style for style in styles):
+            return None
+        return [
+            Strip([Segment(text, None if i < 0 else styles[i]) for text, i in row], width)
+            for row in rows
+        ]
+    except Exception:  # a damaged entry: rendered again (and replaced)
+        return None
 
 
 class RenderedLines(Widget):
@@ -360,7 +474,7 @@ class AnswerBlock(RenderedLines, can_focus=True):
         look = markdown_look(self.app)
         if self._lines is None or self._lines[:2] != (width, look.key):
             source = self.shown + self._note()
-            self._lines = (width, look.key, markdown_lines(look, source, width))
+            self._lines = (width, look.key, answer_lines(look, source, width))
         return self._lines[2]
 
     async def render_ahead(self, pane_width: int) -> None:
@@ -377,7 +491,7 @@ class AnswerBlock(RenderedLines, can_focus=True):
         if width <= 0 or (self._lines is not None and self._lines[:2] == (width, look.key)):
             return
         source = self.shown + self._note()
-        lines = await asyncio.to_thread(markdown_lines, look, source, width)
+        lines = await asyncio.to_thread(answer_lines, look, source, width)
         self._lines = (width, look.key, lines)
 
     async def render_again(self) -> None:
@@ -389,7 +503,7 @@ class AnswerBlock(RenderedLines, can_focus=True):
             return
         height = len(self._lines[2]) if self._lines is not None else -1
         source = self.shown + self._note()
-        lines = await asyncio.to_thread(markdown_lines, look, source, width)
+        lines = await asyncio.to_thread(answer_lines, look, source, width)
         self._lines = (width, look.key, lines)
         self.refresh(layout=len(lines) != height)
 
@@ -545,7 +659,7 @@ def _join(lines: list[Strip], more: list[Strip], width: int) -> None:
 def block_starts(text: str) -> list[int]:
     """The first line of each top-level Markdown block of `text`, parsed as Rich
     parses it: every block but the last is final, whatever text follows."""
-    return [t.map[0] for t in _PARSER.parse(text) if t.level == 0 and t.map]
+    return [t.map[0] for t in _markdown().PARSER.parse(text) if t.level == 0 and t.map]
 
 
 def _render_live(
