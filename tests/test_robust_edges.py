@@ -281,7 +281,8 @@ def test_the_turn_deadline_stops_a_model_that_keeps_calling_tools(tmp_path, fake
     """`[tools] turn_timeout` bounds the whole turn: the model calls tools again and
     again, the last one runs for ever; at the deadline it is killed, its call answered,
     and the turn ends with one line."""
-    write_config(tmp_path, "[tools]\nturn_timeout = 5\n")
+    # 12 s: the two first calls run in the sandbox before the third starts, even at load.
+    write_config(tmp_path, "[tools]\nturn_timeout = 12\n")
     endless = _unique_seconds()
 
     def call(command: str) -> Reply:
@@ -309,10 +310,10 @@ def test_the_turn_deadline_stops_a_model_that_keeps_calling_tools(tmp_path, fake
             proc.communicate()
     assert proc.returncode == 1, err
     assert one_line(err) == (
-        "slop-tui: The turn stopped at its deadline of 5 s ([tools] turn_timeout); what it "
+        "slop-tui: The turn stopped at its deadline of 12 s ([tools] turn_timeout); what it "
         "produced is kept. Ask again to continue."
     )
-    assert waited < 5 + 15, waited  # the command itself sleeps for 300 s
+    assert waited < 12 + 15, waited  # the command itself sleeps for 300 s
     wait_until(lambda: _sleepers(endless) is None, "the running command was killed", timeout=5)
     rows = query(
         db_path(tmp_path),
@@ -323,7 +324,7 @@ def test_the_turn_deadline_stops_a_model_that_keeps_calling_tools(tmp_path, fake
     assert len(calls) == 3 and all(r[3] == "Working." for r in calls)
     assert [r[2] for r in results] == [r[2] for r in calls]  # every call answered, in order
     assert "step 2" in results[1][3] and results[2][1] == "error"
-    assert "stopped at the turn's deadline (5 s, [tools] turn_timeout)" in results[2][3]
+    assert "stopped at the turn's deadline (12 s, [tools] turn_timeout)" in results[2][3]
     # The next turn's request holds every call with its result, no synthetic one.
     fake_llm.enqueue(Reply(text="ok"))
     again, _ = run_cli(["ask", "go on"], tmp_path, openai_env(fake_llm))

@@ -99,7 +99,7 @@ async def test_a_screen_resumed_the_first_time_keeps_the_styles_of_its_mount(tmp
         app = SlopApp(db=str(tmp_path / "slop.db"), user_themes=False, blink=False)
         async with app.run_test(size=(120, 40)) as pilot:
             # Once the side panes are shown (their reveal restyles them, after the first frame).
-            await wait_for(pilot, lambda: app.ready or app.startup_error is not None, timeout=15)
+            await wait_for(pilot, lambda: app.ready or app.startup_error is not None, timeout=60)
             await pilot.pause()
             main = app.workspace_screen  # (the demo's first-run panel may be over it)
             assert main.__dict__.get("_slop_resumed")
