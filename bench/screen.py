@@ -307,6 +307,10 @@ class Run:
 class Starter:
     def __init__(self, work: Path, template: Path, config: Path) -> None:
         self.work = work
+        # The app starts in a folder of its own: its user cache (work/cache) outside
+        # the project, as on a user's machine (a cache inside the project is not loaded).
+        self.project = work / "project"
+        self.project.mkdir(exist_ok=True)
         self.template = template
         self.env = environment(
             SLOP_CONFIG=str(config),
@@ -324,11 +328,11 @@ class Starter:
         term.setdefault("env", self.env)
         if app == "hello":
             argv = [*(prefix or (sys.executable,)), str(HELLO)]
-            return Term(argv, cwd=str(self.work), **term), None
+            return Term(argv, cwd=str(self.project), **term), None
         db = self.work / f"run-{tag}.db"
         shutil.copyfile(self.template, db)
         argv = [*prefix, str(SLOP), "--db", str(db), "--session", app]
-        return Term(argv, cwd=str(self.work), **term), db
+        return Term(argv, cwd=str(self.project), **term), db
 
     def marker(self, app: str) -> str:
         if app == "hello":

@@ -210,12 +210,13 @@ def _run_tui(args: argparse.Namespace) -> int:
     from slop_tui.ui.startup import defer_for_first_screen
 
     defer_for_first_screen()  # code highlighting, until the first screen is up
-    from slop_tui.ui.textual_fixes import keep_parsed_css
+    cache = loaded_cache_dir()
+    if cache is not None:
+        from slop_tui.ui.textual_fixes import keep_parsed_css
+        from slop_tui.ui.widgets.blocks import keep_answer_lines
 
-    keep_parsed_css(user_cache_dir())  # Textual's CSS parsed once, kept in the user cache
-    from slop_tui.ui.widgets.blocks import keep_answer_lines
-
-    keep_answer_lines(user_cache_dir())  # the answers' lines, drawn again without Markdown
+        keep_parsed_css(cache)  # Textual's CSS parsed once, kept in the user cache
+        keep_answer_lines(cache)  # the answers' lines, drawn again without Markdown
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))
@@ -227,13 +228,26 @@ def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slop-tui"
 
 
+def loaded_cache_dir(project: Path | None = None) -> Path | None:
+    """The user cache for the files a start loads as code, pickles or marshalled data
+    (the dataclass code, Textual's parsed CSS, the answers' drawn lines, the tokenizer's
+    ranks); None when it lies inside the
+    project (`project`, default the current folder), where the model's shell may write:
+    a file put there would run outside the sandbox at the next start."""
+    cache = user_cache_dir().resolve()
+    project = (project or Path.cwd()).resolve()
+    if cache == project or project in cache.parents:
+        return None
+    return cache
+
+
 def _use_rank_cache() -> None:
     """Keep the tokenizer's parsed rank file in the user cache (0.2 s less CPU at the
     first count of a run; see slop_tui/context/tokens.py). Only the real commands do
     this: tests and embedders that build the encoding leave no file behind."""
     from slop_tui.context.tokens import use_rank_cache
 
-    use_rank_cache(user_cache_dir())
+    use_rank_cache(loaded_cache_dir())  # None (no file) inside the project
 
 
 @contextlib.contextmanager
@@ -321,9 +335,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The workspace, before its first dataclass is made: their methods' code from
         # the user cache (slop_tui/codecache.py, ~70-100 ms of CPU less before the
         # first frame). `exec`, `ask` and `trust` leave no file behind.
-        from slop_tui.codecache import use_code_cache
+        cache = loaded_cache_dir()
+        if cache is not None:
+            from slop_tui.codecache import use_code_cache
 
-        use_code_cache(user_cache_dir())
+            use_code_cache(cache)
     _use_rank_cache()
     try:
         if args.command in ("exec", "ask"):

@@ -108,3 +108,36 @@ def test_a_process_killed_before_it_saved_leaves_no_table(tmp_path: Path) -> Non
         check=True,
     )
     assert proc.returncode == 0 and not list(tmp_path.glob("dataclass-code-*"))
+
+
+def test_no_cache_is_loaded_from_inside_the_project(tmp_path: Path, monkeypatch) -> None:
+    """The model's shell may write in the project: a user cache there (a project that
+    is the home folder, or XDG_CACHE_HOME pointed into it) is not loaded at all."""
+    from slop_tui.cli import loaded_cache_dir
+
+    project = tmp_path / "home"
+    project.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project / ".cache"))
+    assert loaded_cache_dir(project) is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project))
+    assert loaded_cache_dir(project) is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert loaded_cache_dir(project) == (tmp_path / "cache" / "slop-tui").resolve()
+
+
+def test_the_project_is_the_folder_the_command_starts_in(tmp_path: Path) -> None:
+    """Without a project named, the folder a process starts in is the project: a
+    process started in the folder that holds the user cache loads none of it."""
+    import os
+
+    project = tmp_path / "home"
+    project.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(project / ".cache"), "SLOP_REPO_WATCHER": "off"}
+    code = (
+        "import sys; from slop_tui import cli; sys.argv = ['slop-tui', '--help'];"
+        "cache = cli.loaded_cache_dir(); print('none' if cache is None else cache)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "none", out.stderr
