@@ -8,13 +8,31 @@ returns as its module-level `__getattr__` and `__dir__`:
 
 The first lookup of a name imports its submodule and stores the value in the
 package's namespace, so later lookups are plain attribute reads.
+
+Large SDKs (`openai`, `google-genai`, `mcp`: hundreds of pydantic models, 0.5-3 s
+of CPU) are imported off the event loop instead: `import_in_background` runs one
+loader in a daemon thread, once per process, and `imported` is what a coroutine
+awaits before it uses the SDK. While a loader runs, the interpreter switches
+threads every `SWITCH_WHILE_LOADING` seconds (0.5 ms, not the default 5 ms), so a key the
+event loop handles waits at most that long for the thread to let go.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import sys
+import threading
 from collections.abc import Callable, Mapping, MutableMapping
+from concurrent.futures import Future
 from typing import Any
+
+SWITCH_WHILE_LOADING = 0.0005  # seconds
+
+_lock = threading.Lock()
+_loads: dict[str, Future[None]] = {}
+_running = 0  # loaders running now
+_switch_before = 0.0  # the interval to go back to when none runs
 
 
 def lazy_exports(
@@ -34,3 +52,43 @@ def lazy_exports(
         return sorted([*namespace, *sources])
 
     return __getattr__, __dir__
+
+
+def import_in_background(name: str, loader: Callable[[], None]) -> Future[None]:
+    """Run `loader` (imports) in a daemon thread, once per `name` in this process; the
+    future is done when it finished (or holds what it raised: each user says so)."""
+    global _running, _switch_before
+    with _lock:
+        loading = _loads.get(name)
+        if loading is not None:
+            return loading
+        loading = Future()
+        loading.set_running_or_notify_cancel()  # from here on it cannot be cancelled
+        _loads[name] = loading
+        if _running == 0:
+            _switch_before = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_before, SWITCH_WHILE_LOADING))
+        _running += 1
+
+    def run() -> None:
+        global _running
+        try:
+            loader()
+        except BaseException as exc:
+            loading.set_exception(exc)
+        else:
+            loading.set_result(None)
+        finally:
+            with _lock:
+                _running -= 1
+                if _running == 0:
+                    sys.setswitchinterval(_switch_before)
+
+    threading.Thread(target=run, name=f"{name}-import", daemon=True).start()
+    return loading
+
+
+async def imported(name: str, loader: Callable[[], None]) -> None:
+    """Wait until `loader` has run (starting it now if nothing did); an Esc of the
+    coroutine waiting never cancels the import itself."""
+    await asyncio.shield(asyncio.wrap_future(import_in_background(name, loader)))

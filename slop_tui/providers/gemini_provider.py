@@ -61,6 +61,7 @@ from slop_tui.providers.gemini_payload import (
     merge_part,
 )
 from slop_tui.providers.retry import google_retry_delay, retry_after_from_headers
+from slop_tui.providers.sdk import sdk_ready
 from slop_tui.records import STRATEGY_GEMINI, STRATEGY_GEMINI_GCA
 
 if TYPE_CHECKING:
@@ -370,6 +371,7 @@ class GeminiProvider(Provider):
 
     async def stream(self, prompt: Prompt, model: str | None = None) -> AsyncIterator[StreamItem]:
         model = model or self.model
+        await sdk_ready("gemini")  # in a thread: the event loop goes on drawing
         contents, config = self._request(prompt)
         client = self._get_client()
         contents, config, written, notice = await self._cached_request(
@@ -470,6 +472,7 @@ class GeminiProvider(Provider):
     # -- models and lifecycle ----------------------------------------------------------
 
     async def list_models(self) -> list[str]:
+        await sdk_ready("gemini")
         client = self._get_client()
         try:
             pager = await client.aio.models.list()

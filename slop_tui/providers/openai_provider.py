@@ -45,6 +45,7 @@ from slop_tui.providers.base import (
 )
 from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.retry import retry_after_from_headers
+from slop_tui.providers.sdk import sdk_ready
 from slop_tui.records import STRATEGY_OPENAI, ToolCall
 
 if TYPE_CHECKING:
@@ -384,6 +385,7 @@ class OpenAIProvider(Provider):
 
     async def stream(self, prompt: Prompt, model: str | None = None) -> AsyncIterator[StreamItem]:
         body = self.request_body(prompt, model)
+        await sdk_ready("openai")  # in a thread: the event loop goes on drawing
         client = self._get_client()
         extra = self._extra_body()
         kwargs = {k: v for k, v in body.items() if k not in extra}
@@ -485,6 +487,7 @@ class OpenAIProvider(Provider):
     # -- models and lifecycle --------------------------------------------------------
 
     async def list_models(self) -> list[str]:
+        await sdk_ready("openai")
         client = self._get_client()
         try:
             return sorted([m.id async for m in client.models.list()])
