@@ -44,7 +44,9 @@ from slop_tui.ui.widgets import blocks
 HIGHLIGHT_AFTER = 1.0  # seconds after the first full screen
 FIRST_FRAME_WAIT = 1.0  # seconds the first frame waits for the workspace at most
 MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
-PROVIDER_PRELOAD_AFTER = 1.5  # seconds after the first full screen
+# Seconds after the first full screen: after the start's own deferred work (the
+# highlighting at 1 s, the MCP SDK at 2 s), which the import's thread would slow down.
+PROVIDER_PRELOAD_AFTER = 3.0
 CODE_CACHE_SAVE_AFTER = 0.5  # seconds after the first full screen
 
 _hold_first_frame = False
