@@ -12,27 +12,21 @@ package's namespace, so later lookups are plain attribute reads.
 Large SDKs (`openai`, `google-genai`, `mcp`: hundreds of pydantic models, 0.5-3 s
 of CPU) are imported off the event loop instead: `import_in_background` runs one
 loader in a daemon thread, once per process, and `imported` is what a coroutine
-awaits before it uses the SDK. While a loader runs, the interpreter switches
-threads every `SWITCH_WHILE_LOADING` seconds (0.5 ms, not the default 5 ms), so a key the
-event loop handles waits at most that long for the thread to let go.
+awaits before it uses the SDK. The event loop then waits for the thread at most
+the interpreter's switch interval (5 ms) at a time, not for the whole import.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from concurrent.futures import Future
 from typing import Any
 
-SWITCH_WHILE_LOADING = 0.0005  # seconds
-
 _lock = threading.Lock()
 _loads: dict[str, Future[None]] = {}
-_running = 0  # loaders running now
-_switch_before = 0.0  # the interval to go back to when none runs
 
 
 def lazy_exports(
@@ -57,7 +51,6 @@ def lazy_exports(
 def import_in_background(name: str, loader: Callable[[], None]) -> Future[None]:
     """Run `loader` (imports) in a daemon thread, once per `name` in this process; the
     future is done when it finished (or holds what it raised: each user says so)."""
-    global _running, _switch_before
     with _lock:
         loading = _loads.get(name)
         if loading is not None:
@@ -65,24 +58,14 @@ def import_in_background(name: str, loader: Callable[[], None]) -> Future[None]:
         loading = Future()
         loading.set_running_or_notify_cancel()  # from here on it cannot be cancelled
         _loads[name] = loading
-        if _running == 0:
-            _switch_before = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch_before, SWITCH_WHILE_LOADING))
-        _running += 1
 
     def run() -> None:
-        global _running
         try:
             loader()
         except BaseException as exc:
             loading.set_exception(exc)
         else:
             loading.set_result(None)
-        finally:
-            with _lock:
-                _running -= 1
-                if _running == 0:
-                    sys.setswitchinterval(_switch_before)
 
     threading.Thread(target=run, name=f"{name}-import", daemon=True).start()
     return loading

@@ -44,8 +44,7 @@ async def main():
     stop = True
     await tick
     await provider.aclose()
-    print(json.dumps({"text": out.text, "took": took, "gap": max(gaps),
-                      "switch": sys.getswitchinterval()}))
+    print(json.dumps({"text": out.text, "took": took, "gap": max(gaps)}))
 
 asyncio.run(main())
 """
@@ -71,7 +70,6 @@ def test_the_first_reply_imports_the_sdk_while_the_event_loop_goes_on(
     assert seen["text"] == "Hello from the first reply."
     assert seen["took"] > 0.2  # the SDK's import was part of it
     assert seen["gap"] < 0.35 * seen["took"], seen
-    assert seen["switch"] == pytest.approx(0.005)  # the default again once loaded
 
 
 def test_a_background_import_runs_once_and_reports_what_it_raised() -> None:
@@ -82,15 +80,13 @@ def test_a_background_import_runs_once_and_reports_what_it_raised() -> None:
         runs.append(threading.current_thread().name)
         gate.wait(10)
 
-    before = sys.getswitchinterval()
     first = lazy.import_in_background("test-once", loader)
     assert lazy.import_in_background("test-once", loader) is first
     time.sleep(0.05)
-    assert sys.getswitchinterval() == lazy.SWITCH_WHILE_LOADING  # while it runs
+    assert not first.done()  # it runs in its own thread
     gate.set()
     first.result(timeout=10)
     assert runs == ["test-once-import"]
-    assert sys.getswitchinterval() == before
 
     def broken() -> None:
         raise ImportError("no module named 'nothing_here'")
@@ -98,7 +94,6 @@ def test_a_background_import_runs_once_and_reports_what_it_raised() -> None:
     failed = lazy.import_in_background("test-broken", broken)
     with pytest.raises(ImportError, match="nothing_here"):
         failed.result(timeout=10)
-    assert sys.getswitchinterval() == before
 
 
 async def test_the_app_preloads_the_next_requests_sdk_and_the_demo_has_none(tmp_path) -> None:
