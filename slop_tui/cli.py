@@ -19,10 +19,11 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 from slop_tui import __version__
+from slop_tui.codecache import loaded_cache_dir
 from slop_tui.safe_text import TerminalWriter, escape_json
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -220,25 +221,6 @@ def _run_tui(args: argparse.Namespace) -> int:
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))
-
-
-def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """`$XDG_CACHE_HOME/slop-tui` (default `~/.cache/slop-tui`): things that can be rebuilt."""
-    env = os.environ if env is None else env
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slop-tui"
-
-
-def loaded_cache_dir(project: Path | None = None) -> Path | None:
-    """The user cache for the files a start loads as code, pickles or marshalled data
-    (the dataclass code, Textual's parsed CSS, the answers' drawn lines, the tokenizer's
-    ranks); None when it lies inside the
-    project (`project`, default the current folder), where the model's shell may write:
-    a file put there would run outside the sandbox at the next start."""
-    cache = user_cache_dir().resolve()
-    project = (project or Path.cwd()).resolve()
-    if cache == project or project in cache.parents:
-        return None
-    return cache
 
 
 def _use_rank_cache() -> None:

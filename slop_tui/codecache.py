@@ -36,7 +36,8 @@ import marshal
 import os
 import sys
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CodeType
 from typing import Any
@@ -44,6 +45,54 @@ from typing import Any
 # Past this many entries the file keeps only what the last run used (the texts
 # of dataclasses changed since are never asked for again).
 MAX_ENTRIES = 5000
+
+# The files of the user cache that hold the user's own text (the answers' drawn lines,
+# slop_tui/ui/widgets/blocks.py), by the start of their names: emptying the trash, the
+# one hard delete, removes them (`forget_user_text`).
+TEXT_FILES = ("answer-lines-",)
+# This process's tables of such files.
+_text_tables: weakref.WeakSet[CacheFile] = weakref.WeakSet()
+
+
+def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CACHE_HOME/slop-tui` (default `~/.cache/slop-tui`): things that can be rebuilt."""
+    env = os.environ if env is None else env
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slop-tui"
+
+
+def loaded_cache_dir(project: Path | None = None) -> Path | None:
+    """The user cache for the files a start loads as code, pickles or marshalled data
+    (the dataclass code, Textual's parsed CSS, the answers' drawn lines, the tokenizer's
+    ranks); None when it lies inside the
+    project (`project`, default the current folder), where the model's shell may write:
+    a file put there would run outside the sandbox at the next start."""
+    cache = user_cache_dir().resolve()
+    project = (project or Path.cwd()).resolve()
+    if cache == project or project in cache.parents:
+        return None
+    return cache
+
+
+def forget_user_text(folder: Path | None = None) -> int:
+    """Empty this process's tables of the user's text and remove every such file from
+    `folder` (default the user cache); the number of files removed. Another running
+    process that read a file before does not write its entries back (`CacheFile.save`
+    merges with the file as it is then)."""
+    for table in list(_text_tables):
+        table.forget()
+    folder = user_cache_dir() if folder is None else folder
+    removed = 0
+    try:
+        names = [p for p in folder.iterdir() if p.name.startswith(TEXT_FILES)]
+    except OSError:
+        return 0
+    for path in names:
+        try:
+            path.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 def _is_text(key: object) -> bool:
@@ -64,15 +113,21 @@ class CacheFile:
         valid_key: Callable[[object], bool] = _is_text,
         *,
         recent: int | None = None,
+        holds_text: bool = False,
     ) -> None:
         self.path = path
+        self.valid_key = valid_key
+        self.read_as = _identity(path)  # the file as it was when the table was read
         self.table: dict[Any, bytes] = _read(path, valid_key)
         self.used: dict[Any, bytes] = {}  # what this process asked for or added
+        self.added: set[Any] = set()  # the keys this process added
         self.unsaved = 0  # entries added since the last write
         # With `recent`: the table holds (and the file keeps) only the entries last
         # asked for or added, at most this many.
         self.recent = recent
         self._lock = threading.Lock()  # entries may be asked for and added in threads
+        if holds_text:  # the user's text: `forget_user_text` empties it
+            _text_tables.add(self)
 
     def get(self, key: Any) -> bytes | None:
         with self._lock:
@@ -88,6 +143,7 @@ class CacheFile:
             if self.recent is not None:
                 self.used.pop(key, None)
             self.table[key] = self.used[key] = data
+            self.added.add(key)
             self.unsaved += 1
             if self.recent is not None and len(self.table) > 2 * self.recent:
                 self.table = self._kept()
@@ -103,6 +159,28 @@ class CacheFile:
         keys = list(order)[-self.recent :] if self.recent else []
         return {k: order[k] for k in keys}
 
+    def _merge_file(self) -> None:
+        """The file changed since the table was read (another process saved it, or
+        `forget_user_text` removed it): the table becomes the file's entries and those
+        this process added. Entries read from the older file are not written back, so
+        a table emptied by one process is not filled again by another's exit."""
+        table = _read(self.path, self.valid_key)
+        table.update({k: self.table[k] for k in self.added if k in self.table})
+        self.table = table
+        self.used = {k: v for k, v in self.used.items() if k in table}
+
+    def forget(self) -> None:
+        """No entries, in memory or in the file."""
+        with self._lock:
+            self.table, self.used, self.added, self.unsaved = {}, {}, set(), 0
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return
+            self.read_as = None
+
     def save(self) -> None:
         """Write the table if this process added an entry (since the last write)."""
         if not self.unsaved:
@@ -110,6 +188,8 @@ class CacheFile:
         import tempfile  # at exit only: not on the start path
 
         with self._lock:
+            if _identity(self.path) != self.read_as:
+                self._merge_file()
             table = self._kept()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +199,7 @@ class CacheFile:
                     f.write(marshal.dumps(table))
                 os.replace(tmp, self.path)
                 self.unsaved = 0
+                self.read_as = _identity(self.path)
             except BaseException:
                 os.unlink(tmp)
                 raise
@@ -206,6 +287,15 @@ def installed_stamp(paths: list[str]) -> str | None:
     except OSError:
         return None
     return hashlib.sha256(repr(seen).encode()).hexdigest()[:12]
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from another; None when there is none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _read(path: Path, valid_key: Callable[[object], bool]) -> dict[Any, bytes]:

@@ -335,6 +335,16 @@ class Workspace:
         preload_sdk()
         return True
 
+    async def preload_provider(self) -> bool:
+        """Start importing the SDK of the provider the next request goes to, in a
+        background thread (the app calls this a little after its first screen), so the
+        first reply does not wait for it (slop_tui/providers/sdk.py). False when that
+        provider has none (the demo)."""
+        from slop_tui.providers.sdk import preload_sdk
+
+        choice = await self.provider_choice()
+        return preload_sdk(self.provider_configs()[choice.name].kind) is not None
+
     @property
     def mcp_if_built(self) -> McpManager | None:
         """The MCP servers if something used them already (the header asks, not builds)."""

@@ -3,11 +3,15 @@ and the markers every test gets from what it uses (docs/testing.md)."""
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import ipaddress
+import os
+import shutil
 import socket
 import ssl
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +24,16 @@ import pytest_textual_snapshot as pts
 from tests.fakeserver import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# --- The user cache: one folder of the test run's own ---------------------------------
+# The commands write and remove files in `$XDG_CACHE_HOME/slop-tui` (slop_tui/codecache.py;
+# emptying the trash removes the answers' kept lines): the suite never touches the
+# user's. Set before any test (and inherited by pytest-xdist's workers and every
+# subprocess); removed at the end of the process that made it.
+if not os.environ.get("SLOP_TESTS_CACHE"):
+    _cache = tempfile.mkdtemp(prefix="slop-tests-cache-")
+    os.environ["SLOP_TESTS_CACHE"] = os.environ["XDG_CACHE_HOME"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 # --- SVG snapshots in <repo>/snapshots/<test_module>/<test>.svg --------------------------
 # snap_compare looks SVGImageExtension up by its module-global name at call time, so

@@ -113,7 +113,7 @@ def test_a_process_killed_before_it_saved_leaves_no_table(tmp_path: Path) -> Non
 def test_no_cache_is_loaded_from_inside_the_project(tmp_path: Path, monkeypatch) -> None:
     """The model's shell may write in the project: a user cache there (a project that
     is the home folder, or XDG_CACHE_HOME pointed into it) is not loaded at all."""
-    from slop_tui.cli import loaded_cache_dir
+    from slop_tui.codecache import loaded_cache_dir
 
     project = tmp_path / "home"
     project.mkdir()
@@ -141,3 +141,22 @@ def test_the_project_is_the_folder_the_command_starts_in(tmp_path: Path) -> None
         [sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True
     )
     assert out.stdout.strip() == "none", out.stderr
+
+
+def test_two_processes_saving_one_table_keep_each_others_entries(tmp_path: Path) -> None:
+    """A table saved by another process since this one read the file is merged, not
+    overwritten: the file keeps what each process added."""
+    import marshal
+
+    from slop_tui.codecache import CacheFile
+
+    path = tmp_path / "table.marshal"
+    first, second = CacheFile(path), CacheFile(path)
+    first.put("one", b"1")
+    second.put("two", b"2")
+    first.save()
+    second.save()
+    assert marshal.loads(path.read_bytes()) == {"one": b"1", "two": b"2"}
+    first.put("three", b"3")
+    first.save()
+    assert marshal.loads(path.read_bytes()) == {"one": b"1", "two": b"2", "three": b"3"}

@@ -243,3 +243,58 @@ def test_a_new_table_adds_lines_after_an_earlier_apps_first_screen(tmp_path: Pat
         blocks.forget_answer_lines()
     save_code_cache()
     assert not list(tmp_path.glob("answer-lines-*"))  # forgotten: never written
+
+
+async def test_emptying_the_trash_leaves_no_answer_text_in_the_user_cache(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The one hard delete reaches the answers' lines kept in the user cache: the file
+    goes, this process's table is emptied, and another running process that read the
+    file before does not write the deleted answer back when it saves."""
+    from slop_tui.codecache import CacheFile
+    from slop_tui.commands import dispatch
+
+    cache = tmp_path / "cache" / "slop-tui"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache.parent))
+    code = cache / "dataclass-code-test.marshal"  # not the user's text: stays
+    code.write_bytes(b"kept")
+    secret = "The launch code is 0000; delete this answer for good."
+    root = tmp_path / "project"
+    root.mkdir()
+    ws = await open_workspace(root)
+    try:
+        user = await ws.ledger.append_user(ws.session, "the code?", strategy="openai")
+        await ws.ledger.append(
+            ws.session, user.group_id, [NewMessage("assistant", secret, strategy="openai")]
+        )
+        assert blocks.keep_answer_lines(cache)
+        look = _look(False)
+        blocks.answer_lines(look, secret, 60)  # drawn by a first screen: kept
+        _next_start(cache)
+        (path,) = cache.glob("answer-lines-*.marshal")
+        assert secret.encode() in path.read_bytes()
+        other = CacheFile(path, blocks._lines_key)  # another app, started before
+        assert any(key[2] == secret for key in other.table)
+
+        refused = await dispatch(ws, "/trash empty --yes")  # nothing in the trash yet
+        assert refused.ok and path.exists()
+        assert (await dispatch(ws, f"/message remove {user.group_id}")).ok
+        assert path.exists()  # in the trash: it can come back, and so can its lines
+        emptied = await dispatch(ws, "/trash empty --yes")
+        assert emptied.ok and "deleted for good" in emptied.text
+
+        assert not path.exists() and code.read_bytes() == b"kept"
+        assert blocks._kept_lines.table == {}
+        blocks.answer_lines(look, ANSWERS[0], 60)  # this app goes on drawing
+        blocks._kept_lines.save()
+        other.put(("other-look", 60, ANSWERS[1]), b"lines")  # the other app, too
+        other.save()
+        assert secret.encode() not in path.read_bytes()
+        assert {key[2] for key in CacheFile(path, blocks._lines_key).table} == {
+            ANSWERS[0],
+            ANSWERS[1],
+        }
+    finally:
+        blocks.forget_answer_lines()
+        await ws.close()

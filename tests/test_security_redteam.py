@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import tomllib
@@ -518,3 +519,118 @@ def test_a_repository_created_under_node_modules_is_moved_out(
     kept = [p for p in (root / ".slop" / "git-quarantine").rglob("config")]
     assert any("PWNED_NM" in p.read_text() for p in kept)
     assert (root / "node_modules" / "old" / ".git" / "config").read_bytes() == old_config
+
+
+# --- The user cache inside the project ------------------------------------------------------
+
+# A process that fills a dataclass code table as the workspace command does, and prints
+# its file's name and a few of its entries (the texts the next start asks for).
+_CODE_TABLE = """
+import json, marshal, sys
+from pathlib import Path
+from slop_tui.codecache import use_code_cache
+table = use_code_cache(Path(sys.argv[1]))
+from slop_tui import records
+table.save()
+print(table.path.name)
+"""
+
+
+def _start_workspace(root: Path, env: dict[str, str], timeout: float = 90.0) -> bytes:
+    """The workspace command (`slop-tui` alone) on a pseudo-terminal, until it has drawn
+    its screen (or `timeout`); then it is stopped. What it wrote to the terminal."""
+    import pty
+    import select
+    import signal
+
+    master, slave = pty.openpty()
+    os.set_blocking(master, False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slop_tui.cli"],
+        cwd=root,
+        env={**env, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+            if b"default_session" in out and len(out) > 4000:
+                time.sleep(1.0)  # the first screen is up: the caches were read before it
+                break
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        os.close(master)
+    return out
+
+
+@needs_bwrap
+def test_a_cache_the_shell_plants_in_a_home_folder_project_runs_nothing(
+    project: Project, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The project is the home folder, so the user cache (`~/.cache/slop-tui`) lies in
+    it. A hostile model's shell writes a dataclass code table there whose code writes a
+    file outside the project when a start loads it. The next start of the workspace
+    loads none of it; the same table in a user cache outside the project does run (the
+    planted code is live, and the guard is what stops it)."""
+    import base64
+    import marshal
+
+    stage = tmp_path / "stage"
+    made = subprocess.run(
+        [sys.executable, "-c", _CODE_TABLE, str(stage)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        check=True,
+    )
+    name = made.stdout.strip().splitlines()[-1]
+    table = marshal.loads((stage / name).read_bytes())
+    marker = tmp_path / "outside" / "ran"
+    marker.parent.mkdir()
+    hook = f"open({str(marker)!r}, 'a').write('planted code ran\\n')\n"
+    poisoned = {
+        text: marshal.dumps(compile(hook + text, "<string>", "exec", dont_inherit=True))
+        for text in list(table)[:6]
+    }
+    blob = base64.b64encode(marshal.dumps(poisoned)).decode()
+    assert len(blob) < 100_000  # one argument of the shell command
+
+    env = project.env(HOME=str(project.root))
+    env.pop("XDG_CACHE_HOME", None)  # the default: ~/.cache, inside the project
+    planted = project.root / ".cache" / "slop-tui" / name
+    command = f"mkdir -p {planted.parent} && echo {blob} | base64 -d > {planted} && echo planted"
+    fake_llm.enqueue(
+        Reply(tool_calls=[FakeToolCall("execute_bash", {"command": command})]),
+        Reply(text="done"),
+    )
+    r = project.ask("tidy up", "--approve", "all", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "planted" in project.tool_results()["execute_bash"]
+    before = planted.read_bytes()
+    assert marshal.loads(before) == poisoned  # the shell could write it
+
+    screen = _start_workspace(project.root, env)
+    assert b"default_session" in screen, screen[-2000:]
+    assert not marker.exists(), marker.read_text()
+    assert planted.read_bytes() == before  # neither loaded nor written back
+    assert [p.name for p in planted.parent.iterdir()] == [name]
+
+    # The same table in a user cache outside the project is loaded: its code runs.
+    outside = tmp_path / "user-cache"
+    (outside / "slop-tui").mkdir(parents=True)
+    shutil.copy(planted, outside / "slop-tui" / name)
+    _start_workspace(project.root, {**env, "XDG_CACHE_HOME": str(outside)})
+    assert marker.exists() and "planted code ran" in marker.read_text()

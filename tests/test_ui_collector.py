@@ -195,8 +195,8 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
     original = gc.get_threshold()
     try:
         assert cli.main(["--db", "unused.db"]) == 0
-        assert cached == [cli.user_cache_dir()]
-        assert kept == [cli.user_cache_dir()] * 2
+        assert cached == [codecache.user_cache_dir()]
+        assert kept == [codecache.user_cache_dir()] * 2
         assert seen == [collector.NO_AUTOMATIC_FULL]
         assert held == [True]
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from slop_tui.codecache import forget_user_text
 from slop_tui.commands.base import (
     CommandError,
     CommandResult,
@@ -217,6 +218,9 @@ async def trash_empty(ws, args: str) -> CommandResult:
     edit = await ws.ledger.empty_trash()
     if edit is None:
         return ok("The trash is empty; nothing was deleted.")
+    # The answers' lines kept in the user cache hold answers' text; they are only a
+    # cache, so all of them go rather than a copy of a deleted answer staying behind.
+    forget_user_text()
     return ok(
         f"Emptied the trash: {plural(edit.groups, 'entry', 'entries')} "
         f"({plural(edit.messages, 'message')}) deleted for good.",

@@ -11,13 +11,10 @@ for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from concurrent.futures import Future
 
-_lock = threading.Lock()
-_loading: Future[None] | None = None
+from slop_tui.lazy import import_in_background, imported
 
 
 def _import_sdk() -> None:
@@ -31,25 +28,9 @@ def _import_sdk() -> None:
 
 def preload_sdk() -> Future[None]:
     """Start importing the SDK in a daemon thread (once); the future says when it is done."""
-    global _loading
-    with _lock:
-        if _loading is None:
-            loading: Future[None] = Future()
-            loading.set_running_or_notify_cancel()  # from here on it cannot be cancelled
-
-            def run() -> None:
-                try:
-                    _import_sdk()
-                except BaseException as exc:  # an SDK that cannot load: each start says so
-                    loading.set_exception(exc)
-                else:
-                    loading.set_result(None)
-
-            threading.Thread(target=run, name="mcp-sdk-import", daemon=True).start()
-            _loading = loading
-        return _loading
+    return import_in_background("mcp-sdk", _import_sdk)
 
 
 async def sdk_ready() -> None:
     """Wait until the SDK is imported (starting the import if nothing has)."""
-    await asyncio.shield(asyncio.wrap_future(preload_sdk()))
+    await imported("mcp-sdk", _import_sdk)

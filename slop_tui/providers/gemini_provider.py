@@ -61,6 +61,7 @@ from slop_tui.providers.gemini_payload import (
     merge_part,
 )
 from slop_tui.providers.retry import google_retry_delay, retry_after_from_headers
+from slop_tui.providers.sdk import sdk_ready
 from slop_tui.records import STRATEGY_GEMINI, STRATEGY_GEMINI_GCA
 
 if TYPE_CHECKING:
@@ -194,11 +195,29 @@ class GeminiProvider(Provider):
 
     # -- client ------------------------------------------------------------------------
 
+    def _check_config(self) -> None:
+        """A configuration that cannot work fails at once, before the SDK is loaded."""
+        if (problem := base_url_problem(self.config.base_url)) is not None:
+            raise provider_error("config", self.name, detail=problem)
+        if not self.vertex and not self.config.api_key:
+            raise provider_error(
+                "config",
+                self.name,
+                detail="no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or api_key / "
+                f"api_key_env in [providers.{self.name}]",
+            )
+
+    async def _ready_client(self) -> genai.Client:
+        """The client, its SDK imported in a thread (the event loop goes on drawing)."""
+        if self._client is None:
+            self._check_config()
+            await sdk_ready("gemini")
+        return self._get_client()
+
     def _get_client(self) -> genai.Client:
         if self._client is not None:
             return self._client
-        if (problem := base_url_problem(self.config.base_url)) is not None:
-            raise provider_error("config", self.name, detail=problem)
+        self._check_config()
         from google import genai
         from google.genai import types
 
@@ -217,11 +236,6 @@ class GeminiProvider(Provider):
                     http_options=http_options,
                 )
             else:
-                if not self.config.api_key:
-                    raise ValueError(
-                        "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or api_key / "
-                        f"api_key_env in [providers.{self.name}]"
-                    )
                 self._client = genai.Client(api_key=self.config.api_key, http_options=http_options)
         except (ValueError, TypeError) as exc:
             raise provider_error("config", self.name, detail=exc) from exc
@@ -370,8 +384,8 @@ class GeminiProvider(Provider):
 
     async def stream(self, prompt: Prompt, model: str | None = None) -> AsyncIterator[StreamItem]:
         model = model or self.model
+        client = await self._ready_client()
         contents, config = self._request(prompt)
-        client = self._get_client()
         contents, config, written, notice = await self._cached_request(
             client, model, prompt, contents, config
         )
@@ -470,7 +484,7 @@ class GeminiProvider(Provider):
     # -- models and lifecycle ----------------------------------------------------------
 
     async def list_models(self) -> list[str]:
-        client = self._get_client()
+        client = await self._ready_client()
         try:
             pager = await client.aio.models.list()
             names = [m.name async for m in pager if m.name]

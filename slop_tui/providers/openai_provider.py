@@ -45,6 +45,7 @@ from slop_tui.providers.base import (
 )
 from slop_tui.providers.config import ProviderConfig, base_url_problem
 from slop_tui.providers.retry import retry_after_from_headers
+from slop_tui.providers.sdk import sdk_ready
 from slop_tui.records import STRATEGY_OPENAI, ToolCall
 
 if TYPE_CHECKING:
@@ -353,17 +354,28 @@ class OpenAIProvider(Provider):
         # Fields this adapter owns are not overridable: changing them would break parsing.
         return {k: v for k, v in self.config.extra.items() if k not in _OWNED_FIELDS}
 
+    def _check_config(self) -> None:
+        """A configuration that cannot work fails at once, before the SDK is loaded."""
+        if not self.config.api_key:
+            raise provider_error(
+                "config",
+                self.name,
+                detail="no API key: set OPENAI_API_KEY, or api_key / api_key_env "
+                f"in [providers.{self.name}]",
+            )
+        if (problem := base_url_problem(self.config.base_url)) is not None:
+            raise provider_error("config", self.name, detail=problem)
+
+    async def _ready_client(self) -> openai.AsyncOpenAI:
+        """The client, its SDK imported in a thread (the event loop goes on drawing)."""
+        if self._client is None:
+            self._check_config()
+            await sdk_ready("openai")
+        return self._get_client()
+
     def _get_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            if not self.config.api_key:
-                raise provider_error(
-                    "config",
-                    self.name,
-                    detail="no API key: set OPENAI_API_KEY, or api_key / api_key_env "
-                    f"in [providers.{self.name}]",
-                )
-            if (problem := base_url_problem(self.config.base_url)) is not None:
-                raise provider_error("config", self.name, detail=problem)
+            self._check_config()
             import openai
 
             self._client = _client_class()(
@@ -384,7 +396,7 @@ class OpenAIProvider(Provider):
 
     async def stream(self, prompt: Prompt, model: str | None = None) -> AsyncIterator[StreamItem]:
         body = self.request_body(prompt, model)
-        client = self._get_client()
+        client = await self._ready_client()
         extra = self._extra_body()
         kwargs = {k: v for k, v in body.items() if k not in extra}
         state = _Assembly()
@@ -485,7 +497,7 @@ class OpenAIProvider(Provider):
     # -- models and lifecycle --------------------------------------------------------
 
     async def list_models(self) -> list[str]:
-        client = self._get_client()
+        client = await self._ready_client()
         try:
             return sorted([m.id async for m in client.models.list()])
         except Exception as exc:

@@ -29,6 +29,10 @@ at once, so its screens do not depend on timing.
   starts in a background thread `MCP_PRELOAD_AFTER` seconds after the first
   full screen (`Workspace.preload_mcp`), so the first turn that needs a
   server does not wait for it.
+- **The provider's SDK.** `openai` or `google-genai` (~0.7 s of CPU, ~25 MB)
+  is imported in a background thread `PROVIDER_PRELOAD_AFTER` seconds after
+  the first full screen (`Workspace.preload_provider`); the first reply would
+  otherwise wait for it (slop_tui/providers/sdk.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from slop_tui.ui.widgets import blocks
 HIGHLIGHT_AFTER = 1.0  # seconds after the first full screen
 FIRST_FRAME_WAIT = 1.0  # seconds the first frame waits for the workspace at most
 MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
+# Seconds after the first full screen: after the start's own deferred work (the
+# highlighting at 1 s, the MCP SDK at 2 s), which the import's thread would slow down.
+PROVIDER_PRELOAD_AFTER = 3.0
 CODE_CACHE_SAVE_AFTER = 0.5  # seconds after the first full screen
 
 _hold_first_frame = False
@@ -77,9 +84,15 @@ def first_screen_shown(app: Any) -> None:
         app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
     if (ws := app.workspace) is not None and ws.config.mcp:
         app.set_timer(MCP_PRELOAD_AFTER, ws.preload_mcp)
+    if ws is not None:
+        app.set_timer(PROVIDER_PRELOAD_AFTER, lambda: _preload_provider(app, ws))
     from slop_tui.codecache import save_code_cache
 
     app.set_timer(CODE_CACHE_SAVE_AFTER, save_code_cache)
+
+
+def _preload_provider(app: Any, ws: Any) -> None:
+    app.run_worker(ws.preload_provider(), group="startup", exit_on_error=False)
 
 
 def _start_highlighting(app: Any) -> None:

@@ -278,7 +278,7 @@ def keep_answer_lines(folder: str | Path) -> bool:
 
     import rich
 
-    from slop_tui.codecache import CacheFile, installed_stamp, keep_with_code_cache
+    from slop_tui.codecache import TEXT_FILES, CacheFile, installed_stamp, keep_with_code_cache
 
     here = os.path.dirname(__file__)
     paths = [__file__, os.path.join(here, "rich_markdown.py"), os.path.dirname(rich.__file__ or "")]
@@ -290,8 +290,8 @@ def keep_answer_lines(folder: str | Path) -> bool:
     stamp = installed_stamp(paths)
     if stamp is None:
         return False
-    name = f"answer-lines-{sys.implementation.cache_tag}-{stamp}.marshal"
-    _kept_lines = CacheFile(Path(folder) / name, _lines_key, recent=KEPT_ANSWERS)
+    name = f"{TEXT_FILES[0]}{sys.implementation.cache_tag}-{stamp}.marshal"
+    _kept_lines = CacheFile(Path(folder) / name, _lines_key, recent=KEPT_ANSWERS, holds_text=True)
     _lines_to_add = KEPT_PER_START
     keep_with_code_cache(_kept_lines)
     return True
