@@ -240,6 +240,7 @@ async def test_built_ahead_the_first_opening_shows_the_palette_built():
         await wait_for(pilot, lambda: palette.is_running)
         field = palette.query_one(CommandInput)
         assert not isinstance(app.screen, CommandPalette)  # built, not shown
+        assert field.size.width > 0  # and laid out at the app's size
         assert app.theme == DEFAULT_THEME
         opened, command_list = await _open_listed(pilot, app)
         assert opened is palette and opened.query_one(CommandInput) is field

@@ -341,32 +341,44 @@ def kept_palette(app: Any) -> SlopPalette:
     return palette
 
 
-BUILD_AFTER = 1.0  # seconds after the first screen before the palette is built
-QUIET_S = 0.5  # ... and once the user has not typed or clicked for this long
+BUILD_AFTER = 0.5  # seconds after the first screen before the palette is built
+QUIET_S = 0.2  # ... and once the user has not typed or clicked for this long
 
 
 def build_palette_later(app: Any) -> None:
-    """Build the palette (`build_ahead`) BUILD_AFTER seconds from now, or later, once
-    the user has paused for QUIET_S (`app.collector.last_input`, ui/collector.py)."""
+    """Build the palette BUILD_AFTER seconds from now, as `build_ahead` does, its
+    mounting (~25 ms on the event loop) once the user has paused for QUIET_S
+    (`app.collector.last_input`, ui/collector.py). An opening before that builds it."""
 
-    def attempt() -> None:
+    def mount_when_quiet() -> None:
+        if not app.is_running or CommandPalette.is_open(app):
+            return
         collector = getattr(app, "collector", None)
         idle = time.monotonic() - collector.last_input if collector is not None else QUIET_S
         if idle < QUIET_S:
-            app.set_timer(QUIET_S - idle, attempt)
-        elif app.is_running:
-            app.run_worker(build_ahead(app), group="palette-ahead", exclusive=True)
+            app.set_timer(QUIET_S - idle, mount_when_quiet)
+        else:
+            app.run_worker(mount_ahead(app, kept_palette(app)), group="palette-ahead")
 
-    app.set_timer(BUILD_AFTER, attempt)
+    async def build() -> None:
+        await _import_commands()
+        mount_when_quiet()
+
+    app.set_timer(BUILD_AFTER, lambda: app.run_worker(build(), group="palette-ahead"))
+
+
+async def _import_commands() -> None:
+    """The command table (~0.4 s of CPU to import), in a thread: the event loop goes on."""
+    import asyncio
+    import importlib
+
+    await asyncio.to_thread(importlib.import_module, "slop_tui.commands")
 
 
 async def build_ahead(app: Any) -> None:
     """Make the palette before its first opening, so that opening costs what the later
     ones do: the command table imported (in a thread: ~0.4 s of CPU the event loop
     does not wait for), then the palette mounted and styled, off screen."""
-    import asyncio
-    import importlib
-
-    await asyncio.to_thread(importlib.import_module, "slop_tui.commands")
+    await _import_commands()
     if app.is_running and not CommandPalette.is_open(app):
-        mount_ahead(app, kept_palette(app))
+        await mount_ahead(app, kept_palette(app))

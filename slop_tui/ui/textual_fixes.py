@@ -116,7 +116,8 @@ RELIED_ON: dict[str, str] = {
     "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
     "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
     "held-frames relies on its _repaint_required",
-    "textual.screen.Screen._refresh_layout": "patch one-pass-reflow",
+    "textual.screen.Screen._refresh_layout": "patch one-pass-reflow; mount_ahead() lays "
+    "out a screen not shown with it",
     "textual.widget.Widget._size_updated": "patch one-pass-reflow",
     "textual.widget.Widget._check_anchor": "one-pass-reflow and follows_bottom() read "
     "_anchored and _anchor_released",
@@ -838,11 +839,16 @@ def _same_prompt(old, new) -> bool:  # type: ignore[no-untyped-def]
 _refresh_command_list = CommandPalette._refresh_command_list
 
 
-def mount_ahead(app: App, screen: Screen) -> None:
+async def mount_ahead(app: App, screen: Screen) -> None:
     """Mount (compose and style) an installed screen that is not shown, as pushing it
-    would (`App._get_screen`), so that its first showing finds it built."""
+    would (`App._get_screen`), then lay it out at the app's size
+    (`Screen._refresh_layout`, as a resize does for the screens under the top one), so
+    that its first showing finds it built and placed."""
     if not screen.is_running:
-        app._get_screen(screen)
+        _, mounted = app._get_screen(screen)
+        await mounted
+    if screen.is_attached and screen._size != app.size and screen is not app.screen:
+        screen._refresh_layout(app.size)
 
 
 def remember_copied(app: App, text: str) -> None:
