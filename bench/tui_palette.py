@@ -3,6 +3,7 @@ and ctrl+p -> the palette on screen, in the process (`--opens`).
 
     python bench/tui.py --palette [--runs N]
     python bench/tui_palette.py --opens [--runs N] [--presses N] [--label NAME] [--log FILE]
+                                [--without ahead|kept-list|frame-now|kept]
     python bench/tui_palette.py --report FILE
 
 `--opens`: the real `SlopApp` (headless, 120x40, 200 commands as below), settled
@@ -274,6 +275,34 @@ async def open_run(root: Path, presses: int) -> dict[str, list[float]]:
     return out
 
 
+def without(lever: str) -> None:
+    """This checkout's palette with one of its levers taken out (for `--opens`, to see
+    what each one buys): `ahead` (not built before the first opening), `kept-list`
+    (the list always hidden in the first frame and searched after it), `frame-now`
+    (the first frame at the frame timer's next tick), `kept` (a palette made anew at
+    every opening, as Textual does)."""
+    from slop_tui.ui import app as app_module
+    from slop_tui.ui import palette
+    from slop_tui.ui.textual_fixes import KeptCommandPalette
+
+    if lever == "ahead":
+        app_module.build_palette_later = lambda app: None
+    elif lever == "kept-list":
+        palette.SlopPalette.listed_now = lambda self: None
+    elif lever == "frame-now":
+        KeptCommandPalette._draw_now = lambda self: None
+    elif lever == "kept":
+        app_module.build_palette_later = lambda app: None
+
+        def made_anew(self) -> None:  # type: ignore[no-untyped-def]
+            if not CommandPalette.is_open(self):
+                self.push_screen(palette.SlopPalette(id="--command-palette"))
+
+        PaletteApp.action_command_palette = made_anew
+    else:
+        raise SystemExit(f"no lever {lever!r}: ahead, kept-list, frame-now, kept")
+
+
 def opens(runs: int, presses: int, label: str, log: str) -> None:
     import json
     import os
@@ -336,7 +365,10 @@ if __name__ == "__main__":
     parser.add_argument("--label", default="this")
     parser.add_argument("--log", default="")
     parser.add_argument("--report", default="", help="the table of an --opens log")
+    parser.add_argument("--without", default="", help="a lever taken out (see `without`)")
     args = parser.parse_args()
+    if args.without:
+        without(args.without)
     if args.report:
         open_report(args.report)
     elif args.opens:
