@@ -707,9 +707,10 @@ class KeptCommandPalette(ListedCommandsPalette):
     (`ScreenSuspend`): at a hiding its field is emptied (unseen), at a showing its
     providers are started again (`Provider._post_init`; made anew when the screen it
     opens over or the style of a match changed), and its first frame is drawn at once
-    (`Screen._on_timer_update`), not at the next tick of its frame timer. The list it shows in that frame is the
-    one it had if that is what a search of the empty field lists now (`listed_now`);
-    otherwise the list is hidden in that frame and the search runs once it is drawn.
+    (`Screen._on_timer_update`), not at the next tick of its frame timer. The list it
+    shows in that frame is the one it had if that is what a search of the empty field
+    lists now (`listed_now`); otherwise the list is hidden in that frame and the
+    search runs once it is drawn.
     It is restyled at a showing only when the app's CSS changed since it was last
     styled (`Screen._css_update_count`, which `App.refresh_css` keeps for the screens
     in the stack). A search whose hits are the ones listed (the same text and styles,
