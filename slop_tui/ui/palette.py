@@ -16,8 +16,9 @@ contract; any of them may be `async`):
   palette has already set `app.theme`); persist it, e.g. with
   `slop_tui.ui.themes.save_theme(ledger, name)`.
 
-Importing this module does not import the command table (that costs
-~0.4 s); the first palette opening does.
+Importing this module does not import the command table (tens of ms); the
+palette built ahead (`build_palette_later`, in a thread) or the first opening
+does.
 
 Highlighting a "Theme: <name>" entry previews it once the highlight rests
 (PREVIEW_REST); closing the palette without choosing a theme restores the
@@ -26,7 +27,11 @@ theme it opened with.
 `SlopPalette` is the palette the app opens: over a plain background (Textual's
 translucent one blends every cell of the workspace behind it into each of the
 palette's frames), its options' heights measured once per text and width
-(`MEASURED`) instead of at every opening.
+(`MEASURED`) instead of at every opening. The app has one (`kept_palette`), built
+while the user pauses after the first screen (`build_palette_later`) and shown
+again at every ctrl+p (`KeptCommandPalette` in ui/textual_fixes.py): its first
+frame is drawn at once, with the list it had when that is still what an empty
+search lists (`listed_now`), else the list follows the frame.
 """
 
 from __future__ import annotations
@@ -368,7 +373,7 @@ def build_palette_later(app: Any) -> None:
 
 
 async def _import_commands() -> None:
-    """The command table (~0.4 s of CPU to import), in a thread: the event loop goes on."""
+    """The command table imported in a thread: the event loop goes on meanwhile."""
     import asyncio
     import importlib
 
@@ -377,8 +382,8 @@ async def _import_commands() -> None:
 
 async def build_ahead(app: Any) -> None:
     """Make the palette before its first opening, so that opening costs what the later
-    ones do: the command table imported (in a thread: ~0.4 s of CPU the event loop
-    does not wait for), then the palette mounted and styled, off screen."""
+    ones do: the command table imported (in a thread), then the palette mounted,
+    styled and laid out, off screen."""
     await _import_commands()
     if app.is_running and not CommandPalette.is_open(app):
         await mount_ahead(app, kept_palette(app))
