@@ -62,6 +62,22 @@ PINNED = {
     "textual.cache.LRUCache": "a4c5ed270a5d4365",
     "textual.css.stylesheet.Stylesheet._parse_rules": "2f1c2d220b672d1b",
     "textual.css.stylesheet.Stylesheet.__init__": "5496b02a203e14ec",
+    "textual.command.CommandPalette.__init__": "34776fc490b1e0d1",
+    "textual.command.CommandPalette._on_mount": "bc2d41a5bf31dfa3",
+    "textual.command.CommandPalette._on_unmount": "7b76ba4abfa3c08b",
+    "textual.command.CommandPalette._provider_classes": "fd1b09bf5a970d96",
+    "textual.command.CommandPalette._gather_commands": "b91ff7feae77d521",
+    "textual.command.CommandPalette._cancel_gather_commands": "968b333f70cecb42",
+    "textual.command.CommandPalette._stop_busy_countdown": "b8b5e29bff4086fe",
+    "textual.command.CommandPalette._stop_no_matches_countdown": "ab26b55062318399",
+    "textual.command.CommandPalette._select_command": "f3b36ccc70265f08",
+    "textual.command.Provider._post_init": "fa1b499d78dbb02c",
+    "textual.command.Provider._search": "e486f5dc2e967b82",
+    "textual.command.Provider._shutdown": "e7b1b582175a528c",
+    "textual.screen.Screen._on_mount": "cb1b86109ec4e884",
+    "textual.widget.Widget._on_mount": "cac7d1e505b26a11",
+    "textual.app.App._get_screen": "e253c005c0065e23",
+    "textual.app.App.refresh_css": "ecfa14bd0d19dba0",
 }
 
 

@@ -32,7 +32,7 @@ from textual.widgets import Input, TextArea
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing
 from slop_tui.ui.keyroute import KeyRouter
-from slop_tui.ui.palette import SlopCommands
+from slop_tui.ui.palette import SlopCommands, build_palette_later
 from slop_tui.ui.screens.workspace import WorkspaceScreen
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
@@ -225,6 +225,7 @@ class SlopApp(App):
         self.collector.start()
         self.set_interval(0.5, self._pace_collector, name="collector")
         first_screen_shown(self)  # what the first screen left for later (ui/startup.py)
+        build_palette_later(self)  # the command palette, built once the user pauses
         if (await self.workspace.provider_choice()).name == "demo" and not (
             await self.workspace.ledger.list_sessions()
         ):
@@ -346,10 +347,10 @@ class SlopApp(App):
 
     def action_command_palette(self) -> None:
         """The command palette (ui/palette.py's `SlopPalette`)."""
-        from slop_tui.ui.palette import SlopPalette
+        from slop_tui.ui.palette import SlopPalette, kept_palette
 
         if self.use_command_palette and not SlopPalette.is_open(self):
-            self.push_screen(SlopPalette(id="--command-palette"))
+            self.push_screen(kept_palette(self))
 
     def palette_actions(self):
         screen = self.workspace_screen

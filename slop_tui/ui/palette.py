@@ -16,8 +16,9 @@ contract; any of them may be `async`):
   palette has already set `app.theme`); persist it, e.g. with
   `slop_tui.ui.themes.save_theme(ledger, name)`.
 
-Importing this module does not import the command table (that costs
-~0.4 s); the first palette opening does.
+Importing this module does not import the command table (tens of ms); the
+palette built ahead (`build_palette_later`, in a thread) or the first opening
+does.
 
 Highlighting a "Theme: <name>" entry previews it once the highlight rests
 (PREVIEW_REST); closing the palette without choosing a theme restores the
@@ -26,12 +27,17 @@ theme it opened with.
 `SlopPalette` is the palette the app opens: over a plain background (Textual's
 translucent one blends every cell of the workspace behind it into each of the
 palette's frames), its options' heights measured once per text and width
-(`MEASURED`) instead of at every opening.
+(`MEASURED`) instead of at every opening. The app has one (`kept_palette`), built
+while the user pauses after the first screen (`build_palette_later`) and shown
+again at every ctrl+p (`KeptCommandPalette` in ui/textual_fixes.py): its first
+frame is drawn at once, with the list it had when that is still what an empty
+search lists (`listed_now`), else the list follows the frame.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -55,7 +61,7 @@ from textual.visual import RulesMap
 from textual.widgets.option_list import OptionDoesNotExist
 
 from slop_tui.ui.text import literal
-from slop_tui.ui.textual_fixes import ListedCommandsPalette
+from slop_tui.ui.textual_fixes import KeptCommandPalette, mount_ahead
 
 if TYPE_CHECKING:
     from slop_tui.commands import Command
@@ -102,28 +108,49 @@ class SlopCommands(Provider):
     original_theme = ""
     entries: tuple[PaletteEntry, ...] = ()
 
+    _running = False  # between startup and shutdown: only then does a highlight preview
+    _watching: CommandPalette | None = None
+
     async def startup(self) -> None:
+        """Called at every opening (a kept palette starts its providers again)."""
+        self.theme_chosen = self._previewing = False
         self.original_theme = self.app.theme
         self.entries = tuple(await self._collect())
+        self._running = True
         palette = next(
             (s for s in reversed(self.app.screen_stack) if isinstance(s, CommandPalette)), None
         )
-        if palette is not None:
+        if palette is not None and palette is not self._watching:
+            self._watching = palette  # one watch per palette, however often it opens
             command_list = palette.query_one(CommandList)
             palette.watch(command_list, "highlighted", self._preview, init=False)
 
     async def _collect(self) -> list[PaletteEntry]:
+        produced = self._actions()
+        if inspect.isawaitable(produced):
+            produced = await produced
+        return self._entries(produced)
+
+    def entries_now(self) -> list[PaletteEntry] | None:
+        """What `startup` would collect, collected now; None when the app's actions
+        are given by a coroutine."""
+        produced = self._actions()
+        if inspect.isawaitable(produced):
+            if inspect.iscoroutine(produced):
+                produced.close()
+            return None
+        return self._entries(produced)
+
+    def _actions(self) -> Any:
+        actions = getattr(self.app, "palette_actions", None)
+        return actions() if actions is not None else ()
+
+    def _entries(self, actions: Any) -> list[PaletteEntry]:
         # Imported here so that importing this module (for App.COMMANDS) stays cheap.
         from slop_tui.commands import TABLE
 
         app = self.app
-        entries: list[PaletteEntry] = []
-        actions = getattr(app, "palette_actions", None)
-        if actions is not None:
-            produced = actions()
-            if inspect.isawaitable(produced):
-                produced = await produced
-            entries.extend(PaletteEntry(t, h, cb) for t, h, cb in produced)
+        entries = [PaletteEntry(t, h, cb) for t, h, cb in actions]
         run = getattr(app, "run_command", None)
         prefill = getattr(app, "prefill_prompt", None)
         for cmd in TABLE.commands:
@@ -156,6 +183,9 @@ class SlopCommands(Provider):
         under every key ("z" puts "Theme: solarized-dark" first)."""
         if self._preview_timer is not None:
             self._preview_timer.stop()
+            self._preview_timer = None
+        if not self._running:
+            return
         self._preview_timer = self.app.set_timer(PREVIEW_REST, partial(self._show_preview, index))
 
     def _show_preview(self, index: int | None) -> None:
@@ -180,10 +210,13 @@ class SlopCommands(Provider):
             self.app.theme = self.original_theme
 
     async def shutdown(self) -> None:
+        self._running = False
         if self._preview_timer is not None:
             self._preview_timer.stop()
+            self._preview_timer = None
         if self._previewing and not self.theme_chosen:
             self.app.theme = self.original_theme
+        self._previewing = False
 
     async def discover(self) -> Hits:
         for entry in self.entries:
@@ -260,8 +293,9 @@ class MeasuredOnce(Content):
         return height
 
 
-class SlopPalette(ListedCommandsPalette):
-    """The command palette over a plain background, its options measured once."""
+class SlopPalette(KeptCommandPalette):
+    """The command palette over a plain background, its options measured once; one per
+    app, made once and shown again at every opening (`kept_palette`)."""
 
     # Its field is drawn in the palette's first frame (Textual shows it with the list,
     # once every command is gathered: over a plain background the frames before would
@@ -272,6 +306,19 @@ class SlopPalette(ListedCommandsPalette):
     SlopPalette > Vertical#--container { display: block; }
     """
 
+    def listed_now(self) -> list[str] | None:
+        """The text of each option that a search of the empty field would list now (a
+        command's title and help), when every provider is a `SlopCommands`."""
+        texts: list[str] = []
+        for provider in self._providers:
+            entries = provider.entries_now() if isinstance(provider, SlopCommands) else None
+            if entries is None:
+                return None
+            texts.extend(
+                entry.title + ("\n" + entry.help if entry.help else "") for entry in entries
+            )
+        return texts
+
     def listed(self, commands: list[ListedCommand]) -> list[ListedCommand]:
         listed = []
         for command in commands:
@@ -281,3 +328,62 @@ class SlopPalette(ListedCommandsPalette):
                 command = ListedCommand(prompt, command.hit, id=command.id)
             listed.append(command)
         return listed
+
+
+PALETTE_SCREEN = "--command-palette"  # the kept palette's name among the app's screens
+
+
+def kept_palette(app: Any) -> SlopPalette:
+    """The app's one palette (installed as PALETTE_SCREEN at the first call): push it at
+    every opening; closed, it stays built for the next."""
+    if app.is_screen_installed(PALETTE_SCREEN):
+        palette = app.get_screen(PALETTE_SCREEN)
+        if isinstance(palette, SlopPalette):
+            return palette
+        app.uninstall_screen(PALETTE_SCREEN)
+    palette = SlopPalette(id=PALETTE_SCREEN)
+    app.install_screen(palette, PALETTE_SCREEN)
+    return palette
+
+
+BUILD_AFTER = 0.5  # seconds after the first screen before the palette is built
+QUIET_S = 0.2  # ... and once the user has not typed or clicked for this long
+
+
+def build_palette_later(app: Any) -> None:
+    """Build the palette BUILD_AFTER seconds from now, as `build_ahead` does, its
+    mounting (~25 ms on the event loop) once the user has paused for QUIET_S
+    (`app.collector.last_input`, ui/collector.py). An opening before that builds it."""
+
+    def mount_when_quiet() -> None:
+        if not app.is_running or CommandPalette.is_open(app):
+            return
+        collector = getattr(app, "collector", None)
+        idle = time.monotonic() - collector.last_input if collector is not None else QUIET_S
+        if idle < QUIET_S:
+            app.set_timer(QUIET_S - idle, mount_when_quiet)
+        else:
+            app.run_worker(mount_ahead(app, kept_palette(app)), group="palette-ahead")
+
+    async def build() -> None:
+        await _import_commands()
+        mount_when_quiet()
+
+    app.set_timer(BUILD_AFTER, lambda: app.run_worker(build(), group="palette-ahead"))
+
+
+async def _import_commands() -> None:
+    """The command table imported in a thread: the event loop goes on meanwhile."""
+    import asyncio
+    import importlib
+
+    await asyncio.to_thread(importlib.import_module, "slop_tui.commands")
+
+
+async def build_ahead(app: Any) -> None:
+    """Make the palette before its first opening, so that opening costs what the later
+    ones do: the command table imported (in a thread), then the palette mounted,
+    styled and laid out, off screen."""
+    await _import_commands()
+    if app.is_running and not CommandPalette.is_open(app):
+        await mount_ahead(app, kept_palette(app))

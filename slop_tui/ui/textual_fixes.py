@@ -44,8 +44,15 @@ Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
 `StylesCache._dirty_lines`, `StylesCache._width`),
-`CommandPalette._refresh_command_list` (overridden by `ListedCommandsPalette`), and
-`HeaderTitle` from `textual.widgets._header`.
+`CommandPalette._refresh_command_list` (overridden by `ListedCommandsPalette`),
+`HeaderTitle` from `textual.widgets._header`, and for `KeptCommandPalette` (a palette
+shown again instead of made anew) `CommandPalette`'s `_on_mount`, `_on_unmount`,
+`_provider_classes`, `_gather_commands`, `_cancel_gather_commands`,
+`_stop_busy_countdown`, `_stop_no_matches_countdown`, `_select_command`,
+`_providers`, `_selected_command`, `_calling_screen`, `Provider._post_init`,
+`_search` (`_init_success`) and `_shutdown`, `Screen._on_mount`,
+`Widget._on_mount`, `Screen._on_timer_update`, `Screen._css_update_count` (kept by
+`App.refresh_css`), `App._css_update_count` and `App._get_screen` (`mount_ahead`).
 The patches also read `Compositor._full_map`, `_visible_map` and
 `_full_map_invalidated`, `Widget._size`, `_container_size`, `_anchored`,
 `WrappedDocument._width`, `_tab_width`, `DOMNode._component_styles` and
@@ -109,7 +116,8 @@ RELIED_ON: dict[str, str] = {
     "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
     "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
     "held-frames relies on its _repaint_required",
-    "textual.screen.Screen._refresh_layout": "patch one-pass-reflow",
+    "textual.screen.Screen._refresh_layout": "patch one-pass-reflow; mount_ahead() lays "
+    "out a screen not shown with it",
     "textual.widget.Widget._size_updated": "patch one-pass-reflow",
     "textual.widget.Widget._check_anchor": "one-pass-reflow and follows_bottom() read "
     "_anchored and _anchor_released",
@@ -141,6 +149,31 @@ RELIED_ON: dict[str, str] = {
     "overrides it: the commands pass through `listed` on their way into the list",
     "textual.command.CommandPalette.compose": "SlopPalette's CSS shows the "
     "`Vertical#--container` it composes from the first frame (Textual: once -ready)",
+    "textual.command.CommandPalette.__init__": "KeptCommandPalette sets _selected_command "
+    "and _providers as it does",
+    "textual.command.CommandPalette._on_mount": "KeptCommandPalette does what it does "
+    "(_calling_screen, the providers made and started, the first search) at each showing",
+    "textual.command.CommandPalette._on_unmount": "KeptCommandPalette shuts the providers "
+    "down as it does, at each hiding",
+    "textual.command.CommandPalette._provider_classes": "KeptCommandPalette makes its "
+    "providers from it",
+    "textual.command.CommandPalette._gather_commands": "KeptCommandPalette starts it after "
+    "its first frame; it calls _refresh_command_list with what it gathered",
+    "textual.command.CommandPalette._cancel_gather_commands": "KeptCommandPalette calls it",
+    "textual.command.CommandPalette._stop_busy_countdown": "KeptCommandPalette calls it",
+    "textual.command.CommandPalette._stop_no_matches_countdown": "KeptCommandPalette calls it",
+    "textual.command.CommandPalette._select_command": "KeptCommandPalette: a chosen "
+    "command empties the list (not kept for the next showing)",
+    "textual.command.Provider._post_init": "KeptCommandPalette starts a provider again with it",
+    "textual.command.Provider._search": "KeptCommandPalette clears _init_success, which "
+    "it reads, before a provider starts again",
+    "textual.command.Provider._shutdown": "KeptCommandPalette calls it at each hiding",
+    "textual.screen.Screen._on_mount": "KeptCommandPalette calls it (its own _on_mount "
+    "prevents CommandPalette's)",
+    "textual.widget.Widget._on_mount": "KeptCommandPalette calls it (as above)",
+    "textual.app.App._get_screen": "mount_ahead() mounts an installed screen with it",
+    "textual.app.App.refresh_css": "KeptCommandPalette: it keeps _css_update_count of the "
+    "screens in the stack, and a screen out of it is restyled at its showing",
     "textual.css.stylesheet.Stylesheet._parse_rules": "patch kept-css (what it parses "
     "from, and its own cache, `_parse_cache`)",
     "textual.css.stylesheet.Stylesheet.__init__": "kept-css reads `_variables` and `_parse_cache`",
@@ -664,6 +697,161 @@ class ListedCommandsPalette(CommandPalette):
         super()._refresh_command_list(command_list, self.listed(commands), clear_current)
 
 
+class KeptCommandPalette(ListedCommandsPalette):
+    """A `ListedCommandsPalette` made once and shown again at every opening: install it
+    (`App.install_screen`) and push it each time; popped, it stays mounted and styled.
+
+    Textual's palette starts its providers and its first search when it mounts
+    (`CommandPalette._on_mount`) and shuts them down when it is removed
+    (`_on_unmount`). This one does that at each showing (`ScreenResume`) and hiding
+    (`ScreenSuspend`): at a hiding its field is emptied (unseen), at a showing its
+    providers are started again (`Provider._post_init`; made anew when the screen it
+    opens over or the style of a match changed), and its first frame is drawn at once
+    (`Screen._on_timer_update`), not at the next tick of its frame timer. The list it
+    shows in that frame is the one it had if that is what a search of the empty field
+    lists now (`listed_now`); otherwise the list is hidden in that frame and the
+    search runs once it is drawn.
+    It is restyled at a showing only when the app's CSS changed since it was last
+    styled (`Screen._css_update_count`, which `App.refresh_css` keeps for the screens
+    in the stack). A search whose hits are the ones listed (the same text and styles,
+    in the same order) keeps the list as it is, each option given its new hit."""
+
+    def listed_now(self) -> list[str] | None:
+        """The plain text of each option a search of the empty field would list now, if
+        a subclass can tell without searching; None (the default): search."""
+        return None
+
+    def _on_mount(self, event) -> None:  # type: ignore[no-untyped-def,override]
+        # Not CommandPalette's (the providers and the search start at each showing):
+        # the screen's and the widget's own.
+        event.prevent_default()
+        Screen._on_mount(self, event)
+        Widget._on_mount(self, event)
+        self._css_update_count = self.app._css_update_count  # styled as it mounted
+        self.__dict__["_slop_listed_for"] = None  # what the list was filled for
+
+    def _on_screen_resume(self, event) -> None:  # type: ignore[no-untyped-def]
+        # Runs before Screen's own handler, which marks the whole screen for drawing.
+        app = self.app
+        if self._css_update_count != app._css_update_count:
+            self.update_node_styles(animate=False)  # the theme changed since
+            self._css_update_count = app._css_update_count
+        event.refresh_styles = False
+        self._show_again()
+
+    def _show_again(self) -> None:
+        from textual.command import CommandInput, CommandList
+
+        app = self.app
+        app.post_message(CommandPalette.Opened())
+        self._selected_command = None
+        # The field was emptied when the palette was hidden: what it holds now was typed
+        # since it was pushed, and is searched for below.
+        field = self.query_one(CommandInput)
+        calling = app.screen_stack[-2] if len(app.screen_stack) > 1 else None
+        match_style = self.get_visual_style("command-palette--highlight", partial=True)
+        kept = (
+            bool(self._providers)
+            and self._calling_screen is calling
+            and all(provider.match_style == match_style for provider in self._providers)
+        )
+        if not kept:
+            self._calling_screen = calling
+            self._providers = [
+                provider_class(calling, match_style) for provider_class in self._provider_classes
+            ]
+        for provider in self._providers:
+            provider._init_success = False
+            provider._post_init()
+        command_list = self.query_one(CommandList)
+        fresh = (
+            kept
+            and not field.value
+            and self.__dict__.get("_slop_listed_for") == ("", self._css_update_count)
+            and command_list.option_count > 0
+            and self.listed_now() == [option.prompt.plain for option in command_list.options]
+        )
+        if fresh:
+            command_list.highlighted = 0  # as a search would leave it
+        else:
+            self.__dict__["_slop_listed_for"] = None
+            command_list.styles.visibility = "hidden"  # until the search has listed
+            self.call_after_refresh(self._search_shown)
+        self.call_next(self._draw_now)
+
+    def _draw_now(self) -> None:
+        # The first frame now, not at the next tick of the screen's frame timer (up to
+        # a frame later): the field and the box, already laid out and styled.
+        if drawing_allowed(self.app, self):
+            self._on_timer_update()
+
+    def _search_shown(self) -> None:
+        from textual.command import CommandInput
+
+        if self.is_current and self.__dict__.get("_slop_listed_for") is None:
+            self._gather_commands(self.query_one(CommandInput).value.strip())
+
+    async def _on_screen_suspend(self) -> None:
+        from asyncio import create_task, wait
+
+        from textual.command import CommandInput
+        from textual.widgets import Input
+
+        self._cancel_gather_commands()
+        self._stop_no_matches_countdown()
+        self._stop_busy_countdown()
+        field = self.query_one(CommandInput)
+        if field.value:  # emptied now, unseen, so that a key typed at the next showing
+            with self.prevent(Input.Changed):  # is never cleared with it
+                field.value = ""
+        if self._providers:
+            await wait([create_task(provider._shutdown()) for provider in self._providers])
+
+    def _refresh_command_list(self, command_list, commands, clear_current) -> None:  # type: ignore[no-untyped-def]
+        from textual.command import CommandInput
+
+        commands = sorted(
+            self.listed(commands), key=lambda command: command.hit.score, reverse=True
+        )
+        shown = command_list.options
+        if len(shown) == len(commands) and all(
+            _same_prompt(old, new) for old, new in zip(shown, commands, strict=True)
+        ):
+            for old, new in zip(shown, commands, strict=True):
+                old.hit = new.hit
+            if commands:
+                command_list.highlighted = 0
+            self._list_visible = bool(commands)
+            self._hit_count = len(commands)
+        else:
+            _refresh_command_list(self, command_list, commands, clear_current)
+        query = self.query_one(CommandInput).value.strip()
+        self.__dict__["_slop_listed_for"] = (query, self._css_update_count)
+        if command_list.styles.clear_rule("visibility"):
+            command_list.refresh(layout=True)  # shown: back in the screen's map
+
+
+def _same_prompt(old, new) -> bool:  # type: ignore[no-untyped-def]
+    """Two options of a command list show the same text in the same styles."""
+    a, b = old.prompt, new.prompt
+    return a.plain == b.plain and list(a.spans) == list(b.spans) and old.disabled == new.disabled
+
+
+_refresh_command_list = CommandPalette._refresh_command_list
+
+
+async def mount_ahead(app: App, screen: Screen) -> None:
+    """Mount (compose and style) an installed screen that is not shown, as pushing it
+    would (`App._get_screen`), then lay it out at the app's size
+    (`Screen._refresh_layout`, as a resize does for the screens under the top one), so
+    that its first showing finds it built and placed."""
+    if not screen.is_running:
+        _, mounted = app._get_screen(screen)
+        await mounted
+    if screen.is_attached and screen._size != app.size and screen is not app.screen:
+        screen._refresh_layout(app.size)
+
+
 def remember_copied(app: App, text: str) -> None:
     """Put `text` in Textual's in-app clipboard (what Input and TextArea paste), as
     `App.copy_to_clipboard` does, without the OSC 52 escape it also writes."""
@@ -681,6 +869,7 @@ __all__ = [
     "PATCHES",
     "RELIED_ON",
     "HeaderTitle",
+    "KeptCommandPalette",
     "ListedCommandsPalette",
     "Patch",
     "draw_widgets",
@@ -692,6 +881,7 @@ __all__ = [
     "hold_frames",
     "install",
     "installed",
+    "mount_ahead",
     "next_frame_now",
     "original",
     "release_frames",
