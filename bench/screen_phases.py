@@ -19,7 +19,12 @@ summed until the first frame and over the whole start. The hello-world app
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
 
-The wrapper wraps functions of the running app (a timing layer, nothing else);
+The wrapper wraps functions of the running app (a timing layer, nothing else).
+Every program this bench starts ends with it: closed by the process group it was
+started in (`_term.Term.close`) when its start ends or fails, when the bench is
+stopped by a signal (SIGTERM, SIGHUP, SIGINT: `end_on_signals`), and, with the
+bench killed outright, by the kernel (`GUARD`: the program asks for SIGKILL when
+its parent dies; left on a closed terminal, it spun at most of a CPU for hours);
 each figure is the median of `--runs` starts (default 5), interleaved with the
 hello-world app's. CPU times are the process's own and move much less than the
 wall clock when the machine is shared.
@@ -32,6 +37,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import statistics
 import tempfile
 import time
@@ -43,9 +49,20 @@ import tui
 
 from tests.fakeserver import FakeLLMServer
 
+# First in every program this bench starts: killed by the kernel when the bench's
+# process dies (prctl PR_SET_PDEATHSIG), and gone at once if it died already.
+GUARD = r"""
+import ctypes, os, signal
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() != int(os.environ["PHASES_PARENT"]):
+    os._exit(1)
+"""
+
 # Runs in the app's process: argv = [log, program, *args]; program is the console
 # script (or the hello-world app's file). Each stamp is one JSON line.
-WRAPPER = r"""
+WRAPPER = (
+    GUARD
+    + r"""
 import functools, json, os, sys, time
 T0 = float(os.environ["PHASES_T0"])
 log = open(sys.argv[1], "w", buffering=1)
@@ -167,6 +184,7 @@ count(tokens, "_load_encoding", "tokenizer built")
 from slop_tui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+)
 
 ORDER = [
     "interpreter and site",
@@ -191,7 +209,7 @@ def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
     log = work / f"phases-{app}-{i}.jsonl"
     # The build's own interpreter (its slop_tui), then the program and its arguments.
     prefix = (str(screen.SLOP.parent / "python"), "-c", WRAPPER, str(log))
-    env = dict(starter.env, PHASES_T0=repr(time.time()))
+    env = dict(starter.env, PHASES_T0=repr(time.time()), PHASES_PARENT=str(os.getpid()))
     term, db = starter.start(app, f"phases-{i}", prefix=prefix, env=env)
     try:
         marker = starter.marker(app)
@@ -213,7 +231,20 @@ def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
     return stamps
 
 
+def end_on_signals() -> None:
+    """SIGTERM and SIGHUP (a `timeout`, a closed terminal) end the bench as ctrl+c does:
+    by an exception, so each start's `finally` and `_term`'s exit handler kill the
+    process groups it started."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def main() -> None:
+    end_on_signals()
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="empty,2k,20k")
