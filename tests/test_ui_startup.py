@@ -450,9 +450,11 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
     follow in a second read, and every line ends up with its snippet."""
     from slop_tui.ledger import Ledger
     from slop_tui.ui.screens import workspace as app_module
+    from slop_tui.ui.screens import workspace_sides
 
     await seed(project, n=5)
-    monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)
+    monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)  # a reload
+    monkeypatch.setattr(workspace_sides, "PROMPTS_FIRST", 2)  # the first fill
     calls: list[tuple[str, object]] = []
     real_rows, real_prompts = Ledger.group_rows, Ledger.group_prompts
 
