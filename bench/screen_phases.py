@@ -173,11 +173,11 @@ stamp("import slop_tui.workspace (config, context, ledger)")
 at_start(W.Workspace, "open", "configuration read")
 at_end(W.Workspace, "open", "ledger opened (Workspace.open)", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_conversation", "conversation loaded", coroutine=True)
-from slop_tui.ui.screens import workspace_sides as sides_module
-if hasattr(sides_module, "SidePanes"):
-    at_end(sides_module.SidePanes, "mount", "side panes mounted", coroutine=True)
-else:  # a build before the side panes had their class
+if hasattr(ws_screen.WorkspacePanes, "mount_side_panes"):  # a build before `SidePanes`
     at_end(ws_screen.WorkspacePanes, "mount_side_panes", "side panes mounted", coroutine=True)
+else:  # imported by the screen already (there it imports none of the panes' widgets)
+    from slop_tui.ui.screens import workspace_sides as sides_module
+    at_end(sides_module.SidePanes, "mount", "side panes mounted", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_side_panes", "side panes filled", coroutine=True)
 count(W.Workspace, "display_plan", "plan of the next request (display_plan)")
 count(W.Workspace, "repo_sources", "  of which repository map and file tree")
