@@ -23,6 +23,7 @@ from textual.widgets import Static
 from slop_tui.records import Changed
 from slop_tui.ui.frames import frame_drawn
 from slop_tui.ui.layout import PROMPTS_FIRST, SIDE_PARTS, SNIPPET_SOURCE
+from slop_tui.ui.textual_fixes import hold_paint, release_paint
 
 if TYPE_CHECKING:
     from slop_tui.ui.screens.workspace import WorkspacePanes
@@ -97,22 +98,20 @@ class SidePanes:
         self._output_mounted: asyncio.Future[None] | None = None
 
     async def mount(self) -> None:
-        """The side panes' widgets, mounted into the panes laid out for them, unseen
-        until `reveal`: drawn at opacity 0 (an inline style, taken away without a
-        CSS pass over the panes' ~80 widgets)."""
+        """The side panes' widgets, mounted into the panes laid out for them and laid
+        out, with nothing painted from here until `reveal` (`hold_paint`): the first
+        frame that shows them shows them filled, and they are drawn once."""
         screen = self.screen
         async with self._mounting:  # once, even if two callers ask at once
             if screen.side_panes_mounted:
                 return
-            left, right = left_pane(), right_pane()
-            for widget in left + right:
-                widget.styles.opacity = 0.0
+            hold_paint(screen.app)
             # Mounted in one batch: one layout when they are all in, not one for each
-            # step of their mounting (a frame in between would show nothing new).
+            # step of their mounting.
             with screen.app.batch_update():
                 mounts = (
-                    screen.query_one("#left").mount_all(left),
-                    screen.query_one("#right").mount_all(right),
+                    screen.query_one("#left").mount_all(left_pane()),
+                    screen.query_one("#right").mount_all(right_pane()),
                 )
                 for mounted in mounts:
                     await mounted
@@ -128,30 +127,34 @@ class SidePanes:
         frame (the conversation's marks and tier labels with them)."""
         screen = self.screen
         await frame_drawn(screen.app, timeout=1.0)  # the conversation's frame is out first
-        await self.mount()
-        ws = screen.workspace
-        if ws is not None and screen.app.is_running:
-            with screen.unless_closing():
-                await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
-                ws.check_settings()  # as well (the context engine's modules load here)
-                for warning in ws.pop_warnings():
-                    screen.app.notify(warning, severity="warning", timeout=15)
-                snap = await ws.snapshot(
-                    Changed.ALL, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
-                )
-                self.show(snap)
-        await self.reveal()
+        try:
+            await self.mount()
+            ws = screen.workspace
+            if ws is not None and screen.app.is_running:
+                with screen.unless_closing():
+                    await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
+                    ws.check_settings()  # as well (the context engine's modules load here)
+                    for warning in ws.pop_warnings():
+                        screen.app.notify(warning, severity="warning", timeout=15)
+                    snap = await ws.snapshot(
+                        Changed.ALL,
+                        rows_prompt_chars=SNIPPET_SOURCE,
+                        prompts_for_newest=PROMPTS_FIRST,
+                    )
+                    self.show(snap)
+            await self.reveal()
+        finally:
+            release_paint(screen.app)  # painted again even if the fill failed
 
     async def reveal(self) -> None:
-        """The side panes are drawn from now on: filled, or empty when the workspace
-        could not be opened."""
+        """The side panes are drawn from now on, in one frame: filled, or empty when the
+        workspace could not be opened."""
         screen = self.screen
         await self.mount()
         screen.side_panes_filled = True
         for pane in screen.query("#left, #right"):
             pane.remove_class("-filling", update=False)  # a marker: no rule reads it
-            for widget in pane.children:
-                widget.styles.opacity = None
+        release_paint(screen.app)
 
     def show(self, snap: Snapshot) -> None:
         """Every pane that shows what `snap` read; the parts it did not read stay."""
