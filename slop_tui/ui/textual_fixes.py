@@ -312,9 +312,9 @@ def hold_paint(app) -> None:  # type: ignore[no-untyped-def]
 def release_paint(app) -> None:  # type: ignore[no-untyped-def]
     """Leave a `hold_paint`: what was marked meanwhile is drawn at the next refresh
     (and at once after it if nothing else asks for one)."""
-    if not app.__dict__.pop("_slop_paint_held", False):
-        return
-    screen = app.screen
+    if not app.__dict__.pop("_slop_paint_held", False) or not app.screen_stack:
+        return  # not held, or the app is closing
+    screen = app.screen_stack[-1]
 
     def draw_what_was_held() -> None:
         if screen._compositor._dirty_regions and not app.__dict__.get("_slop_paint_held"):
