@@ -19,7 +19,12 @@ summed until the first frame and over the whole start. The hello-world app
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
 
-The wrapper wraps functions of the running app (a timing layer, nothing else);
+The wrapper wraps functions of the running app (a timing layer, nothing else).
+Every program this bench starts ends with it: closed by the process group it was
+started in (`_term.Term.close`) when its start ends or fails, when the bench is
+stopped by a signal (SIGTERM, SIGHUP, SIGINT: `end_on_signals`), and, with the
+bench killed outright, by the kernel (`GUARD`: the program asks for SIGKILL when
+its parent dies; left on a closed terminal, it spun at most of a CPU for hours);
 each figure is the median of `--runs` starts (default 5), interleaved with the
 hello-world app's. CPU times are the process's own and move much less than the
 wall clock when the machine is shared.
@@ -32,6 +37,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import statistics
 import tempfile
 import time
@@ -43,14 +49,28 @@ import tui
 
 from tests.fakeserver import FakeLLMServer
 
+# First in every program this bench starts: killed by the kernel when the bench's
+# process dies (prctl PR_SET_PDEATHSIG), and gone at once if it died already.
+GUARD = r"""
+import ctypes, os, signal
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() != int(os.environ["PHASES_PARENT"]):
+    os._exit(1)
+"""
+
 # Runs in the app's process: argv = [log, program, *args]; program is the console
 # script (or the hello-world app's file). Each stamp is one JSON line.
-WRAPPER = r"""
+WRAPPER = (
+    GUARD
+    + r"""
 import functools, json, os, sys, time
 T0 = float(os.environ["PHASES_T0"])
 log = open(sys.argv[1], "w", buffering=1)
+FILLED = [False]  # the side panes' fill has ended: its frame is the next one written
 def stamp(name):
     log.write(json.dumps([name, time.time() - T0, time.process_time()]) + "\n")
+    if name == "side panes filled":
+        FILLED[0] = True
 stamp("interpreter and site")
 spent = {}
 def count(owner, name, label):
@@ -103,6 +123,11 @@ def write(self, data, _seen=[0]):
         stamp("frame %d written" % _seen[0])
         if _seen[0] == 1:
             log.write(json.dumps(["spent at frame 1", dict(spent)]) + "\n")
+    elif len(data) > 2000 and FILLED[0]:
+        FILLED[0] = False
+        r = _write(self, data)
+        stamp("side panes' frame written")
+        return r
     return _write(self, data)
 LinuxDriver.write = write
 def at_start(owner, name, label):
@@ -156,7 +181,11 @@ stamp("import slop_tui.workspace (config, context, ledger)")
 at_start(W.Workspace, "open", "configuration read")
 at_end(W.Workspace, "open", "ledger opened (Workspace.open)", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_conversation", "conversation loaded", coroutine=True)
-at_end(ws_screen.WorkspacePanes, "mount_side_panes", "side panes mounted", coroutine=True)
+if hasattr(ws_screen.WorkspacePanes, "mount_side_panes"):  # a build before `SidePanes`
+    at_end(ws_screen.WorkspacePanes, "mount_side_panes", "side panes mounted", coroutine=True)
+else:  # imported by the screen already (there it imports none of the panes' widgets)
+    from slop_tui.ui.screens import workspace_sides as sides_module
+    at_end(sides_module.SidePanes, "mount", "side panes mounted", coroutine=True)
 at_end(ws_screen.WorkspacePanes, "show_side_panes", "side panes filled", coroutine=True)
 count(W.Workspace, "display_plan", "plan of the next request (display_plan)")
 count(W.Workspace, "repo_sources", "  of which repository map and file tree")
@@ -167,6 +196,7 @@ count(tokens, "_load_encoding", "tokenizer built")
 from slop_tui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+)
 
 ORDER = [
     "interpreter and site",
@@ -184,6 +214,7 @@ ORDER = [
     "side panes mounted",
     "side panes filled",
     "frame 2 written",
+    "side panes' frame written",
 ]
 
 
@@ -191,7 +222,7 @@ def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
     log = work / f"phases-{app}-{i}.jsonl"
     # The build's own interpreter (its slop_tui), then the program and its arguments.
     prefix = (str(screen.SLOP.parent / "python"), "-c", WRAPPER, str(log))
-    env = dict(starter.env, PHASES_T0=repr(time.time()))
+    env = dict(starter.env, PHASES_T0=repr(time.time()), PHASES_PARENT=str(os.getpid()))
     term, db = starter.start(app, f"phases-{i}", prefix=prefix, env=env)
     try:
         marker = starter.marker(app)
@@ -213,7 +244,20 @@ def one_start(starter: screen.Starter, app: str, work: Path, i: int) -> dict:
     return stamps
 
 
+def end_on_signals() -> None:
+    """SIGTERM and SIGHUP (a `timeout`, a closed terminal) end the bench as ctrl+c does:
+    by an exception, so each start's `finally` and `_term`'s exit handler kill the
+    process groups it started."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def main() -> None:
+    end_on_signals()
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="empty,2k,20k")
@@ -283,15 +327,21 @@ def main() -> None:
                 else ""
             )
         rows.append(row)
-    for label, key in (("first frame, from the spawn", "frame 1 written"),):
-        rows.append(
-            [f"**{label}**"]
-            + [
-                f"**{statistics.median(s[key][0] for s in results[a] if key in s) * 1e3:.0f}"
-                f" ({statistics.median(s[key][1] for s in results[a] if key in s) * 1e3:.0f})**"
-                for a in apps
-            ]
-        )
+    for label, key in (
+        ("first frame, from the spawn", "frame 1 written"),
+        ("side panes' frame, from the spawn", "side panes' frame written"),
+    ):
+        cells = []
+        for a in apps:
+            got = [s[key] for s in results[a] if key in s]
+            cells.append(
+                f"**{statistics.median(g[0] for g in got) * 1e3:.0f}"
+                f" ({statistics.median(g[1] for g in got) * 1e3:.0f})**"
+                + (f" [CPU {min(g[1] for g in got) * 1e3:.0f}–{max(g[1] for g in got) * 1e3:.0f}]")
+                if got
+                else ""
+            )
+        rows.append([f"**{label}**", *cells])
     label = {col: f"{screen.LABEL[app]} {name}".strip() for col, app, name in columns}
     print(c.table(["phase", *[label[a] for a in apps]], rows))
     for key, title in (

@@ -681,7 +681,7 @@ def _side_part(name: str) -> Step:
         screen = pilot.app.workspace_screen
         if not screen.layout_state.shown["right"]:
             await pilot.press("f8")
-        screen._show_part(name)
+        screen.sides.show_part(name)
         pilot.app.query_one(f"#{name}").focus()
         await pilot.pause()
 

@@ -218,3 +218,46 @@ async def test_state_pane_scrolls_and_keeps_every_line():
         await pilot.press("down")
         await pilot.pause()
         assert pane.scroll_y == 1
+
+
+PLAIN_STATES = [
+    "Goal: task 499\nTechnical Anchors: port 8499",
+    "### STATE\nGoal: ship the parser (v2)\nContext: the tests pass; 3 left, 40 % done\n\n"
+    "Next: a long line that goes on and on, well past the width of the side pane, so it wraps",
+    "",  # no STATE: the notice
+]
+MARKDOWN_STATES = [
+    "- goal: ship",
+    "Goal: *ship* it",
+    "1. first\n2. second",
+    "Goal: a\n\n\nContext: b",  # two blank lines: Markdown folds them
+    "    indented: code",
+    "Goal: `x`",
+    "Goal — the dash",
+]
+
+
+async def test_a_plain_state_is_drawn_without_markdown_it_in_the_lines_markdown_draws(
+    monkeypatch,
+):
+    from slop_tui.ui.widgets import anchors
+    from slop_tui.ui.widgets.blocks import markdown_lines, markdown_look
+
+    async with AnchorsApp().run_test(size=(60, 20)) as pilot:
+        pane = pilot.app.query_one(StatePane)
+        look = markdown_look(pilot.app)
+        drawn_by_markdown: list[str] = []
+
+        def recording(look, source, width):
+            drawn_by_markdown.append(source)
+            return markdown_lines(look, source, width)
+
+        monkeypatch.setattr(anchors, "markdown_lines", recording)
+        for state in PLAIN_STATES + MARKDOWN_STATES:
+            pane.set_state(state or None)
+            view = pane.query_one(StateView)
+            for width in (12, 31, 58):
+                lines = view.rendered(width)
+                assert lines == markdown_lines(look, view.source, width), (state, width)
+        assert len(drawn_by_markdown) == 3 * len(MARKDOWN_STATES)
+        assert not any(anchors._plain_paragraphs(s) for s in drawn_by_markdown)

@@ -395,7 +395,8 @@ async def test_the_first_frame_shows_the_conversation_and_the_panes_follow_compl
 async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(project, held):
     """Mounted after the first frame, the side panes are laid out before they are
     filled and shown: the group list of a session longer than the pane is drawn at
-    its end from the first frame it is seen in, not at its top and then scrolled."""
+    its end from the first frame it is seen in, not at its top and then scrolled; and
+    nothing is painted between their mount and that frame."""
     await seed(project, n=60)
     app = app_for(project)
     frames = _Frames(app)
@@ -413,6 +414,11 @@ async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(proj
             if not unseen
         ]
         assert seen and all(s == (group_list.scroll_y, group_list.size.height) for s in seen)
+        # Painted once: no frame is drawn while they are mounted and not yet shown.
+        mounted = [
+            unseen for h, unseen in zip(frames.list_height, frames.unseen, strict=True) if h >= 0
+        ]
+        assert mounted and not any(mounted)
 
 
 async def test_a_slow_workspace_shows_the_screen_after_the_wait(project, held, monkeypatch):
@@ -450,9 +456,11 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
     follow in a second read, and every line ends up with its snippet."""
     from slop_tui.ledger import Ledger
     from slop_tui.ui.screens import workspace as app_module
+    from slop_tui.ui.screens import workspace_sides
 
     await seed(project, n=5)
-    monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)
+    monkeypatch.setattr(app_module, "PROMPTS_FIRST", 2)  # a reload
+    monkeypatch.setattr(workspace_sides, "PROMPTS_FIRST", 2)  # the first fill
     calls: list[tuple[str, object]] = []
     real_rows, real_prompts = Ledger.group_rows, Ledger.group_prompts
 
@@ -593,3 +601,44 @@ async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch
         assert len(probes) == 1 and app.workspace.sandbox is probes[0]
         mark = "shell: NO SANDBOX"
         assert (mark in app.sub_title) == (not probes[0].available)
+
+
+async def test_held_paint_lays_out_and_draws_nothing_until_released() -> None:
+    """`hold_paint`: a widget mounted meanwhile gets its size (and a layout can be
+    awaited), nothing is written to the terminal; the release draws it, once."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    from slop_tui.ui.frames import frame_drawn
+    from slop_tui.ui.textual_fixes import hold_paint, release_paint
+
+    class Small(App):
+        def compose(self):
+            yield Static("first", id="first")
+
+    app = Small()
+    async with app.run_test(size=(40, 10)) as pilot:
+        await pilot.pause()
+        shown: list[str] = []
+        display = app._display
+
+        def recording(screen, renderable):
+            if renderable is not None:
+                shown.append(str(app.query("#later").first().size) if app.query("#later") else "")
+            return display(screen, renderable)
+
+        app._display = recording  # type: ignore[method-assign]
+        hold_paint(app)
+        later = Static("later", id="later")
+        await app.screen.mount(later)
+        await frame_drawn(app, timeout=5)  # the layout is awaited while nothing is painted
+        assert later.size.width == 40 and shown == []
+        later.update("later, filled")
+        await pilot.pause(0.1)
+        assert shown == []
+        release_paint(app)
+        await pilot.pause(0.1)
+        assert shown == ["Size(width=40, height=1)"]  # drawn once, at its size
+        release_paint(app)  # not held: nothing
+        await pilot.pause(0.1)
+        assert len(shown) == 1

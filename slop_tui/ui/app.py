@@ -184,7 +184,7 @@ class SlopApp(App):
                 dialogs.SessionScreen,
                 search.SearchScreen,
                 help.HelpScreen,
-                *workspace_sides.WIDGETS,  # mounted after the first frame
+                *workspace_sides.widgets(),  # mounted after the first frame
             )
             warnings += apply_keymap(self, config.keymap, extra)
         for warning in warnings:
@@ -214,7 +214,7 @@ class SlopApp(App):
                 self.workspace = None
             self.startup_error = str(exc)
             screen.show_banner(str(exc))
-            await screen.reveal_side_panes()
+            await screen.sides.reveal()
             return
         finally:
             release_first_frame(self)

@@ -115,7 +115,12 @@ RELIED_ON: dict[str, str] = {
     "textual.screen.Screen._compositor_refresh": "patch held-frames",
     "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
     "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
-    "held-frames relies on its _repaint_required",
+    "held-frames relies on its _repaint_required, hold_paint() on its update_widgets "
+    "before _compositor_refresh",
+    "textual.screen.Screen._on_idle": "hold_paint() relies on it running the "
+    "call_after_refresh callbacks once no widget is dirty",
+    "textual._compositor.Compositor.render_update": "release_paint() draws the "
+    "_dirty_regions it keeps until a render",
     "textual.screen.Screen._refresh_layout": "patch one-pass-reflow; mount_ahead() lays "
     "out a screen not shown with it",
     "textual.widget.Widget._size_updated": "patch one-pass-reflow",
@@ -328,9 +333,37 @@ def release_frames(app) -> None:  # type: ignore[no-untyped-def]
         app._end_batch()
 
 
+def hold_paint(app) -> None:  # type: ignore[no-untyped-def]
+    """Layouts go on, nothing is painted until `release_paint`: widgets mounted and
+    filled meanwhile get their sizes (and their Resize events) but are first drawn
+    as they are at the release, in one frame, with the regions the held layouts and
+    updates marked. Unlike `hold_frames`, a `call_after_refresh` runs once the
+    layout is done, so code can await a layout while nothing is painted."""
+    app.__dict__["_slop_paint_held"] = True
+
+
+def release_paint(app) -> None:  # type: ignore[no-untyped-def]
+    """Leave a `hold_paint`: what was marked meanwhile is drawn at the next refresh
+    (and at once after it if nothing else asks for one)."""
+    if not app.__dict__.pop("_slop_paint_held", False) or not app.screen_stack:
+        return  # not held, or the app is closing
+    screen = app.screen_stack[-1]
+
+    def draw_what_was_held() -> None:
+        if screen._compositor._dirty_regions and not app.__dict__.get("_slop_paint_held"):
+            _refresh_unless_held(screen)
+
+    screen.call_after_refresh(draw_what_was_held)
+
+
 def _refresh_unless_held(self: Screen) -> None:
     if self.app.__dict__.get("_slop_frames_held"):
         self._repaint_required = True  # drawn by the idle handler after the hold
+        return
+    if self.app.__dict__.get("_slop_paint_held"):
+        # The compositor keeps the regions marked; the widgets are not dirty any more,
+        # so the idle handler runs the callbacks waiting for this layout.
+        self._dirty_widgets.clear()
         return
     _compositor_refresh(self)
 
@@ -879,12 +912,14 @@ __all__ = [
     "follows_bottom",
     "lines_to_style",
     "hold_frames",
+    "hold_paint",
     "install",
     "installed",
     "mount_ahead",
     "next_frame_now",
     "original",
     "release_frames",
+    "release_paint",
     "remember_copied",
     "scroll_keeping_lines",
     "scroll_update",

@@ -11,7 +11,6 @@ phase, the status, the banner, a command's result, an approval, the turn's event
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -31,14 +30,8 @@ from textual.widgets import Header, Static
 from slop_tui.records import Changed
 from slop_tui.ui import messages
 from slop_tui.ui.frames import frame_drawn
-from slop_tui.ui.layout import (
-    MIN_CONVERSATION,
-    PROMPTS_FIRST,
-    SHORT,
-    SIDE_PARTS,
-    SNIPPET_SOURCE,
-    PaneLayout,
-)
+from slop_tui.ui.layout import MIN_CONVERSATION, PROMPTS_FIRST, SHORT, SNIPPET_SOURCE, PaneLayout
+from slop_tui.ui.screens.workspace_sides import SidePanes
 from slop_tui.ui.status import TITLE, status_line
 from slop_tui.ui.text import keep_lines, neutralise
 from slop_tui.ui.widgets.conversation import ConversationView, CopyRequested
@@ -52,7 +45,6 @@ if TYPE_CHECKING:
     from slop_tui.ui.widgets.groups import GroupList, SessionList
     from slop_tui.ui.widgets.preview import ContextPreview
     from slop_tui.ui.widgets.sideswitch import SideSwitch
-    from slop_tui.workspace import Snapshot
 
 # How often the screen asks SQLite whether another process wrote to the ledger.
 LEDGER_POLL = 0.5
@@ -79,9 +71,9 @@ class WorkspacePanes(Screen):
         self._status_of = None  # the (provider choice, session) the header last showed
         self._drawn_title = ""
         self._data_version: int | None = None  # the ledger's, as the panes show it
-        self.side_panes_filled = False  # show_side_panes has run
-        self.side_panes_mounted = False  # mount_side_panes has run
-        self._mounting_sides = asyncio.Lock()
+        self.side_panes_filled = False  # shown (`SidePanes.reveal`)
+        self.side_panes_mounted = False  # their widgets mounted (`SidePanes.mount`)
+        self.sides = SidePanes(self)
 
     # -- layout ------------------------------------------------------------
 
@@ -89,44 +81,18 @@ class WorkspacePanes(Screen):
         yield self.header
         with Horizontal(id="main"):
             # The side panes are laid out at their widths in the first frame, empty;
-            # their widgets are mounted after it (`mount_side_panes`) and drawn once
-            # filled (`show_side_panes`): no placeholder text, no gauge growing in view.
+            # their widgets are mounted after it and drawn once filled
+            # (workspace_sides.py): no placeholder text, no gauge growing in view.
             yield Vertical(id="left", classes="-filling")
             with Vertical(id="centre"):
                 yield Static("", id="banner", markup=False)
                 yield ConversationView(id="conversation")
-                yield VerticalScroll(id="output")  # its text: with the side panes
+                yield VerticalScroll(id="output")  # its text: at the first command's output
                 yield PromptInput(id="prompt", blink=self._blink, hold_after_submit=True)
             yield Vertical(id="right", classes="-part-state -filling")
         yield KeyBar(id="keys")
 
-    async def mount_side_panes(self) -> None:
-        """The side panes' widgets (and the output panel's text), mounted into the panes
-        laid out for them: their size does not depend on them, so the conversation does
-        not move. Unseen until `reveal_side_panes`."""
-        async with self._mounting_sides:  # once, even if two callers ask at once
-            if self.side_panes_mounted:
-                return
-            from slop_tui.ui.screens import workspace_sides as sides
-
-            # Mounted in one batch: one layout when they are all in, not one for each
-            # step of their mounting (a frame in between would show nothing new).
-            with self.app.batch_update():
-                mounts = (
-                    self.query_one("#left").mount_all(sides.left_pane()),
-                    self.query_one("#right").mount_all(sides.right_pane()),
-                    self.query_one("#output").mount(sides.output_text()),
-                )
-                for mounted in mounts:
-                    await mounted
-            # Laid out before they are filled: a list scrolled to its end and a gauge
-            # worded for its width need their size (filled at size 0, they were drawn
-            # once wrong, then right).
-            await frame_drawn(self.app, timeout=1.0)
-            self.side_panes_mounted = True
-            self._show_part(self.layout_state.side_part)
-
-    # The side panes' widgets, once mounted (`mount_side_panes`).
+    # The side panes' widgets, once mounted (`SidePanes.mount`).
 
     @property
     def group_list(self) -> GroupList:
@@ -161,7 +127,7 @@ class WorkspacePanes(Screen):
         self.fit_panes(event.size.width)
         self.layout_state.short = event.size.height < SHORT
         self.query_one("#right").set_class(self.layout_state.short, "-short")
-        self._show_part(self.layout_state.side_part)
+        self.sides.show_part(self.layout_state.side_part)
         self.redraw_status()
 
     def fit_panes(self, width: int, opened: str | None = None) -> None:
@@ -224,32 +190,11 @@ class WorkspacePanes(Screen):
             self.show_status(await ws.provider_choice(), await ws.current())
 
     async def show_side_panes(self) -> None:
-        """After the conversation's frame: every side pane filled in one frame (the
-        conversation's marks and tier labels with them); from then on a write of
-        another process (`slop-tui exec`, a second workspace) shows within a second."""
-        await frame_drawn(self.app, timeout=1.0)  # the conversation's frame is out first
-        await self.mount_side_panes()
-        ws = self.workspace
-        if ws is not None and self.app.is_running:
-            with self.unless_closing():
-                await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
-                ws.check_settings()  # as well (the context engine's modules load here)
-                for warning in ws.pop_warnings():
-                    self.app.notify(warning, severity="warning", timeout=15)
-                snap = await ws.snapshot(
-                    Changed.ALL, rows_prompt_chars=SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
-                )
-                self._show(snap)
-        await self.reveal_side_panes()
+        """After the conversation's frame: every side pane filled in one frame
+        (`SidePanes.fill`); from then on a write of another process (`slop-tui exec`, a
+        second workspace) shows within a second."""
+        await self.sides.fill()
         self.set_interval(LEDGER_POLL, self._check_ledger, name="ledger-watch")
-
-    async def reveal_side_panes(self) -> None:
-        """The side panes are drawn from now on: filled, or empty when the workspace
-        could not be opened."""
-        await self.mount_side_panes()
-        self.side_panes_filled = True
-        for pane in self.query("#left, #right"):
-            pane.remove_class("-filling")
 
     async def _check_ledger(self) -> None:
         """Reload the panes when another connection committed to the ledger (SQLite's
@@ -288,33 +233,7 @@ class WorkspacePanes(Screen):
                 )
             # From here on nothing awaits: the panes change in the same frame as the
             # conversation.
-            self._show(snap)
-
-    def _show(self, snap: Snapshot) -> None:
-        """Every pane that shows what `snap` read; the parts it did not read stay."""
-        ws = self.workspace
-        self.show_status(snap.choice, snap.session)
-        if snap.sessions is not None:
-            self.session_list.load(snap.sessions, ws.session)
-        group_list = self.group_list
-        if snap.rows is not None:
-            group_list.load_rows(snap.rows, snap.plan)
-            group_list.fill_prompts(ws.history())  # the older groups' prompts, after this frame
-        if snap.changed & (Changed.STATE | Changed.HISTORY | Changed.SESSION):
-            self.state_pane.set_state(snap.state.content if snap.state else None)
-        pad = self.scratchpad
-        if pad.session != ws.session:
-            pad.flush()  # unsaved edits belong to the session left (F6 jump, commands)
-            pad.load(snap.session.scratchpad, session=ws.session)
-        else:
-            pad.external_update(snap.session.scratchpad)
-        self._show_context(snap)
-        turns = self.app.turns
-        if snap.failed_prompts is not None:
-            newest_failed = snap.failed_prompts[0] if snap.failed_prompts else None
-            if newest_failed != turns.failed_prompt:
-                turns.failed_prompt = newest_failed
-                self.app.refresh_bindings()  # the footer shows ctrl+r only while there is one
+            self.sides.show(snap)
 
     async def refresh_context(self) -> None:
         """The panes that show the next request (after an edit of STATE or the scratchpad)."""
@@ -322,29 +241,11 @@ class WorkspacePanes(Screen):
         if ws is None or not self.app.is_running:
             return
         with self.unless_closing():
-            self._show_context(await ws.snapshot(Changed.NONE))
-
-    def _show_context(self, snap: Snapshot) -> None:
-        """Every pane that shows the next request draws the same plan."""
-        plan = snap.plan
-        self.gauge.update_from(
-            plan,
-            snap.context_window,
-            snap.prompt_series,
-            snap.cached_tokens,
-            estimated=snap.estimated,
-            background=snap.background,
-        )
-        self.preview.set_prompt(plan.request, estimated=snap.estimated)
-        self.group_list.set_plan(plan)
-        self.query_one(ConversationView).set_plan(plan)
-        if snap.estimated and self.app.ready:
-            # Something changed after start-up that no stored count covers: count
-            # it exactly, off the event loop (never on the start path).
-            self._exact_counts()
+            self.sides.show_context(await ws.snapshot(Changed.NONE))
 
     @work(exclusive=True, group="tokenizer")
-    async def _exact_counts(self) -> None:
+    async def count_exactly(self) -> None:
+        """The figures counted exactly, off the event loop (the side panes ask)."""
         async with self.app.turns.exact_counts():  # counts again once built
             pass
 
@@ -408,9 +309,7 @@ class WorkspacePanes(Screen):
         if not text and not out.has_class("-shown"):
             return
         # Line-by-line output (/context show, a STATE) keeps its line breaks.
-        if not self.side_panes_mounted:
-            await self.mount_side_panes()
-        await self.query_one("#output-text").update(
+        await (await self.sides.output_text()).update(
             keep_lines(neutralise(f"`{command.strip()}`\n\n{text}")) if text else ""
         )
         out.set_class(bool(text), "-shown")
@@ -448,35 +347,14 @@ class WorkspacePanes(Screen):
         if not layout.short:
             self.scratchpad.area.focus()  # the editor's TextArea
             return
-        if self._part_has_focus(layout.side_part):
+        if self.sides.part_has_focus(layout.side_part):
             layout.next_part()
-        self._show_part(layout.side_part)
-        self._part_focus(layout.side_part).focus()
-
-    def _part_focus(self, part: str):
-        """What takes the keyboard in a side part."""
-        if part == "scratchpad":
-            return self.scratchpad.area
-        if part == "preview":
-            return self.query_one("#preview-text")
-        return self.state_pane
-
-    def _part_has_focus(self, part: str) -> bool:
-        focused = self.focused
-        holder = self.query_one(f"#{part}")
-        return focused is not None and (focused is holder or holder in focused.ancestors)
-
-    def _show_part(self, part: str) -> None:
-        right = self.query_one("#right")
-        for name in SIDE_PARTS:
-            right.set_class(name == part, f"-part-{name}")
-        if self.side_panes_mounted:
-            switch: SideSwitch = self.query_one("#side-switch")
-            switch.show_part(part, self.app.key_for("focus_side", "f9").upper())
+        self.sides.show_part(layout.side_part)
+        self.sides.part_focus(layout.side_part).focus()
 
     def on_side_switch_chosen(self, message: SideSwitch.Chosen) -> None:
         self.layout_state.side_part = message.part
-        self._show_part(message.part)
+        self.sides.show_part(message.part)
 
     def action_toggle_left(self) -> None:
         self.fit_panes(self.app.size.width, opened=self.layout_state.toggle("left"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -56,10 +57,59 @@ def _state_view(text: str) -> str:
     return keep_lines("\n".join(lines).strip("\n")) or EMPTY_STATE
 
 
+# What a line of plain text may hold: with these alone Markdown draws it as written.
+_PLAIN_MARKS = frozenset(" ,.:;'\"?/()%@=+-")
+
+
+def _plain_paragraphs(source: str) -> list[str] | None:
+    """`source` (a `_state_view`) as its paragraphs when Markdown would draw it as
+    written (the `EMPTY_STATE` notice, or lines that start with a letter, hold only
+    letters, digits, spaces and `_PLAIN_MARKS`, each ending in the hard break
+    `keep_lines` adds, paragraphs one blank line apart); None for anything else."""
+    if source == EMPTY_STATE:
+        return [source]
+    paragraphs: list[str] = []
+    lines: list[str] = []
+    for line in source.split("\n"):
+        if not line:
+            if not lines:
+                return None  # a blank line first, or two in a row: Markdown folds them
+            paragraphs.append("\n".join(lines))
+            lines = []
+            continue
+        text = line[:-2]
+        if (
+            not line.endswith("  ")
+            or not text[:1].isalpha()
+            or text.endswith(" ")
+            or not all(ch.isalnum() or ch in _PLAIN_MARKS for ch in text)
+        ):
+            return None
+        lines.append(text)
+    if not lines:
+        return None
+    paragraphs.append("\n".join(lines))
+    return paragraphs
+
+
+def _plain_lines(console, paragraphs: list[str], width: int) -> list[Strip]:
+    """Plain paragraphs drawn as Rich's Markdown draws them (the same lines: see
+    tests/test_ui_anchors.py), without markdown-it."""
+    if paragraphs == [EMPTY_STATE]:
+        text = Text(justify="left")
+        text.append(EMPTY_STATE.strip("*"), "markdown.em")
+    else:
+        text = Text("\n\n".join(paragraphs), justify="left")
+    lines = console.render_lines(text, console.options.update_width(max(1, width)), pad=True)
+    return [Strip(line, width) for line in lines]
+
+
 class StateView(RenderedLines):
     """The STATE drawn as the conversation draws answers (Rich's Markdown, as lines):
     one widget with no children, laid out in the same pass as the pane, where
-    Textual's `Markdown` mounted a widget per block a frame later."""
+    Textual's `Markdown` mounted a widget per block a frame later. A plain STATE (the
+    usual "Goal: ..." lines) is drawn without markdown-it, in the same lines: the
+    side panes' first frame does not wait for Markdown's modules."""
 
     DEFAULT_CSS = "StateView { height: auto; padding: 0 1; }"
 
@@ -77,7 +127,12 @@ class StateView(RenderedLines):
     def rendered(self, width: int) -> list[Strip]:
         look = markdown_look(self.app)
         if self._lines is None or self._lines[:2] != (width, look.key):
-            self._lines = (width, look.key, markdown_lines(look, self.source, width))
+            paragraphs = _plain_paragraphs(self.source)
+            if paragraphs is None:
+                lines = markdown_lines(look, self.source, width)
+            else:
+                lines = _plain_lines(look.console, paragraphs, width)
+            self._lines = (width, look.key, lines)
         return self._lines[2]
 
 
