@@ -257,6 +257,7 @@ async def test_the_app_keeps_one_palette_and_builds_it_while_the_user_pauses(pro
             lambda: (
                 app.is_screen_installed(PALETTE_SCREEN)
                 and app.get_screen(PALETTE_SCREEN).is_running
+                and bool(app.get_screen(PALETTE_SCREEN).query(CommandList))  # composed
             ),
             timeout=30,
         )
