@@ -117,7 +117,8 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
         await view.load(ws.history())
         view.focus()
         # Built ahead once the first screen is drawn: the next two pages, answers rendered.
-        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=10)
+        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=30)
+        await pilot.pause()
         first = view.mounted_group_ids[0]
         page = gids[gids.index(first) - 5 : gids.index(first)]
         assert set(page) <= set(view._prepared)
@@ -132,8 +133,25 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
             return arrange(size, optimal)
 
         view.arrange = arrange_and_count  # type: ignore[method-assign]
+        frames: list[tuple[float, int]] = []  # (scroll, groups mounted) of each frame drawn
+        display = app._display
+
+        def display_and_note(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+            if renderable is not None:
+                frames.append((view.scroll_y, len(view.mounted_group_ids)))
+            display(screen, renderable)
+
+        app._display = display_and_note  # type: ignore[method-assign]
+        top, mounted = view.scroll_y, len(view.mounted_group_ids)
+        assert view._tops[view.block(first)] < top  # above the pane: the key scrolls to it
         await pilot.press("ctrl+u")
-        await wait_for(pilot, lambda: view.mounted_group_ids[0] == page[0] and not view._paging)
+        await wait_for(
+            pilot, lambda: view.mounted_group_ids[0] == page[0] and not view._paging, timeout=30
+        )
+        # The key's frame: the oldest group brought to the top, drawn before the page's
+        # first mount (a layout of the whole screen) joins it.
+        key_frame = next(n for y, n in frames if y < top)
+        assert key_frame == mounted
         # The very blocks built ahead were mounted, one a frame (never all at once).
         assert all(view.block(g) is prepared[g] for g in page)
         assert len(set(seen)) >= 3

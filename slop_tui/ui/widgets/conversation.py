@@ -184,6 +184,7 @@ class GroupBlocks(VerticalScroll):
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
         self._style_timer: Timer | None = None  # see style_ahead
+        self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
         yield self._older
@@ -741,6 +742,7 @@ class GroupPager(GroupBlocks):
                 gid = self._gids[self._lo - 1] if older else self._gids[self._hi]
                 plan = self.plan
                 (block,) = await self._build([gid])
+                await self._key_frame_first()
                 if generation != self._generation:
                     break
                 with self.app.batch_update():
@@ -766,6 +768,14 @@ class GroupPager(GroupBlocks):
             self._paging = False
             if hold:
                 self._let_go_later(self._keep)
+
+    async def _key_frame_first(self) -> None:
+        """Wait until a page key's scroll (`_oldest_to_the_top`) is drawn: mounting a
+        group lays the whole screen out again (tens of ms while a reply streams), and
+        in the key's frame that layout would hold what the key shows."""
+        while self._key_frame_owed and self.is_mounted:
+            self._key_frame_owed = False
+            await frame_drawn(self)
 
     async def _next_frame(self) -> None:
         """Wait until the view has been laid out and the screen refreshed (at most a
@@ -799,6 +809,9 @@ class GroupPager(GroupBlocks):
         self.scroll_to(y=top, animate=False, immediate=True)
         if self._paging:
             self._hold(block, at_top=True)  # the page under way mounts above it
+        # Drawn now, alone: the next group is mounted once this frame is out
+        # (`_key_frame_first`), so its layout is not part of the key's frame.
+        self._key_frame_owed = True
         echo.frame_now(self)
 
     def action_load_newer(self) -> None:
