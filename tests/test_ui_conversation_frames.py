@@ -16,7 +16,8 @@ from textual.widgets import Markdown
 from slop_tui.events import TextChunk, TurnStarted
 from slop_tui.records import NewMessage
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets.blocks import LiveAnswer, block_starts
+from slop_tui.ui.widgets import conversation
+from slop_tui.ui.widgets.blocks import GroupBlock, LiveAnswer, block_starts
 from slop_tui.ui.widgets.conversation import ConversationView, live_step
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups
@@ -160,6 +161,37 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
         # The old boundary is at the top of the pane, the new groups above it.
         await pilot.pause()
         assert view.block(first).region.y == view.region.y
+
+
+async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
+    ws, monkeypatch
+) -> None:
+    monkeypatch.setattr(conversation, "STYLE_AHEAD_SLICE_S", 0.0)  # a widget a slice
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if view._style_timer is not None:
+            view._style_timer.stop()  # styled here, by hand
+        above = [b for b in view.query(GroupBlock) if view._tops[b] < view.scroll_y]
+        widgets = [w for b in above for w in (b, *b.walk_children()) if w.outer_size.area]
+        for widget in widgets:
+            widget._styles_cache.clear()
+        assert view.style_ahead() > 0
+        # One widget styled; the others are left to the next slices, a frame apart.
+        assert view._style_queue and view._style_timer is not None
+        await wait_for(pilot, lambda: not view._style_queue, timeout=30)
+        assert all(not textual_fixes.lines_to_style(w) for w in widgets)
+        # A scroll drops what is left: the view moved, the pages to style are others.
+        for widget in widgets:
+            widget._styles_cache.clear()
+        view.style_ahead()
+        assert view._style_queue
+        view.scroll_to(y=view.scroll_y - 3, animate=False, immediate=True)
+        assert not view._style_queue
 
 
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:

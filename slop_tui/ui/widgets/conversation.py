@@ -16,6 +16,7 @@ layout passes of Textual's own.
 from __future__ import annotations
 
 import asyncio
+import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -60,6 +61,9 @@ PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
 # show are styled ahead (`GroupBlocks.style_ahead`).
 STYLE_AHEAD_DELAY = 0.15
+# The styling ahead runs in slices this long at most, this far apart (one frame).
+STYLE_AHEAD_SLICE_S = 0.004
+STYLE_AHEAD_SLICE_GAP = 1 / 60
 
 
 def live_step(height: int) -> int:
@@ -184,6 +188,7 @@ class GroupBlocks(VerticalScroll):
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
         self._style_timer: Timer | None = None  # see style_ahead
+        self._style_queue: list[Widget] = []  # widgets still to style ahead, the next last
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
@@ -225,6 +230,7 @@ class GroupBlocks(VerticalScroll):
 
     def style_ahead_later(self) -> None:
         """Style the pages a key may show once the view has been still a while."""
+        self._style_queue.clear()
         if self._style_timer is not None:
             self._style_timer.stop()
         self._style_timer = self.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
@@ -254,7 +260,30 @@ class GroupBlocks(VerticalScroll):
                     for w in (block, *block.walk_children(Widget))
                     if w.display and w.outer_size.area
                 )
-        return textual_fixes.style_ahead(self.screen, widgets) if widgets else 0
+        self._style_queue = widgets[::-1]  # the blocks in order, from the end of the list
+        return self._style_a_slice()
+
+    def _style_a_slice(self) -> int:
+        """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
+        the next slices, a frame apart: a whole page styled at once held the loop
+        20-70 ms, and a key or a streamed update that came meanwhile waited for it. A
+        scroll or a layout of the view (`style_ahead_later`) drops what is left; the
+        styling starts again once the view is still."""
+        self._style_timer = None
+        queue, styled = self._style_queue, 0
+        if not self.is_mounted:
+            queue.clear()
+            return 0
+        end = time.perf_counter() + STYLE_AHEAD_SLICE_S
+        while queue:  # one widget at least
+            widget = queue.pop()
+            if widget.is_mounted:
+                styled += textual_fixes.style_ahead(self.screen, [widget])
+            if time.perf_counter() >= end:
+                break
+        if queue:
+            self._style_timer = self.set_timer(STYLE_AHEAD_SLICE_GAP, self._style_a_slice)
+        return styled
 
     def _oldest_block(self) -> GroupBlock | None:
         """The oldest mounted group (None when none is)."""
