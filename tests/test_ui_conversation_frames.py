@@ -16,7 +16,8 @@ from textual.widgets import Markdown
 from slop_tui.events import TextChunk, TurnStarted
 from slop_tui.records import NewMessage
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets import conversation
+from slop_tui.ui.collector import CollectorPacing
+from slop_tui.ui.widgets import blocks, conversation
 from slop_tui.ui.widgets.blocks import GroupBlock, LiveAnswer, block_starts
 from slop_tui.ui.widgets.conversation import ConversationView, live_step
 from tests.fakeserver import wait_for
@@ -239,6 +240,29 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     await wait_for(pilot, lambda: answer.source == "first words")
     await pilot.pause(0.3)
     return answer
+
+
+async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monkeypatch) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        answer = await first_words_streamed(pilot, view, ws)
+        pace = app.collector = CollectorPacing()  # the workspace app's (ui/collector.py)
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
+        pace.key_since = pace.last_input  # a key waits for its frame
+        await view.show_event(TextChunk(text=" more"))
+        await pilot.pause(0.5)  # past the stream's pace
+        assert answer.source == "first words"  # the key's frame first
+        await view.show_event(TextChunk(text=" and more"))
+        pace.key_drawn()
+        await wait_for(pilot, lambda: answer.source == "first words more and more")
+        # A key whose frame does not come holds the stream KEY_FIRST_S at most.
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 0.2)
+        await pilot.pause(0.3)
+        pace.key_since = pace.last_input
+        await view.show_event(TextChunk(text=" still"))
+        await wait_for(pilot, lambda: answer.source.endswith(" still"), timeout=30)
+        assert pace.key_since is not None
 
 
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:
