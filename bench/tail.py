@@ -7,8 +7,10 @@
 Every measured key of a child started with BENCH_KEY_TRACE=1 carries what happened
 between the key and its effect's frame: the garbage collections (generation, ms), the
 layout passes (a full reflow or a scroll's, ms), the frames drawn before the effect's
-(another frame queued ahead of the key: the stream's, or a page's mount) and what the
-main thread ran, sampled every millisecond.
+(another frame queued ahead of the key: the stream's, or a page's mount), what the
+main thread ran, sampled every millisecond, and the CPU time the main thread used
+from the key to its frame (`cpu_ms`): on a loaded machine the wall time also counts
+the time the process waited for a core, the CPU time only the work on the key's way.
 
 A key is *slow* when it took more than twice its case's median. Its cause is the
 largest of: the collections inside it (`gc`), the full reflows (`reflow`: mounting
@@ -65,7 +67,9 @@ def summary(keys: list[dict]) -> dict[str, dict]:
         ms = [k["ms"] for k in ks]
         med = statistics.median(ms)
         slow = [k for k in ks if k["ms"] > 2 * med]
+        cpu = [k["cpu_ms"] for k in ks if "cpu_ms" in k]
         out[case] = {
+            "cpu": (statistics.median(cpu), pct(cpu, 0.9), pct(cpu, 0.99)) if cpu else None,
             "n": len(ms),
             "median": med,
             "p90": pct(ms, 0.9),
@@ -82,15 +86,17 @@ def table(name: str, summ: dict[str, dict]) -> str:
     head = (
         f"| {name}: case | n | median ms | p90 | p99 | max | slow (> 2× median) | "
         + " | ".join(CAUSES)
-        + " | keys with a collection ≥ 2 ms |"
+        + " | keys with a collection ≥ 2 ms | main thread's CPU ms: median / p90 / p99 |"
     )
-    rows = [head, "|" + "---|" * (8 + len(CAUSES))]
+    rows = [head, "|" + "---|" * (9 + len(CAUSES))]
     for case, s in summ.items():
         rows.append(
             f"| {case} | {s['n']} | {s['median']:.1f} | {s['p90']:.1f} | {s['p99']:.1f} | "
             f"{s['max']:.1f} | {s['slow']} | "
             + " | ".join(str(s["causes"].get(c, 0)) for c in CAUSES)
-            + f" | {s['gc_in_key']} |"
+            + f" | {s['gc_in_key']} | "
+            + (" / ".join(f"{v:.1f}" for v in s["cpu"]) if s["cpu"] else "–")
+            + " |"
         )
     return "\n".join(rows)
 

@@ -282,6 +282,7 @@ def _display(self: App, screen, renderable) -> None:
                 or p["widget"] is ECHO[0]  # drawn at once after the key (ui/echo.py)
             )
             if p["probe"]() and repainted:
+                p["cpu_done"] = time.thread_time()
                 p["fut"].set_result(now)
     _original_display(self, screen, renderable)
 
@@ -365,6 +366,7 @@ def _trace_key(p: dict, t: float, done: float) -> None:
         {
             "case": HEART.get("case", ""),
             "ms": round((end - t) * 1e3, 2),
+            "cpu_ms": round((p.get("cpu_done", time.thread_time()) - p["cpu"]) * 1e3, 2),
             "gc": [(g, round(ms, 2)) for _t, k, ms, g in inside if k == "gc"],
             "layouts": [(w, round(ms, 2)) for _t, k, ms, w in inside if k == "layout"],
             "frames": [round(ms, 2) for _t, k, ms, _w in inside if k == "frame"],
@@ -512,6 +514,7 @@ async def _press(
     if KEY_TRACE:
         TIMELINE.clear()
     PENDING = {
+        "cpu": time.thread_time(),  # the main thread's CPU time: less sensitive to load
         "samples": {},
         "probe": probe,
         "widget": widget,
