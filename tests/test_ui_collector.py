@@ -92,11 +92,12 @@ def test_an_idle_pause_collects_and_a_busy_one_waits(pacing) -> None:
 
 
 def test_too_many_pending_collections_collect_even_while_busy(pacing) -> None:
-    pace, _ = pacing
+    pace, clock = pacing
     pace.start()
     ref = orphan_cycle()
     pend_young_collections(collector.FORCE_AFTER)
     pace.note_input()
+    clock.now += collector.KEY_FRAME_S  # typing, but not this very moment
     assert pace.tick(busy=True) == "young-full"
     assert ref() is None
 
@@ -136,95 +137,25 @@ def test_the_deep_collection_comes_at_the_latest_after_its_bounds(pacing) -> Non
     assert pace.counts["deep"] == 2
 
 
-class Refreshes:
-    """The app's `call_after_refresh`, run by hand: each `refresh()` runs what was asked."""
-
-    def __init__(self) -> None:
-        self.waiting: list[tuple] = []
-
-    def __call__(self, callback, *args) -> None:  # type: ignore[no-untyped-def]
-        self.waiting.append((callback, args))
-
-    def refresh(self) -> None:
-        waiting, self.waiting = self.waiting, []
-        for callback, args in waiting:
-            callback(*args)
-
-
-def test_no_automatic_collection_from_a_key_to_its_frame(pacing) -> None:
+def test_a_paced_collection_waits_for_a_keys_frame_while_busy(pacing) -> None:
     pace, clock = pacing
-    refreshes = Refreshes()
-    pace.note_input(refreshes)  # not started: the collector is left alone
-    assert gc.isenabled() and not refreshes.waiting
-    pace.start()
-    pace.note_input(refreshes)
-    assert not gc.isenabled()
-    refreshes.refresh()  # the first refresh can come before the key's handler ran
-    assert not gc.isenabled()
-    refreshes.refresh()  # the key's frame is out
-    assert gc.isenabled()
-    assert pace.counts["key-holds"] == 1
-    # Two keys before a frame: the first one's frames do not end the second one's hold.
-    pace.note_input(refreshes)
-    refreshes.refresh()
-    clock.now += 0.01
-    pace.note_input(refreshes)
-    refreshes.refresh()
-    assert not gc.isenabled()  # the first key's frame is out, not the second's
-    refreshes.refresh()
-    assert gc.isenabled()
-    assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL  # still paced
-
-
-def test_the_paced_collection_waits_for_a_keys_frame(pacing) -> None:
-    pace, clock = pacing
-    refreshes = Refreshes()
     pace.start()
     ref = orphan_cycle()
     pend_young_collections(collector.FORCE_AFTER)  # due even while busy
-    pace.note_input(refreshes)
-    assert pace.tick(busy=True) is None  # not while the key waits for its frame
+    pace.note_input()
+    assert pace.input_within(collector.KEY_FRAME_S)
+    assert pace.tick(busy=True) is None  # the key's frame may be on its way
     assert ref() is not None
-    refreshes.refresh()
-    refreshes.refresh()
+    clock.now += collector.KEY_FRAME_S
+    assert not pace.input_within(collector.KEY_FRAME_S)
     assert pace.tick(busy=True) == "young-full"  # right after it
     assert ref() is None
-
-
-def test_a_key_without_a_frame_holds_the_collector_for_a_bounded_time(pacing) -> None:
-    pace, clock = pacing
-    refreshes = Refreshes()
-    pace.start()
-    pace.note_input(refreshes)
-    for _ in range(3):  # keys faster than frames: each one does not renew the hold
-        clock.now += collector.KEY_HOLD_S / 4
-        pace.note_input(refreshes)
-        pace.tick(busy=True)
-        assert not gc.isenabled()
-    clock.now += collector.KEY_HOLD_S / 4
-    pace.tick(busy=True)
-    assert gc.isenabled()  # held KEY_HOLD_S in all: back on, frames or not
-    pace.note_input(refreshes)
-    assert not gc.isenabled()
-    pace.stop()  # the app closing gives it back too
-    assert gc.isenabled()
-    refreshes.refresh()
-    refreshes.refresh()
-    assert gc.isenabled()
-
-
-def test_a_collector_switched_off_by_someone_else_stays_off(pacing) -> None:
-    pace, _ = pacing
-    refreshes = Refreshes()
-    pace.start()
-    gc.disable()
-    try:
-        pace.note_input(refreshes)
-        refreshes.refresh()
-        refreshes.refresh()
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
+    # Keys that never stop do not put it off for good: twice as many due, it runs.
+    ref = orphan_cycle()
+    pend_young_collections(2 * collector.FORCE_AFTER)
+    pace.note_input()
+    assert pace.tick(busy=True) == "young-full"
+    assert ref() is None
 
 
 async def test_the_workspace_paces_the_collector_from_ready_to_exit(project) -> None:
@@ -240,13 +171,8 @@ async def test_the_workspace_paces_the_collector_from_ready_to_exit(project) -> 
             await started(pilot)
             assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
             before = app.collector.last_input
-            holds = app.collector.counts["key-holds"]
             await pilot.press("a")
             assert app.collector.last_input > before
-            assert app.collector.counts["key-holds"] == holds + 1  # held for its frame
-            await pilot.pause()
-            await pilot.pause()
-            assert gc.isenabled()  # and given back once the frame is out
         assert gc.get_threshold() == threshold
         assert gc.get_freeze_count() == 0
     finally:

@@ -247,22 +247,25 @@ async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monke
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
         answer = await first_words_streamed(pilot, view, ws)
-        pace = app.collector = CollectorPacing()  # the workspace app's (ui/collector.py)
+        clock = [0.0]
+        # The workspace app's collector (ui/collector.py) notes every key; its clock here
+        # is stopped, so a key noted stays "just now" until the test moves it.
+        pace = app.collector = CollectorPacing(lambda: clock[0])
         monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
-        pace.key_since = pace.last_input  # a key waits for its frame
+        pace.note_input()  # a key, just now
         await view.show_event(TextChunk(text=" more"))
         await pilot.pause(0.5)  # past the stream's pace
         assert answer.source == "first words"  # the key's frame first
         await view.show_event(TextChunk(text=" and more"))
-        pace.key_drawn()
+        clock[0] += 60.0  # long after the key
         await wait_for(pilot, lambda: answer.source == "first words more and more")
-        # A key whose frame does not come holds the stream KEY_FIRST_S at most.
+        # Keys that keep coming hold each update KEY_FIRST_S at most.
         monkeypatch.setattr(blocks, "KEY_FIRST_S", 0.2)
         await pilot.pause(0.3)
-        pace.key_since = pace.last_input
+        pace.note_input()
         await view.show_event(TextChunk(text=" still"))
         await wait_for(pilot, lambda: answer.source.endswith(" still"), timeout=30)
-        assert pace.key_since is not None
+        assert pace.input_within(0.2)
 
 
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:

@@ -281,7 +281,7 @@ class SlopApp(App):
                 events.Paste,
             ),
         ):
-            self.collector.note_input(self.call_after_refresh)
+            self.collector.note_input()
             if isinstance(event, events.Key) and not event.is_forwarded:
                 if self.keys.kept_until_panes(event):
                     return  # typed before the side panes are mounted: handled after, in order

@@ -19,13 +19,12 @@ their own: they only scan recent objects) and does it itself:
   day-long session holds on to. (`gc.get_freeze_count()` would measure the
   frozen set instead, but it walks it: 17 ms a call at 1M objects.)
 
-From a key's (or a click's) arrival to the frame that shows it, no automatic
-collection runs at all (`note_input` with the app's `call_after_refresh`): a
-young pass that lands there (1-10 ms, up to 20 ms for generation 1 while a reply
-streams) is paid by that key alone. The collector is switched back on two
-refreshes later, or by `tick` once held `KEY_HOLD_S` (no frame came, or keys
-keep coming faster than frames); `tick` starts none of its own meanwhile. The
-collections it owes then run at the next allocations, between keys.
+A paced collection due while a turn runs is not started within `KEY_FRAME_S` of a
+key or a click (`tick` waits for the next time, unless twice as many are due): it
+walks what is not frozen (40-110 ms while a reply streams, on a loaded machine) and
+would land between the key and its frame. CPython's automatic young collections are
+left alone: switched off from a key to its frame, they ran later as one larger pass
+(tens of ms) that the next keys waited for.
 
 The clock and the collector calls are injectable for tests.
 """
@@ -43,7 +42,7 @@ DEEP_EVERY_S = 600.0
 DEEP_LATEST_S = 1800.0
 DEEP_FORCE_S = 7200.0
 NO_AUTOMATIC_FULL = 1 << 30  # a generation-2 threshold that is never reached
-KEY_HOLD_S = 0.25  # at most this long without automatic collections after a key
+KEY_FRAME_S = 0.1  # how long after a key its frame may still be on its way
 
 _held: tuple[int, int, int] | None = None  # the thresholds before hold_full_collections
 
@@ -68,10 +67,7 @@ class CollectorPacing:
         self.last_input = clock()
         self.last_deep = clock()
         self.saved_threshold: tuple[int, int, int] | None = None
-        self.counts = {"young-full": 0, "deep": 0, "key-holds": 0}
-        self.key_since: float | None = None  # the last key whose frame is owed came then
-        self.held_at = 0.0  # when the automatic collections were held for keys
-        self._held_enabled = False  # the automatic collections were on when held
+        self.counts = {"young-full": 0, "deep": 0}
 
     def start(self) -> None:
         """After start-up: what start-up built lives as long as the app; freeze it.
@@ -89,50 +85,23 @@ class CollectorPacing:
     def stop(self) -> None:
         """Give the collector back its own schedule and what was frozen (the app is
         closing; in a test process the next app starts afresh)."""
-        self.key_drawn()
         if self.saved_threshold is not None:
             gc.set_threshold(*self.saved_threshold)
             gc.unfreeze()
             self.saved_threshold = None
 
-    def note_input(self, after_refresh: Callable[..., object] | None = None) -> None:
-        """A key or a click arrived. With `after_refresh` (the app's
-        `call_after_refresh`), no automatic collection runs until the screen has been
-        refreshed twice after it (the key's frame is out), or `KEY_HOLD_S` passed."""
+    def note_input(self) -> None:
         self.last_input = self._clock()
-        if after_refresh is None or self.saved_threshold is None:
-            return
-        if self.key_since is None:
-            self.held_at = self.last_input
-            self._held_enabled = gc.isenabled()
-            if self._held_enabled:
-                gc.disable()
-                self.counts["key-holds"] += 1
-        self.key_since = self.last_input
-        since = self.key_since
-        # Twice: the first refresh can come before the key's handler has run.
-        after_refresh(after_refresh, self.key_drawn, since)
 
-    def key_drawn(self, since: float | None = None) -> None:
-        """The frame of the key noted at `since` is out (None: whatever key): the
-        automatic collections come back, unless a later key is still owed its frame."""
-        if self.key_since is None or (since is not None and since != self.key_since):
-            return
-        self.key_since = None
-        if self._held_enabled:
-            self._held_enabled = False
-            gc.enable()
+    def input_within(self, seconds: float) -> bool:
+        """Whether a key or a click came less than `seconds` ago."""
+        return self._clock() - self.last_input < seconds
 
     def tick(self, busy: bool) -> str | None:
         """Called about twice a second; returns which collection ran, if any."""
         if self.saved_threshold is None:
             return None
         now = self._clock()
-        if self.key_since is not None:
-            if now - self.held_at < KEY_HOLD_S:
-                return None  # a key waits for its frame: the next tick will do
-            # No frame came, or keys keep coming faster than frames: they come back.
-            self.key_drawn()
         quiet = now - self.last_input
         since_deep = now - self.last_deep
         if (
@@ -147,6 +116,8 @@ class CollectorPacing:
             self.counts["deep"] += 1
             return "deep"
         pending = gc.get_count()[2]
+        if busy and quiet < KEY_FRAME_S and pending < 2 * FORCE_AFTER:
+            return None  # a key's frame may be on its way: the next tick
         if pending >= FORCE_AFTER or (pending and not busy and quiet >= IDLE_S):
             gc.collect()
             gc.freeze()
