@@ -478,7 +478,9 @@ async def _settle(app: SlopApp, quiet: float, timeout: float = 60.0) -> tuple[bo
     while time.perf_counter() < end:
         await asyncio.sleep(0.05)
         last = FRAMES[-1] if FRAMES else 0.0
-        if READY_FRAME and time.perf_counter() - last >= quiet:
+        # Ready and quiet; a screen that needed no frame once ready (an empty session
+        # whose side panes were drawn before it) is shown as of its last frame.
+        if time.perf_counter() - last >= quiet:
             return True, last
         # Frames that keep coming without a change of the transcript do not count.
         if READY_FRAME and len(SIGS) > 1:
