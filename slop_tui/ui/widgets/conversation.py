@@ -268,9 +268,8 @@ class GroupBlocks(VerticalScroll):
         """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
         the next slices (a frame apart while a reply streams): a whole page styled at
         once held the loop 20-70 ms, and a key or a streamed update that came meanwhile
-        waited for it. A
-        scroll or a layout of the view (`style_ahead_later`) drops what is left; the
-        styling starts again once the view is still."""
+        waited for it. A scroll or a layout of the view (`style_ahead_later`) drops
+        what is left; the styling starts again once the view is still."""
         self._style_timer = None
         queue, styled = self._style_queue, 0
         if not self.is_mounted:
