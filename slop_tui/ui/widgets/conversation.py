@@ -61,10 +61,9 @@ PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
 # show are styled ahead (`GroupBlocks.style_ahead`).
 STYLE_AHEAD_DELAY = 0.15
-# The styling ahead runs in slices this long at most, this far apart (one frame)
-# while a reply streams.
+# The styling ahead runs in slices this long at most, this far apart.
 STYLE_AHEAD_SLICE_S = 0.004
-STYLE_AHEAD_SLICE_GAP = 1 / 60
+STYLE_AHEAD_SLICE_GAP = 0.001
 
 
 def live_step(height: int) -> int:
@@ -266,9 +265,8 @@ class GroupBlocks(VerticalScroll):
 
     def _style_a_slice(self) -> int:
         """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
-        the next slices (a frame apart while a reply streams): a whole page styled at
-        once held the loop 20-70 ms, and a key or a streamed update that came meanwhile
-        waited for it. A scroll or a layout of the view (`style_ahead_later`) drops
+        the next slices: a whole page styled at once held the loop 20-70 ms, and a key
+        or a streamed update that came meanwhile waited for it. A scroll or a layout of the view (`style_ahead_later`) drops
         what is left; the styling starts again once the view is still."""
         self._style_timer = None
         queue, styled = self._style_queue, 0
@@ -283,10 +281,10 @@ class GroupBlocks(VerticalScroll):
             if time.perf_counter() >= end:
                 break
         if queue:
-            # While a reply streams its updates come between the slices too; otherwise
-            # the next slice follows at once (a key still gets in between).
-            gap = STYLE_AHEAD_SLICE_GAP if self._live is not None else 0.001
-            self._style_timer = self.set_timer(gap, self._style_a_slice)
+            # The next slice at once: a key (or a streamed update) that came meanwhile
+            # gets in between. Further apart, the styling was not done by the next page
+            # key, whose frame then styled the lines itself.
+            self._style_timer = self.set_timer(STYLE_AHEAD_SLICE_GAP, self._style_a_slice)
         return styled
 
     def _oldest_block(self) -> GroupBlock | None:
