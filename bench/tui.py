@@ -22,12 +22,15 @@ shares the machine.
 
 The first start of each size also measures key -> frame, >= 30 keys per case:
 typing in the prompt and `up` in the groups pane, idle; ctrl+u (a page of
-older groups) in the conversation, which also checks that the mounted groups
-stay bounded; the prompt and the groups pane again while a reply streams at
-200 deltas/s through the real orchestrator (an in-memory provider paced like
-bench/turn.py's), and PageUp in the conversation (up to 6, until its top) then;
-and typing while that turn ends and its background job
-(after-reply compaction, lane summary) runs. A key whose frame has not come
+older groups) in the conversation, six presses and then End, as bench/screen.py
+presses them (its effect: the first frame showing older content, the pane
+scrolled up or a group mounted), which also checks that the mounted groups
+stay bounded, and PageUp there; the prompt, the groups pane, PageUp and ctrl+u
+again while a reply streams at 200 deltas/s through the real orchestrator (an
+in-memory provider paced like bench/turn.py's); and typing while that turn ends
+and its background job (after-reply compaction, lane summary) runs.
+`BENCH_KEY_TRACE=1` makes the child record what each key waited for; bench/tail.py
+sorts the slow keys by cause (bench/results/2026-11-29-tail.md). A key whose frame has not come
 after 10 s ends that child (a watchdog thread): the row then shows a lower
 bound (">=").
 
@@ -345,9 +348,14 @@ CASES = [
     ("prompt idle", "key → frame, typing in the prompt, idle"),
     ("groups idle", "key → frame, up in the groups pane, idle"),
     ("conversation ctrl+u", "key → frame, ctrl+u (older page) in the conversation"),
+    ("conversation pageup", "key → frame, PageUp in the conversation, idle"),
     ("prompt streaming", "key → frame, typing in the prompt, reply streaming"),
     ("groups streaming", "key → frame, up in the groups pane, reply streaming"),
     ("conversation pageup streaming", "key → frame, PageUp in the conversation, reply streaming"),
+    (
+        "conversation ctrl+u streaming",
+        "key → frame, ctrl+u (older page) in the conversation, reply streaming",
+    ),
     ("prompt after turn", "key → frame, typing while the turn's background job runs"),
 ]
 

@@ -52,7 +52,10 @@ import sys  # noqa: E402
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# BENCH_APP_ROOT: the app's code from another checkout (side by side with this one).
+ROOT = os.environ.get("BENCH_APP_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))
+)
 sys.path.insert(0, ROOT)
 
 parser = argparse.ArgumentParser()
@@ -73,6 +76,11 @@ parser.add_argument(
 )
 parser.add_argument("--quiet", type=float, default=0.6)
 parser.add_argument("--no-stream", action="store_true", help="only the idle key cases")
+parser.add_argument(
+    "--cases",
+    default="",
+    help="only the key cases whose name has one of these comma-separated words",
+)
 parser.add_argument(
     "--key-cap",
     type=float,
@@ -109,7 +117,7 @@ hold_full_collections()  # as `slop-tui` does before the workspace's imports (cl
 from slop_tui.ui.startup import defer_for_first_screen  # noqa: E402
 
 defer_for_first_screen()  # as `slop-tui` does too: code coloured a second after the screen
-from slop_tui.ui import echo  # noqa: E402
+from slop_tui.ui import echo, textual_fixes  # noqa: E402
 from slop_tui.ui.app import SlopApp  # noqa: E402
 from slop_tui.ui.screens.workspace import WorkspaceScreen  # noqa: E402
 
@@ -203,12 +211,13 @@ class _Refs:
 
 
 def _signature(app: App) -> tuple | None:
-    if _Refs.conv is None:
+    if _Refs.groups is None:  # the side panes are mounted after the first frame
         try:
-            _Refs.conv = app.query_one("#conversation")
+            conv = app.query_one("#conversation")
             _Refs.groups = app.query_one("#group-list")
         except Exception:
             return None
+        _Refs.conv = conv
     conv, groups = _Refs.conv, _Refs.groups
     return (
         app.ready,
@@ -241,9 +250,12 @@ echo.draw_now = _draw_now
 def _display(self: App, screen, renderable) -> None:
     global PENDING
     if renderable is not None and not self._batch_count and self._running and screen is self.screen:
+        t_frame = time.perf_counter()
         if isinstance(renderable, CompositorUpdate):
             renderable.render_segments(self.console)  # what writing to a terminal costs
         now = time.perf_counter()
+        if KEY_TRACE:
+            TIMELINE.append((t_frame, "frame", (now - t_frame) * 1e3, type(renderable).__name__))
         FRAMES.append(now)
         SIGS.append(_signature(self))
         if DEBUG_FRAMES:
@@ -270,6 +282,7 @@ def _display(self: App, screen, renderable) -> None:
                 or p["widget"] is ECHO[0]  # drawn at once after the key (ui/echo.py)
             )
             if p["probe"]() and repainted:
+                p["cpu_done"] = time.thread_time()
                 p["fut"].set_result(now)
     _original_display(self, screen, renderable)
 
@@ -294,12 +307,80 @@ def _refresh_layout(self, size=None, scroll=False):
         return _original_refresh_layout(self, size, scroll)
     finally:
         IN_LAYOUT[0] = IN_SCROLL[0] = False
+        if KEY_TRACE:
+            TIMELINE.append(
+                (t, "layout", (time.perf_counter() - t) * 1e3, "scroll" if scroll else "reflow")
+            )
         if STALL_TRACE:
             ms = (time.perf_counter() - t) * 1e3
             FRAME_COST.setdefault(HEART["phase"], []).append((round(ms, 1), not scroll))
 
 
 Screen._refresh_layout = _refresh_layout  # type: ignore[method-assign]
+# The app's one-pass-reflow patch (ui/textual_fixes.py) replaces Screen._refresh_layout
+# when the app is made and calls the method it kept: that one is timed.
+textual_fixes._refresh_layout = _refresh_layout
+
+
+# -- where each key's time went (BENCH_KEY_TRACE=1) ------------------------------------
+#
+# For every measured key: the collections, layout passes and frames between the key and
+# its effect's frame (gc.callbacks, Screen._refresh_layout, App._display), and what the
+# main thread was running, sampled every millisecond by a thread while the key waits.
+# bench/tail.py sorts the slow keys by cause.
+
+KEY_TRACE = bool(os.environ.get("BENCH_KEY_TRACE"))
+TIMELINE: list[tuple[float, str, float, str]] = []  # (start, kind, ms, what) while a key waits
+KEYS: list[dict] = []  # one record per measured key
+_KEY_GC = {"t": 0.0}
+
+
+def _key_gc(event: str, info: dict) -> None:
+    if event == "start":
+        _KEY_GC["t"] = time.perf_counter()
+    elif PENDING is not None:
+        t = _KEY_GC["t"]
+        TIMELINE.append((t, "gc", (time.perf_counter() - t) * 1e3, str(info["generation"])))
+
+
+def _key_sampler() -> None:
+    import threading
+
+    main = threading.main_thread().ident
+    sys.setswitchinterval(0.001)
+    while True:
+        time.sleep(0.001)
+        p = PENDING
+        if p is None or p["fut"].done():
+            continue
+        frame = sys._current_frames().get(main)
+        where = _where(frame) if frame is not None else "?"
+        p["samples"][where] = p["samples"].get(where, 0) + 1
+
+
+def _trace_key(p: dict, t: float, done: float) -> None:
+    end = done if done != float("inf") else time.perf_counter()
+    inside = [e for e in TIMELINE if t <= e[0] <= end]
+    top = sorted(p["samples"].items(), key=lambda kv: -kv[1])[:4]
+    KEYS.append(
+        {
+            "case": HEART.get("case", ""),
+            "ms": round((end - t) * 1e3, 2),
+            "cpu_ms": round((p.get("cpu_done", time.thread_time()) - p["cpu"]) * 1e3, 2),
+            "gc": [(g, round(ms, 2)) for _t, k, ms, g in inside if k == "gc"],
+            "layouts": [(w, round(ms, 2)) for _t, k, ms, w in inside if k == "layout"],
+            "frames": [round(ms, 2) for _t, k, ms, _w in inside if k == "frame"],
+            "first_frame_ms": round((inside_first(inside, "frame") - t) * 1e3, 2)
+            if inside_first(inside, "frame") is not None
+            else None,
+            "samples": sum(p["samples"].values()),
+            "where": top,
+        }
+    )
+
+
+def inside_first(events: list, kind: str) -> float | None:
+    return next((e[0] for e in events if e[1] == kind), None)
 
 
 # -- a provider that streams at a fixed rate -------------------------------------------
@@ -397,7 +478,9 @@ async def _settle(app: SlopApp, quiet: float, timeout: float = 60.0) -> tuple[bo
     while time.perf_counter() < end:
         await asyncio.sleep(0.05)
         last = FRAMES[-1] if FRAMES else 0.0
-        if READY_FRAME and time.perf_counter() - last >= quiet:
+        # Ready and quiet; a screen that needed no frame once ready (an empty session
+        # whose side panes were drawn before it) is shown as of its last frame.
+        if time.perf_counter() - last >= quiet:
             return True, last
         # Frames that keep coming without a change of the transcript do not count.
         if READY_FRAME and len(SIGS) > 1:
@@ -430,7 +513,11 @@ async def _press(
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     t = time.perf_counter()
+    if KEY_TRACE:
+        TIMELINE.clear()
     PENDING = {
+        "cpu": time.thread_time(),  # the main thread's CPU time: less sensitive to load
+        "samples": {},
         "probe": probe,
         "widget": widget,
         "fut": fut,
@@ -445,12 +532,21 @@ async def _press(
     except TimeoutError:
         done = float("inf")
     first = PENDING["first"]
+    if KEY_TRACE:
+        _trace_key(PENDING, t, done)
     PENDING = None
     return (done - t) * 1e3, ((first - t) * 1e3 if first is not None else float("inf"))
 
 
+def _wanted(name: str) -> bool:
+    """Whether the key case `name` is measured (`--cases`: one of its words is in it)."""
+    words = [w.strip() for w in ARGS.cases.split(",") if w.strip()]
+    return not words or any(w in name for w in words)
+
+
 def _case(name: str) -> dict:
     """The raw latencies of one case, kept in RESULT as they come (the watchdog reads them)."""
+    HEART["case"] = name
     case = {"effect": [], "next": []}
     RESULT.setdefault("latency", {})[name] = case
     return case
@@ -501,31 +597,43 @@ async def _move_in_groups(app: SlopApp, name: str, n: int) -> None:
         await asyncio.sleep(rnd.uniform(0.03, 0.09))
 
 
-async def _page_up(app: SlopApp, name: str, pages: int) -> None:
-    """ctrl+u in the conversation, `pages` times: key -> frame with the older groups
-    mounted, and the most widgets / GroupBlocks mounted on the way (the bound)."""
+async def _page_up(app: SlopApp, name: str, pages: int, idle: bool = True) -> None:
+    """ctrl+u in the conversation, `pages` times, six at a time and End after each six
+    (as bench/screen.py presses them): key -> the first frame that shows older content
+    (the pane scrolled up, or older groups mounted), and the most widgets / GroupBlocks
+    mounted on the way (the bound)."""
     conv = app.query_one("#conversation")
     conv.focus()
     await _wait(lambda: app.focused is conv, 2.0)
     # As a user's ctrl+u comes after the pane shows it has the focus (a click, then
     # the key): the focus change's own frames are not the first page's.
-    await _settle(app, 0.1, timeout=5.0)
+    await _rest(app, idle, 0.3)
     most = _counts(app)
     case = _case(name)
-    rnd = random.Random(5)
-    for _ in range(pages):
-        if conv._lo == 0:
-            break
-        before = conv._lo
+    for i in range(pages):
+        if i and i % 6 == 0 or conv._lo == 0:
+            await conv.show_newest()
+            await _rest(app, idle, 0.5 if idle else 1.0)
+            if conv._lo == 0:
+                break
+        before, top = conv._lo, conv.scroll_y
         e, f = await _press(
-            app, "ctrl+u", None, lambda b=before: conv._lo < b, conv, timeout=10.0, layout=True
+            app,
+            "ctrl+u",
+            None,
+            lambda b=before, y=top: conv._lo < b or conv.scroll_y < y,
+            conv,
+            timeout=10.0,
+            layout=True,
+            scroll=True,
         )
         _record(case, e, f)
-        await _wait(lambda: not conv._paging, 10.0)
         c = _counts(app)
         most = {k: max(most[k], c[k]) for k in c}
-        await asyncio.sleep(rnd.uniform(0.03, 0.09))
-        RESULT["paging"] = {
+        await _rest(app, idle, 0.3)
+        c = _counts(app)
+        most = {k: max(most[k], c[k]) for k in c}
+        RESULT["paging" if idle else "paging streaming"] = {
             "max_widgets": most["widgets"],
             "max_blocks": most["blocks"],
             "lo": conv._lo,
@@ -534,24 +642,37 @@ async def _page_up(app: SlopApp, name: str, pages: int) -> None:
     await conv.show_newest()
 
 
-async def _page_keys(app: SlopApp, name: str, n: int) -> None:
-    """PageUp in the conversation, `n` times (or until its top): key -> the frame that
-    shows the pane scrolled. Focused first, as a click on it would."""
+async def _rest(app: SlopApp, idle: bool, seconds: float) -> None:
+    """Idle: `seconds` without a frame (at most 5 s); while a reply streams (frames never
+    stop): `seconds` plus a little, as bench/screen.py waits."""
+    if idle:
+        await _settle(app, seconds, timeout=5.0)
+    else:
+        await asyncio.sleep(seconds + random.uniform(0.03, 0.09))
+
+
+async def _page_keys(app: SlopApp, name: str, n: int, idle: bool = False) -> None:
+    """PageUp in the conversation, `n` times, six at a time and End after each six (or at
+    its top): key -> the frame that shows the pane scrolled. Focused first, as a click on
+    it would."""
     conv = app.query_one("#conversation")
     conv.focus()
     await _wait(lambda: app.focused is conv, 2.0)
     await asyncio.sleep(0.3)  # the focus change's frames are not the first key's
     case = _case(name)
     rnd = random.Random(6)
-    for _ in range(n):
-        if conv.scroll_y <= 0:
-            break
+    for i in range(n):
+        if i and i % 6 == 0 or conv.scroll_y <= 0:
+            await conv.show_newest()
+            await _rest(app, idle, 0.5 if idle else 1.0)
+            if conv.scroll_y <= 0:
+                break
         before = conv.scroll_y
         e, f = await _press(
             app, "pageup", None, lambda b=before: conv.scroll_y < b, conv, scroll=True
         )
         _record(case, e, f)
-        await asyncio.sleep(rnd.uniform(0.2, 0.4))
+        await _rest(app, idle, rnd.uniform(0.2, 0.4))
     await conv.show_newest()
 
 
@@ -560,7 +681,7 @@ def _counts(app: SlopApp) -> dict:
     return {
         "widgets": len(list(app.query("*"))),
         "blocks": conv.mounted_blocks,
-        "groups": app.query_one("#group-list").option_count,
+        "groups": _Refs.groups.option_count if _Refs.groups is not None else 0,
     }
 
 
@@ -603,12 +724,17 @@ async def bench(pilot) -> None:  # started by App.run(auto_pilot=...); uses no P
         _in_phase("idle")
         heartbeat = asyncio.create_task(_heartbeat())
         if ARGS.latency:
-            await _type_in_prompt(app, "prompt idle", ARGS.presses)
-            await _move_in_groups(app, "groups idle", ARGS.presses)
+            if _wanted("prompt idle"):
+                await _type_in_prompt(app, "prompt idle", ARGS.presses)
+            if _wanted("groups idle"):
+                await _move_in_groups(app, "groups idle", ARGS.presses)
             _phase("idle keys")
         if ARGS.page:
             _in_phase("paging")
-            await _page_up(app, "conversation ctrl+u", ARGS.page)
+            if _wanted("conversation ctrl+u"):
+                await _page_up(app, "conversation ctrl+u", ARGS.page)
+            if ARGS.latency and _wanted("conversation pageup"):
+                await _page_keys(app, "conversation pageup", ARGS.presses, idle=True)
             RESULT["rss_after_paging"] = _rss_mb()
             _phase("paging")
         if ARGS.latency and not ARGS.no_stream:
@@ -659,9 +785,14 @@ async def _stream_cases(app: SlopApp) -> None:
         return
     c0, t0 = STREAM["count"], time.perf_counter()
     _in_phase("streaming")
-    await _type_in_prompt(app, "prompt streaming", ARGS.presses)
-    await _move_in_groups(app, "groups streaming", ARGS.presses)
-    await _page_keys(app, "conversation pageup streaming", min(ARGS.presses, 6))
+    if _wanted("prompt streaming"):
+        await _type_in_prompt(app, "prompt streaming", ARGS.presses)
+    if _wanted("groups streaming"):
+        await _move_in_groups(app, "groups streaming", ARGS.presses)
+    if _wanted("conversation pageup streaming"):
+        await _page_keys(app, "conversation pageup streaming", ARGS.presses)
+    if ARGS.page and _wanted("conversation ctrl+u streaming"):
+        await _page_up(app, "conversation ctrl+u streaming", ARGS.page, idle=False)
     c1, t1 = STREAM["count"], time.perf_counter()
     RESULT["stream_rate"] = (c1 - c0) / (t1 - t0)
     RESULT["stream_deltas"] = c1
@@ -678,6 +809,9 @@ async def _stream_cases(app: SlopApp) -> None:
         return not app.turns.busy and (task is None or task.done())
 
     # The reply ends; keep typing while the turn settles and its background job runs.
+    if not _wanted("prompt after turn"):
+        WATCH["deadline"] = None
+        return
     await _type_in_prompt(
         app, "prompt after turn", ARGS.presses, until=background_done, limit=ARGS.bg_wait
     )
@@ -868,6 +1002,11 @@ def main() -> None:
     import threading
 
     threading.Thread(target=_watchdog, daemon=True).start()
+    if KEY_TRACE:
+        import gc
+
+        gc.callbacks.append(_key_gc)
+        threading.Thread(target=_key_sampler, daemon=True).start()
     if STALL_TRACE:
         import gc
 
@@ -897,6 +1036,8 @@ def main() -> None:
     if STALL_TRACE:
         RESULT["traced"] = TRACED
         RESULT["frame_cost"] = FRAME_COST
+    if KEY_TRACE:
+        RESULT["keys"] = KEYS
     _emit()
 
 

@@ -92,11 +92,12 @@ def test_an_idle_pause_collects_and_a_busy_one_waits(pacing) -> None:
 
 
 def test_too_many_pending_collections_collect_even_while_busy(pacing) -> None:
-    pace, _ = pacing
+    pace, clock = pacing
     pace.start()
     ref = orphan_cycle()
     pend_young_collections(collector.FORCE_AFTER)
     pace.note_input()
+    clock.now += collector.KEY_FRAME_S  # typing, but not this very moment
     assert pace.tick(busy=True) == "young-full"
     assert ref() is None
 
@@ -134,6 +135,27 @@ def test_the_deep_collection_comes_at_the_latest_after_its_bounds(pacing) -> Non
     pace.note_input()
     assert pace.tick(busy=True) == "deep"  # busy for hours: collected anyway
     assert pace.counts["deep"] == 2
+
+
+def test_a_paced_collection_waits_for_a_keys_frame_while_busy(pacing) -> None:
+    pace, clock = pacing
+    pace.start()
+    ref = orphan_cycle()
+    pend_young_collections(collector.FORCE_AFTER)  # due even while busy
+    pace.note_input()
+    assert pace.input_within(collector.KEY_FRAME_S)
+    assert pace.tick(busy=True) is None  # the key's frame may be on its way
+    assert ref() is not None
+    clock.now += collector.KEY_FRAME_S
+    assert not pace.input_within(collector.KEY_FRAME_S)
+    assert pace.tick(busy=True) == "young-full"  # right after it
+    assert ref() is None
+    # Keys that never stop do not put it off for good: twice as many due, it runs.
+    ref = orphan_cycle()
+    pend_young_collections(2 * collector.FORCE_AFTER)
+    pace.note_input()
+    assert pace.tick(busy=True) == "young-full"
+    assert ref() is None
 
 
 async def test_the_workspace_paces_the_collector_from_ready_to_exit(project) -> None:

@@ -47,6 +47,9 @@ from tests.fakeserver import wait_for
 from tests.workspace_fixtures import open_workspace
 
 SIZE = (100, 40)
+# How long a page may take to be mounted (a group per frame): generous, for a loaded
+# machine; the assertions after each wait are what the tests check.
+LOADED = 60.0
 
 
 class ConvApp(App):
@@ -229,7 +232,9 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
         first = view.mounted_group_ids[0]
         await pilot.press("ctrl+u")
         # The page is mounted a group per frame: wait for all of it.
-        await wait_for(pilot, lambda: view.mounted_group_ids[0] == gids[gids.index(first) - 10])
+        await wait_for(
+            pilot, lambda: view.mounted_group_ids[0] == gids[gids.index(first) - 10], timeout=LOADED
+        )
         # The group the user was reading stays in view; the new ones are above it.
         await pilot.pause()
         assert visible(view, view.block(first))
@@ -238,8 +243,8 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
             top = view.mounted_group_ids[0]
             view.scroll_home(animate=False)
             # A page is mounted a group per frame; the group that was on top stays there.
-            await wait_for(pilot, lambda top=top: view.mounted_group_ids[0] < top)
-            await wait_for(pilot, lambda: not view._paging)
+            await wait_for(pilot, lambda top=top: view.mounted_group_ids[0] < top, timeout=LOADED)
+            await wait_for(pilot, lambda: not view._paging, timeout=LOADED)
             await pilot.pause()
             assert view.scroll_y > 0 and visible(view, view.block(top))
             assert view.mounted_blocks <= 30
@@ -251,10 +256,10 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
         # ctrl+d brings newer groups back, End the newest.
         last = ids[-1]
         await pilot.press("ctrl+d")
-        await wait_for(pilot, lambda: view.mounted_group_ids[-1] > last)
+        await wait_for(pilot, lambda: view.mounted_group_ids[-1] > last, timeout=LOADED)
         assert view.mounted_blocks <= 30
         await pilot.press("end")
-        await wait_for(pilot, lambda: view.mounted_group_ids[-1] == gids[-1])
+        await wait_for(pilot, lambda: view.mounted_group_ids[-1] == gids[-1], timeout=LOADED)
         await pilot.pause()
         assert visible(view, view.block(gids[-1]))
 

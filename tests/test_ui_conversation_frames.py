@@ -16,7 +16,9 @@ from textual.widgets import Markdown
 from slop_tui.events import TextChunk, TurnStarted
 from slop_tui.records import NewMessage
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets.blocks import LiveAnswer, block_starts
+from slop_tui.ui.collector import CollectorPacing
+from slop_tui.ui.widgets import blocks, conversation
+from slop_tui.ui.widgets.blocks import GroupBlock, LiveAnswer, block_starts
 from slop_tui.ui.widgets.conversation import ConversationView, live_step
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups
@@ -117,7 +119,8 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
         await view.load(ws.history())
         view.focus()
         # Built ahead once the first screen is drawn: the next two pages, answers rendered.
-        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=10)
+        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=30)
+        await pilot.pause()
         first = view.mounted_group_ids[0]
         page = gids[gids.index(first) - 5 : gids.index(first)]
         assert set(page) <= set(view._prepared)
@@ -132,8 +135,25 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
             return arrange(size, optimal)
 
         view.arrange = arrange_and_count  # type: ignore[method-assign]
+        frames: list[tuple[float, int]] = []  # (scroll, groups mounted) of each frame drawn
+        display = app._display
+
+        def display_and_note(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+            if renderable is not None:
+                frames.append((view.scroll_y, len(view.mounted_group_ids)))
+            display(screen, renderable)
+
+        app._display = display_and_note  # type: ignore[method-assign]
+        top, mounted = view.scroll_y, len(view.mounted_group_ids)
+        assert view._tops[view.block(first)] < top  # above the pane: the key scrolls to it
         await pilot.press("ctrl+u")
-        await wait_for(pilot, lambda: view.mounted_group_ids[0] == page[0] and not view._paging)
+        await wait_for(
+            pilot, lambda: view.mounted_group_ids[0] == page[0] and not view._paging, timeout=30
+        )
+        # The key's frame: the oldest group brought to the top, drawn before the page's
+        # first mount (a layout of the whole screen) joins it.
+        key_frame = next(n for y, n in frames if y < top)
+        assert key_frame == mounted
         # The very blocks built ahead were mounted, one a frame (never all at once).
         assert all(view.block(g) is prepared[g] for g in page)
         assert len(set(seen)) >= 3
@@ -142,6 +162,37 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
         # The old boundary is at the top of the pane, the new groups above it.
         await pilot.pause()
         assert view.block(first).region.y == view.region.y
+
+
+async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
+    ws, monkeypatch
+) -> None:
+    monkeypatch.setattr(conversation, "STYLE_AHEAD_SLICE_S", 0.0)  # a widget a slice
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if view._style_timer is not None:
+            view._style_timer.stop()  # styled here, by hand
+        above = [b for b in view.query(GroupBlock) if view._tops[b] < view.scroll_y]
+        widgets = [w for b in above for w in (b, *b.walk_children()) if w.outer_size.area]
+        for widget in widgets:
+            widget._styles_cache.clear()
+        assert view.style_ahead() > 0
+        # One widget styled; the others are left to the next slices, a frame apart.
+        assert view._style_queue and view._style_timer is not None
+        await wait_for(pilot, lambda: not view._style_queue, timeout=30)
+        assert all(not textual_fixes.lines_to_style(w) for w in widgets)
+        # A scroll drops what is left: the view moved, the pages to style are others.
+        for widget in widgets:
+            widget._styles_cache.clear()
+        view.style_ahead()
+        assert view._style_queue
+        view.scroll_to(y=view.scroll_y - 3, animate=False, immediate=True)
+        assert not view._style_queue
 
 
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:
@@ -189,6 +240,32 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     await wait_for(pilot, lambda: answer.source == "first words")
     await pilot.pause(0.3)
     return answer
+
+
+async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monkeypatch) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        answer = await first_words_streamed(pilot, view, ws)
+        clock = [0.0]
+        # The workspace app's collector (ui/collector.py) notes every key; its clock here
+        # is stopped, so a key noted stays "just now" until the test moves it.
+        pace = app.collector = CollectorPacing(lambda: clock[0])
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
+        pace.note_input()  # a key, just now
+        await view.show_event(TextChunk(text=" more"))
+        await pilot.pause(0.5)  # past the stream's pace
+        assert answer.source == "first words"  # the key's frame first
+        await view.show_event(TextChunk(text=" and more"))
+        clock[0] += 60.0  # long after the key
+        await wait_for(pilot, lambda: answer.source == "first words more and more")
+        # Keys that keep coming hold each update KEY_FIRST_S at most.
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 0.2)
+        await pilot.pause(0.3)
+        pace.note_input()
+        await view.show_event(TextChunk(text=" still"))
+        await wait_for(pilot, lambda: answer.source.endswith(" still"), timeout=30)
+        assert pace.input_within(0.2)
 
 
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:

@@ -19,6 +19,13 @@ their own: they only scan recent objects) and does it itself:
   day-long session holds on to. (`gc.get_freeze_count()` would measure the
   frozen set instead, but it walks it: 17 ms a call at 1M objects.)
 
+A paced collection due while a turn runs is not started within `KEY_FRAME_S` of a
+key or a click (`tick` waits for the next time, unless twice as many are due): it
+walks what is not frozen (40-110 ms while a reply streams, on a loaded machine) and
+would land between the key and its frame. CPython's automatic young collections are
+left alone: switched off from a key to its frame, they ran later as one larger pass
+(tens of ms) that the next keys waited for.
+
 The clock and the collector calls are injectable for tests.
 """
 
@@ -35,6 +42,7 @@ DEEP_EVERY_S = 600.0
 DEEP_LATEST_S = 1800.0
 DEEP_FORCE_S = 7200.0
 NO_AUTOMATIC_FULL = 1 << 30  # a generation-2 threshold that is never reached
+KEY_FRAME_S = 0.1  # how long after a key its frame may still be on its way
 
 _held: tuple[int, int, int] | None = None  # the thresholds before hold_full_collections
 
@@ -85,6 +93,10 @@ class CollectorPacing:
     def note_input(self) -> None:
         self.last_input = self._clock()
 
+    def input_within(self, seconds: float) -> bool:
+        """Whether a key or a click came less than `seconds` ago."""
+        return self._clock() - self.last_input < seconds
+
     def tick(self, busy: bool) -> str | None:
         """Called about twice a second; returns which collection ran, if any."""
         if self.saved_threshold is None:
@@ -104,6 +116,8 @@ class CollectorPacing:
             self.counts["deep"] += 1
             return "deep"
         pending = gc.get_count()[2]
+        if busy and quiet < KEY_FRAME_S and pending < 2 * FORCE_AFTER:
+            return None  # a key's frame may be on its way: the next tick
         if pending >= FORCE_AFTER or (pending and not busy and quiet >= IDLE_S):
             gc.collect()
             gc.freeze()

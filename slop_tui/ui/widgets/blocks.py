@@ -519,6 +519,7 @@ class AnswerBlock(RenderedLines, can_focus=True):
 # a key has to wait when it lands in a redraw. Five updates a second still read
 # as a stream.
 LIVE_INTERVAL = 0.2
+KEY_FIRST_S = 0.03  # a streamed update waits this long after a key, at most
 # While a reply streams the live answer keeps blank room below its text, grown by
 # screens: as long as the text grows into it the answer's height does not change, so
 # an update repaints the answer's changed lines instead of laying the whole screen out
@@ -582,6 +583,7 @@ class LiveStream:
             if delay > 0 and not self._closing.is_set():
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._closing.wait(), delay)
+            await _after_a_key(self.markdown_widget)
             text = "".join(self._pending)
             self._pending.clear()
             self._written.clear()
@@ -590,6 +592,20 @@ class LiveStream:
             ready = loop.time() + self.interval
             if self._closing.is_set() and not self._pending:
                 return
+
+
+async def _after_a_key(widget: Widget) -> None:
+    """Within `KEY_FIRST_S` of a key or a click (the app's collector notes them,
+    ui/collector.py), the stream's next update waits until then: its rendering and
+    repaint (a layout and a scroll when the view follows it) would be done before the
+    key's frame, or in it. What streams meanwhile joins that update."""
+    collector = getattr(widget.app, "collector", None) if widget.is_attached else None
+    if collector is None:
+        return
+    loop = asyncio.get_running_loop()
+    end = loop.time() + KEY_FIRST_S  # keys keep coming: the stream goes on all the same
+    while collector.input_within(KEY_FIRST_S) and loop.time() < end:
+        await asyncio.sleep(0.004)
 
 
 class SettledMarkdown:

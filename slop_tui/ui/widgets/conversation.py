@@ -16,6 +16,7 @@ layout passes of Textual's own.
 from __future__ import annotations
 
 import asyncio
+import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -60,6 +61,9 @@ PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
 # show are styled ahead (`GroupBlocks.style_ahead`).
 STYLE_AHEAD_DELAY = 0.15
+# The styling ahead runs in slices this long at most, this far apart.
+STYLE_AHEAD_SLICE_S = 0.004
+STYLE_AHEAD_SLICE_GAP = 0.001
 
 
 def live_step(height: int) -> int:
@@ -184,6 +188,8 @@ class GroupBlocks(VerticalScroll):
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
         self._style_timer: Timer | None = None  # see style_ahead
+        self._style_queue: list[Widget] = []  # widgets still to style ahead, the next last
+        self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
         yield self._older
@@ -224,6 +230,7 @@ class GroupBlocks(VerticalScroll):
 
     def style_ahead_later(self) -> None:
         """Style the pages a key may show once the view has been still a while."""
+        self._style_queue.clear()
         if self._style_timer is not None:
             self._style_timer.stop()
         self._style_timer = self.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
@@ -253,7 +260,32 @@ class GroupBlocks(VerticalScroll):
                     for w in (block, *block.walk_children(Widget))
                     if w.display and w.outer_size.area
                 )
-        return textual_fixes.style_ahead(self.screen, widgets) if widgets else 0
+        self._style_queue = widgets[::-1]  # the blocks in order, from the end of the list
+        return self._style_a_slice()
+
+    def _style_a_slice(self) -> int:
+        """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
+        the next slices: a whole page styled at once held the loop 20-70 ms, and a key
+        or a streamed update that came meanwhile waited for it. A scroll or a layout of the view (`style_ahead_later`) drops
+        what is left; the styling starts again once the view is still."""
+        self._style_timer = None
+        queue, styled = self._style_queue, 0
+        if not self.is_mounted:
+            queue.clear()
+            return 0
+        end = time.perf_counter() + STYLE_AHEAD_SLICE_S
+        while queue:  # one widget at least
+            widget = queue.pop()
+            if widget.is_mounted:
+                styled += textual_fixes.style_ahead(self.screen, [widget])
+            if time.perf_counter() >= end:
+                break
+        if queue:
+            # The next slice at once: a key (or a streamed update) that came meanwhile
+            # gets in between. Further apart, the styling was not done by the next page
+            # key, whose frame then styled the lines itself.
+            self._style_timer = self.set_timer(STYLE_AHEAD_SLICE_GAP, self._style_a_slice)
+        return styled
 
     def _oldest_block(self) -> GroupBlock | None:
         """The oldest mounted group (None when none is)."""
@@ -741,6 +773,7 @@ class GroupPager(GroupBlocks):
                 gid = self._gids[self._lo - 1] if older else self._gids[self._hi]
                 plan = self.plan
                 (block,) = await self._build([gid])
+                await self._key_frame_first()
                 if generation != self._generation:
                     break
                 with self.app.batch_update():
@@ -766,6 +799,14 @@ class GroupPager(GroupBlocks):
             self._paging = False
             if hold:
                 self._let_go_later(self._keep)
+
+    async def _key_frame_first(self) -> None:
+        """Wait until a page key's scroll (`_oldest_to_the_top`) is drawn: mounting a
+        group lays the whole screen out again (tens of ms while a reply streams), and
+        in the key's frame that layout would hold what the key shows."""
+        while self._key_frame_owed and self.is_mounted:
+            self._key_frame_owed = False
+            await frame_drawn(self)
 
     async def _next_frame(self) -> None:
         """Wait until the view has been laid out and the screen refreshed (at most a
@@ -799,6 +840,9 @@ class GroupPager(GroupBlocks):
         self.scroll_to(y=top, animate=False, immediate=True)
         if self._paging:
             self._hold(block, at_top=True)  # the page under way mounts above it
+        # Drawn now, alone: the next group is mounted once this frame is out
+        # (`_key_frame_first`), so its layout is not part of the key's frame.
+        self._key_frame_owed = True
         echo.frame_now(self)
 
     def action_load_newer(self) -> None:
