@@ -39,6 +39,13 @@ async def main():
             if app.ready:
                 break
             await pilot.pause(0.05)
+        from slop_tui.ui.palette import PALETTE_SCREEN
+        for _ in range(400):  # the palette, built ahead a moment later, parses its CSS too
+            if app.is_screen_installed(PALETTE_SCREEN):
+                palette = app.get_screen(PALETTE_SCREEN)
+                if palette.is_running and palette.query("CommandList"):
+                    break
+            await pilot.pause(0.05)
         await pilot.pause(0.3)
         shot = app.export_screenshot()
         focused = type(app.focused).__name__
