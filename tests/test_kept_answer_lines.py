@@ -16,6 +16,7 @@ import pytest
 from slop_tui.records import NewMessage
 from slop_tui.ui.widgets import blocks
 from tests import test_app
+from tests.probes import first_frame_probe
 from tests.workspace_fixtures import open_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,40 +150,24 @@ def test_a_start_adds_its_first_answers_and_the_file_keeps_the_last_starts(
 # A start as the command makes it (the kept lines, the first frame held until the
 # panes are filled): what was imported when the first frame was written, and the
 # screen once the app is ready.
-PROBE = """
-import asyncio, json, sys
-from slop_tui.ui import startup
-from slop_tui.ui.widgets import blocks
-blocks.keep_answer_lines(sys.argv[2])
-from slop_tui.ui.app import SlopApp
-startup.defer_for_first_screen()
-
-async def main():
-    app = SlopApp(db=sys.argv[1], user_themes=False, blink=False)
-    seen = []
-    display = app._display
-
-    def recording(screen, renderable):
-        if not seen:
-            seen.append(sorted(sys.modules))
-        return display(screen, renderable)
-
-    app._display = recording
-    async with app.run_test(size=(120, 40)) as pilot:
-        while not app.ready and app.startup_error is None:
-            await pilot.pause(0.05)
+PROBE = first_frame_probe(
+    size=(120, 40),
+    before_app="""
+        from slop_tui.ui.widgets import blocks
+        blocks.keep_answer_lines(sys.argv[2])
+    """,
+    while_running="""
         await pilot.pause(0.3)
         shot = app.export_screenshot()
         await pilot.pause(startup.HIGHLIGHT_AFTER + 1.0)
         later = "markdown_it" in sys.modules  # loaded after the first screen, in a thread
-    from slop_tui.codecache import save_code_cache
-    save_code_cache()
-    print(json.dumps(
-        {"first": seen[0], "shot": shot, "kept": len(blocks._kept_lines.table), "later": later}
-    ))
-
-asyncio.run(main())
-"""
+    """,
+    after_exit="""
+        from slop_tui.codecache import save_code_cache
+        save_code_cache()
+    """,
+    result='{"first": seen[0], "shot": shot, "kept": len(blocks._kept_lines.table), "later": later}',
+)
 
 
 async def _seed(root: Path) -> None:

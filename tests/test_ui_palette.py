@@ -288,7 +288,7 @@ async def test_the_palette_covers_the_workspace_in_every_theme():
             await _close(pilot, app)
 
 
-class _Slow(SlopCommands):
+class SlowDiscovery(SlopCommands):
     """Discovery that waits for `released`: the palette before its commands arrive."""
 
     released: asyncio.Event | None = None
@@ -302,8 +302,8 @@ class _Slow(SlopCommands):
 
 async def test_the_field_is_drawn_before_the_commands_are_gathered():
     app = _SlopPaletteApp()
-    app.COMMANDS = {_Slow}
-    _Slow.released = asyncio.Event()
+    app.COMMANDS = {SlowDiscovery}
+    SlowDiscovery.released = asyncio.Event()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, SlopPalette))
@@ -311,6 +311,6 @@ async def test_the_field_is_drawn_before_the_commands_are_gathered():
         await wait_for(pilot, lambda: field.region.height > 0)
         assert not app.screen.has_class("-ready")
         await pilot.press(*"undo")  # typed before the list: kept, and searched
-        _Slow.released.set()
+        SlowDiscovery.released.set()
         await wait_for(pilot, lambda: app.screen.has_class("-ready"))
         assert field.value == "undo"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.command import CommandInput, CommandList, CommandPalette, Hits
+from textual.command import CommandInput, CommandList, CommandPalette
 
 from slop_tui.ui.app import SlopApp
 from slop_tui.ui.palette import (
@@ -23,7 +23,7 @@ from slop_tui.ui.palette import (
 from slop_tui.ui.themes import DEFAULT_THEME
 from tests.fakeserver import wait_for
 from tests.test_app import project, started
-from tests.test_ui_palette import _PaletteApp
+from tests.test_ui_palette import SlowDiscovery, _PaletteApp
 
 __all__ = ["project"]  # the fixture, used by the test of the real app
 
@@ -199,34 +199,22 @@ async def test_theme_preview_and_escape_work_at_every_opening():
         assert app.theme == "slop-high-contrast"  # chosen: not undone at the hiding
 
 
-class _Slow(SlopCommands):
-    """Discovery that waits for `released`: the palette before its commands arrive."""
-
-    released: asyncio.Event | None = None
-
-    async def discover(self) -> Hits:
-        assert self.released is not None
-        await self.released.wait()
-        async for hit in super().discover():
-            yield hit
-
-
 async def test_the_first_frame_of_an_opening_does_not_wait_for_the_search():
     app = _KeptApp()
-    app.COMMANDS = {_Slow}
-    _Slow.released = asyncio.Event()
+    app.COMMANDS = {SlowDiscovery}
+    SlowDiscovery.released = asyncio.Event()
     async with app.run_test(size=(100, 30)) as pilot:
-        _Slow.released.set()
+        SlowDiscovery.released.set()
         palette, command_list = await _open_listed(pilot, app)
         await pilot.press(*"zz")  # hits that are not the discovery's: searched again
         await _close(pilot, app)
-        _Slow.released = asyncio.Event()
+        SlowDiscovery.released = asyncio.Event()
         await pilot.press("ctrl+p")
         field = palette.query_one(CommandInput)
         await wait_for(pilot, lambda: app.screen is palette and field.region.height > 0)
         assert not command_list.visible  # the last query's hits: hidden, not shown
         await pilot.press(*"undo")
-        _Slow.released.set()
+        SlowDiscovery.released.set()
         await wait_for(pilot, lambda: command_list.visible and command_list.option_count > 0)
         assert field.value == "undo"
         assert _listed(command_list)[0].startswith("/undo")

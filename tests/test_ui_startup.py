@@ -23,6 +23,7 @@ from slop_tui.ui.widgets.prompt import PromptInput
 from slop_tui.workspace import KEY_TOKEN_COUNTS, NEXT_PROMPT, Edit, Workspace
 from tests import test_app
 from tests.fakeserver import wait_for
+from tests.probes import first_frame_probe
 from tests.test_app import started
 from tests.workspace_fixtures import open_workspace
 
@@ -488,31 +489,11 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
 
 # Run in a child process: the app started as the command starts it (its first frame
 # held for the conversation), the modules loaded when that frame is drawn.
-FIRST_FRAME_MODULES = """
-import asyncio, json, sys
-from slop_tui.ui import startup
-from slop_tui.ui.app import SlopApp
-startup.defer_for_first_screen()
-
-async def main():
-    app = SlopApp(db=sys.argv[1], user_themes=False, blink=False)
-    seen = []
-    display = app._display
-
-    def recording(screen, renderable):
-        if not seen:
-            seen.append(sorted(sys.modules))
-        return display(screen, renderable)
-
-    app._display = recording
-    async with app.run_test(size=(140, 44)) as pilot:
-        while not app.ready and app.startup_error is None:
-            await pilot.pause(0.05)
-        await pilot.pause(0.2)
-    print(json.dumps({"first": seen[0], "after": sorted(sys.modules)}))
-
-asyncio.run(main())
-"""
+FIRST_FRAME_MODULES = first_frame_probe(
+    size=(140, 44),
+    while_running="await pilot.pause(0.2)",
+    result='{"first": seen[0], "after": sorted(sys.modules)}',
+)
 
 # What the first frame (the header, the conversation, the prompt) does not need, and
 # each is loaded after it: the context engine (the side panes' plan), the side panes'
