@@ -18,15 +18,15 @@ from tests.fakeserver import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A fresh process (no SDK imported yet): an event loop that ticks every 5 ms while an
-# OpenAI provider streams its first reply; the longest the loop stood still.
-FIRST_REPLY = """
+# A fresh process (no SDK imported yet): an event loop that ticks every 5 ms while
+# `ACTION` runs (it sets `out`, and `done` once it is over); the longest the loop
+# stood still, and how long the action took.
+STALL_PROBE = """
 import asyncio, json, sys, time
-from slop_tui.providers.openai_provider import OpenAIProvider
-from tests.test_providers_support import collect, openai_config, prompt, user
+SETUP
 
 async def main():
-    assert "openai" not in sys.modules
+    assert MODULE not in sys.modules
     gaps, stop = [], False
     async def ticker():
         last = time.perf_counter()
@@ -37,17 +37,34 @@ async def main():
             last = now
     tick = asyncio.ensure_future(ticker())
     await asyncio.sleep(0.05)
-    provider = OpenAIProvider(openai_config(sys.argv[1]))
     start = time.perf_counter()
-    out = await collect(provider.stream(prompt(user("hi"))))
+    ACTION
     took = time.perf_counter() - start
     stop = True
     await tick
-    await provider.aclose()
-    print(json.dumps({"text": out.text, "took": took, "gap": max(gaps)}))
+    print(json.dumps({"out": out, "took": took, "gap": max(gaps)}))
 
 asyncio.run(main())
 """
+
+
+def _stall(module: str, setup: str, action: str, *args: str) -> dict:
+    """Run `action` under the stall probe in a fresh process; what it printed."""
+    script = (
+        STALL_PROBE.replace("MODULE", repr(module))
+        .replace("SETUP", setup)
+        .replace("ACTION", action.strip().replace("\n", "\n    "))
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_the_first_reply_imports_the_sdk_while_the_event_loop_goes_on(
@@ -57,17 +74,45 @@ def test_the_first_reply_imports_the_sdk_while_the_event_loop_goes_on(
     the event loop: its longest stall is a small part of the reply's time, where the
     import on the loop made it nearly all of it."""
     fake_llm.enqueue(Reply(text="Hello from the first reply."))
-    proc = subprocess.run(
-        [sys.executable, "-c", FIRST_REPLY, fake_llm.openai_base_url],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    seen = _stall(
+        "openai",
+        "from slop_tui.providers.openai_provider import OpenAIProvider\n"
+        "from tests.test_providers_support import collect, openai_config, prompt, user",
+        """
+provider = OpenAIProvider(openai_config(sys.argv[1]))
+out = (await collect(provider.stream(prompt(user("hi"))))).text
+await provider.aclose()
+""",
+        fake_llm.openai_base_url,
     )
-    assert proc.returncode == 0, proc.stderr
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["text"] == "Hello from the first reply."
+    assert seen["out"] == "Hello from the first reply."
+    assert seen["took"] > 0.2  # the SDK's import was part of it
+    assert seen["gap"] < 0.35 * seen["took"], seen
+
+
+def test_gemini_s_request_body_shown_first_imports_its_sdk_off_the_event_loop(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """`/context show --json` for Gemini builds the body with the SDK's own converter:
+    the first one in a process loads the SDK, and the loop goes on meanwhile."""
+    seen = _stall(
+        "google.genai",
+        "from slop_tui.commands import dispatch\n"
+        "from tests.workspace_fixtures import open_workspace\n"
+        "from pathlib import Path",
+        """
+env = {"GEMINI_API_KEY": "x", "GEMINI_BASE_URL": sys.argv[1]}
+ws = await open_workspace(Path(sys.argv[2]), env=env)
+assert (await dispatch(ws, "/provider gemini")).ok
+start = time.perf_counter()
+shown = await dispatch(ws, "/context show --json")
+out = sorted(shown.data)
+await ws.close()
+""",
+        fake_llm.gemini_base_url,
+        str(tmp_path),
+    )
+    assert "contents" in seen["out"], seen
     assert seen["took"] > 0.2  # the SDK's import was part of it
     assert seen["gap"] < 0.35 * seen["took"], seen
 

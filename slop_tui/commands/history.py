@@ -67,8 +67,11 @@ async def context_show(ws, args: str) -> CommandResult:
     prompt = await ws.next_request(choice.strategy)
     if flag == "--json":
         from slop_tui.providers import create_provider
+        from slop_tui.providers.sdk import sdk_ready
 
-        provider = create_provider(ws.provider_configs()[choice.name])
+        config = ws.provider_configs()[choice.name]
+        await sdk_ready(config.kind)  # Gemini's body comes from its SDK: loaded off the loop
+        provider = create_provider(config)
         try:
             body = provider.request_body(prompt, choice.model)
         finally:
