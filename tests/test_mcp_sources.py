@@ -281,17 +281,32 @@ def test_the_app_schedules_the_preload_after_its_first_screen():
     from slop_tui.ui import startup
 
     class App:
+        is_running = True
+        collector = None  # no input seen: the deferred work runs when due
+
         def __init__(self, mcp) -> None:
             self.timers: list = []
+            self.preloads: list[bool] = []
+            self.workers: list = []
             self.workspace = type("Ws", (), {"config": type("C", (), {"mcp": mcp})()})()
-            self.workspace.preload_mcp = lambda: None
+            self.workspace.preload_mcp = lambda: self.preloads.append(True)
+            self.workspace.preload_provider = lambda: None
 
         def set_timer(self, delay, callback) -> None:
             self.timers.append((delay, callback))
 
+        def run_worker(self, work, **_) -> None:
+            self.workers.append(work)
+
     app = App({"servers": {"lib": {"command": "x"}}})
     startup.first_screen_shown(app)
-    assert (startup.MCP_PRELOAD_AFTER, app.workspace.preload_mcp) in app.timers
+    due = [cb for delay, cb in app.timers if delay == startup.MCP_PRELOAD_AFTER]
+    assert len(due) == 1 and app.preloads == []
+    due[0]()
+    assert app.preloads == [True]
     bare = App({})
     startup.first_screen_shown(bare)
-    assert all(cb is not bare.workspace.preload_mcp for _, cb in bare.timers)
+    for _, callback in bare.timers:
+        if callback.__module__ == startup.__name__:
+            callback()
+    assert bare.preloads == []

@@ -623,3 +623,48 @@ async def test_held_paint_lays_out_and_draws_nothing_until_released() -> None:
         release_paint(app)  # not held: nothing
         await pilot.pause(0.1)
         assert len(shown) == 1
+
+
+def test_the_start_s_background_work_waits_for_the_user_to_pause() -> None:
+    """The highlighting and the SDKs' imports take the interpreter from the event loop:
+    they start once no key or click has come for USER_PAUSE_S, never while the user
+    types, and not at all once the app has stopped."""
+    from slop_tui.ui import startup
+
+    class Collector:
+        typing = True
+
+        def input_within(self, seconds: float) -> bool:
+            assert seconds == startup.USER_PAUSE_S
+            return self.typing
+
+    class App:
+        is_running = True
+
+        def __init__(self) -> None:
+            self.collector = Collector()
+            self.timers: list = []
+
+        def set_timer(self, delay, callback) -> None:
+            assert 0 < delay <= startup.USER_PAUSE_S
+            self.timers.append(callback)
+
+        def fire(self) -> None:
+            due, self.timers = self.timers, []
+            for callback in due:
+                callback()
+
+    app, ran = App(), []
+    startup.when_user_pauses(app, lambda: ran.append("work"))
+    for _ in range(10):  # typing on: the work waits, checked again a while later
+        assert ran == [] and len(app.timers) == 1
+        app.fire()
+    app.collector.typing = False
+    app.fire()
+    assert ran == ["work"] and app.timers == []
+    startup.when_user_pauses(app, lambda: ran.append("at once"))  # a pause already
+    assert ran == ["work", "at once"]
+    app.collector.typing, stopped = True, App()
+    stopped.is_running = False
+    startup.when_user_pauses(stopped, lambda: ran.append("after the app stopped"))
+    assert stopped.timers == [] and ran == ["work", "at once"]

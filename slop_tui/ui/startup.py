@@ -33,10 +33,18 @@ at once, so its screens do not depend on timing.
   is imported in a background thread `PROVIDER_PRELOAD_AFTER` seconds after
   the first full screen (`Workspace.preload_provider`); the first reply would
   otherwise wait for it (slop_tui/providers/sdk.py).
+- **The user first.** The highlighting and the two SDKs' imports start only
+  once the user has not typed or clicked for `USER_PAUSE_S` (`when_user_pauses`):
+  a thread that imports or renders takes Python's interpreter lock from the
+  event loop in 5 ms slices, and a key handled meanwhile took two to three
+  times as long. A user who types on without a pause gets them when they stop,
+  or when a turn needs them (a provider awaits its SDK, in a thread; the first
+  streamed answer imports Markdown's modules, ~50 ms).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from slop_tui.ui.widgets import blocks
@@ -48,6 +56,9 @@ MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
 # highlighting at 1 s, the MCP SDK at 2 s), which the import's thread would slow down.
 PROVIDER_PRELOAD_AFTER = 3.0
 CODE_CACHE_SAVE_AFTER = 0.5  # seconds after the first full screen
+# Seconds without a key or a click before the deferred work above starts (a reading
+# pause; typing runs at 0.1-0.3 s a key).
+USER_PAUSE_S = 1.0
 
 _hold_first_frame = False
 
@@ -81,14 +92,30 @@ def first_screen_shown(app: Any) -> None:
     """The workspace's panes show the ledger: schedule what was deferred."""
     blocks.first_screen_drawn()  # the answers' lines kept for the next start are these
     if blocks.code_highlighting_held():
-        app.set_timer(HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
+        _after_then_paused(app, HIGHLIGHT_AFTER, lambda: _start_highlighting(app))
     if (ws := app.workspace) is not None and ws.config.mcp:
-        app.set_timer(MCP_PRELOAD_AFTER, ws.preload_mcp)
+        _after_then_paused(app, MCP_PRELOAD_AFTER, ws.preload_mcp)
     if ws is not None:
-        app.set_timer(PROVIDER_PRELOAD_AFTER, lambda: _preload_provider(app, ws))
+        _after_then_paused(app, PROVIDER_PRELOAD_AFTER, lambda: _preload_provider(app, ws))
     from slop_tui.codecache import save_code_cache
 
     app.set_timer(CODE_CACHE_SAVE_AFTER, save_code_cache)
+
+
+def when_user_pauses(app: Any, work: Callable[[], object], pause: float = USER_PAUSE_S) -> None:
+    """Run `work` once no key or click has come for `pause` seconds (now, if none has);
+    not at all once the app has stopped."""
+    if not app.is_running:
+        return
+    collector = getattr(app, "collector", None)
+    if collector is None or not collector.input_within(pause):
+        work()
+        return
+    app.set_timer(pause / 4, lambda: when_user_pauses(app, work, pause))
+
+
+def _after_then_paused(app: Any, delay: float, work: Callable[[], object]) -> None:
+    app.set_timer(delay, lambda: when_user_pauses(app, work))
 
 
 def _preload_provider(app: Any, ws: Any) -> None:
