@@ -175,24 +175,24 @@ async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
         await view.load(ws.history())
         await app.workers.wait_for_complete()
         await pilot.pause()
-        if view._style_timer is not None:
-            view._style_timer.stop()  # styled here, by hand
+        if view.styler.timer is not None:
+            view.styler.timer.stop()  # styled here, by hand
         above = [b for b in view.query(GroupBlock) if view._tops[b] < view.scroll_y]
         widgets = [w for b in above for w in (b, *b.walk_children()) if w.outer_size.area]
         for widget in widgets:
             widget._styles_cache.clear()
-        assert view.style_ahead() > 0
+        assert view.styler.style_ahead() > 0
         # One widget styled; the others are left to the next slices, a frame apart.
-        assert view._style_queue and view._style_timer is not None
-        await wait_for(pilot, lambda: not view._style_queue, timeout=30)
+        assert view.styler.queue and view.styler.timer is not None
+        await wait_for(pilot, lambda: not view.styler.queue, timeout=30)
         assert all(not textual_fixes.lines_to_style(w) for w in widgets)
         # A scroll drops what is left: the view moved, the pages to style are others.
         for widget in widgets:
             widget._styles_cache.clear()
-        view.style_ahead()
-        assert view._style_queue
+        view.styler.style_ahead()
+        assert view.styler.queue
         view.scroll_to(y=view.scroll_y - 3, animate=False, immediate=True)
-        assert not view._style_queue
+        assert not view.styler.queue
 
 
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:

@@ -194,7 +194,7 @@ async def test_a_page_key_after_a_block_off_screen_was_redrawn_repaints_only_the
                 app.screen._refresh_layout()
             else:
                 await pilot.press("pageup")
-            await wait_for(pilot, lambda: view._style_timer is None)
+            await wait_for(pilot, lambda: view.styler.timer is None)
             await pilot.pause()
             # A block off screen redrawn, then its place read (as re-rendering it does).
             block = off_screen_group(view)
@@ -378,7 +378,7 @@ async def test_a_page_up_finds_the_page_above_styled_while_the_view_was_still(
         assert view.max_scroll_y > 3 * page
         # A scroll first: Textual lets its full map go, which styling ahead rebuilds.
         await pilot.press("pageup")
-        await wait_for(pilot, lambda: view._style_timer is None)  # still: styled ahead
+        await wait_for(pilot, lambda: view.styler.timer is None)  # still: styled ahead
         await pilot.pause()
         top = round(view.scroll_y)
         above = [
@@ -413,7 +413,7 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
     app = ConvApp(initial_blocks=15, page_size=5)
     async with app.run_test(size=SIZE) as pilot:
         view = await loaded_and_focused(app, pilot, ws)
-        await wait_for(pilot, lambda: view._style_timer is None)
+        await wait_for(pilot, lambda: view.styler.timer is None)
         await pilot.pause()
         oldest = view.block(view.mounted_group_ids[0])
         assert view._tops[oldest] < view.scroll_y - view.scrollable_content_region.height
