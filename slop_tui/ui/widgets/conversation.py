@@ -143,18 +143,39 @@ class PageStyler:
         self.view = view
         self.timer: Timer | None = None  # the next styling (or slice of it)
         self.queue: list[Widget] = []  # widgets still to style, the next last
+        self._still_from = 0.0  # (time.monotonic) when the view will have been still enough
+        self._waiting = False  # `timer` waits for the view to be still (not a slice)
 
     def later(self) -> None:
-        """Style the pages a key may show once the view has been still a while."""
+        """Style the pages a key may show once the view has been still a while.
+
+        Called at every scroll and layout of the view (each frame while a reply
+        streams): one timer waits, and is put off, for as long as they come; a timer
+        made anew each time cost each frame a task and the view's repr."""
         self.queue.clear()
+        self._still_from = time.monotonic() + STYLE_AHEAD_DELAY
+        if self.timer is not None and self._waiting:
+            return
         if self.timer is not None:
-            self.timer.stop()
-        self.timer = self.view.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
+            self.timer.stop()  # a slice: what it would style is dropped
+        self._wait(STYLE_AHEAD_DELAY)
+
+    def _wait(self, delay: float) -> None:
+        self._waiting = True
+        self.timer = self.view.set_timer(delay, self._when_still)
+
+    def _when_still(self) -> None:
+        self._waiting = False
+        left = self._still_from - time.monotonic()
+        if left > 0.001:
+            self._wait(left)  # moved meanwhile
+        else:
+            self.style_ahead()
 
     def style_ahead(self) -> int:
         """Style the lines of the groups a page key shows next; returns how many."""
         view = self.view
-        self.timer = None
+        self.timer, self._waiting = None, False
         height = view.scrollable_content_region.height
         if not view.is_mounted or height <= 0:
             return 0
@@ -853,8 +874,9 @@ class GroupPager(GroupBlocks):
             self._hold(block, at_top=True)  # the page under way mounts above it
         # Drawn now, alone: the next group is mounted once this frame is out
         # (`_key_frame_first`), so its layout is not part of the key's frame.
-        self._key_frame_owed = True
-        echo.frame_now(self)
+        if not textual_fixes.scroll_frame_now(self):
+            self._key_frame_owed = True
+            echo.frame_now(self)
 
     def action_load_newer(self) -> None:
         self._queue_page(older=False)
@@ -901,9 +923,11 @@ class GroupPager(GroupBlocks):
         if not self.allow_vertical_scroll:
             raise SkipAction()
         height = self.scrollable_content_region.height
-        # Scrolled now, not after the next frame (Textual's default), and drawn at once.
+        # Scrolled now, not after the next frame (Textual's default), and drawn at once,
+        # its scrollbar in the same frame.
         self.scroll_to(y=self.scroll_y + direction * height, animate=False, immediate=True)
-        echo.frame_now(self)
+        if not textual_fixes.scroll_frame_now(self):
+            echo.frame_now(self)
 
     async def show_newest(self) -> None:
         """Mount the newest groups (if needed) and follow the bottom again."""
