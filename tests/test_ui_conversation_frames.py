@@ -195,6 +195,34 @@ async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
         assert not view.styler.queue
 
 
+async def test_the_styling_ahead_waits_on_one_timer_while_the_view_moves(ws) -> None:
+    """Every layout and scroll of the view puts the styling ahead off; one timer waits
+    (made anew at each, it cost every streamed frame a task), and it styles once the
+    view has been still for STYLE_AHEAD_DELAY."""
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        await app.workers.wait_for_complete()
+        await wait_for(pilot, lambda: view.styler.timer is None)
+        styled: list[int] = []
+        style_ahead = view.styler.style_ahead
+        view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+        timers: list[float] = []
+        set_timer = view.set_timer
+        view.set_timer = lambda delay, *a, **k: timers.append(delay) or set_timer(delay, *a, **k)  # type: ignore[method-assign]
+        for _ in range(50):  # a layout or a scroll each: one timer
+            view.styler.later()
+        assert len(timers) == 1 and view.styler.timer is not None
+        for _ in range(4):  # moving for twice the delay: put off, not styled
+            await pilot.pause(conversation.STYLE_AHEAD_DELAY / 2)
+            view.styler.later()
+        assert not styled
+        await wait_for(pilot, lambda: bool(styled), timeout=5)
+        assert len(styled) == 1
+
+
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:
     textual_fixes.install()
     textual_fixes.install()  # once is enough; twice changes nothing
