@@ -80,6 +80,10 @@ PINNED = {
     "textual.widget.Widget._on_mount": "cac7d1e505b26a11",
     "textual.app.App._get_screen": "e253c005c0065e23",
     "textual.app.App.refresh_css": "ecfa14bd0d19dba0",
+    "textual._compositor.Compositor._render_chops": "ca8c3359d7afd017",
+    "textual._compositor.Compositor.cuts": "205385a66fdabffe",
+    "textual._compositor.Compositor.visible_widgets": "6eddec5f271628f7",
+    "textual.widget.Widget._check_refresh": "ad1c8196be9747bf",
 }
 
 

@@ -9,6 +9,7 @@ from textual.app import App
 from textual.document._document import Document
 from textual.document._wrapped_document import WrappedDocument
 from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from slop_tui.ui import textual_fixes as fixes
@@ -380,3 +381,98 @@ async def test_a_screen_under_an_opaque_one_is_drawn_again_only_once_it_is_back(
             count.update("count 0")
             await pilot.pause()
             assert frames  # drawn again once it is on top
+
+
+class _Panes(App):
+    """Panes side by side with padding, borders and gaps; a scrolling one among them."""
+
+    CSS = """
+    Horizontal { height: 1fr; }
+    #left { width: 20; padding: 1 2; border: round $accent; }
+    #middle { width: 1fr; padding: 0 1; }
+    #middle Static { margin: 1 0; border: tall $primary; }
+    #right { width: 25; background: $panel; }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        from textual.containers import Horizontal, Vertical, VerticalScroll
+
+        with Horizontal():
+            with Vertical(id="left"):
+                yield Static("left pane\n" * 3)
+            with VerticalScroll(id="middle"):
+                for i in range(12):
+                    yield Static(f"block {i} " * 9 + "\nsecond line")
+            with Vertical(id="right"):
+                yield Static("right")
+        yield Static("a line at the bottom", id="bottom")
+
+
+def _written(chops, spans, ends) -> list[list[tuple[str, object]]]:  # type: ignore[no-untyped-def]
+    """The cells a partial update writes, span by span: (text, style) per segment."""
+    lines = []
+    for y, x1, x2 in spans:
+        segments = []
+        for end, (x, strip) in zip(ends[y], chops[y].items(), strict=False):
+            if x < x2 and end > x1:  # a chop with cells in the span: it must be there
+                assert strip is not None, (y, x)
+                cut = strip.crop(max(x1, x) - x, min(end, x2) - x)
+                segments.extend((s.text, s.style) for s in cut if s.text)
+        lines.append(segments)
+    return lines
+
+
+async def test_the_chops_of_what_shows_write_what_textuals_write():
+    """`chops-of-what-shows` renders less than Textual's `_render_chops`, and every cell a
+    frame writes is the same: over the whole screen, one widget's region, a scroll's."""
+    from textual._compositor import Compositor
+    from textual.geometry import Region
+    from textual.strip import Strip
+
+    textuals = fixes.original(Compositor, "_render_chops")
+    app = _Panes()
+    async with app.run_test(size=(90, 30)) as pilot:
+        compositor = app.screen._compositor
+        middle = app.query_one("#middle")
+        middle.scroll_to(y=7, animate=False, immediate=True)
+        await pilot.pause()
+        rendered: list[str] = []
+        render_lines = Widget.render_lines
+
+        def counting(self, crop):  # type: ignore[no-untyped-def]
+            rendered.append(type(self).__name__)
+            return render_lines(self, crop)
+
+        crops = [
+            compositor.size.region,
+            middle.region,
+            app.query_one("#left").region,
+            Region(25, 3, 17, 6),  # cut across widgets, within chops
+            Region(0, 28, 90, 2),
+        ]
+        Widget.render_lines = counting  # type: ignore[method-assign]
+        try:
+            for crop in crops:
+                spans = list(compositor._regions_to_spans([crop]))
+                rows = {y for y, _, _ in spans}
+                ends = [cut_set[1:] for cut_set in compositor.cuts]
+                del rendered[:]
+                theirs = textuals(compositor, crop, rows.__contains__)
+                their_count = len(rendered)
+                del rendered[:]
+                ours = fixes._chops_of_what_shows(compositor, crop, rows.__contains__)
+                assert _written(ours, spans, ends) == _written(theirs, spans, ends), crop
+                if crop != compositor.size.region:
+                    assert len(rendered) < their_count, crop
+            full = [
+                Strip.join(chop.values()).text
+                for chop in fixes._chops_of_what_shows(
+                    compositor, compositor.size.region, lambda y: True
+                )
+            ]
+            assert full == [
+                Strip.join(chop.values()).text
+                for chop in textuals(compositor, compositor.size.region, lambda y: True)
+            ]
+        finally:
+            Widget.render_lines = render_lines  # type: ignore[method-assign]

@@ -175,24 +175,52 @@ async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
         await view.load(ws.history())
         await app.workers.wait_for_complete()
         await pilot.pause()
-        if view._style_timer is not None:
-            view._style_timer.stop()  # styled here, by hand
+        if view.styler.timer is not None:
+            view.styler.timer.stop()  # styled here, by hand
         above = [b for b in view.query(GroupBlock) if view._tops[b] < view.scroll_y]
         widgets = [w for b in above for w in (b, *b.walk_children()) if w.outer_size.area]
         for widget in widgets:
             widget._styles_cache.clear()
-        assert view.style_ahead() > 0
+        assert view.styler.style_ahead() > 0
         # One widget styled; the others are left to the next slices, a frame apart.
-        assert view._style_queue and view._style_timer is not None
-        await wait_for(pilot, lambda: not view._style_queue, timeout=30)
+        assert view.styler.queue and view.styler.timer is not None
+        await wait_for(pilot, lambda: not view.styler.queue, timeout=30)
         assert all(not textual_fixes.lines_to_style(w) for w in widgets)
         # A scroll drops what is left: the view moved, the pages to style are others.
         for widget in widgets:
             widget._styles_cache.clear()
-        view.style_ahead()
-        assert view._style_queue
+        view.styler.style_ahead()
+        assert view.styler.queue
         view.scroll_to(y=view.scroll_y - 3, animate=False, immediate=True)
-        assert not view._style_queue
+        assert not view.styler.queue
+
+
+async def test_the_styling_ahead_waits_on_one_timer_while_the_view_moves(ws) -> None:
+    """Every layout and scroll of the view puts the styling ahead off; one timer waits
+    (made anew at each, it cost every streamed frame a task), and it styles once the
+    view has been still for STYLE_AHEAD_DELAY."""
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        await app.workers.wait_for_complete()
+        await wait_for(pilot, lambda: view.styler.timer is None)
+        styled: list[int] = []
+        style_ahead = view.styler.style_ahead
+        view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+        timers: list[float] = []
+        set_timer = view.set_timer
+        view.set_timer = lambda delay, *a, **k: timers.append(delay) or set_timer(delay, *a, **k)  # type: ignore[method-assign]
+        for _ in range(50):  # a layout or a scroll each: one timer
+            view.styler.later()
+        assert len(timers) == 1 and view.styler.timer is not None
+        for _ in range(4):  # moving for twice the delay: put off, not styled
+            await pilot.pause(conversation.STYLE_AHEAD_DELAY / 2)
+            view.styler.later()
+        assert not styled
+        await wait_for(pilot, lambda: bool(styled), timeout=5)
+        assert len(styled) == 1
 
 
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:

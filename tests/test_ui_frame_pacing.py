@@ -194,7 +194,7 @@ async def test_a_page_key_after_a_block_off_screen_was_redrawn_repaints_only_the
                 app.screen._refresh_layout()
             else:
                 await pilot.press("pageup")
-            await wait_for(pilot, lambda: view._style_timer is None)
+            await wait_for(pilot, lambda: view.styler.timer is None)
             await pilot.pause()
             # A block off screen redrawn, then its place read (as re-rendering it does).
             block = off_screen_group(view)
@@ -378,7 +378,7 @@ async def test_a_page_up_finds_the_page_above_styled_while_the_view_was_still(
         assert view.max_scroll_y > 3 * page
         # A scroll first: Textual lets its full map go, which styling ahead rebuilds.
         await pilot.press("pageup")
-        await wait_for(pilot, lambda: view._style_timer is None)  # still: styled ahead
+        await wait_for(pilot, lambda: view.styler.timer is None)  # still: styled ahead
         await pilot.pause()
         top = round(view.scroll_y)
         above = [
@@ -413,7 +413,7 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
     app = ConvApp(initial_blocks=15, page_size=5)
     async with app.run_test(size=SIZE) as pilot:
         view = await loaded_and_focused(app, pilot, ws)
-        await wait_for(pilot, lambda: view._style_timer is None)
+        await wait_for(pilot, lambda: view.styler.timer is None)
         await pilot.pause()
         oldest = view.block(view.mounted_group_ids[0])
         assert view._tops[oldest] < view.scroll_y - view.scrollable_content_region.height
@@ -466,3 +466,39 @@ async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once
         await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
         assert view._lo < mounted - 1
         assert len(held) > 1 and all(held)
+
+
+async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(
+    ws,  # noqa: F811
+) -> None:
+    """The scroll and its scrollbar in the key's frame; after it, no second layout of the
+    same scroll and no frame of the scrollbar alone (`textual_fixes.scroll_frame_now`)."""
+    await bulk_groups(ws, 30)
+    app = ConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        await wait_for(pilot, lambda: view.styler.timer is None)  # still: nothing pending
+        compositor = app.screen._compositor
+        scrolls: list[int] = []
+        reflow_visible = compositor.reflow_visible
+
+        def counting(*args, **kw):  # type: ignore[no-untyped-def]
+            scrolls.append(1)
+            return reflow_visible(*args, **kw)
+
+        compositor.reflow_visible = counting  # type: ignore[method-assign]
+        updates: list[object] = []
+        on_each_frame(app, updates.append)
+        bar = view.vertical_scrollbar.region
+        before = view.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause(0.1)
+        assert view.scroll_y < before
+        drawn = [u for u in updates if u is not None]
+        assert len(drawn) == 1 and isinstance(drawn[0], ChopsUpdate)
+        assert len(scrolls) == 1
+        columns = {(y, x1) for y, x1, _x2 in drawn[0].spans}
+        assert any(x1 <= bar.x for _y, x1 in columns)
+        assert {y for y, x1, x2 in drawn[0].spans if x1 <= bar.x < x2} >= set(
+            range(bar.y, bar.bottom)
+        )

@@ -32,6 +32,7 @@ Patched by `install()` (name: what it replaces):
 - `colours-cache-by-colour`: `StylesCache.get_inner_outer`
 - `removed-lets-go`: `Widget._message_loop_exit`
 - `strips-without-self-cycles`: `Strip.divide`, `Strip.crop_extend`
+- `chops-of-what-shows`: `Compositor._render_chops`
 
 Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
 
@@ -40,7 +41,8 @@ Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
 Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
 `Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),
-`Screen._scroll_required`, `Screen._repaint_required`,
+`Screen._scroll_required`, `Screen._repaint_required`, `Screen._dirty_widgets`,
+`Widget._scroll_required` and `Widget._repaint_required` (`scroll_frame_now`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
 `StylesCache._dirty_lines`, `StylesCache._width`),
@@ -66,6 +68,7 @@ import hashlib
 import os
 import re
 import warnings
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -117,8 +120,14 @@ RELIED_ON: dict[str, str] = {
     "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
     "held-frames relies on its _repaint_required, hold_paint() on its update_widgets "
     "before _compositor_refresh",
+    "textual.widget.Widget._check_refresh": "scroll_frame_now() clears the "
+    "_scroll_required and _repaint_required it reads",
     "textual.screen.Screen._on_idle": "hold_paint() relies on it running the "
     "call_after_refresh callbacks once no widget is dirty",
+    "textual._compositor.Compositor._render_chops": "patch chops-of-what-shows",
+    "textual._compositor.Compositor.cuts": "chops-of-what-shows reads the cuts it makes",
+    "textual._compositor.Compositor.visible_widgets": "chops-of-what-shows renders them "
+    "in its order, the front first",
     "textual._compositor.Compositor.render_update": "release_paint() draws the "
     "_dirty_regions it keeps until a render",
     "textual.screen.Screen._refresh_layout": "patch one-pass-reflow; mount_ahead() lays "
@@ -460,6 +469,58 @@ def _refresh_layout_once(self: Screen, size: Size | None = None, scroll: bool = 
         _reflowing[0] -= 1
 
 
+def _chops_of_what_shows(self: Compositor, crop: Region, is_rendered_line):  # type: ignore[no-untyped-def]
+    # `Compositor._render_chops` (its result is the same where a frame writes): each
+    # line's cells cut where widgets start and end, the front widget's cells winning.
+    # Textual renders every widget that overlaps `crop` over its whole region and cuts
+    # each line of it at every cut: a conversation's scroll (its region dirty) rendered
+    # and cut the screen, the panes' containers and the conversation's own background
+    # over their whole width and height, for cells their children cover or the frame
+    # does not write. Here only the rows of `crop` are rendered, only the cuts of
+    # `crop`'s columns (widened to the cuts around them) are filled, and a widget whose
+    # cells there are all taken by widgets in front of it is not rendered at all.
+    cuts = self.cuts
+    chops = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+    crop_x1, crop_x2 = crop.column_span
+    crop_y1, crop_y2 = crop.line_span
+    intersection = Region.intersection
+    for widget, (region, clip) in self.visible_widgets.items():
+        x, y, width, height = intersection(region, clip)
+        if not width or not height:
+            continue
+        right = x + width
+        if right <= crop_x1 or x >= crop_x2:
+            continue
+        rows = []  # (y, the cuts of the widget's cells on it that are still free)
+        for line_y in range(max(y, crop_y1), min(y + height, crop_y2)):
+            if not is_rendered_line(line_y):
+                continue
+            line_cuts = cuts[line_y]
+            lo = bisect_right(line_cuts, max(x, crop_x1)) - 1
+            hi = bisect_left(line_cuts, min(right, crop_x2))
+            window = line_cuts[lo : hi + 1]
+            chops_line = chops[line_y]
+            if any(chops_line[cut] is None for cut in window[:-1]):
+                rows.append((line_y, window))
+        if not rows:
+            continue
+        first_y = rows[0][0]
+        strips = widget.render_lines(
+            Region(x - region.x, first_y - region.y, width, rows[-1][0] - first_y + 1)
+        )
+        for line_y, window in rows:
+            strip = strips[line_y - first_y]
+            start, end = window[0], window[-1]
+            if start != x or end != right:
+                strip = strip.crop(start - x, end - x)
+            chops_line = chops[line_y]
+            pieces = strip.divide([cut - start for cut in window[1:]])
+            for cut, piece in zip(window, pieces, strict=False):
+                if chops_line[cut] is None:
+                    chops_line[cut] = piece
+    return chops
+
+
 def _size_updated_in_the_reflow(  # type: ignore[no-untyped-def]
     self: Widget, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
 ):
@@ -718,6 +779,33 @@ def next_frame_now(screen: Screen) -> None:
     screen._on_timer_update()
 
 
+def scroll_frame_now(widget: Widget) -> bool:
+    """Draw `widget`'s scroll now: the screen's next frame (`next_frame_now`), its
+    scrollbars in it. False, and nothing done, when no draw may happen now
+    (`drawing_allowed`): the frame timer draws it.
+
+    A scroll reaches the screen once the widget is idle (`Widget._check_refresh` posts
+    `UpdateScroll`, and the scrollbar its own `Update`): after a frame drawn at once,
+    that laid the scroll out a second time, to no change, and drew the scrollbar in a
+    frame of its own (6-8 ms of a 2-core machine's main thread after each page key).
+    Drawn here, both are taken as done.
+    """
+    screen = widget.screen
+    if not drawing_allowed(widget.app, screen):
+        return False
+    bars = []  # (asked for only when shown: the property makes a bar that is not there)
+    if widget.show_vertical_scrollbar:
+        bars.append(widget.vertical_scrollbar)
+    if widget.show_horizontal_scrollbar:
+        bars.append(widget.horizontal_scrollbar)
+    widget._scroll_required = False
+    for bar in bars:
+        bar._repaint_required = False
+    screen._dirty_widgets.update(bars)
+    next_frame_now(screen)
+    return True
+
+
 class ListedCommandsPalette(CommandPalette):
     """A `CommandPalette` whose commands pass through `listed` on their way into its
     list (`CommandPalette._refresh_command_list`, called with every batch a search
@@ -922,6 +1010,7 @@ __all__ = [
     "release_paint",
     "remember_copied",
     "scroll_keeping_lines",
+    "scroll_frame_now",
     "scroll_update",
     "shape_of",
     "style_ahead",
@@ -1246,6 +1335,13 @@ PATCHES: tuple[Patch, ...] = (
         Strip,
         {"divide": _divide_without_self_cycle, "crop_extend": _crop_extend_without_self_cycle},
         "e4665b19a5f5:1fdefc81e4fe",
+    ),
+    _patch(
+        "chops-of-what-shows",
+        Compositor,
+        {"_render_chops": _chops_of_what_shows},
+        "0e5596e1d16e:d1ecb92a70db:ba66df0a0946",
+        reads=[Compositor.cuts, Compositor.visible_widgets],
     ),
     _patch(
         "removed-lets-go",

@@ -59,7 +59,7 @@ PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
 PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
-# show are styled ahead (`GroupBlocks.style_ahead`).
+# show are styled ahead (`PageStyler`).
 STYLE_AHEAD_DELAY = 0.15
 # The styling ahead runs in slices this long at most, this far apart.
 STYLE_AHEAD_SLICE_S = 0.004
@@ -127,6 +127,107 @@ class PageMarker(Static):
             await (view.load_older() if self.direction == "older" else view.load_newer())
 
 
+class PageStyler:
+    """The lines a page key shows next, styled ahead of the key, for a `GroupBlocks`.
+
+    A scroll's frame is mostly Textual styling the lines the scroll exposes (each
+    widget keeps its styled lines, by line, until it changes or its width does).
+    Once the view has been still for STYLE_AHEAD_DELAY (no scroll, no layout: each
+    calls `later`), the groups of the page above it (PageUp) and of the pane ctrl+u
+    goes to first (the oldest mounted group at the top, `_oldest_to_the_top`) have
+    their lines styled: the key's frame then styles the scrollbar and finds the rest
+    done.
+    """
+
+    def __init__(self, view: GroupBlocks) -> None:
+        self.view = view
+        self.timer: Timer | None = None  # the next styling (or slice of it)
+        self.queue: list[Widget] = []  # widgets still to style, the next last
+        self._still_from = 0.0  # (time.monotonic) when the view will have been still enough
+        self._waiting = False  # `timer` waits for the view to be still (not a slice)
+
+    def later(self) -> None:
+        """Style the pages a key may show once the view has been still a while.
+
+        Called at every scroll and layout of the view (each frame while a reply
+        streams): one timer waits, and is put off, for as long as they come; a timer
+        made anew each time cost each frame a task and the view's repr."""
+        self.queue.clear()
+        self._still_from = time.monotonic() + STYLE_AHEAD_DELAY
+        if self.timer is not None and self._waiting:
+            return
+        if self.timer is not None:
+            self.timer.stop()  # a slice: what it would style is dropped
+        self._wait(STYLE_AHEAD_DELAY)
+
+    def _wait(self, delay: float) -> None:
+        self._waiting = True
+        self.timer = self.view.set_timer(delay, self._when_still)
+
+    def _when_still(self) -> None:
+        self._waiting = False
+        left = self._still_from - time.monotonic()
+        if left > 0.001:
+            self._wait(left)  # moved meanwhile
+        else:
+            self.style_ahead()
+
+    def style_ahead(self) -> int:
+        """Style the lines of the groups a page key shows next; returns how many."""
+        view = self.view
+        self.timer, self._waiting = None, False
+        height = view.scrollable_content_region.height
+        if not view.is_mounted or height <= 0:
+            return 0
+        top = round(view.scroll_y)
+        bands = [(top - height, top)]  # PageUp's page
+        oldest = view._oldest_block()
+        oldest_top = view._tops.get(oldest) if oldest is not None else None
+        if oldest_top is not None and oldest_top < top:
+            bands.append((oldest_top, oldest_top + height))  # ctrl+u's first pane
+        widgets: list[Widget] = []
+        for block, block_top in list(view._tops.items()):
+            if not isinstance(block, GroupBlock) or block.live or not block.is_mounted:
+                continue
+            block_height = block.outer_size.height
+            if block_height > 4 * height:
+                continue  # a long group: styled by the frames that show it
+            if any(block_top < hi and block_top + block_height > lo for lo, hi in bands):
+                widgets.extend(
+                    w
+                    for w in (block, *block.walk_children(Widget))
+                    if w.display and w.outer_size.area
+                )
+        self.queue = widgets[::-1]  # the blocks in order, from the end of the list
+        return self._slice()
+
+    def _slice(self) -> int:
+        """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
+        the next slices: a whole page styled at once held the loop 20-70 ms, and a key
+        or a streamed update that came meanwhile waited for it. A scroll or a layout
+        of the view (`later`) drops what is left; the styling starts again once the
+        view is still."""
+        view = self.view
+        self.timer = None
+        queue, styled = self.queue, 0
+        if not view.is_mounted:
+            queue.clear()
+            return 0
+        end = time.perf_counter() + STYLE_AHEAD_SLICE_S
+        while queue:  # one widget at least
+            widget = queue.pop()
+            if widget.is_mounted:
+                styled += textual_fixes.style_ahead(view.screen, [widget])
+            if time.perf_counter() >= end:
+                break
+        if queue:
+            # The next slice at once: a key (or a streamed update) that came meanwhile
+            # gets in between. Further apart, the styling was not done by the next page
+            # key, whose frame then styled the lines itself.
+            self.timer = view.set_timer(STYLE_AHEAD_SLICE_GAP, self._slice)
+        return styled
+
+
 class GroupBlocks(VerticalScroll):
     """The conversation's group blocks: at most `max_blocks` of a session's groups
     mounted (a slice of them, oldest first, between two page markers), built from the
@@ -187,8 +288,7 @@ class GroupBlocks(VerticalScroll):
         # follows the bottom of the blank room kept below it); see `follow_live`.
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
-        self._style_timer: Timer | None = None  # see style_ahead
-        self._style_queue: list[Widget] = []  # widgets still to style ahead, the next last
+        self.styler = PageStyler(self)  # the lines a page key shows, styled ahead
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
@@ -216,76 +316,8 @@ class GroupBlocks(VerticalScroll):
             y = self._follow_y(answer, size.height)
             if y is not None:
                 self._scroll_in_layout(max(0, min(y, bottom - size.height)))
-        self.style_ahead_later()
+        self.styler.later()
         return arrangement
-
-    # -- the lines a page key shows, styled ahead ------------------------------
-    #
-    # A scroll's frame is mostly Textual styling the lines the scroll exposes (each
-    # widget keeps its styled lines, by line, until it changes or its width does).
-    # Once the view has been still for STYLE_AHEAD_DELAY, the groups of the page
-    # above it (PageUp) and of the pane ctrl+u goes to first (the oldest mounted
-    # group at the top, `_oldest_to_the_top`) have their lines styled: the key's
-    # frame then styles the scrollbar and finds the rest done.
-
-    def style_ahead_later(self) -> None:
-        """Style the pages a key may show once the view has been still a while."""
-        self._style_queue.clear()
-        if self._style_timer is not None:
-            self._style_timer.stop()
-        self._style_timer = self.set_timer(STYLE_AHEAD_DELAY, self.style_ahead)
-
-    def style_ahead(self) -> int:
-        """Style the lines of the groups a page key shows next; returns how many."""
-        self._style_timer = None
-        height = self.scrollable_content_region.height
-        if not self.is_mounted or height <= 0:
-            return 0
-        top = round(self.scroll_y)
-        bands = [(top - height, top)]  # PageUp's page
-        oldest = self._oldest_block()
-        oldest_top = self._tops.get(oldest) if oldest is not None else None
-        if oldest_top is not None and oldest_top < top:
-            bands.append((oldest_top, oldest_top + height))  # ctrl+u's first pane
-        widgets: list[Widget] = []
-        for block, block_top in list(self._tops.items()):
-            if not isinstance(block, GroupBlock) or block.live or not block.is_mounted:
-                continue
-            block_height = block.outer_size.height
-            if block_height > 4 * height:
-                continue  # a long group: styled by the frames that show it
-            if any(block_top < hi and block_top + block_height > lo for lo, hi in bands):
-                widgets.extend(
-                    w
-                    for w in (block, *block.walk_children(Widget))
-                    if w.display and w.outer_size.area
-                )
-        self._style_queue = widgets[::-1]  # the blocks in order, from the end of the list
-        return self._style_a_slice()
-
-    def _style_a_slice(self) -> int:
-        """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
-        the next slices: a whole page styled at once held the loop 20-70 ms, and a key
-        or a streamed update that came meanwhile waited for it. A scroll or a layout of the view (`style_ahead_later`) drops
-        what is left; the styling starts again once the view is still."""
-        self._style_timer = None
-        queue, styled = self._style_queue, 0
-        if not self.is_mounted:
-            queue.clear()
-            return 0
-        end = time.perf_counter() + STYLE_AHEAD_SLICE_S
-        while queue:  # one widget at least
-            widget = queue.pop()
-            if widget.is_mounted:
-                styled += textual_fixes.style_ahead(self.screen, [widget])
-            if time.perf_counter() >= end:
-                break
-        if queue:
-            # The next slice at once: a key (or a streamed update) that came meanwhile
-            # gets in between. Further apart, the styling was not done by the next page
-            # key, whose frame then styled the lines itself.
-            self._style_timer = self.set_timer(STYLE_AHEAD_SLICE_GAP, self._style_a_slice)
-        return styled
 
     def _oldest_block(self) -> GroupBlock | None:
         """The oldest mounted group (None when none is)."""
@@ -842,8 +874,9 @@ class GroupPager(GroupBlocks):
             self._hold(block, at_top=True)  # the page under way mounts above it
         # Drawn now, alone: the next group is mounted once this frame is out
         # (`_key_frame_first`), so its layout is not part of the key's frame.
-        self._key_frame_owed = True
-        echo.frame_now(self)
+        if not textual_fixes.scroll_frame_now(self):
+            self._key_frame_owed = True
+            echo.frame_now(self)
 
     def action_load_newer(self) -> None:
         self._queue_page(older=False)
@@ -890,9 +923,11 @@ class GroupPager(GroupBlocks):
         if not self.allow_vertical_scroll:
             raise SkipAction()
         height = self.scrollable_content_region.height
-        # Scrolled now, not after the next frame (Textual's default), and drawn at once.
+        # Scrolled now, not after the next frame (Textual's default), and drawn at once,
+        # its scrollbar in the same frame.
         self.scroll_to(y=self.scroll_y + direction * height, animate=False, immediate=True)
-        echo.frame_now(self)
+        if not textual_fixes.scroll_frame_now(self):
+            echo.frame_now(self)
 
     async def show_newest(self) -> None:
         """Mount the newest groups (if needed) and follow the bottom again."""
@@ -927,7 +962,7 @@ class GroupPager(GroupBlocks):
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if new_value != old_value:
-            self.style_ahead_later()
+            self.styler.later()
         if self._keep is not None and new_value != old_value:
             self._keep = None  # a scroll by someone else (arrange sets it silently): let go
         if not self._placing and new_value != old_value:
