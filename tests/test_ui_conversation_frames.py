@@ -289,10 +289,10 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
         assert answer.outer_size.height == height and not arranged
         drawn = "".join(answer.render_line(y).text for y in range(height))
         assert "first words and more words" in drawn
-        # Past the room (a screen), the answer grows: the screen is laid out again.
+        # Past the room (four screens), the answer grows: the screen is laid out again.
         assert answer.room >= SIZE[1]
-        await view.show_event(TextChunk(text="\n\nline\n\n" * 60))
-        await wait_for(pilot, lambda: answer.source.count("line") == 60)
+        await view.show_event(TextChunk(text="\n\nline\n\n" * 100))
+        await wait_for(pilot, lambda: answer.source.count("line") == 100)
         await pilot.pause(0.1)
         assert arranged and answer.outer_size.height > height
         await view.end_turn()
