@@ -268,6 +268,25 @@ async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monke
         assert pace.input_within(0.2)
 
 
+async def test_the_room_below_a_streamed_answer_grows_ever_more_rarely(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        answer = await first_words_streamed(pilot, view, ws)
+        screen = SIZE[1]
+        rooms = []
+        for used in range(0, 4000, 5):  # the text grows, five lines an update
+            answer._keep_room(used)
+            assert used + screen <= answer.room  # a screen at least is always below it
+            if not rooms or rooms[-1] != answer.room:
+                rooms.append(answer.room)
+        # 4,000 lines (100 screens): grown by four screens, then by half the text, so
+        # the screen is laid out again a dozen times, not once every three screens.
+        assert rooms[1] - rooms[0] >= 3 * screen
+        assert len(rooms) <= 12
+        await view.end_turn()
+
+
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:

@@ -529,7 +529,7 @@ KEY_FIRST_S = 0.03  # a streamed update waits this long after a key, at most
 # (ConversationView's `follow_live`), moving a third of the pane at once and at least
 # LIVE_ROOM lines.
 LIVE_ROOM = 8
-ROOM_SCREENS = 4  # the room kept below the text, in screens
+ROOM_SCREENS = 4  # the room kept below the text, in screens (at least)
 
 
 class LiveStream:
@@ -827,20 +827,21 @@ class LiveAnswer(RenderedLines):
         return len(self.rendered(self.content_size.width))
 
     def _keep_room(self, used: int) -> None:
-        """Grow the blank room below the text when the text nears its end, by screens:
-        the answer's height changes once in three screens of text, not at every
-        update."""
+        """Grow the blank room below the text when the text nears its end, by screens
+        and then by half the text: the answer's height changes once in three screens
+        of text or more, not at every update."""
         parent = self.parent
         if parent is not None and parent.children and parent.children[-1] is not self:
             self.room = 0  # a part below it (a notice, thinking): no gap before it
         else:
-            # Four screens, grown again when less than a screen is left: more than the
-            # view's step (a third of the pane) is always below the text, and a growth
-            # (a layout of the whole screen, the costliest frame of a stream) comes once
-            # in three screens of text.
+            # Four screens or half the text, whichever is more, grown again when less
+            # than a screen is left: more than the view's step (a third of the pane) is
+            # always below the text, and a growth (a layout of the whole screen, the
+            # costliest frame of a stream) comes once in three screens of text, then
+            # ever more rarely as the answer grows.
             screen = max(2 * LIVE_ROOM, self.app.size.height if self.is_attached else 0)
             if not self.room or used + screen >= self.room:
-                self.room = used + ROOM_SCREENS * screen
+                self.room = used + max(ROOM_SCREENS * screen, used // 2)
 
     def _height(self, width: int) -> int:
         return max(len(self.rendered(width)), self.room)
