@@ -242,15 +242,21 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     return answer
 
 
+async def streamed_on_a_stopped_clock(app, pilot, ws):  # type: ignore[no-untyped-def]
+    """`first_words_streamed`, then the app's collector (ui/collector.py, which notes
+    every key) on a stopped clock: a key noted stays "just now" until the test moves
+    it. Returns the view, the live answer, the clock and the collector."""
+    view = app.query_one(ConversationView)
+    answer = await first_words_streamed(pilot, view, ws)
+    clock = [0.0]
+    pace = app.collector = CollectorPacing(lambda: clock[0])
+    return view, answer, clock, pace
+
+
 async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monkeypatch) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        answer = await first_words_streamed(pilot, view, ws)
-        clock = [0.0]
-        # The workspace app's collector (ui/collector.py) notes every key; its clock here
-        # is stopped, so a key noted stays "just now" until the test moves it.
-        pace = app.collector = CollectorPacing(lambda: clock[0])
+        view, answer, clock, pace = await streamed_on_a_stopped_clock(app, pilot, ws)
         monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
         pace.note_input()  # a key, just now
         await view.show_event(TextChunk(text=" more"))
@@ -266,6 +272,32 @@ async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monke
         await view.show_event(TextChunk(text=" still"))
         await wait_for(pilot, lambda: answer.source.endswith(" still"), timeout=30)
         assert pace.input_within(0.2)
+
+
+async def test_a_key_that_comes_while_an_update_renders_is_drawn_first(ws, monkeypatch) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view, answer, clock, pace = await streamed_on_a_stopped_clock(app, pilot, ws)
+        clock[0] = 60.0  # no key for a minute: the update starts at once
+        render = blocks._render_live
+        rendered = []
+
+        def render_while_a_key_comes(*args):  # type: ignore[no-untyped-def]
+            pace.note_input()  # a key, while Rich renders in its thread
+            rendered.append(1)
+            return render(*args)
+
+        monkeypatch.setattr(blocks, "_render_live", render_while_a_key_comes)
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
+        await view.show_event(TextChunk(text=" more"))
+        await wait_for(pilot, lambda: bool(rendered))
+        await pilot.pause(0.3)
+        assert answer.source == "first words"  # rendered, not shown: the key's frame first
+        clock[0] += 60.0  # long after the key
+        await wait_for(pilot, lambda: answer.source == "first words more")
+        drawn = "".join(answer.render_line(y).text for y in range(answer.text_height))
+        assert "first words more" in drawn
+        await view.end_turn()
 
 
 async def test_the_room_below_a_streamed_answer_grows_ever_more_rarely(ws) -> None:

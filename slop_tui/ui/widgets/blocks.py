@@ -769,13 +769,16 @@ class LiveAnswer(RenderedLines):
         shown: list[Strip] | None = None  # the lines drawn now, if drawn at this width
         if width:
             look = markdown_look(self.app)
-            if self._cache is not None and self._cache[0][:2] == (width, look.key):
-                shown = self._cache[1]
             start, pending = self.settled.pending(width, look)
             open_shown = state_lines(open_text.strip("\n"), in_state)[0]
             done, open_lines = await asyncio.to_thread(
                 _render_live, look, width, pending + parts, open_shown
             )
+            # A key that came while Rich rendered has its frame drawn before this
+            # update's repaint and scroll, as one that came before it (LiveStream).
+            await _after_a_key(self)
+            if self._cache is not None and self._cache[0][:2] == (width, look.key):
+                shown = self._cache[1]
             self.settled.take(width, look, start, parts, done)
             lines = list(self.settled.rendered(width))
             _join(lines, open_lines, width)
