@@ -27,10 +27,11 @@ and these hooks time what a terminal would get:
   ctrl+u the conversation is focused and the screen left quiet for 0.1 s, as
   a click and then the key would be.
 
-Cases, order and options: see bench/tui.py. A watchdog thread ends the run when
-the event loop holds one key longer than `--key-cap` seconds (the key is then
-recorded as at least that long) or the turn's background job still runs
-`--bg-wait` + `--key-cap` seconds after the reply. A 10 ms heartbeat task
+Cases, order and options: see bench/tui.py; `--cases palette` adds ctrl+p from the
+prompt (idle and streaming; key -> the first frame that writes the palette's field).
+A watchdog thread ends the run when the event loop holds one key longer than
+`--key-cap` seconds (the key is then recorded as at least that long) or the turn's
+background job still runs `--bg-wait` + `--key-cap` seconds after the reply. A 10 ms heartbeat task
 records the longest event-loop stall per phase. `BENCH_DEBUG_FRAMES=1` adds the dirty widgets
 of every frame (and the phase) and the timing of the start-up steps to the JSON.
 `BENCH_STALL_TRACE=1` adds, for every stall above 40 ms (`BENCH_STALL_MS`), the garbage collections inside
@@ -117,6 +118,8 @@ hold_full_collections()  # as `slop-tui` does before the workspace's imports (cl
 from slop_tui.ui.startup import defer_for_first_screen  # noqa: E402
 
 defer_for_first_screen()  # as `slop-tui` does too: code coloured a second after the screen
+from tui_palette import _frame_text  # noqa: E402 -- the palette's field in a frame
+
 from slop_tui.ui import echo, textual_fixes  # noqa: E402
 from slop_tui.ui.app import SlopApp  # noqa: E402
 from slop_tui.ui.screens.workspace import WorkspaceScreen  # noqa: E402
@@ -280,6 +283,7 @@ def _display(self: App, screen, renderable) -> None:
                 or (p["layout"] and IN_LAYOUT[0])
                 or (p["scroll"] and (IN_LAYOUT[0] or IN_SCROLL[0]))
                 or p["widget"] is ECHO[0]  # drawn at once after the key (ui/echo.py)
+                or (p["hint"] and p["hint"] in _frame_text(renderable))
             )
             if p["probe"]() and repainted:
                 p["cpu_done"] = time.thread_time()
@@ -501,6 +505,7 @@ async def _press(
     timeout: float = 3.0,
     layout: bool = False,
     scroll: bool = False,
+    hint: str = "",
 ) -> tuple[float, float]:
     """(key -> effect frame, key -> any next frame) in ms; inf when no frame came.
 
@@ -508,6 +513,7 @@ async def _press(
     by a full reflow shows it even when `widget` itself was not repainted.
     `scroll`: the effect is a scroll of `widget`, which a frame drawn by a layout
     (of the scroll, or a full one) shows.
+    `hint`: the effect is this text on screen (a frame that writes it shows it).
     """
     global PENDING
     loop = asyncio.get_running_loop()
@@ -524,6 +530,7 @@ async def _press(
         "first": None,
         "layout": layout,
         "scroll": scroll,
+        "hint": hint,
         "t": t,
     }
     app._driver.process_message(events.Key(key, char))
@@ -595,6 +602,35 @@ async def _move_in_groups(app: SlopApp, name: str, n: int) -> None:
         e, f = await _press(app, "up", None, lambda b=before: groups.highlighted != b, groups)
         _record(case, e, f)
         await asyncio.sleep(rnd.uniform(0.03, 0.09))
+
+
+PALETTE_HINT = "Search for commands"  # the command palette's field is on screen
+
+
+async def _open_palette(app: SlopApp, name: str, n: int) -> None:
+    """ctrl+p from the prompt `n` times (bench/screen.py's palette case): key -> the
+    first frame that writes the palette's field; Esc closes it, unmeasured."""
+    from slop_tui.ui.palette import SlopPalette
+
+    area = app.query_one("#prompt-area")
+    if app.focused is not area:
+        await _press(app, "f2", None, lambda: app.focused is area, area)
+    rnd = random.Random(5)
+    case = _case(name)
+    for _ in range(n):
+        e, f = await _press(
+            app,
+            "ctrl+p",
+            None,
+            lambda: isinstance(app.screen, SlopPalette),
+            None,
+            hint=PALETTE_HINT,
+        )
+        _record(case, e, f)
+        await asyncio.sleep(0.1)  # the opening's later frames (bench/screen.py's rest)
+        app._driver.process_message(events.Key("escape", None))
+        await _wait(lambda: not isinstance(app.screen, SlopPalette), 5.0)
+        await asyncio.sleep(0.2 + rnd.uniform(0.03, 0.09))
 
 
 async def _page_up(app: SlopApp, name: str, pages: int, idle: bool = True) -> None:
@@ -728,6 +764,8 @@ async def bench(pilot) -> None:  # started by App.run(auto_pilot=...); uses no P
                 await _type_in_prompt(app, "prompt idle", ARGS.presses)
             if _wanted("groups idle"):
                 await _move_in_groups(app, "groups idle", ARGS.presses)
+            if ARGS.cases and _wanted("palette idle"):  # only when named
+                await _open_palette(app, "palette idle", ARGS.presses)
             _phase("idle keys")
         if ARGS.page:
             _in_phase("paging")
@@ -789,6 +827,8 @@ async def _stream_cases(app: SlopApp) -> None:
         await _type_in_prompt(app, "prompt streaming", ARGS.presses)
     if _wanted("groups streaming"):
         await _move_in_groups(app, "groups streaming", ARGS.presses)
+    if ARGS.cases and _wanted("palette streaming"):  # only when named
+        await _open_palette(app, "palette streaming", ARGS.presses)
     if _wanted("conversation pageup streaming"):
         await _page_keys(app, "conversation pageup streaming", ARGS.presses)
     if ARGS.page and _wanted("conversation ctrl+u streaming"):

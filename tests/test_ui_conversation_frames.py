@@ -270,15 +270,21 @@ async def first_words_streamed(pilot, view: ConversationView, ws):  # type: igno
     return answer
 
 
+async def streamed_on_a_stopped_clock(app, pilot, ws):  # type: ignore[no-untyped-def]
+    """`first_words_streamed`, then the app's collector (ui/collector.py, which notes
+    every key) on a stopped clock: a key noted stays "just now" until the test moves
+    it. Returns the view, the live answer, the clock and the collector."""
+    view = app.query_one(ConversationView)
+    answer = await first_words_streamed(pilot, view, ws)
+    clock = [0.0]
+    pace = app.collector = CollectorPacing(lambda: clock[0])
+    return view, answer, clock, pace
+
+
 async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monkeypatch) -> None:
     app = ConvApp()
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        answer = await first_words_streamed(pilot, view, ws)
-        clock = [0.0]
-        # The workspace app's collector (ui/collector.py) notes every key; its clock here
-        # is stopped, so a key noted stays "just now" until the test moves it.
-        pace = app.collector = CollectorPacing(lambda: clock[0])
+        view, answer, clock, pace = await streamed_on_a_stopped_clock(app, pilot, ws)
         monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
         pace.note_input()  # a key, just now
         await view.show_event(TextChunk(text=" more"))
@@ -294,6 +300,51 @@ async def test_a_streamed_update_waits_for_a_keys_frame_a_bounded_time(ws, monke
         await view.show_event(TextChunk(text=" still"))
         await wait_for(pilot, lambda: answer.source.endswith(" still"), timeout=30)
         assert pace.input_within(0.2)
+
+
+async def test_a_key_that_comes_while_an_update_renders_is_drawn_first(ws, monkeypatch) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view, answer, clock, pace = await streamed_on_a_stopped_clock(app, pilot, ws)
+        clock[0] = 60.0  # no key for a minute: the update starts at once
+        render = blocks._render_live
+        rendered = []
+
+        def render_while_a_key_comes(*args):  # type: ignore[no-untyped-def]
+            pace.note_input()  # a key, while Rich renders in its thread
+            rendered.append(1)
+            return render(*args)
+
+        monkeypatch.setattr(blocks, "_render_live", render_while_a_key_comes)
+        monkeypatch.setattr(blocks, "KEY_FIRST_S", 30.0)
+        await view.show_event(TextChunk(text=" more"))
+        await wait_for(pilot, lambda: bool(rendered))
+        await pilot.pause(0.3)
+        assert answer.source == "first words"  # rendered, not shown: the key's frame first
+        clock[0] += 60.0  # long after the key
+        await wait_for(pilot, lambda: answer.source == "first words more")
+        drawn = "".join(answer.render_line(y).text for y in range(answer.text_height))
+        assert "first words more" in drawn
+        await view.end_turn()
+
+
+async def test_the_room_below_a_streamed_answer_grows_ever_more_rarely(ws) -> None:
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        answer = await first_words_streamed(pilot, view, ws)
+        screen = SIZE[1]
+        rooms = []
+        for used in range(0, 4000, 5):  # the text grows, five lines an update
+            answer._keep_room(used)
+            assert used + screen <= answer.room  # a screen at least is always below it
+            if not rooms or rooms[-1] != answer.room:
+                rooms.append(answer.room)
+        # 4,000 lines (100 screens): grown by four screens, then by half the text, so
+        # the screen is laid out again a dozen times, not once every three screens.
+        assert rooms[1] - rooms[0] >= 3 * screen
+        assert len(rooms) <= 12
+        await view.end_turn()
 
 
 async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws) -> None:
@@ -317,10 +368,10 @@ async def test_an_append_inside_the_room_repaints_the_answer_without_a_layout(ws
         assert answer.outer_size.height == height and not arranged
         drawn = "".join(answer.render_line(y).text for y in range(height))
         assert "first words and more words" in drawn
-        # Past the room (a screen), the answer grows: the screen is laid out again.
+        # Past the room (four screens), the answer grows: the screen is laid out again.
         assert answer.room >= SIZE[1]
-        await view.show_event(TextChunk(text="\n\nline\n\n" * 60))
-        await wait_for(pilot, lambda: answer.source.count("line") == 60)
+        await view.show_event(TextChunk(text="\n\nline\n\n" * 100))
+        await wait_for(pilot, lambda: answer.source.count("line") == 100)
         await pilot.pause(0.1)
         assert arranged and answer.outer_size.height > height
         await view.end_turn()

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import time
 
+from rich.segment import Segment
 from textual import _time
 from textual._compositor import ChopsUpdate, LayoutUpdate
 from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.containers import VerticalScroll
+from textual.strip import Strip
 from textual.timer import EventTargetGone, Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
+from slop_tui.ui.widgets import blocks
 from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
@@ -116,11 +119,63 @@ async def test_a_growing_live_answer_lays_the_screen_out_once(ws) -> None:  # no
         reflows = count_reflows(app)
         height = answer.outer_size.height
         # Past the room kept below the text: the answer, its group and the view grow.
-        await view.show_event(TextChunk(text="\n\nline\n\n" * 60))
-        await wait_for(pilot, lambda: answer.source.count("line") == 60)
+        await view.show_event(TextChunk(text="\n\nline\n\n" * 100))
+        await wait_for(pilot, lambda: answer.source.count("line") == 100)
         await pilot.pause(0.3)
         assert answer.outer_size.height > height
         assert len(reflows) == 1  # each size change asked for a second one before
+        await view.end_turn()
+
+
+def test_changed_lines_run_from_the_first_difference_to_the_longer_end() -> None:
+    a, b, c = Strip([Segment("a")]), Strip([Segment("b")]), Strip([Segment("c")])
+    assert blocks.changed_lines([a, b], [a, b]) is None
+    assert blocks.changed_lines([a, b], [a, Strip([Segment("b")])]) is None  # equal lines
+    assert blocks.changed_lines([a, b], [a, c]) == (1, 2)
+    assert blocks.changed_lines([a, b], [a, b, c]) == (2, 3)  # a line added
+    assert blocks.changed_lines([a, b, c], [a, c]) == (1, 3)  # shorter: the last line blanked
+    assert blocks.changed_lines([], [a]) == (0, 1)
+
+
+def screen_rows(app) -> list[str]:  # type: ignore[no-untyped-def]
+    """The screen's text as the compositor draws it now, from the widgets' kept lines."""
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def test_a_streamed_update_repaints_only_the_lines_it_changed(ws) -> None:  # noqa: F811
+    app = ConvApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        answer = await first_words_streamed(pilot, view, ws)
+        await view.show_event(TextChunk(text=" of a paragraph.\n\nAnd the open one:"))
+        await wait_for(pilot, lambda: answer.source.endswith("open one:"))
+        await pilot.pause(0.3)
+        top = answer.content_region.y  # the first paragraph's line on screen
+        rows: list[set[int]] = []
+
+        def record(update) -> None:  # type: ignore[no-untyped-def]
+            assert not isinstance(update, LayoutUpdate)  # no full frame
+            if isinstance(update, ChopsUpdate):
+                rows.append({y for y, _x1, _x2 in update.spans})
+
+        on_each_frame(app, record)
+        words = [f"word{i}" for i in range(40)]  # wraps over several lines
+        for word in words:
+            await view.show_event(TextChunk(text=f" {word}"))
+            await wait_for(pilot, lambda word=word: answer.source.endswith(word))
+            await pilot.pause(0.02)
+        await pilot.pause(0.3)
+        # Every update was drawn, and none painted the finished paragraph again.
+        assert rows and all(top not in drawn for drawn in rows)
+        # What the screen shows is the answer's text, every word in its place.
+        region = answer.content_region
+        shown = [row[region.x : region.right].rstrip() for row in screen_rows(app)]
+        width = region.width
+        expected = [strip.text.rstrip() for strip in answer.rendered(width)]
+        assert shown[region.y : region.y + len(expected)] == expected
+        text = " ".join(expected)
+        assert "first words of a paragraph." in text
+        assert " ".join(words) in " ".join(text.split())
         await view.end_turn()
 
 

@@ -126,10 +126,15 @@ async def test_the_turn_controller_posts_typed_messages_to_the_screen(
             # Between turns the preview shows the next request: the answer is in it.
             preview = app.workspace_screen.query_one(ContextPreview)
             assert "the answer" in preview.text
+            # The streamed text reached the conversation, which drew it.
+            answers = app.workspace_screen.query("LiveAnswer, AnswerBlock")
+            assert any("the answer" in getattr(a, "source", "") for a in answers)
     finally:
         WorkspaceScreen.post_message = original
     assert "PhaseChanged" in seen
-    # The conversation's messages bubble to the screen.
-    for name in ("TurnStarted", "TextChunk", "PlanSent", "TurnEnded"):
+    # The conversation's messages bubble to the screen; streamed text stops at the
+    # conversation (nothing above it draws it).
+    for name in ("TurnStarted", "PlanSent", "TurnEnded"):
         assert name in seen, (name, seen)
+    assert "TextChunk" not in seen
     assert messages.turn_message(object()).__class__ is messages.TurnMessage

@@ -6,7 +6,9 @@ it posts these. An orchestrator event travels as one `TurnMessage`, of the
 subclass made for its type (`turn_message`), posted to the conversation view;
 it bubbles from there to the screen and the app, so each handles the kinds it
 cares for with an `on_turn_<kind>` handler (`on_turn_text_chunk`,
-`on_turn_tool_result`, ...), without a ladder of isinstance checks.
+`on_turn_tool_result`, ...), without a ladder of isinstance checks. Streamed
+text and thinking stop at the conversation (they come hundreds of times a
+second, and nothing above it draws them).
 """
 
 from __future__ import annotations
@@ -114,10 +116,23 @@ class TurnMessage(Message):
         self.event = event
 
 
+# Streamed text comes a few hundred times a second and only the conversation draws
+# it: its messages stop there. A bubbling message is posted again to every container
+# above it, each of which then runs its idle handlers: most of a streamed chunk's cost
+# on the event loop.
+_CONVERSATION_ONLY = (turn_events.TextChunk, turn_events.ThinkingChunk)
+
+
 def _kind_message(event_type: type) -> type[TurnMessage]:
     """The `TurnMessage` subclass for one event type: named like it, so its handler
     is `on_turn_<snake name>` (`TextChunk` -> `on_turn_text_chunk`)."""
-    return type(event_type.__name__, (TurnMessage,), {}, namespace="turn")
+    return type(
+        event_type.__name__,
+        (TurnMessage,),
+        {},
+        namespace="turn",
+        bubble=event_type not in _CONVERSATION_ONLY,
+    )
 
 
 _MESSAGES: dict[type, type[TurnMessage]] = {

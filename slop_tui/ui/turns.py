@@ -301,7 +301,7 @@ class TurnController:
 
     async def _on_event(self, event) -> None:
         """One orchestrator event: the phase changes here; the panes get the event as a
-        message, posted to the conversation (it bubbles to the screen and the app)."""
+        message, posted to the conversation (most bubble on to the screen and the app)."""
         kind = event.kind
         if kind in ("text", "thinking"):
             self.set_phase("streaming")

@@ -9,8 +9,9 @@ Performance rules (tui_anchors.md §4, providers_testing.md §5, measured here):
 - The live answer stays cheap however long it grows: its stream is paced
   (`LIVE_INTERVAL`); at each append only the open (last) top-level block is
   rendered again, the blocks before it are final and rendered once
-  (`SettledMarkdown`); blank room below the text (two screens) keeps its
-  height, so an append is a repaint of its changed lines, not a layout of
+  (`SettledMarkdown`); blank room below the text (four screens) keeps its
+  height, so an append is a repaint of the lines that changed (mostly the
+  open block's last one or two), not of the whole answer nor a layout of
   the screen, and the view, which follows the text's end, moves a third of
   the pane at a time, not at every update; Rich renders the new lines in a
   thread.
@@ -39,7 +40,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.layout import DockArrangeResult
 from textual.message import Message as TextualMessage
 from textual.strip import Strip
@@ -528,6 +529,7 @@ KEY_FIRST_S = 0.03  # a streamed update waits this long after a key, at most
 # (ConversationView's `follow_live`), moving a third of the pane at once and at least
 # LIVE_ROOM lines.
 LIVE_ROOM = 8
+ROOM_SCREENS = 4  # the room kept below the text, in screens (at least)
 
 
 class LiveStream:
@@ -678,6 +680,15 @@ def block_starts(text: str) -> list[int]:
     return [t.map[0] for t in _markdown().PARSER.parse(text) if t.level == 0 and t.map]
 
 
+def changed_lines(old: Sequence[Strip], new: Sequence[Strip]) -> tuple[int, int] | None:
+    """The lines from the first that differs between `old` and `new` to the end of the
+    longer one (a shorter text leaves lines to blank); None when they are the same."""
+    common = min(len(old), len(new))
+    first = next((y for y in range(common) if old[y] is not new[y] and old[y] != new[y]), common)
+    end = max(len(old), len(new))
+    return (first, end) if first < end else None
+
+
 def _render_live(
     look: MarkdownLook, width: int, parts: list[str], open_shown: str
 ) -> tuple[list[list[Strip]], list[Strip]]:
@@ -755,6 +766,7 @@ class LiveAnswer(RenderedLines):
         before = self._height(width) if width else -1
         source = self.source + markdown
         settled_at, parts, in_state, open_text = self._closed_blocks(source)
+        shown: list[Strip] | None = None  # the lines drawn now, if drawn at this width
         if width:
             look = markdown_look(self.app)
             start, pending = self.settled.pending(width, look)
@@ -762,6 +774,11 @@ class LiveAnswer(RenderedLines):
             done, open_lines = await asyncio.to_thread(
                 _render_live, look, width, pending + parts, open_shown
             )
+            # A key that came while Rich rendered has its frame drawn before this
+            # update's repaint and scroll, as one that came before it (LiveStream).
+            await _after_a_key(self)
+            if self._cache is not None and self._cache[0][:2] == (width, look.key):
+                shown = self._cache[1]
             self.settled.take(width, look, start, parts, done)
             lines = list(self.settled.rendered(width))
             _join(lines, open_lines, width)
@@ -774,7 +791,14 @@ class LiveAnswer(RenderedLines):
         if width:  # laid out (not the first append): the conversation can follow its end
             self._keep_room(len(self.rendered(width)))
         layout = not width or self._height(width) != before
-        self.refresh(layout=layout)
+        if layout or shown is None:
+            self.refresh(layout=layout)
+        else:
+            # Only the lines that changed are painted again: most of an update is the
+            # open block's last line or two, the rest of the answer stays as it was.
+            changed = changed_lines(shown, self.rendered(width))
+            if changed is not None:
+                self.refresh(Region(0, changed[0], width, changed[1] - changed[0]))
         self._tell_grown(layout)
 
     def _tell_grown(self, layout: bool) -> None:
@@ -806,18 +830,21 @@ class LiveAnswer(RenderedLines):
         return len(self.rendered(self.content_size.width))
 
     def _keep_room(self, used: int) -> None:
-        """Grow the blank room below the text when the text nears its end, by screens:
-        the answer's height changes once in a screen and a half of text, not at every
-        update."""
+        """Grow the blank room below the text when the text nears its end, by screens
+        and then by half the text: the answer's height changes once in three screens
+        of text or more, not at every update."""
         parent = self.parent
         if parent is not None and parent.children and parent.children[-1] is not self:
             self.room = 0  # a part below it (a notice, thinking): no gap before it
         else:
-            # Two screens, grown again when less than half a screen is left: more than
-            # the view's step (a third of the pane) is always below the text.
+            # Four screens or half the text, whichever is more, grown again when less
+            # than a screen is left: more than the view's step (a third of the pane) is
+            # always below the text, and a growth (a layout of the whole screen, the
+            # costliest frame of a stream) comes once in three screens of text, then
+            # ever more rarely as the answer grows.
             screen = max(2 * LIVE_ROOM, self.app.size.height if self.is_attached else 0)
-            if not self.room or used + screen // 2 >= self.room:
-                self.room = used + 2 * screen
+            if not self.room or used + screen >= self.room:
+                self.room = used + max(ROOM_SCREENS * screen, used // 2)
 
     def _height(self, width: int) -> int:
         return max(len(self.rendered(width)), self.room)
