@@ -193,6 +193,33 @@ count(W.Workspace, "cost_label", "prices (the header's cost)")
 count(W.Workspace, "preload_mcp", "MCP start path")
 from slop_tui.context import tokens
 count(tokens, "_load_encoding", "tokenizer built")
+# After the first frame, the side panes' own parts (each imported here only if this
+# build has it, and after the first frame's imports are counted above).
+from slop_tui.context import plan as plan_module
+count(plan_module, "state_corrections", "  of which STATE's corrections (the first plan's regexes)")
+count(W.Workspace, "check_settings", "settings checked (the context engine's modules)")
+from textual._compositor import Compositor
+count(Compositor, "render_update", "frames painted (the compositor's update)")
+def side_counts():
+    from slop_tui.ui.widgets import anchors, conversation, gauge, groups, preview
+    count(groups.GroupList, "load_rows", "group list: rows loaded")
+    count(groups.GroupLines, "fill_prompts", "group list: older prompts read")
+    count(groups.GroupLines, "render_lines", "group list: lines drawn")
+    count(groups.SessionList, "load", "session list loaded")
+    count(gauge.TokenGauge, "update_from", "gauge set")
+    count(preview.ContextPreview, "set_prompt", "context preview set")
+    count(anchors.StatePane, "set_state", "STATE set")
+    count(conversation.ConversationView, "set_plan", "conversation's tier labels set")
+if "sides_module" in globals():  # a build with `SidePanes`
+    _mount = sides_module.SidePanes.mount
+    @functools.wraps(_mount)
+    async def mount_counted(self, *a, **k):
+        if not getattr(side_counts, "done", False):
+            side_counts.done = True
+            side_counts()
+        return await _mount(self, *a, **k)
+    # Wrapped under the stamp's wrapper: the counts go in before the widgets' first use.
+    sides_module.SidePanes.mount = mount_counted
 from slop_tui.cli import main
 sys.exit(main(sys.argv[1:]))
 """

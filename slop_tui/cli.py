@@ -208,7 +208,7 @@ def _run_tui(args: argparse.Namespace) -> int:
     from slop_tui.ui.collector import hold_full_collections
 
     hold_full_collections()  # until the first full screen; the app paces them after
-    from slop_tui.ui.startup import defer_for_first_screen
+    from slop_tui.ui.startup import defer_for_first_screen, keep_compiled_patterns
 
     defer_for_first_screen()  # code highlighting, until the first screen is up
     cache = loaded_cache_dir()
@@ -218,6 +218,7 @@ def _run_tui(args: argparse.Namespace) -> int:
 
         keep_parsed_css(cache)  # Textual's CSS parsed once, kept in the user cache
         keep_answer_lines(cache)  # the answers' lines, drawn again without Markdown
+        keep_compiled_patterns(cache)  # the context engine's regular expressions' code
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))

@@ -47,3 +47,96 @@ def test_the_context_engine_compiles_no_pattern_at_import():
     ).stdout.split()
     made, compiled = int(out[0]), int(out[1])
     assert made >= 50 and compiled == 0
+
+
+class _Table(dict):
+    """A table as `CacheFile` is one: bytes by key."""
+
+    def put(self, key, data):
+        self[key] = data
+
+
+@pytest.fixture
+def kept():
+    from slop_tui.context import regex
+
+    table = _Table()
+    assert regex.keep_compiled(table)
+    yield table
+    regex.keep_compiled(None)
+
+
+def _no_parsing(monkeypatch):
+    def parse(*args, **kwargs):
+        raise AssertionError("parsed: not made from the kept code")
+
+    monkeypatch.setattr(re._parser, "parse", parse)
+
+
+def test_a_kept_pattern_is_made_from_its_code_and_equals_the_compiled_one(kept, monkeypatch):
+    from slop_tui.context.regex import compiled
+
+    source = r"(?P<key>[a-z]+)=(?P<value>\d+)|(x)"
+    first = compiled(source, re.IGNORECASE)
+    assert first == re.compile(source, re.IGNORECASE)
+    assert list(kept) == [(source, int(re.IGNORECASE))]
+    _no_parsing(monkeypatch)
+    again = compiled(source, re.IGNORECASE)  # from the table now
+    assert again == re.compile(source, re.IGNORECASE)
+    assert (again.flags, again.groups, again.groupindex) == (first.flags, 3, first.groupindex)
+    assert again.sub(r"\g<value>", "A=1; b=22") == "1; 22"
+    pattern = lazy(source, re.IGNORECASE)  # what the context engine's modules hold
+    assert pattern.search("x").group(3) == "x"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"not marshal", b"\xe9\x02\x00\x00\x00", "wrong shape"],
+    ids=["bytes", "int", "shape"],
+)
+def test_an_entry_that_does_not_make_a_pattern_is_compiled_again_and_replaced(kept, damage):
+    import marshal
+
+    from slop_tui.context.regex import compiled
+
+    source = r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*"
+    key = (source, 0)
+    kept[key] = marshal.dumps((0, [1, 2, 3])) if damage == "wrong shape" else damage
+    assert compiled(source) == re.compile(source)
+    assert kept[key] != damage and marshal.loads(kept[key])[1]  # the generated code again
+    assert compiled(source) == re.compile(source)
+
+
+def test_a_bad_pattern_fails_as_re_compile_does_and_keeps_nothing(kept):
+    with pytest.raises(re.error):
+        lazy(r"(unclosed").search("x")
+    assert not kept
+
+
+def test_the_app_keeps_the_patterns_code_in_the_user_cache_for_the_next_start(tmp_path):
+    """One start compiles the patterns its first plan uses and writes their code with
+    the dataclass code; the next start makes them from it, without parsing one."""
+    use = (
+        "import sys, re\n"
+        "from pathlib import Path\n"
+        "from slop_tui.ui.startup import keep_compiled_patterns\n"
+        "assert keep_compiled_patterns(Path(sys.argv[1]))\n"
+        "from slop_tui.context import summaries\n"
+        "if sys.argv[2] == 'again':\n"
+        "    def parse(*a, **k): raise AssertionError('parsed')\n"
+        "    re._parser.parse = parse\n"
+        "found = summaries._STATE_LABEL.sub('', 'Technical Anchors: port 8443')\n"
+        "assert summaries._STATE_ITEM_BREAK.split('a, b; c') == ['a', 'b', 'c']\n"
+        "from slop_tui.codecache import save_code_cache\n"
+        "save_code_cache()\n"
+        "print(found)\n"
+    )
+    for run in ("first", "again"):
+        out = subprocess.run(
+            [sys.executable, "-c", use, str(tmp_path), run],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert out == "port 8443\n"
+        assert [p.name.startswith("regex-code-") for p in tmp_path.iterdir()] == [True]

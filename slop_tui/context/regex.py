@@ -6,12 +6,114 @@ cost about 50 ms of CPU on every start of the app, before its first frame, thoug
 nothing on that frame matches one. `lazy` gives a pattern that compiles itself at
 its first use; from then on its methods are the compiled pattern's own, read as
 plain attributes.
+
+Compiling one is parsing it and generating its matcher's code, in Python: the
+first plan of a session with user messages compiles about 40 of them (20-40 ms
+of CPU, after the first frame, before the side panes are shown). `keep_compiled`
+gives a table (the app's is kept in the user cache, ui/startup.py) in which each
+pattern's generated code is kept by its text and flags: a pattern found there is
+made from it by `_sre.compile`, as `re.compile` makes it from the code it has just
+generated (the same object: equal patterns, same flags and groups), in a few
+microseconds. The table is trusted as the `.pyc` files beside the code are (the
+user's own, like the dataclass code kept beside it); an entry that does not read
+back, or that `_sre.compile` refuses, is compiled again as `re.compile` would and
+replaced.
 """
 
 from __future__ import annotations
 
+import _sre
+import marshal
 import re
-from typing import Any, cast
+import sys
+from typing import Any, Protocol, cast
+
+
+class Table(Protocol):
+    """Byte strings by key (slop_tui/codecache.py's `CacheFile`)."""
+
+    def get(self, key: Any) -> bytes | None: ...
+
+    def put(self, key: Any, data: bytes) -> None: ...
+
+
+_kept: Table | None = None
+
+
+def fits() -> bool:
+    """This Python's `re` has the parts the table is made from (CPython 3.11-3.13)."""
+    compiler = getattr(re, "_compiler", None)
+    return (
+        hasattr(re, "_parser")
+        and hasattr(compiler, "_code")
+        and hasattr(_sre, "compile")
+        and hasattr(_sre, "MAGIC")
+    )
+
+
+def table_name() -> str:
+    """The kept table's file name: per interpreter and `_sre` code version."""
+    return f"regex-code-{sys.implementation.cache_tag}-{sys.hexversion:x}-{_sre.MAGIC}.marshal"
+
+
+def valid_key(key: object) -> bool:
+    """A key of the table read back: a pattern's text and its flags."""
+    return type(key) is tuple and len(key) == 2 and type(key[0]) is str and type(key[1]) is int
+
+
+def keep_compiled(table: Table | None) -> bool:
+    """Compile the lazy patterns through `table` (None: as `re.compile` does). False when
+    this Python's `re` is not the one this was written for (then nothing changes)."""
+    global _kept
+    if table is not None and not fits():
+        return False
+    _kept = table
+    return True
+
+
+def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`re.compile(pattern, flags)`, from the kept table when it holds the pattern."""
+    table = _kept
+    if table is None:
+        return re.compile(pattern, flags)
+    flags = int(flags)
+    key = (pattern, flags)
+    data = table.get(key)
+    if data is not None:
+        try:
+            return _sre.compile(pattern, *marshal.loads(data))
+        except (EOFError, ValueError, TypeError, RuntimeError):
+            pass  # not an entry `_sre` takes: made again below
+    made = _generated(pattern, flags)
+    if made is None:
+        return re.compile(pattern, flags)
+    table.put(key, marshal.dumps(made))
+    return _sre.compile(pattern, *made)
+
+
+def _generated(pattern: str, flags: int) -> tuple | None:
+    """What `re._compiler.compile` passes to `_sre.compile` after the pattern, in plain
+    values (marshal takes no `re` constants); None for a pattern `re` refuses (then
+    `re.compile` raises its own error)."""
+    parser, compiler = re._parser, re._compiler  # type: ignore[attr-defined]
+    try:
+        parsed = parser.parse(pattern, flags)
+        code = compiler._code(parsed, flags)
+    except re.error:
+        return None
+    state = parsed.state
+    groupindex = {str(k): int(i) for k, i in state.groupdict.items()}
+    indexgroup: list[str | None] = [None] * state.groups
+    for k, i in groupindex.items():
+        indexgroup[i] = k
+    return (
+        int(flags | state.flags),
+        [int(c) for c in code],
+        state.groups - 1,
+        groupindex,
+        tuple(indexgroup),
+    )
+
 
 # What a use reads from the compiled pattern, bound on the lazy one at the first use.
 _BOUND = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
@@ -27,12 +129,12 @@ class LazyPattern:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and friends probing: not a use
             raise AttributeError(name)
-        compiled = re.compile(self.pattern, self._flags)
+        made = compiled(self.pattern, self._flags)
         for method in _BOUND:
-            self.__dict__[method] = getattr(compiled, method)
-        self.__dict__.update(flags=compiled.flags, groups=compiled.groups)
-        self.__dict__["groupindex"] = compiled.groupindex
-        return getattr(compiled, name)
+            self.__dict__[method] = getattr(made, method)
+        self.__dict__.update(flags=made.flags, groups=made.groups)
+        self.__dict__["groupindex"] = made.groupindex
+        return getattr(made, name)
 
     def __repr__(self) -> str:
         return f"lazy({self.pattern!r}, {self._flags!r})"

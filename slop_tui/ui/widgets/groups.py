@@ -32,6 +32,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.visual import RenderOptions
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -238,7 +239,11 @@ class GroupLines(ScrollView):
         strip = self._lines.get(key)
         if strip is None:
             content = self._row(row, place, index + 1, highlighted=index == self.highlighted)
-            strips = Content.to_strips(self, content, width, None, style)
+            # The content's own strips: `Content.to_strips` would also look up a text
+            # selection (the list has none: ALLOW_SELECT is off) and restyle links
+            # (a row has none), a third of a line's cost.
+            options = RenderOptions(self._get_style, self.styles)
+            strips = content.render_strips(width, None, style, options)
             strip = (
                 strips[0].extend_cell_length(width, style.rich_style).apply_meta({"option": index})
             )
