@@ -223,6 +223,29 @@ async def test_the_styling_ahead_waits_on_one_timer_while_the_view_moves(ws) -> 
         assert len(styled) == 1
 
 
+async def test_the_styling_ahead_waits_for_the_side_panes_of_the_start(ws) -> None:
+    """After the first frame the side panes are filled and shown (the screen the user
+    waits for): the styling ahead (20-35 ms) waits until they are, then styles once."""
+    await bulk_groups(ws, 60)
+    app = ConvApp(page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        await app.workers.wait_for_complete()
+        await wait_for(pilot, lambda: view.styler.timer is None)
+        styled: list[int] = []
+        style_ahead = view.styler.style_ahead
+        view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+        view.screen.side_panes_filled = False  # as the workspace's screen, while filling
+        view.styler.later()
+        await pilot.pause(conversation.STYLE_AHEAD_DELAY * 4)
+        assert not styled and view.styler.timer is not None  # still waiting
+        view.screen.side_panes_filled = True
+        await wait_for(pilot, lambda: bool(styled), timeout=5)
+        await pilot.pause(conversation.STYLE_AHEAD_DELAY * 2)
+        assert len(styled) == 1
+
+
 async def test_textual_fixes_skip_only_repeated_work(ws) -> None:
     textual_fixes.install()
     textual_fixes.install()  # once is enough; twice changes nothing

@@ -169,8 +169,16 @@ class PageStyler:
         left = self._still_from - time.monotonic()
         if left > 0.001:
             self._wait(left)  # moved meanwhile
+        elif not self._side_panes_shown():
+            self._wait(STYLE_AHEAD_DELAY)  # the start's side panes go first
         else:
             self.style_ahead()
+
+    def _side_panes_shown(self) -> bool:
+        """False while the workspace's side panes are still being filled after the first
+        frame: styling ahead then (20-35 ms) put off the screen the user waits for."""
+        view = self.view
+        return not view.is_mounted or getattr(view.screen, "side_panes_filled", True)
 
     def style_ahead(self) -> int:
         """Style the lines of the groups a page key shows next; returns how many."""
