@@ -195,6 +195,19 @@ async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
         assert not view.styler.queue
 
 
+async def _loaded_counting_styles(app, pilot, ws) -> tuple[ConversationView, list[int]]:
+    """The view loaded and its first styling ahead done; each styling from then on
+    appends to the list."""
+    view = app.query_one(ConversationView)
+    await view.load(ws.history())
+    await app.workers.wait_for_complete()
+    await wait_for(pilot, lambda: view.styler.timer is None)
+    styled: list[int] = []
+    style_ahead = view.styler.style_ahead
+    view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+    return view, styled
+
+
 async def test_the_styling_ahead_waits_on_one_timer_while_the_view_moves(ws) -> None:
     """Every layout and scroll of the view puts the styling ahead off; one timer waits
     (made anew at each, it cost every streamed frame a task), and it styles once the
@@ -202,13 +215,7 @@ async def test_the_styling_ahead_waits_on_one_timer_while_the_view_moves(ws) -> 
     await bulk_groups(ws, 60)
     app = ConvApp(page_size=5)
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws.history())
-        await app.workers.wait_for_complete()
-        await wait_for(pilot, lambda: view.styler.timer is None)
-        styled: list[int] = []
-        style_ahead = view.styler.style_ahead
-        view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+        view, styled = await _loaded_counting_styles(app, pilot, ws)
         timers: list[float] = []
         set_timer = view.set_timer
         view.set_timer = lambda delay, *a, **k: timers.append(delay) or set_timer(delay, *a, **k)  # type: ignore[method-assign]
@@ -229,13 +236,7 @@ async def test_the_styling_ahead_waits_for_the_side_panes_of_the_start(ws) -> No
     await bulk_groups(ws, 60)
     app = ConvApp(page_size=5)
     async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(ConversationView)
-        await view.load(ws.history())
-        await app.workers.wait_for_complete()
-        await wait_for(pilot, lambda: view.styler.timer is None)
-        styled: list[int] = []
-        style_ahead = view.styler.style_ahead
-        view.styler.style_ahead = lambda: styled.append(1) or style_ahead()  # type: ignore[method-assign]
+        view, styled = await _loaded_counting_styles(app, pilot, ws)
         view.screen.side_panes_filled = False  # as the workspace's screen, while filling
         view.styler.later()
         await pilot.pause(conversation.STYLE_AHEAD_DELAY * 4)
