@@ -199,3 +199,12 @@ def unprivileged(cmd: list[str]) -> list[str] | None:
     if setpriv is None:
         return None
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", *cmd]
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A child's `preexec_fn`: SIGINT at its default, as a terminal's foreground job has
+    it. A process started with SIGINT ignored (as a shell's background job is) keeps
+    ignoring it, as Python itself does; the test process may have been started so."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -30,7 +30,14 @@ from slop_tui.ledger import Ledger
 from slop_tui.records import NewMessage
 from slop_tui.safe_text import UNSAFE_CODEPOINTS
 from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
-from tests.fault_support import child_env, openai_env, pids_with_cmdline, query, wait_until
+from tests.fault_support import (
+    child_env,
+    ctrl_c_as_in_a_terminal,
+    openai_env,
+    pids_with_cmdline,
+    query,
+    wait_until,
+)
 from tests.workspace_fixtures import open_workspace
 
 # Everything a hostile model or file can put in text: OSC 52 (clipboard write), OSC 0
@@ -442,6 +449,7 @@ def test_a_stop_signal_while_a_tool_runs_kills_its_processes(tmp_path, fake_llm,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         wait_until(

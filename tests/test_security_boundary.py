@@ -21,7 +21,7 @@ import pytest
 
 from slop_tui.tools.sandbox import detect
 from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
-from tests.fault_support import ROOT
+from tests.fault_support import ROOT, ctrl_c_as_in_a_terminal
 
 USER_KEY = "sk-proj-Us3rK3y-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
 GEMINI_KEY = "AIza" + "SyZ9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J"
@@ -978,6 +978,7 @@ def test_ctrl_c_stops_a_running_query_at_once(project: Project, fake_llm: FakeLL
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 30
