@@ -105,17 +105,22 @@ async def _gathered(palette: CommandPalette, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.0005)
 
 
+async def _until_ready(app, pilot) -> None:
+    """Until the app's workspace is open (at most 30 s)."""
+    deadline = time.perf_counter() + 30
+    while not app.ready:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the workspace did not open")
+        await pilot.pause(0.02)
+
+
 async def one_run(provider: type[SlopCommands], root: Path) -> list[float]:
     """Key -> list-and-frame times (ms) of every key of QUERIES in a fresh app."""
     PaletteApp.COMMANDS = {provider}
     app = PaletteApp(db=str(root / ".slop" / "slop.db"), user_themes=False, blink=False, cwd=root)
     times: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
-        deadline = time.perf_counter() + 30
-        while not app.ready:
-            if time.perf_counter() > deadline:
-                raise TimeoutError("the workspace did not open")
-            await pilot.pause(0.02)
+        await _until_ready(app, pilot)
         await pilot.pause()
         for query in QUERIES:
             await pilot.press("ctrl+p")
@@ -240,11 +245,7 @@ async def open_run(root: Path, presses: int) -> dict[str, list[float]]:
         k: [] for k in ("open", "open_cpu", "open_all_cpu", "close", "close_cpu")
     }
     async with app.run_test(size=(120, 40)) as pilot:
-        deadline = time.perf_counter() + 30
-        while not app.ready:
-            if time.perf_counter() > deadline:
-                raise TimeoutError("the workspace did not open")
-            await pilot.pause(0.02)
+        await _until_ready(app, pilot)
         await pilot.pause(2.0)
         for _ in range(presses):
             frames.clear()

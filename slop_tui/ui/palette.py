@@ -37,7 +37,6 @@ search lists (`listed_now`), else the list follows the frame.
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -353,21 +352,17 @@ QUIET_S = 0.2  # ... and once the user has not typed or clicked for this long
 def build_palette_later(app: Any) -> None:
     """Build the palette BUILD_AFTER seconds from now, as `build_ahead` does, its
     mounting (~25 ms on the event loop) once the user has paused for QUIET_S
-    (`app.collector.last_input`, ui/collector.py). An opening before that builds it."""
+    (`ui.startup.when_user_pauses`). An opening before that builds it."""
 
-    def mount_when_quiet() -> None:
-        if not app.is_running or CommandPalette.is_open(app):
-            return
-        collector = getattr(app, "collector", None)
-        idle = time.monotonic() - collector.last_input if collector is not None else QUIET_S
-        if idle < QUIET_S:
-            app.set_timer(QUIET_S - idle, mount_when_quiet)
-        else:
+    from slop_tui.ui.startup import when_user_pauses
+
+    def mount() -> None:
+        if not CommandPalette.is_open(app):  # an opening meanwhile built it
             app.run_worker(mount_ahead(app, kept_palette(app)), group="palette-ahead")
 
     async def build() -> None:
         await _import_commands()
-        mount_when_quiet()
+        when_user_pauses(app, mount, QUIET_S)
 
     app.set_timer(BUILD_AFTER, lambda: app.run_worker(build(), group="palette-ahead"))
 
