@@ -523,6 +523,45 @@ async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once
         assert len(held) > 1 and all(held)
 
 
+async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_next_frame(
+    ws,  # noqa: F811
+) -> None:
+    """The key comes between a page's mount of a group and that group's layout: the
+    layout it owes, the next frame, brings it to the top; the view does not wait for
+    the rest of the page (a frame per group) before it moves."""
+    await bulk_groups(ws, 80)
+    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        lo = view._lo
+        view.action_load_older()  # a page of 12, a group per frame
+        block = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end:  # until a group of it is mounted, not laid out yet
+            oldest = view._oldest_block()
+            if view._paging and view._lo < lo - 1 and oldest not in view._tops:
+                block = oldest
+                break
+            await asyncio.sleep(0)
+        assert block is not None and view._paging
+        tops: list[int | None] = []  # each frame: the group's top, from the view's top
+        on_each_frame(
+            app,
+            lambda frame: (
+                frame is not None
+                and tops.append(
+                    None if block not in view._tops else view._tops[block] - view.scroll_y
+                )
+            ),
+        )
+        view.action_load_older()
+        await wait_for(pilot, lambda: bool(tops), timeout=10)
+        assert tops[0] == 0, tops
+        # Held there while the rest of the page is mounted above it.
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
+        assert view._lo < lo - 12
+
+
 async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(
     ws,  # noqa: F811
 ) -> None:

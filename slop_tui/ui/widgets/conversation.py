@@ -874,9 +874,18 @@ class GroupPager(GroupBlocks):
         if self._shedding or self._lo == 0 or self._lo >= self._hi:
             return  # the history above a new turn is being cut, or nothing is older
         block = self._oldest_block()
-        top = self._tops.get(block) if block is not None else None
-        if top is None or top >= round(self.scroll_y):
-            return  # not laid out, or on screen below the top: the page's layout moves it
+        if block is None:
+            return
+        top = self._tops.get(block)
+        if top is None:
+            # Just mounted (a page under way, or the groups End mounted), not laid out
+            # yet: the layout its mount owes, the next frame, puts it at the top. Left
+            # alone, the view stayed put until the queued page started, after the page
+            # under way was all mounted (a frame per group).
+            self._hold(block, at_top=True)
+            return
+        if top >= round(self.scroll_y):
+            return  # on screen below the top: the page's layout moves it
         self.scroll_to(y=top, animate=False, immediate=True)
         if self._paging:
             self._hold(block, at_top=True)  # the page under way mounts above it
