@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -264,8 +265,9 @@ async def test_ctrl_u_and_scrolling_to_the_top_page_older_groups_within_the_boun
         assert visible(view, view.block(gids[-1]))
 
 
-async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> None:
-    gids = await bulk_groups(ws, 200)
+@asynccontextmanager
+async def paging(ws):  # type: ignore[no-untyped-def]
+    """An app with small pages (5 groups, 30 mounted at most), loaded and focused."""
     app = ConvApp(max_blocks=30, page_size=5, initial_blocks=5)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
@@ -273,6 +275,12 @@ async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> No
         view.focus()
         await app.workers.wait_for_complete()
         await pilot.pause()
+        yield app, pilot, view
+
+
+async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> None:
+    gids = await bulk_groups(ws, 200)
+    async with paging(ws) as (app, pilot, view):
         first = view.mounted_group_ids[0]
         # Three presses before the first page is mounted (a page takes a frame per group).
         await pilot.press("ctrl+u", "ctrl+u", "ctrl+u")
@@ -282,6 +290,53 @@ async def test_ctrl_u_pressed_while_a_page_loads_is_queued_not_dropped(ws) -> No
         assert view.mounted_group_ids[0] == want  # three pages, no more
         ids = view.mounted_group_ids
         assert ids == gids[gids.index(ids[0]) : gids.index(ids[0]) + len(ids)]
+
+
+async def pages_queued(pilot, view: ConversationView, presses: int) -> None:
+    """`presses` ctrl+u keys faster than a page mounts (as while a reply streams), back
+    once the first page is mounting."""
+    for _ in range(presses):
+        view.action_load_older()
+    await wait_for(pilot, lambda: view._paging, interval=0)
+    assert view._queued[True] >= 1  # pages still waiting behind the one under way
+
+
+async def test_end_pressed_while_ctrl_u_pages_are_queued_drops_them_and_stays_at_the_bottom(
+    ws,
+) -> None:
+    gids = await bulk_groups(ws, 200)
+    async with paging(ws) as (app, pilot, view):
+        await pages_queued(pilot, view, 6)
+        await view.action_newest()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not view._paging and view._queued == {True: 0, False: 0}
+        assert view.mounted_group_ids[-1] == gids[-1]
+        assert view.mounted_blocks <= 5  # the newest page, not the pages the keys asked for
+        assert view.scroll_y == view.max_scroll_y
+
+
+async def test_a_turn_begun_while_ctrl_u_pages_are_queued_drops_them_and_follows_the_reply(
+    ws,
+) -> None:
+    await bulk_groups(ws, 200)
+    async with paging(ws) as (app, pilot, view):
+        await pages_queued(pilot, view, 6)
+        lo = view._lo
+        gid = (await ws.ledger.append_user(ws.session, "a new question")).group_id
+        await view.begin_turn(gid, "a new question")
+        for i in range(80):
+            await view.show_event(TextChunk(text=f"line {i}\n\n"))
+        answer = view.live_block.live_answer
+        await wait_for(pilot, lambda: "line 79" in answer.source)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert view._queued == {True: 0, False: 0}
+        assert view._lo >= lo - 5  # at most the page under way, not the five queued
+        end = view._live_end(answer)
+        height = view.scrollable_content_region.height
+        assert end is not None and view.scroll_y < end <= view.scroll_y + height  # following
+        await view.end_turn()
 
 
 async def test_show_group_mounts_an_old_group_and_scrolls_to_it(ws) -> None:

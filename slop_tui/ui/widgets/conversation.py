@@ -946,8 +946,18 @@ class GroupPager(GroupBlocks):
         if not textual_fixes.scroll_frame_now(self):
             echo.frame_now(self)
 
+    def _drop_pages(self) -> None:
+        """Forget the page keys not yet served and stop the page under way: End or a
+        new turn takes the view to the bottom, and pages the keys asked for before it
+        would hold the top there (the view then stops following the reply)."""
+        self._queued = {True: 0, False: 0}
+        if self._paging:
+            self._generation += 1  # the page's loop stops at its next group
+            self._keep = None
+
     async def show_newest(self) -> None:
         """Mount the newest groups (if needed) and follow the bottom again."""
+        self._drop_pages()
         n = len(self._gids)
         if self._hi < n:
             await self._mount_slice(n - 1, n)
@@ -1076,6 +1086,7 @@ class ConversationView(GroupPager):
         """
         if self._live is not None:
             await self.end_turn()
+        self._drop_pages()
         n = len(self._gids)
         if self._hi < n:
             await self._mount_slice(n - 1, n)  # the latest group above the turn; paging brings more
