@@ -95,8 +95,12 @@ class LineScrollBar(ScrollBar):
                 self.refresh(Region(0, changed[start], width, y - changed[start] + 1))
                 start = i + 1
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self.bar_rows()  # once a draw: the rows at this state and style (render_line's)
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        rows = self.bar_rows()
+        rows = self._rows
         width = self.size.width
         base = self.visual_style
         if y >= len(rows):
