@@ -264,3 +264,32 @@ async def test_the_app_keeps_one_palette_and_builds_it_while_the_user_pauses(pro
             )
             assert field.value == "context show"
             await _close(pilot, app)
+
+
+async def test_built_ahead_the_first_opening_lays_nothing_out():
+    """Its first frame is drawn from the layout made ahead, as a later opening's is."""
+    app = _KeptApp()
+    app.COMMANDS = {SlowDiscovery}
+    SlowDiscovery.released = asyncio.Event()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await build_ahead(app)
+        palette = app.get_screen(PALETTE_SCREEN)
+        await wait_for(pilot, lambda: palette.is_running)
+        await pilot.pause()
+        command_list = palette.query_one(CommandList)
+        laid_out: list[bool] = []
+        refresh_layout = palette._refresh_layout
+
+        def counting(size=None, scroll=False):  # type: ignore[no-untyped-def]
+            laid_out.append(palette._layout_required)
+            return refresh_layout(size, scroll)
+
+        palette._refresh_layout = counting  # type: ignore[method-assign]
+        await pilot.press("ctrl+p")
+        field = palette.query_one(CommandInput)
+        await wait_for(pilot, lambda: app.screen is palette and field.region.height > 0)
+        await pilot.pause()
+        assert not any(laid_out)  # shown, and no frame of it laid the screen out
+        assert not command_list.visible  # the search is still under way
+        SlowDiscovery.released.set()
+        await wait_for(pilot, lambda: command_list.visible and command_list.option_count > 0)

@@ -43,6 +43,8 @@ Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),
 `Screen._scroll_required`, `Screen._repaint_required`, `Screen._dirty_widgets`,
 `Widget._scroll_required` and `Widget._repaint_required` (`scroll_frame_now`),
+`Widget._vertical_scrollbar` and `App._start_widget` (`vertical_scrollbar_of`),
+`Screen._layout_required` (`mount_ahead`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
 `StylesCache._dirty_lines`, `StylesCache._width`),
@@ -88,6 +90,7 @@ from textual.dom import DOMNode
 from textual.geometry import Offset, Region, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.style import Style
 from textual.timer import EventTargetGone, Timer
@@ -154,6 +157,11 @@ RELIED_ON: dict[str, str] = {
     "textual.widget.Widget._message_loop_exit": "patch removed-lets-go (runs it, then "
     "clears _styles_cache and _box_model_cache)",
     "textual.cache.LRUCache": "removed-lets-go empties the links of its _cache before clear()",
+    "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
+    "textual.scrollbar.ScrollBar.render": "LineScrollBar (ui/widgets/scrollbar.py) takes "
+    "the renderer's values and style from it",
+    "textual.scrollbar.ScrollBarRender.__rich_console__": "LineScrollBar calls render_bar "
+    "with the arguments it passes",
     "textual.strip.Strip.divide": "patch strips-without-self-cycles (answers [self] "
     "uncached for one cut at its length, then calls it)",
     "textual.strip.Strip.crop_extend": "patch strips-without-self-cycles (answers self "
@@ -806,6 +814,18 @@ def scroll_frame_now(widget: Widget) -> bool:
     return True
 
 
+def vertical_scrollbar_of(widget: Widget, make: Callable[[], ScrollBar]) -> ScrollBar:
+    """`widget`'s vertical scrollbar, made by `make()` the first time it is asked for,
+    as Textual's `Widget.vertical_scrollbar` makes its own (hidden until the widget
+    shows it, started as the widget's child): for a widget whose bar is a subclass."""
+    bar = widget._vertical_scrollbar
+    if bar is None:
+        bar = widget._vertical_scrollbar = make()
+        bar.display = False
+        widget.app._start_widget(widget, bar)
+    return bar
+
+
 class ListedCommandsPalette(CommandPalette):
     """A `CommandPalette` whose commands pass through `listed` on their way into its
     list (`CommandPalette._refresh_command_list`, called with every batch a search
@@ -896,7 +916,10 @@ class KeptCommandPalette(ListedCommandsPalette):
             command_list.highlighted = 0  # as a search would leave it
         else:
             self.__dict__["_slop_listed_for"] = None
-            command_list.styles.visibility = "hidden"  # until the search has listed
+            if command_list.visible:  # hidden until the search has listed
+                # (A list not shown yet, as at the first opening, is hidden by its CSS:
+                # hiding it again laid the whole screen out in the opening's frame.)
+                command_list.styles.visibility = "hidden"
             self.call_after_refresh(self._search_shown)
         self.call_next(self._draw_now)
 
@@ -969,8 +992,17 @@ async def mount_ahead(app: App, screen: Screen) -> None:
     if not screen.is_running:
         _, mounted = app._get_screen(screen)
         await mounted
-    if screen.is_attached and screen._size != app.size and screen is not app.screen:
+        # Children that mount at their next turn (after the screen's own mount) ask for
+        # its layout then: once they have, the layout below is the one its first
+        # showing would make.
+        await screen.wait_for_refresh()
+    if (
+        screen.is_attached
+        and screen is not app.screen
+        and (screen._size != app.size or screen._layout_required)
+    ):
         screen._refresh_layout(app.size)
+        screen._layout_required = False  # laid out: as the screen's frame timer does
 
 
 def remember_copied(app: App, text: str) -> None:
@@ -1015,6 +1047,7 @@ __all__ = [
     "shape_of",
     "style_ahead",
     "uninstall",
+    "vertical_scrollbar_of",
 ]
 
 

@@ -47,6 +47,7 @@ from slop_tui.ui.widgets.blocks import (
     group_to_markdown,
     snapshot_label,
 )
+from slop_tui.ui.widgets.scrollbar import LineScrollBars
 
 if TYPE_CHECKING:
     from textual.timer import Timer
@@ -236,7 +237,7 @@ class PageStyler:
         return styled
 
 
-class GroupBlocks(VerticalScroll):
+class GroupBlocks(LineScrollBars, VerticalScroll):
     """The conversation's group blocks: at most `max_blocks` of a session's groups
     mounted (a slice of them, oldest first, between two page markers), built from the
     session's `HistoryReader`, labelled from the plan, and the view's anchoring to a

@@ -56,6 +56,7 @@ from slop_tui.ui import echo, textual_fixes
 from slop_tui.ui.layout import PROMPTS_FIRST, SNIPPET_SOURCE
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import UNSAFE_CODEPOINTS
+from slop_tui.ui.widgets.scrollbar import LineScrollBars
 
 if TYPE_CHECKING:
     from slop_tui.context.plan import ContextPlan
@@ -128,7 +129,7 @@ def _summary(row: GroupRow) -> GroupSummary:
     return GroupSummary(row[0], row[1], row[2] or "", *row[3:])
 
 
-class GroupLines(ScrollView):
+class GroupLines(LineScrollBars, ScrollView):
     """The group list's lines: one plain tuple per group, loaded from a session's
     history, placed by the plan, built and styled only for the rows on screen.
     Moving through them and what a key or click asks for is `GroupList`'s."""
