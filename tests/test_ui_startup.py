@@ -13,7 +13,7 @@ import pytest
 
 from slop_tui.config import load_config
 from slop_tui.context import tokens
-from slop_tui.records import NewMessage
+from slop_tui.records import Changed, NewMessage
 from slop_tui.ui.app import SlopApp
 from slop_tui.ui.widgets.blocks import AnswerBlock
 from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
@@ -668,3 +668,71 @@ def test_the_start_s_background_work_waits_for_the_user_to_pause() -> None:
     stopped.is_running = False
     startup.when_user_pauses(stopped, lambda: ran.append("after the app stopped"))
     assert stopped.timers == [] and ran == ["work", "at once"]
+
+
+async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monkeypatch):
+    """The spend is a sum over every call of the session (milliseconds at 10,000
+    calls): the first frame reads it once for the header's cost, the side panes'
+    read once more; the provider choice and the plan read only the settings. The
+    header still shows the cost the ledger holds, also after another process's call."""
+    gids = await seed(project, n=2)
+    ws = await open_workspace(project)
+    try:
+        await ws.ledger.record_usage(ws.session, gids[-1], "openai", "house-model-7", 900, 40)
+    finally:
+        await ws.close()
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens.workspace import WorkspacePanes
+
+    reads: list[str] = []
+    phase = ["before"]
+    real_spend, real_show = Ledger.spend, WorkspacePanes.show_conversation
+
+    async def spend(self, *a, **k):
+        reads.append(phase[0])
+        return await real_spend(self, *a, **k)
+
+    async def show_conversation(self, *a, **k):
+        phase[0] = "first frame"
+        await real_show(self, *a, **k)
+        phase[0] = "side panes"
+
+    monkeypatch.setattr(Ledger, "spend", spend)
+    monkeypatch.setattr(WorkspacePanes, "show_conversation", show_conversation)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert reads == ["first frame", "side panes"]
+        assert "1 call price unknown" in app.sub_title
+        # Another process's call: the ledger poll reloads the panes, the header with them.
+        other = await open_workspace(project)
+        try:
+            await other.ledger.record_usage(
+                other.session, gids[-1], "openai", "house-model-7", 950, 45
+            )
+        finally:
+            await other.close()
+        await wait_for(pilot, lambda: "2 calls price unknown" in app.sub_title, timeout=10)
+
+
+async def test_the_plan_and_the_provider_choice_read_no_spend(tmp_path, monkeypatch):
+    from slop_tui.ledger import Ledger
+
+    await seed(tmp_path, n=2)
+    ws = await open_workspace(tmp_path)
+    try:
+        calls: list[int] = []
+        real_spend = Ledger.spend
+
+        async def spend(self, *a, **k):
+            calls.append(1)
+            return await real_spend(self, *a, **k)
+
+        monkeypatch.setattr(Ledger, "spend", spend)
+        await ws.provider_choice()
+        await ws.display_plan()
+        assert calls == []
+        await ws.snapshot(Changed.ALL)
+        assert calls == [1]  # the header's cost, once per read of the panes
+    finally:
+        await ws.close()
