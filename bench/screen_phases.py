@@ -13,8 +13,8 @@ written (the first write of a screenful to the terminal), the side panes'
 widgets imported and mounted, the plan of the next request read for them (with
 the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
-prices and MCP start paths, every import, dataclass and regular expression made),
-summed until the first frame and over the whole start. The hello-world app
+prices and MCP start paths, every import, dataclass and regular expression made,
+the ledger's reads that grow with the session), summed until the first frame and over the whole start. The hello-world app
 (bench/screen_hello.py) is stamped the same way up to its first frame. With two
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
@@ -118,16 +118,18 @@ stamp("import textual.app")
 from textual.drivers.linux_driver import LinuxDriver
 _write = LinuxDriver.write
 def write(self, data, _seen=[0]):
+    # The first screenful; a second one before the side panes are filled (a build that
+    # drew the first frame twice); the first one after they are filled.
+    if len(data) > 2000 and FILLED[0]:
+        FILLED[0] = False
+        r = _write(self, data)
+        stamp("side panes' frame written")
+        return r
     if len(data) > 2000 and _seen[0] < 2:
         _seen[0] += 1
         stamp("frame %d written" % _seen[0])
         if _seen[0] == 1:
             log.write(json.dumps(["spent at frame 1", dict(spent)]) + "\n")
-    elif len(data) > 2000 and FILLED[0]:
-        FILLED[0] = False
-        r = _write(self, data)
-        stamp("side panes' frame written")
-        return r
     return _write(self, data)
 LinuxDriver.write = write
 def at_start(owner, name, label):
@@ -191,6 +193,14 @@ count(W.Workspace, "display_plan", "plan of the next request (display_plan)")
 count(W.Workspace, "repo_sources", "  of which repository map and file tree")
 count(W.Workspace, "cost_label", "prices (the header's cost)")
 count(W.Workspace, "preload_mcp", "MCP start path")
+# The ledger's reads whose cost grows with the session (each over every call, group or
+# prompt of it): what a 20,000-message start pays beyond a 2,000-message one.
+from slop_tui.ledger import Ledger
+count(Ledger, "spend", "ledger: the session's spend (every call summed)")
+count(Ledger, "group_ids", "ledger: every group id (the conversation)")
+count(Ledger, "group_rows", "ledger: every group's row (the group list)")
+count(Ledger, "group_prompts", "ledger: the older groups' prompts (the group list)")
+count(Ledger, "group_snapshots", "ledger: the shown groups' token snapshots")
 from slop_tui.context import tokens
 count(tokens, "_load_encoding", "tokenizer built")
 # After the first frame, the side panes' own parts (each imported here only if this
@@ -240,7 +250,7 @@ ORDER = [
     "frame 1 written",
     "side panes mounted",
     "side panes filled",
-    "frame 2 written",
+    "frame 2 written",  # a second screenful before the panes are filled (the first, again)
     "side panes' frame written",
 ]
 

@@ -625,3 +625,30 @@ async def test_the_group_list_read_never_reads_the_message_rows(ledger):
         "AND m.group_id IS NOT NULL GROUP BY m.group_id ORDER BY m.group_id"
     )
     assert any("COVERING INDEX ix_messages_group_list" in row[3] for row in plan)
+
+
+async def test_the_shown_groups_snapshots_are_found_by_group(ledger, monkeypatch):
+    """The conversation reads the token snapshot of the groups it shows: the last turn
+    call of each, this session's only, found through an index on the session and the
+    group, not by reading every call of the session (10,000 at 20,000 messages)."""
+    gids = [await _group(ledger, "s", f"prompt {i}") for i in range(3)]
+    other = await _group(ledger, "other", "not this session")
+    for i, gid in enumerate(gids):
+        await ledger.record_usage("s", gid, "openai", "m", 100 + i, 10)
+        await ledger.record_usage("s", gid, "openai", "m", 200 + i, 20)  # the group's last
+    await ledger.record_usage("s", gids[0], "openai", "m", 999, 99, purpose="summary")
+    await ledger.record_usage("other", other, "openai", "m", 5, 5)
+    reads: list[tuple[str, tuple]] = []
+    real = ledger._tuples
+
+    async def tuples(sql, params=()):
+        reads.append((sql, tuple(params)))
+        return await real(sql, params)
+
+    monkeypatch.setattr(ledger, "_tuples", tuples)
+    shown = await ledger.group_snapshots("s", [gids[1], gids[2], other])
+    assert shown == {gids[1]: (201, 20), gids[2]: (202, 20)}
+    [(sql, params)] = reads
+    plan = [row[3] for row in await ledger._all(f"EXPLAIN QUERY PLAN {sql}", params)]
+    assert any("INDEX ix_usage_session_group (session_id=? AND group_id=?" in p for p in plan)
+    assert not any("ix_usage_session (session_id=?)" in p for p in plan)

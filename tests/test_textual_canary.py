@@ -39,6 +39,8 @@ PINNED = {
     "textual.screen.Screen._on_screen_resume": "f39caa8ec4424d3c",
     "textual.screen.Screen._on_timer_update": "421401660de142c5",
     "textual.screen.Screen._on_idle": "05781131b10da971",
+    "textual.widget.Widget.refresh": "b1ce3392c9c00870",
+    "textual.widget.Widget._exchange_repaint_regions": "a2d797888f08a6a7",
     "textual._compositor.Compositor.render_update": "772c6b21953aff0e",
     "textual.screen.Screen._refresh_layout": "889715478130b7e0",
     "textual.widget.Widget._size_updated": "21ffb00b8a983315",

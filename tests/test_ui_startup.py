@@ -13,7 +13,7 @@ import pytest
 
 from slop_tui.config import load_config
 from slop_tui.context import tokens
-from slop_tui.records import NewMessage
+from slop_tui.records import Changed, NewMessage
 from slop_tui.ui.app import SlopApp
 from slop_tui.ui.widgets.blocks import AnswerBlock
 from slop_tui.ui.widgets.gauge import ESTIMATE_MARK, TokenGauge
@@ -584,20 +584,27 @@ async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch
         assert (mark in app.sub_title) == (not probes[0].available)
 
 
-async def test_held_paint_lays_out_and_draws_nothing_until_released() -> None:
-    """`hold_paint`: a widget mounted meanwhile gets its size (and a layout can be
-    awaited), nothing is written to the terminal; the release draws it, once."""
+def one_static_app():  # type: ignore[no-untyped-def]
+    """A Textual app of one Static (`#first`): the held frames' and paint's tests."""
     from textual.app import App
     from textual.widgets import Static
-
-    from slop_tui.ui.frames import frame_drawn
-    from slop_tui.ui.textual_fixes import hold_paint, release_paint
 
     class Small(App):
         def compose(self):
             yield Static("first", id="first")
 
-    app = Small()
+    return Small()
+
+
+async def test_held_paint_lays_out_and_draws_nothing_until_released() -> None:
+    """`hold_paint`: a widget mounted meanwhile gets its size (and a layout can be
+    awaited), nothing is written to the terminal; the release draws it, once."""
+    from textual.widgets import Static
+
+    from slop_tui.ui.frames import frame_drawn
+    from slop_tui.ui.textual_fixes import hold_paint, release_paint
+
+    app = one_static_app()
     async with app.run_test(size=(40, 10)) as pilot:
         await pilot.pause()
         shown: list[str] = []
@@ -668,3 +675,147 @@ def test_the_start_s_background_work_waits_for_the_user_to_pause() -> None:
     stopped.is_running = False
     startup.when_user_pauses(stopped, lambda: ran.append("after the app stopped"))
     assert stopped.timers == [] and ran == ["work", "at once"]
+
+
+async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monkeypatch):
+    """The spend is a sum over every call of the session (milliseconds at 10,000
+    calls): the first frame reads it once for the header's cost, the side panes'
+    read once more; the provider choice and the plan read only the settings. The
+    header still shows the cost the ledger holds, also after another process's call."""
+    gids = await seed(project, n=2)
+    ws = await open_workspace(project)
+    try:
+        await ws.ledger.record_usage(ws.session, gids[-1], "openai", "house-model-7", 900, 40)
+    finally:
+        await ws.close()
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens.workspace import WorkspacePanes
+
+    reads: list[str] = []
+    phase = ["before"]
+    real_spend, real_show = Ledger.spend, WorkspacePanes.show_conversation
+
+    async def spend(self, *a, **k):
+        reads.append(phase[0])
+        return await real_spend(self, *a, **k)
+
+    async def show_conversation(self, *a, **k):
+        phase[0] = "first frame"
+        await real_show(self, *a, **k)
+        phase[0] = "side panes"
+
+    monkeypatch.setattr(Ledger, "spend", spend)
+    monkeypatch.setattr(WorkspacePanes, "show_conversation", show_conversation)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert reads == ["first frame", "side panes"]
+        assert "1 call price unknown" in app.sub_title
+        # Another process's call: the ledger poll reloads the panes, the header with them.
+        other = await open_workspace(project)
+        try:
+            await other.ledger.record_usage(
+                other.session, gids[-1], "openai", "house-model-7", 950, 45
+            )
+        finally:
+            await other.close()
+        await wait_for(pilot, lambda: "2 calls price unknown" in app.sub_title, timeout=10)
+
+
+async def test_the_plan_and_the_provider_choice_read_no_spend(tmp_path, monkeypatch):
+    from slop_tui.ledger import Ledger
+
+    await seed(tmp_path, n=2)
+    ws = await open_workspace(tmp_path)
+    try:
+        calls: list[int] = []
+        real_spend = Ledger.spend
+
+        async def spend(self, *a, **k):
+            calls.append(1)
+            return await real_spend(self, *a, **k)
+
+        monkeypatch.setattr(Ledger, "spend", spend)
+        await ws.provider_choice()
+        await ws.display_plan()
+        assert calls == []
+        await ws.snapshot(Changed.ALL)
+        assert calls == [1]  # the header's cost, once per read of the panes
+    finally:
+        await ws.close()
+
+
+async def test_the_first_frame_is_drawn_once_and_the_conversation_not_again_with_the_panes(
+    project, held, monkeypatch
+):
+    """The command's first frame comes after a hold: its layout and the whole-screen
+    repaint due after the hold are one render, not two. The repaints the conversation's
+    widgets asked for in that layout (their first sizes) are drawn by it: the frame
+    that shows the side panes paints the panes, not the conversation's column again."""
+    from textual._compositor import Compositor
+
+    # Groups longer than the screen: the first frame's groups fill the conversation
+    # (no older group is mounted to fill it while the panes are filled).
+    ws = await open_workspace(project)
+    try:
+        for i in range(6):
+            user = await ws.ledger.append_user(ws.session, f"question {i}", strategy="openai")
+            answer = "\n\n".join(f"paragraph {k} of answer {i}" for k in range(30))
+            await ws.ledger.append(
+                ws.session, user.group_id, [NewMessage("assistant", answer, strategy="openai")]
+            )
+    finally:
+        await ws.close()
+    renders: list[tuple[set, bool]] = []  # (the regions painted, the panes still unseen)
+    real = Compositor.render_update
+    app = app_for(project)
+
+    def render_update(self, *a, **k):
+        if app.screen is app.workspace_screen:
+            unseen = app.query_one("#left").has_class("-filling")
+            renders.append(({tuple(r) for r in self._dirty_regions}, unseen))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Compositor, "render_update", render_update)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await pilot.pause(0.3)
+        whole = tuple(app.screen.region)
+        conversation = tuple(app.query_one("#conversation").region)
+        assert renders and whole in renders[0][0]  # the first frame: the whole screen
+        assert [whole in painted for painted, _ in renders].count(True) == 1
+        shown = [painted for painted, unseen in renders if not unseen]
+        assert shown and conversation not in shown[0], (conversation, shown[0])
+
+
+async def test_after_a_hold_the_layout_and_the_whole_repaint_are_one_render() -> None:
+    """After a hold, one tick lays the screen out and repaints it whole: one render
+    and one write, not the layout's frame followed by the same cells again."""
+    from textual._compositor import Compositor
+    from textual.widgets import Static
+
+    from slop_tui.ui.textual_fixes import hold_frames, release_frames
+
+    app = one_static_app()
+    async with app.run_test(size=(40, 10)) as pilot:
+        await pilot.pause()
+        painted: list[set] = []
+        real = Compositor.render_update
+
+        def render_update(self, *a, **k):
+            painted.append({tuple(r) for r in self._dirty_regions})
+            return real(self, *a, **k)
+
+        Compositor.render_update = render_update  # type: ignore[method-assign]
+        try:
+            hold_frames(app)
+            await app.screen.mount(Static("later", id="later"))
+            await pilot.pause(0.1)
+            assert painted == []
+            release_frames(app)
+            await pilot.pause(0.3)
+        finally:
+            Compositor.render_update = real  # type: ignore[method-assign]
+        assert [p for p in painted if p] == [painted[0]]
+        assert tuple(app.screen.region) in painted[0]
+        assert app.query_one("#later").region.height == 1  # laid out, and drawn in it

@@ -431,6 +431,13 @@ _SPEND_LOG = [
            reported, cost_total""",
 ]
 
+# The calls of given groups of a session (the conversation's token snapshots of the
+# groups it shows, `group_snapshots`): found by group, not by reading every call of the
+# session (10,000 at 20,000 messages).
+_USAGE_GROUP_INDEX = [
+    "CREATE INDEX ix_usage_session_group ON usage(session_id, group_id, purpose)",
+]
+
 MIGRATIONS: list[list[str]] = [
     _V1,
     _V2,
@@ -443,5 +450,6 @@ MIGRATIONS: list[list[str]] = [
     _CONTEXT_SOURCES,
     _MCP_RESOURCES,
     _SPEND_LOG,
+    _USAGE_GROUP_INDEX,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -42,7 +42,8 @@ Read, set or called by the helpers: `App._begin_batch`, `App._end_batch`,
 `App._batch_count`, `App._display`, `App._background_screens`, `App._clipboard`,
 `Screen._compositor` (`Compositor._visible_map`, `_visible_widgets`),
 `Screen._scroll_required`, `Screen._repaint_required`, `Screen._dirty_widgets`,
-`Widget._scroll_required` and `Widget._repaint_required` (`scroll_frame_now`),
+`Widget._scroll_required` and `Widget._repaint_required` (`scroll_frame_now`; with
+`Widget._repaint_regions`, `held-frames` after a whole-screen repaint),
 `Widget._vertical_scrollbar` and `App._start_widget` (`vertical_scrollbar_of`),
 `Screen._layout_required` (`mount_ahead`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
@@ -121,8 +122,13 @@ RELIED_ON: dict[str, str] = {
     "textual.screen.Screen._compositor_refresh": "patch held-frames",
     "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
     "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
-    "held-frames relies on its _repaint_required, hold_paint() on its update_widgets "
-    "before _compositor_refresh",
+    "held-frames relies on its _repaint_required (a layout's render skipped when the "
+    "whole-screen repaint follows) and on its screen in _dirty_widgets for that repaint, "
+    "hold_paint() on its update_widgets before _compositor_refresh",
+    "textual.widget.Widget.refresh": "held-frames (_drawn_as_they_are) clears the "
+    "_repaint_required and _repaint_regions it sets once a whole-screen repaint drew them",
+    "textual.widget.Widget._exchange_repaint_regions": "_drawn_as_they_are empties the "
+    "_repaint_regions it hands out",
     "textual.widget.Widget._check_refresh": "scroll_frame_now() clears the "
     "_scroll_required and _repaint_required it reads",
     "textual.screen.Screen._on_idle": "hold_paint() relies on it running the "
@@ -382,7 +388,27 @@ def _refresh_unless_held(self: Screen) -> None:
         # so the idle handler runs the callbacks waiting for this layout.
         self._dirty_widgets.clear()
         return
+    if self._repaint_required and _reflowing[0]:
+        # A layout's frame while the whole screen is due to be drawn (after a hold, a
+        # screen's refresh): `_on_timer_update` draws it right after this layout, the
+        # same cells once; a layout from elsewhere leaves it to the next tick.
+        return
+    whole = self in self._dirty_widgets  # `_on_timer_update`'s full repaint
     _compositor_refresh(self)
+    if whole:
+        _drawn_as_they_are(self)
+
+
+def _drawn_as_they_are(screen: Screen) -> None:
+    """`screen` was just drawn whole: every widget on it as it is now. A repaint a
+    widget asked for before (`Widget.refresh` sets `_repaint_required`; the `Update`
+    goes out at the widget's next idle, after this frame) would draw the same cells
+    again: after the first frame of a start, the conversation's and its column's
+    whole regions at the side panes' frame. Those requests are done."""
+    for widget in screen._compositor.visible_widgets:
+        if widget._repaint_required:
+            widget._repaint_required = False
+            widget._repaint_regions.clear()
 
 
 def _resumed_without_restyle_at_first(self: Screen, event) -> None:  # type: ignore[no-untyped-def]
