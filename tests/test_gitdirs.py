@@ -5,6 +5,7 @@ the real CLI are in test_security_boundary.py."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from pathlib import Path
@@ -147,6 +148,24 @@ def test_commands_in_parallel_trust_only_the_baseline(tmp_path: Path) -> None:
     assert gitdirs.shell_running(root)
     gitdirs.end(root)
     assert not gitdirs.shell_running(root)
+
+
+def test_a_sweep_whose_repository_a_parallel_sweep_took_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two commands end together and the other's sweep moved the repository first: this
+    sweep moves nothing and leaves no quarantine folder (one without its README)."""
+    root = (tmp_path / "p").resolve()
+    root.mkdir()
+    before = gitdirs.scan(root)
+    (root / "made" / ".git").mkdir(parents=True)
+
+    def taken(src, dst):  # type: ignore[no-untyped-def]
+        raise FileNotFoundError(errno.ENOENT, "moved by another sweep", str(src))
+
+    monkeypatch.setattr(gitdirs.os, "rename", taken)
+    assert gitdirs.sweep(before, "late") == []
+    assert not (root / gitdirs.QUARANTINE / "late").exists()
 
 
 async def test_slop_tui_runs_no_git_in_the_project_while_a_command_runs(

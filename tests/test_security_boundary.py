@@ -23,6 +23,8 @@ from slop_tui.tools.sandbox import detect
 from tests.fakeserver import FakeLLMServer, FakeToolCall, Reply
 from tests.fault_support import ROOT, ctrl_c_as_in_a_terminal
 
+# Kept from the test process by `Project.env` though they are SLOP_ variables.
+WATCHER_SETTINGS = ("SLOP_REPO_WATCHER", "SLOP_RUNTIME_DIR")
 USER_KEY = "sk-proj-Us3rK3y-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
 GEMINI_KEY = "AIza" + "SyZ9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "Zq9Tr3Lk2"
@@ -71,6 +73,10 @@ class Project:
             if not k.startswith(("SLOP_", "OPENAI_", "GEMINI_", "GOOGLE_"))
             and "PROXY" not in k.upper()
         }
+        # The suite's own settings for the repository map's watcher process (off, its
+        # socket in this run's folder; tests/conftest.py): without them a workspace
+        # started here would start a real watcher, outside the folder the guard checks.
+        env.update({k: os.environ[k] for k in WATCHER_SETTINGS if k in os.environ})
         env.update(
             HOME=str(self.home),
             SLOP_CONFIG=str(self.user_config),

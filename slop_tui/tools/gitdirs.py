@@ -252,7 +252,19 @@ def sweep(before: GitScan, run: str) -> list[Moved]:
             moved.append(Moved(rel, None, exc.strerror or str(exc)))
     if any(m.to is not None for m in moved):
         _readme(root, folder, moved)
+    else:
+        _drop_empty(folder)
     return moved
+
+
+def _drop_empty(folder: Path) -> None:
+    """Remove the folders a sweep made and moved nothing into (a parallel command's sweep
+    moved its markers first): a quarantine folder is never left without its README."""
+    for path, _dirs, _files in os.walk(folder, topdown=False):
+        try:
+            os.rmdir(path)  # only an empty folder goes
+        except OSError:
+            pass
 
 
 def _in_heavy(root: Path, marker: Path) -> bool:
