@@ -377,8 +377,42 @@ def _keeper_runtime() -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLOP_REPO_WATCHER", "off")
         mp.setenv("SLOP_RUNTIME_DIR", str(folder))
+        mp.setenv(RUN_MARK, str(folder))
         yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+# Set for the whole run (not a SLOP_ name: code that drops slop-tui's own variables from an
+# environment keeps it), so a watcher process started by this run's processes is known by it
+# wherever its socket went.
+RUN_MARK = "PYTEST_SLOP_RUN"
+WATCHER_MODULE = b"slop_tui.repomap.watcher_process"
+
+
+def stray_watchers(folder: Path) -> list[int]:
+    """Watcher processes started by this run (its mark in their environment) whose socket is
+    not in the run's folder `folder`: started with the user's runtime folder."""
+    import os
+
+    mark = f"{RUN_MARK}={folder}".encode()
+    inside = f"SLOP_RUNTIME_DIR={folder}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if WATCHER_MODULE not in argv:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if mark in env and inside not in env:
+            found.append(pid)
+    return found
 
 
 def live_keepers(folder: Path) -> list[int]:
@@ -424,3 +458,22 @@ def _no_keeper_left(_keeper_runtime: Path) -> Iterator[None]:
         while live_keepers(_keeper_runtime) and time.monotonic() < deadline:
             time.sleep(0.02)
         pytest.fail(f"watcher process(es) left running after the test: {left}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_stray_watcher(_keeper_runtime: Path) -> Iterator[None]:
+    """Fail the test module after which a watcher process that one of this run's processes
+    started in the user's runtime folder still runs (it is stopped first). Once a module:
+    reading every process's command line takes a few ms."""
+    yield
+    left = stray_watchers(_keeper_runtime)
+    if left:
+        import os
+        import signal
+
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        pytest.fail(f"watcher process(es) started outside the run's folder and left: {left}")

@@ -24,7 +24,7 @@ import pytest
 from slop_tui.context.tokens import default_counter
 from slop_tui.repomap import watcher_client as wc
 from slop_tui.repomap.map import NOTIFY_BURST, RepoMap
-from tests.conftest import live_keepers
+from tests.conftest import RUN_MARK, live_keepers, stray_watchers
 from tests.fault_support import ROOT
 from tests.workspace_fixtures import open_workspace
 
@@ -461,3 +461,31 @@ def test_a_git_project_is_not_listed_again_unless_its_index_or_ignores_changed(
         assert rendered(rm) == cold_text(root)[0]
     finally:
         rm.close()
+
+
+def test_a_watcher_this_run_starts_outside_its_folder_is_found_as_a_stray(tmp_path):
+    """conftest's check for a watcher that a process of the run started with another
+    runtime folder (the user's, when an environment lost `SLOP_RUNTIME_DIR`): it finds
+    that one and not one in the run's own folder."""
+    run_folder = Path(os.environ[RUN_MARK])
+    elsewhere = tmp_path / "runtime"
+    elsewhere.mkdir(mode=0o700)
+    root = make_project(tmp_path / "project")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slop_tui.repomap.watcher_process", str(root), "600"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SLOP_RUNTIME_DIR": str(elsewhere)},
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: proc.pid in stray_watchers(run_folder), "the stray found")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert proc.pid not in stray_watchers(run_folder)
+    inside = _foreground(make_project(tmp_path / "inside"), 600)
+    try:
+        wait_for(lambda: inside.pid in live_keepers(run_folder), "the watcher in the folder")
+        assert inside.pid not in stray_watchers(run_folder)
+    finally:
+        inside.kill()
+        inside.wait(timeout=30)

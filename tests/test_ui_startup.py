@@ -422,6 +422,60 @@ async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(proj
         assert mounted and not any(mounted)
 
 
+async def test_the_side_panes_read_the_ledger_while_their_widgets_are_mounted(project, monkeypatch):
+    """The group list's rows (a pass over every message of the session) are read on the
+    ledger's thread while the side panes' widgets are composed and laid out, not after."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens.workspace_sides import SidePanes
+
+    groups = await seed(project, n=6)
+    events: list[str] = []
+    real_rows, real_mount = Ledger.group_rows, SidePanes.mount
+
+    async def group_rows(self, *args, **kw):
+        events.append("rows asked")
+        return await real_rows(self, *args, **kw)
+
+    async def mount(self):
+        first = not self.screen.side_panes_mounted
+        await real_mount(self)
+        if first:
+            events.append("widgets mounted")
+
+    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    monkeypatch.setattr(SidePanes, "mount", mount)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: app.screen.side_panes_filled)
+        assert events[:2] == ["rows asked", "widgets mounted"]
+        assert [g.group_id for g in app.query_one(GroupList).groups] == groups
+
+
+async def test_side_panes_whose_first_read_fails_show_its_error_and_paint_again(
+    project, monkeypatch
+):
+    """A ledger that fails the side panes' read (read while their widgets mount) gives
+    the one banner a failed open gives; the panes are shown, nothing stays held."""
+    from textual.widgets import Static
+
+    from slop_tui.ledger import Ledger, LedgerError
+
+    await seed(project, n=3)
+
+    async def group_rows(self, *args, **kw):
+        raise LedgerError("database disk image is malformed")
+
+    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: app.startup_error is not None)
+        await pilot.pause()
+        assert "malformed" in str(app.query_one("#banner", Static).render())
+        assert app.screen.side_panes_filled and app.workspace is None
+        assert "_slop_paint_held" not in app.__dict__
+
+
 async def test_a_slow_workspace_shows_the_screen_after_the_wait(project, held, monkeypatch):
     monkeypatch.setattr(held, "FIRST_FRAME_WAIT", 0.2)
     gate = gated_open(monkeypatch)

@@ -28,7 +28,7 @@ from slop_tui.ui.textual_fixes import hold_paint, release_paint
 if TYPE_CHECKING:
     from slop_tui.ui.screens.workspace import WorkspacePanes
     from slop_tui.ui.widgets.output import OutputMarkdown
-    from slop_tui.workspace import Snapshot
+    from slop_tui.workspace import Snapshot, Workspace
 
 GROUPS_TITLE = "Groups  ● window ◌ unsummarized Σ summary ○ out × dropped"
 
@@ -127,24 +127,42 @@ class SidePanes:
         frame (the conversation's marks and tier labels with them)."""
         screen = self.screen
         await frame_drawn(screen.app, timeout=1.0)  # the conversation's frame is out first
+        ws = screen.workspace
+        reading: asyncio.Task[Snapshot] | None = None
         try:
-            await self.mount()
-            ws = screen.workspace
             if ws is not None and screen.app.is_running:
+                # The panes' reads start before their widgets are mounted: SQLite's part
+                # of them (the group list's rows are a pass over every message of the
+                # session) runs on the ledger's thread while this one composes, styles
+                # and lays out the widgets.
+                reading = asyncio.ensure_future(self._read(ws))
+            await self.mount()
+            if reading is not None:
                 with screen.unless_closing():
-                    await ws.register_tools()  # left by `Workspace.open(defer_writes=True)`
-                    ws.check_settings()  # as well (the context engine's modules load here)
+                    snap = await reading
                     for warning in ws.pop_warnings():
                         screen.app.notify(warning, severity="warning", timeout=15)
-                    snap = await ws.snapshot(
-                        Changed.ALL,
-                        rows_prompt_chars=SNIPPET_SOURCE,
-                        prompts_for_newest=PROMPTS_FIRST,
-                    )
                     self.show(snap)
             await self.reveal()
         finally:
+            if reading is not None:  # the mount failed: the reads are not awaited
+                if not reading.done():
+                    reading.cancel()
+                elif not reading.cancelled():
+                    reading.exception()  # their failure is the mount's, not a lost one
             release_paint(screen.app)  # painted again even if the fill failed
+
+    @staticmethod
+    async def _read(ws: Workspace) -> Snapshot:
+        """What the side panes show first, with the writes `Workspace.open(defer_writes=True)`
+        left for now."""
+        await ws.register_tools()
+        ws.check_settings()  # as well (the context engine's modules load here)
+        return await ws.snapshot(
+            Changed.ALL,
+            rows_prompt_chars=SNIPPET_SOURCE,
+            prompts_for_newest=PROMPTS_FIRST,
+        )
 
     async def reveal(self) -> None:
         """The side panes are drawn from now on, in one frame: filled, or empty when the
