@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline, Static
 
@@ -170,3 +171,27 @@ async def test_an_estimated_total_is_marked_until_it_is_exact():
         await pilot.pause()
         assert str(total.render()) == "50,000 / 100,000 tokens · 50.0 %"
         assert total.tooltip is None
+
+
+async def test_a_resize_that_keeps_the_width_draws_nothing_again():
+    """The side panes are laid out before they are filled, and that layout's resize
+    reaches the gauge after the fill: it must not draw (and lay the screen out) again
+    for the same lines. A new width fits the lines again."""
+    app = GaugeApp()
+    async with app.run_test(size=(50, 20)) as pilot:
+        gauge = app.query_one(TokenGauge)
+        gauge.update_from(prompt_of(20_000), 50_000, [100, 300], cached=300)
+        await pilot.pause()
+        shown: list[object] = []
+        bar = app.query_one(GaugeBar)
+        real_show = bar.show
+        bar.show = lambda reading: (shown.append(reading), real_show(reading))[1]
+        gauge.post_message(events.Resize(gauge.size, gauge.size))
+        await pilot.pause()
+        assert shown == []
+        cached = app.query_one("#gauge-cached", Static)
+        assert str(cached.render()) == "cached last call: 300 (100 %)"
+        await pilot.resize_terminal(80, 20)
+        await pilot.pause()
+        assert shown  # drawn again at its new width
+        assert str(cached.render()) == "cached in the last call: 300 tokens (100 % of its prompt)"

@@ -229,6 +229,7 @@ class TokenGauge(Widget):
         self.projection_verb = "drop"
         self.background: tuple[int, int] = (0, 0)  # background calls, their tokens
         self.estimated = False
+        self._drawn_room: int | None = None  # the columns the lines were last fitted to
 
     def compose(self) -> ComposeResult:
         yield GaugeBar(id="gauge-bar")
@@ -295,7 +296,12 @@ class TokenGauge(Widget):
         return next((form for form in forms if len(form) <= room), forms[-1])
 
     def on_resize(self) -> None:
-        self._draw()
+        # Only a new width changes what is drawn. The side panes are laid out before
+        # they are filled, and that layout's resize reaches the gauge after the fill:
+        # drawn again there, every line was refreshed and the screen laid out once more
+        # for the same text, a frame after the panes were shown.
+        if self._room() != self._drawn_room:
+            self._draw()
 
     def watch_show_vertical_scrollbar(self) -> None:
         # A scrollbar that appears takes columns without a resize: the lines are
@@ -305,6 +311,7 @@ class TokenGauge(Widget):
     def _draw(self) -> None:
         if not self.is_mounted:
             return
+        self._drawn_room = self._room()
         reading = self.reading
         self.set_class(reading.level == "warning", "-warning")
         self.set_class(reading.level == "critical", "-critical")
