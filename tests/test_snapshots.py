@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
+from textual.worker import WorkerCancelled
 
 from slop_tui.context.tokens import get_encoding
 from slop_tui.ledger import Ledger
@@ -374,9 +375,11 @@ async def settle(pilot: Pilot) -> None:
     `snap_compare` itself pauses twice more and waits for animations before the shot.
     """
     app = pilot.app
-    busy = [w for w in app.workers if w.group != "dialogs"]
-    if busy:  # an empty list would mean "every worker" to wait_for_complete
-        await app.workers.wait_for_complete(busy)
+    for worker in [w for w in app.workers if w.group != "dialogs"]:
+        try:
+            await worker.wait()
+        except WorkerCancelled:
+            pass  # replaced by a newer one of its group (an exclusive worker): done too
     no_blink(app)
     await pilot.pause()
 
