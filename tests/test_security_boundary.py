@@ -1000,7 +1000,9 @@ def test_ctrl_c_stops_a_running_query_at_once(project: Project, fake_llm: FakeLL
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert stopped < 3.0, stopped
+    # The query alone runs for a minute (its limit here: 60 s); stopped by the signal, the
+    # process ends within a second on a quiet machine and a few on a loaded one.
+    assert stopped < 10.0, stopped
     assert proc.returncode == 130
     deadline = time.monotonic() + 3
     while query_workers(project.db.parent.resolve()) and time.monotonic() < deadline:
