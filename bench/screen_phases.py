@@ -14,7 +14,7 @@ widgets imported and mounted, the plan of the next request read for them (with
 the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
 prices and MCP start paths, every import, dataclass and regular expression made,
-the ledger's reads that grow with the session), summed until the first frame and over the whole start. The hello-world app
+the ledger's reads that grow with the session, the garbage collector's passes), summed until the first frame and over the whole start. The hello-world app
 (bench/screen_hello.py) is stamped the same way up to its first frame. With two
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
@@ -73,6 +73,15 @@ def stamp(name):
         FILLED[0] = True
 stamp("interpreter and site")
 spent = {}
+import gc
+def collected(phase, info, started=[0.0]):
+    # The garbage collector's own passes, wherever an allocation set one off.
+    if phase == "start":
+        started[0] = time.process_time()
+    else:
+        label = "the garbage collector (every pass, summed)"
+        spent[label] = spent.get(label, 0.0) + time.process_time() - started[0]
+gc.callbacks.append(collected)
 def count(owner, name, label):
     f = getattr(owner, name, None)
     if f is None:
