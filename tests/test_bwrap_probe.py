@@ -67,7 +67,19 @@ def test_an_early_probe_past_the_timeout_is_killed_and_reported_as_one_of_its_ow
     assert time.monotonic() - started < 5 and proc.returncode is not None  # killed, reaped
 
 
-def test_a_probe_nobody_takes_is_ended_and_reaped(tmp_path) -> None:
+def test_a_probe_nobody_takes_is_let_finish_and_reaped(tmp_path) -> None:
+    """Not killed while it runs (bwrap killed while it sets the sandbox up can leave
+    its child running): let finish, then reaped."""
+    done = tmp_path / "done"
+    bwrap = fake_bwrap(tmp_path, f"sleep 0.2; touch {done}")
+    assert bwrap_probe.start_early(bwrap)
+    proc = bwrap_probe._early[bwrap][0]
+    bwrap_probe.discard_early()
+    assert done.exists() and proc.returncode == 0 and bwrap_probe._early == {}
+
+
+def test_a_probe_nobody_takes_is_ended_past_the_timeout(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(bwrap_probe, "PROBE_TIMEOUT", 0.3)
     bwrap = fake_bwrap(tmp_path, "exec sleep 30")
     assert bwrap_probe.start_early(bwrap)
     proc = bwrap_probe._early[bwrap][0]
@@ -83,6 +95,7 @@ def test_the_workspace_command_probes_before_its_imports_and_leaves_no_process(
 
     bwrap = fake_bwrap(tmp_path, "exec sleep 30")
     monkeypatch.setenv("SLOP_BWRAP", bwrap)
+    monkeypatch.setattr(bwrap_probe, "PROBE_TIMEOUT", 0.3)
     seen: list[subprocess.Popen] = []
 
     def run_app(**kw) -> int:

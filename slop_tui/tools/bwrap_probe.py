@@ -71,21 +71,28 @@ def probe(bwrap: str) -> str | None:
 
 def _result(proc: subprocess.Popen[bytes], started: float) -> tuple[int, bytes]:
     """The early probe's exit code and error output, within the timeout counted from
-    its start (killed and reaped past it, as `subprocess.run` does)."""
+    its start (past it killed and reaped, as `subprocess.run` does)."""
     try:
         _, stderr = proc.communicate(timeout=max(0.0, started + PROBE_TIMEOUT - time.monotonic()))
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        _end(proc)
         raise subprocess.TimeoutExpired(proc.args, PROBE_TIMEOUT) from None
     return proc.returncode, stderr
 
 
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def discard_early() -> None:
-    """End and reap the probes nobody took."""
+    """Reap the probes nobody took. Each is let finish (a few ms; killed only past the
+    timeout, as `probe` does): bwrap killed while it sets the sandbox up can leave its
+    child running."""
     while _early:
-        _, (proc, _started) = _early.popitem()
-        with contextlib.suppress(OSError):
-            proc.kill()
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            proc.communicate(timeout=PROBE_TIMEOUT)
+        _, (proc, started) = _early.popitem()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _result(proc, started)
