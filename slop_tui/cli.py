@@ -327,12 +327,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # argparse prints its own usage line
             return int(exc.code or 0) and EXIT_USAGE
     if args.command not in ("exec", "ask", "trust"):
-        # The workspace, before its first dataclass is made: their methods' code from
-        # the user cache (slop_tui/codecache.py, ~70-100 ms of CPU less before the
-        # first frame). `exec`, `ask` and `trust` leave no file behind.
         from slop_tui.ui.collector import hold_full_collections
 
         hold_full_collections()  # until the first full screen; the app paces them after
+        # The workspace, before its first dataclass is made: their methods' code from
+        # the user cache (slop_tui/codecache.py, ~70-100 ms of CPU less before the
+        # first frame). `exec`, `ask` and `trust` leave no file behind.
         cache = loaded_cache_dir()
         if cache is not None:
             from slop_tui.codecache import use_code_cache

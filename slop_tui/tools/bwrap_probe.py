@@ -7,7 +7,7 @@ detection (`slop_tui/tools/sandbox.py`, beside the ledger's open) takes its
 result instead of starting and waiting for a second one. The result is the
 same either way: the same command, the same timeout counted from its start,
 the same sentences. A probe nobody takes (the sandbox turned off, another
-bwrap found) is ended and reaped by `discard_early`.
+bwrap found) is let finish and reaped by `discard_early`.
 
 Standard library only: it is imported before the workspace's modules.
 """

@@ -50,6 +50,7 @@ _young_held = False  # hold_full_collections switched the collector off
 
 def hold_full_collections() -> None:
     """No automatic collection from here to the first full screen (`start`).
+
     Called before the workspace's imports (`slop-tui`'s entry point): start-up
     builds ~1M objects that live as long as the app, and CPython walked them on
     the way: in full collections (two in a 2,000-message start, 32 ms together),
