@@ -205,9 +205,21 @@ def _run_trust(args: argparse.Namespace) -> int:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
-    from slop_tui.ui.collector import hold_full_collections
+    import shutil
 
-    hold_full_collections()  # until the first full screen; the app paces them after
+    from slop_tui.tools import bwrap_probe
+
+    # The sandbox's probe is a process: started now, it runs on another core while
+    # Textual and the workspace are imported, and the app takes its result.
+    wanted = os.environ.get("SLOP_BWRAP") or "bwrap"
+    bwrap_probe.start_early(shutil.which(wanted, path=os.environ.get("PATH")))
+    try:
+        return _run_app(args)
+    finally:
+        bwrap_probe.discard_early()  # not taken (the sandbox turned off): reaped
+
+
+def _run_app(args: argparse.Namespace) -> int:
     from slop_tui.ui.startup import defer_for_first_screen, keep_compiled_patterns
 
     defer_for_first_screen()  # code highlighting, until the first screen is up
@@ -315,6 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # argparse prints its own usage line
             return int(exc.code or 0) and EXIT_USAGE
     if args.command not in ("exec", "ask", "trust"):
+        from slop_tui.ui.collector import hold_full_collections
+
+        hold_full_collections()  # until the first full screen; the app paces them after
         # The workspace, before its first dataclass is made: their methods' code from
         # the user cache (slop_tui/codecache.py, ~70-100 ms of CPU less before the
         # first frame). `exec`, `ask` and `trust` leave no file behind.

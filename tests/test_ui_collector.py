@@ -185,8 +185,10 @@ def test_start_up_holds_full_collections_and_the_app_gives_the_original_back(pac
     original = gc.get_threshold()
     collector.hold_full_collections()
     assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
+    assert not gc.isenabled()  # the young collections too, until the first full screen
     collector.hold_full_collections()  # twice is once: the original is kept
     pace.start()
+    assert gc.isenabled() and gc.get_freeze_count() > 0  # on again, over what was frozen
     assert gc.get_threshold()[2] == collector.NO_AUTOMATIC_FULL
     pace.stop()
     assert gc.get_threshold() == original  # not the held one
@@ -201,6 +203,7 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
     from slop_tui.ui.widgets import blocks
 
     seen: list[int] = []
+    enabled: list[bool] = []
     held: list[bool] = []
     cached: list[Path] = []  # the dataclass code cache, installed first (not in this process)
     monkeypatch.setattr(codecache, "use_code_cache", cached.append)
@@ -210,6 +213,7 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
 
     def run_app(**kw) -> int:
         seen.append(gc.get_threshold()[2])
+        enabled.append(gc.isenabled())  # no young collection either, until the screen is up
         held.append(blocks.code_highlighting_held())  # ui/startup.py's deferral too
         return 0
 
@@ -220,8 +224,39 @@ def test_the_command_line_holds_full_collections_before_the_workspace_imports(
         assert cached == [codecache.user_cache_dir()]
         assert kept == [codecache.user_cache_dir()] * 2
         assert seen == [collector.NO_AUTOMATIC_FULL]
+        assert enabled == [False]
         assert held == [True]
     finally:
-        collector._held = None
+        collector._held, collector._young_held = None, False
+        gc.enable()
         gc.set_threshold(*original)
         blocks.release_code_highlighting()  # process-wide: the next tests highlight
+
+
+async def test_a_workspace_that_fails_to_open_gives_the_collector_back(tmp_path) -> None:
+    """The collector is off from the command's start to the first full screen; a start
+    that never gets there (the ledger refused) turns it back on all the same."""
+    from slop_tui.ui.app import SlopApp
+
+    threshold = gc.get_threshold()
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    collector.hold_full_collections()
+    try:
+        assert not gc.isenabled()
+        app = SlopApp(db=":memory:", cwd=tmp_path, env=env, user_themes=False, blink=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                if app.startup_error is not None:
+                    break
+                await pilot.pause(0.05)
+            assert app.startup_error is not None
+            for _ in range(100):  # once the refusal's banner and panes are shown
+                if gc.isenabled():
+                    break
+                await pilot.pause(0.05)
+            assert gc.isenabled()
+    finally:
+        collector._held, collector._young_held = None, False
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -45,7 +45,6 @@ import atexit
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
@@ -54,10 +53,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from slop_tui.context.redact import contains_secret
-from slop_tui.tools import gitdirs
+from slop_tui.tools import bwrap_probe, gitdirs
 
 SANDBOX_MODES = ("auto", "off")
-PROBE_TIMEOUT = 5.0
 
 # Variables the shell never gets, besides every `api_key_env` of the configured
 # providers and any whose value the secret detector recognises.
@@ -282,21 +280,9 @@ def hidden_paths(env: Mapping[str, str], secret_files: Iterable[Path] = ()) -> t
 
 @lru_cache(maxsize=8)
 def _probe(bwrap: str) -> str | None:
-    """None when `bwrap` can build the sandbox here, else why not (one line)."""
-    try:
-        done = subprocess.run(
-            [bwrap, "--die-with-parent", "--cap-drop", "ALL", "--unshare-pid", "--unshare-net",
-             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=PROBE_TIMEOUT,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{bwrap} cannot run: {exc}"
-    if done.returncode != 0:
-        err = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"{bwrap} failed: {err[-1] if err else f'exit code {done.returncode}'}"
-    return None
+    """None when `bwrap` can build the sandbox here, else why not (one line); the
+    workspace command's probe started before its imports, if it is this one's."""
+    return bwrap_probe.probe(bwrap)
 
 
 def detect(
@@ -309,6 +295,7 @@ def detect(
     """The sandbox this machine can run (`mode` "off": none, on purpose)."""
     env = os.environ if env is None else env
     if mode == "off":
+        bwrap_probe.discard_early()
         return Sandbox(None, 'turned off by [tools] sandbox = "off"', network)
     wanted = env.get("SLOP_BWRAP") or "bwrap"
     found = shutil.which(wanted, path=env.get("PATH"))

@@ -30,7 +30,7 @@ from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.collector import CollectorPacing
+from slop_tui.ui.collector import CollectorPacing, release_held_collections
 from slop_tui.ui.keyroute import KeyRouter
 from slop_tui.ui.palette import SlopCommands, build_palette_later
 from slop_tui.ui.screens.workspace import WorkspaceScreen
@@ -218,6 +218,9 @@ class SlopApp(App):
             return
         finally:
             release_first_frame(self)
+            # The collector, off since the command started (`hold_full_collections`),
+            # back on over what start-up made, frozen.
+            release_held_collections()
             self.keys.panes_filled()  # the keys typed before the side panes, in order
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the

@@ -45,20 +45,39 @@ NO_AUTOMATIC_FULL = 1 << 30  # a generation-2 threshold that is never reached
 KEY_FRAME_S = 0.1  # how long after a key its frame may still be on its way
 
 _held: tuple[int, int, int] | None = None  # the thresholds before hold_full_collections
+_young_held = False  # hold_full_collections switched the collector off
 
 
 def hold_full_collections() -> None:
-    """No automatic full collection from here to the first full screen (`start`).
+    """No automatic collection from here to the first full screen (`start`).
 
     Called before the workspace's imports (`slop-tui`'s entry point): start-up
-    builds ~1M objects that live as long as the app, and CPython walked them in
-    full collections on the way (two in a 2,000-message start, 32 ms together;
-    12 ms with this). `CollectorPacing.start` freezes them instead."""
-    global _held
+    builds ~1M objects that live as long as the app, and CPython walked them on
+    the way: in full collections (two in a 2,000-message start, 32 ms together),
+    and in ~140 young ones (15-30 ms until the first frame). The collector is
+    off until `release_held_collections` freezes what start-up made and turns it
+    back on; `CollectorPacing.start` paces the full collections from there."""
+    global _held, _young_held
     if _held is None:
         _held = gc.get_threshold()
         young, middle, _full = _held
         gc.set_threshold(young, middle, NO_AUTOMATIC_FULL)
+        if gc.isenabled():
+            gc.disable()
+            _young_held = True
+
+
+def release_held_collections() -> None:
+    """The automatic collections back after `hold_full_collections` (once the first
+    full screen is up, or opening the workspace failed). What start-up made is frozen
+    first: switched on over it, the first young collection would walk all of it (the
+    generation the collector was off for). Its little cyclic garbage waits for the
+    first deep collection, as `CollectorPacing.start` leaves it."""
+    global _young_held
+    if _young_held:
+        _young_held = False
+        gc.freeze()
+        gc.enable()
 
 
 class CollectorPacing:
@@ -77,6 +96,7 @@ class CollectorPacing:
         first deep collection."""
         global _held
         gc.freeze()
+        release_held_collections()
         self.last_deep = self._clock()
         self.saved_threshold, _held = _held or gc.get_threshold(), None
         young, middle, _full = self.saved_threshold
