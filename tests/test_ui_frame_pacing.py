@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import asynccontextmanager
 
 from rich.segment import Segment
 from textual import _time
@@ -19,7 +20,7 @@ from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets import blocks
+from slop_tui.ui.widgets import blocks, conversation
 from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
@@ -484,13 +485,49 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
         await wait_for(pilot, lambda: not view._paging)
 
 
+@asynccontextmanager
+async def long_pages(workspace):  # type: ignore[no-untyped-def]
+    """80 groups in an app whose pages (12 groups, a frame each) take a while to mount,
+    loaded and focused."""
+    await bulk_groups(workspace, 80)
+    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
+    async with app.run_test(size=SIZE) as pilot:
+        yield app, pilot, await loaded_and_focused(app, pilot, workspace)
+
+
+async def test_ctrl_u_after_a_page_finds_its_oldest_group_styled_without_a_still_view(
+    ws,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """While pages follow one another or a reply streams, the view is never still long
+    enough for the styling ahead; the group a page mounted last (the one the next ctrl+u
+    brings to the top) is styled once it is laid out, so the key's frame styles nothing."""
+    monkeypatch.setattr(conversation, "STYLE_AHEAD_DELAY", 60.0)  # never still enough
+    await bulk_groups(ws, 60)
+    app = ConvApp(initial_blocks=15, page_size=5)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        view.action_load_older()
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True])
+        await pilot.pause()
+        await wait_for(pilot, lambda: not getattr(view.styler, "oldest", None))
+        oldest = view._oldest_block()
+        assert oldest is not None and view._tops[oldest] < view.scroll_y
+        drawn = lines_styled_per_frame(monkeypatch)
+        view.action_load_older()
+        for _ in range(20):  # the key's own frame, drawn at once
+            if any(w is oldest for w, _ in drawn):
+                break
+            await asyncio.sleep(0)
+        assert any(w is oldest for w, _ in drawn)
+        assert sum(n for w, n in drawn if in_groups(w)) == 0
+        await wait_for(pilot, lambda: not view._paging)
+
+
 async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(
     ws,  # noqa: F811
 ) -> None:
-    await bulk_groups(ws, 80)
-    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
+    async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
@@ -529,10 +566,7 @@ async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_
     """The key comes between a page's mount of a group and that group's layout: the
     layout it owes, the next frame, brings it to the top; the view does not wait for
     the rest of the page (a frame per group) before it moves."""
-    await bulk_groups(ws, 80)
-    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
+    async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         block = None
