@@ -584,9 +584,10 @@ async def test_ctrl_u_after_a_page_finds_its_oldest_group_styled_without_a_still
         view.action_load_older()
         await wait_for(pilot, lambda: not view._paging and not view._queued[True])
         await pilot.pause()
-        await wait_for(pilot, lambda: not getattr(view.styler, "oldest", None))
         oldest = view._oldest_block()
         assert oldest is not None and view._tops[oldest] < view.scroll_y
+        await wait_for(pilot, lambda: not textual_fixes.lines_to_style(oldest))
+        await wait_for(pilot, lambda: not getattr(view.styler, "oldest", None))
         await ctrl_u_styles_nothing(pilot, view, oldest, monkeypatch)
 
 

@@ -217,17 +217,17 @@ class PageStyler:
         return self._slice()
 
     def style_oldest(self) -> int:
-        """Style the pane ctrl+u shows next (the oldest mounted group's first lines, the
-        group brought to the top) now, in slices; returns how many lines the first
+        """Style the pane ctrl+u shows next (from the oldest mounted group's top, the
+        group it brings to the top) now, in slices; returns how many lines the first
         slice styled.
 
-        Called once a page has mounted a group and laid it out (`GroupBlocks.arrange`):
-        while pages follow one another or a reply streams, the view is never still for
-        `STYLE_AHEAD_DELAY`, and the next ctrl+u's frame styled those ~35 lines itself
-        (10-20 ms of a 2-core machine's main thread). Styling them also rebuilds
-        Textual's full map of the screen if a layout let it go, which the key's frame
-        would rebuild otherwise. Not dropped by a scroll or a layout: whatever the view
-        does, the key shows this group at the top; a later group mounted replaces it."""
+        Called once a page has mounted its last group and laid it out (`GroupPager._page`,
+        `GroupBlocks.arrange`): while pages follow one another or a reply streams, the
+        view is never still for `STYLE_AHEAD_DELAY`, and the next ctrl+u's frame styled
+        those ~35 lines itself (10-20 ms of a 2-core machine's main thread). Styling them
+        also rebuilds Textual's full map of the screen if a layout let it go, which the
+        key's frame would rebuild otherwise. Not dropped by a scroll or a layout: whatever
+        the view does, the key shows this group at the top; the next page replaces it."""
         view = self.view
         if self.oldest_timer is not None:
             self.oldest_timer.stop()
@@ -237,8 +237,16 @@ class PageStyler:
         height = view.scrollable_content_region.height
         if not view.is_mounted or block is None or block not in view._tops or height <= 0:
             return 0
-        first_pane = block.region.y + height  # in the full map, as the key's frame draws it
-        self.oldest = [w for w in _shown_parts(block) if w.region.y < first_pane][::-1]
+        # The pane from the group's top (in the full map, as the key's frame draws it),
+        # the groups below it too when it is shorter.
+        y0 = block.region.y
+        y1 = y0 + height
+        top = view._tops[block]
+        widgets: list[Widget] = []
+        for group, group_top in list(view._tops.items()):
+            if isinstance(group, GroupBlock) and not group.live and top <= group_top < top + height:
+                widgets.extend(w for w in _shown_parts(group) if w.region.y < y1)
+        self.oldest = [w for w in widgets if w.region.bottom > y0][::-1]
         return self._slice_oldest()
 
     def _slice(self) -> int:
@@ -343,7 +351,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self._placing = False  # the view is scrolling itself to follow
         self.styler = PageStyler(self)  # the lines a page key shows, styled ahead
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
-        self._oldest_mounted = False  # a page mounted the oldest group, not laid out yet
+        self._oldest_mounted = False  # a page mounted its last group, not laid out yet
 
     def compose(self):
         yield self._older
@@ -870,7 +878,6 @@ class GroupPager(GroupBlocks):
                     if older:
                         await self.mount(block, after=self._older)
                         self._lo -= 1
-                        self._oldest_mounted = True  # styled once laid out (`arrange`)
                     else:
                         await self.mount(block, before=self._newer)
                         self._hi += 1
@@ -881,6 +888,14 @@ class GroupPager(GroupBlocks):
                 mounted += 1
                 if trimmed and older:
                     self.anchor(False)  # the newest groups are no longer mounted
+            if older and mounted:
+                # The group the next ctrl+u brings to the top, styled once laid out.
+                # Only the page's last: styling each group of the page cost more than
+                # the keys it served (most come after the page).
+                if self._oldest_block() in self._tops:
+                    self.call_later(self.styler.style_oldest)
+                else:
+                    self._oldest_mounted = True  # (`arrange`)
             # After the frame: refreshing a marker off screen before it makes Textual
             # arrange the whole screen once more just to find it.
             self.call_after_refresh(self._update_markers)
