@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets import blocks, conversation
+from slop_tui.ui.widgets import blocks
 from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
@@ -533,19 +533,6 @@ async def test_a_page_up_finds_the_page_above_styled_while_the_view_was_still(
         assert rows <= set(range(region.y, region.bottom))
 
 
-async def ctrl_u_styles_nothing(pilot, view, oldest, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """ctrl+u's own frame (drawn at once) shows `oldest` and styles no line of a group."""
-    drawn = lines_styled_per_frame(monkeypatch)
-    view.action_load_older()
-    for _ in range(20):
-        if any(w is oldest for w, _ in drawn):
-            break
-        await asyncio.sleep(0)
-    assert any(w is oldest for w, _ in drawn)
-    assert sum(n for w, n in drawn if in_groups(w)) == 0
-    await wait_for(pilot, lambda: not view._paging)
-
-
 async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> None:  # noqa: F811
     await bulk_groups(ws, 60)
     app = ConvApp(initial_blocks=15, page_size=5)
@@ -556,7 +543,15 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
         oldest = view.block(view.mounted_group_ids[0])
         assert view._tops[oldest] < view.scroll_y - view.scrollable_content_region.height
         assert not textual_fixes.lines_to_style(oldest)
-        await ctrl_u_styles_nothing(pilot, view, oldest, monkeypatch)
+        drawn = lines_styled_per_frame(monkeypatch)
+        view.action_load_older()
+        for _ in range(20):  # the key's own frame, drawn at once
+            if any(w is oldest for w, _ in drawn):
+                break
+            await asyncio.sleep(0)
+        assert any(w is oldest for w, _ in drawn)
+        assert sum(n for w, n in drawn if in_groups(w)) == 0
+        await wait_for(pilot, lambda: not view._paging)
 
 
 @asynccontextmanager
@@ -567,28 +562,6 @@ async def long_pages(workspace):  # type: ignore[no-untyped-def]
     app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
     async with app.run_test(size=SIZE) as pilot:
         yield app, pilot, await loaded_and_focused(app, pilot, workspace)
-
-
-async def test_ctrl_u_after_a_page_finds_its_oldest_group_styled_without_a_still_view(
-    ws,  # noqa: F811
-    monkeypatch,
-) -> None:
-    """While pages follow one another or a reply streams, the view is never still long
-    enough for the styling ahead; the group a page mounted last (the one the next ctrl+u
-    brings to the top) is styled once it is laid out, so the key's frame styles nothing."""
-    monkeypatch.setattr(conversation, "STYLE_AHEAD_DELAY", 60.0)  # never still enough
-    await bulk_groups(ws, 60)
-    app = ConvApp(initial_blocks=15, page_size=5)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
-        view.action_load_older()
-        await wait_for(pilot, lambda: not view._paging and not view._queued[True])
-        await pilot.pause()
-        oldest = view._oldest_block()
-        assert oldest is not None and view._tops[oldest] < view.scroll_y
-        await wait_for(pilot, lambda: not textual_fixes.lines_to_style(oldest))
-        await wait_for(pilot, lambda: not getattr(view.styler, "oldest", None))
-        await ctrl_u_styles_nothing(pilot, view, oldest, monkeypatch)
 
 
 async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(

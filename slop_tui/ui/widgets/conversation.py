@@ -94,11 +94,6 @@ def _snapshot(block: GroupBlock, snapshot: tuple[int, int] | None) -> None:
         block.usage = snapshot_label(*snapshot)
 
 
-def _shown_parts(block: GroupBlock) -> list[Widget]:
-    """The block and its descendants that a draw of it shows (displayed, not empty)."""
-    return [w for w in (block, *block.walk_children(Widget)) if w.display and w.outer_size.area]
-
-
 class PageMarker(Static):
     """The "▲ N older groups" / "▼ N newer groups" line; a click loads them."""
 
@@ -151,11 +146,6 @@ class PageStyler:
         self.queue: list[Widget] = []  # widgets still to style, the next last
         self._still_from = 0.0  # (time.monotonic) when the view will have been still enough
         self._waiting = False  # `timer` waits for the view to be still (not a slice)
-        # The oldest mounted group's first pane (what ctrl+u shows next), styled as soon
-        # as a page has mounted and laid it out (`style_oldest`): its own queue and
-        # timer, which a scroll or a layout does not drop.
-        self.oldest: list[Widget] = []
-        self.oldest_timer: Timer | None = None
 
     def later(self) -> None:
         """Style the pages a key may show once the view has been still a while.
@@ -212,42 +202,13 @@ class PageStyler:
             if block_height > 4 * height:
                 continue  # a long group: styled by the frames that show it
             if any(block_top < hi and block_top + block_height > lo for lo, hi in bands):
-                widgets.extend(_shown_parts(block))
+                widgets.extend(
+                    w
+                    for w in (block, *block.walk_children(Widget))
+                    if w.display and w.outer_size.area
+                )
         self.queue = widgets[::-1]  # the blocks in order, from the end of the list
         return self._slice()
-
-    def style_oldest(self) -> int:
-        """Style the pane ctrl+u shows next (from the oldest mounted group's top, the
-        group it brings to the top) now, in slices; returns how many lines the first
-        slice styled.
-
-        Called once a page has mounted its last group and laid it out (`GroupPager._page`,
-        `GroupBlocks.arrange`): while pages follow one another or a reply streams, the
-        view is never still for `STYLE_AHEAD_DELAY`, and the next ctrl+u's frame styled
-        those ~35 lines itself (10-20 ms of a 2-core machine's main thread). Styling them
-        also rebuilds Textual's full map of the screen if a layout let it go, which the
-        key's frame would rebuild otherwise. Not dropped by a scroll or a layout: whatever
-        the view does, the key shows this group at the top; the next page replaces it."""
-        view = self.view
-        if self.oldest_timer is not None:
-            self.oldest_timer.stop()
-            self.oldest_timer = None
-        self.oldest = []
-        block = view._oldest_block()
-        height = view.scrollable_content_region.height
-        if not view.is_mounted or block is None or block not in view._tops or height <= 0:
-            return 0
-        # The pane from the group's top (in the full map, as the key's frame draws it),
-        # the groups below it too when it is shorter.
-        y0 = block.region.y
-        y1 = y0 + height
-        top = view._tops[block]
-        widgets: list[Widget] = []
-        for group, group_top in list(view._tops.items()):
-            if isinstance(group, GroupBlock) and not group.live and top <= group_top < top + height:
-                widgets.extend(w for w in _shown_parts(group) if w.region.y < y1)
-        self.oldest = [w for w in widgets if w.region.bottom > y0][::-1]
-        return self._slice_oldest()
 
     def _slice(self) -> int:
         """Style the queued widgets for `STYLE_AHEAD_SLICE_S` at most, and the rest in
@@ -255,37 +216,24 @@ class PageStyler:
         or a streamed update that came meanwhile waited for it. A scroll or a layout
         of the view (`later`) drops what is left; the styling starts again once the
         view is still."""
-        self.timer = None
-        styled = self._style_a_slice(self.queue)
-        if self.queue:
-            # The next slice at once: a key (or a streamed update) that came meanwhile
-            # gets in between. Further apart, the styling was not done by the next page
-            # key, whose frame then styled the lines itself.
-            self.timer = self.view.set_timer(STYLE_AHEAD_SLICE_GAP, self._slice)
-        return styled
-
-    def _slice_oldest(self) -> int:
-        self.oldest_timer = None
-        styled = self._style_a_slice(self.oldest)
-        if self.oldest:
-            self.oldest_timer = self.view.set_timer(STYLE_AHEAD_SLICE_GAP, self._slice_oldest)
-        return styled
-
-    def _style_a_slice(self, queue: list[Widget]) -> int:
-        """Style widgets from the end of `queue` for `STYLE_AHEAD_SLICE_S` at most (one
-        at least); returns how many lines."""
         view = self.view
+        self.timer = None
+        queue, styled = self.queue, 0
         if not view.is_mounted:
             queue.clear()
             return 0
-        styled = 0
         end = time.perf_counter() + STYLE_AHEAD_SLICE_S
-        while queue:
+        while queue:  # one widget at least
             widget = queue.pop()
             if widget.is_mounted:
                 styled += textual_fixes.style_ahead(view.screen, [widget])
             if time.perf_counter() >= end:
                 break
+        if queue:
+            # The next slice at once: a key (or a streamed update) that came meanwhile
+            # gets in between. Further apart, the styling was not done by the next page
+            # key, whose frame then styled the lines itself.
+            self.timer = view.set_timer(STYLE_AHEAD_SLICE_GAP, self._slice)
         return styled
 
 
@@ -351,7 +299,6 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self._placing = False  # the view is scrolling itself to follow
         self.styler = PageStyler(self)  # the lines a page key shows, styled ahead
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
-        self._oldest_mounted = False  # a page mounted its last group, not laid out yet
 
     def compose(self):
         yield self._older
@@ -370,10 +317,6 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         arrangement = super().arrange(size, optimal)
         self._tops = {p.widget: p.region.y for p in arrangement.placements}
         self._laid_out.set()
-        if self._oldest_mounted and self._oldest_block() in self._tops:
-            # A page's group, laid out: styled once this frame is out.
-            self._oldest_mounted = False
-            self.call_later(self.styler.style_oldest)
         bottom = arrangement.total_region.bottom
         if self._keep is not None and self._keep[0] in self._tops:
             widget, offset = self._keep
@@ -888,14 +831,6 @@ class GroupPager(GroupBlocks):
                 mounted += 1
                 if trimmed and older:
                     self.anchor(False)  # the newest groups are no longer mounted
-            if older and mounted:
-                # The group the next ctrl+u brings to the top, styled once laid out.
-                # Only the page's last: styling each group of the page cost more than
-                # the keys it served (most come after the page).
-                if self._oldest_block() in self._tops:
-                    self.call_later(self.styler.style_oldest)
-                else:
-                    self._oldest_mounted = True  # (`arrange`)
             # After the frame: refreshing a marker off screen before it makes Textual
             # arrange the whole screen once more just to find it.
             self.call_after_refresh(self._update_markers)
