@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import asynccontextmanager
 
 from rich.segment import Segment
 from textual import _time
@@ -266,6 +267,40 @@ async def test_a_page_key_after_a_block_off_screen_was_redrawn_repaints_only_the
             assert rows <= pane and banner.region.y not in rows, before
 
 
+async def test_a_block_off_screen_repainted_keeps_the_map_a_page_key_reads(
+    ws,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """A widget already placed and repainted off screen (a reply streaming below the pane
+    while the user reads above it) leaves Textual's map of every widget as it is: the
+    next page key's frame does not rebuild it."""
+    await bulk_groups(ws, 40)
+    app = PanedConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        await pilot.press("pageup")
+        await wait_for(pilot, lambda: view.styler.timer is None)  # the map rebuilt
+        await pilot.pause()
+        compositor = app.screen._compositor
+        assert not compositor._full_map_invalidated
+        rebuilt: list[int] = []
+        full_map = textual_fixes._full_map
+
+        def counting(self):  # type: ignore[no-untyped-def]
+            rebuilt.append(1)
+            return full_map.fget(self)
+
+        monkeypatch.setattr(textual_fixes, "_full_map", property(counting))
+        block = off_screen_group(view)
+        block.refresh()  # a repaint, no layout
+        await pilot.pause()
+        assert not compositor._full_map_invalidated
+        top = view.scroll_y
+        await pilot.press("pageup")
+        assert view.scroll_y < top
+        assert not rebuilt
+
+
 class WrapApp(App):
     """A wrapped paragraph over a view anchored to its bottom, under a hidden banner."""
 
@@ -376,14 +411,20 @@ async def test_the_workspace_needs_no_second_layout(tmp_path) -> None:
         await second_layout_changes_nothing(app, pilot)
 
 
-async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -> None:  # noqa: F811
-    await bulk_groups(ws, 60)
-    app = ConvApp(page_size=5)
+@asynccontextmanager
+async def oldest_above_the_pane(workspace, app):  # type: ignore[no-untyped-def]
+    """`app` over 60 groups, loaded and focused, its oldest mounted group above the pane."""
+    await bulk_groups(workspace, 60)
     async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
+        view = await loaded_and_focused(app, pilot, workspace)
         oldest = view.block(view.mounted_group_ids[0])
+        assert view._tops[oldest] < view.scroll_y
+        yield app, pilot, view, oldest
+
+
+async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -> None:  # noqa: F811
+    async with oldest_above_the_pane(ws, ConvApp(page_size=5)) as (app, pilot, view, oldest):
         top = view._tops[oldest]
-        assert top < view.scroll_y  # above the pane
         drawn: list[float] = []  # the view's scroll in each frame written
         on_each_frame(app, lambda frame: frame is not None and drawn.append(view.scroll_y))
         mounted = view.mounted_group_ids
@@ -398,6 +439,35 @@ async def test_ctrl_u_brings_the_oldest_group_to_the_top_in_the_keys_frame(ws) -
         await wait_for(pilot, lambda: view.mounted_group_ids[0] != mounted[0] and not view._paging)
         await pilot.pause()
         assert oldest.region.y == view.region.y  # still at the top, the page above it
+
+
+async def test_ctrl_u_with_a_layout_pending_draws_its_scroll_first_and_the_layout_next(
+    ws,  # noqa: F811
+) -> None:
+    """A layout asked for since the last frame (a page's mount, the markers' counts) is
+    not laid out in the key's frame: the scroll is drawn at once in the places the last
+    layout gave, the whole screen laid out in the next frame."""
+    async with oldest_above_the_pane(ws, PanedConvApp(page_size=5)) as (app, pilot, view, oldest):
+        top = view._tops[oldest]
+        banner = app.query_one("#banner", Static)
+        banner.update("a pane beside the conversation, its text changed")  # a layout
+        for _ in range(50):
+            if app.screen._layout_required:
+                break
+            await asyncio.sleep(0)
+        assert app.screen._layout_required
+        reflows = count_reflows(app)
+        frames: list[tuple[float, int]] = []  # (the view's scroll, reflows so far) a frame
+        on_each_frame(
+            app, lambda frame: frame is not None and frames.append((view.scroll_y, len(reflows)))
+        )
+        view.action_load_older()
+        assert frames and frames[0] == (top, 0)  # drawn at once, nothing laid out
+        await wait_for(pilot, lambda: len(reflows) > 0)  # the layout, next
+        await wait_for(pilot, lambda: not view._paging)
+        await pilot.pause()
+        assert oldest.region.y == view.region.y  # still at the top, the page above it
+        assert "changed" in str(banner.render())
 
 
 def lines_styled_per_frame(monkeypatch) -> list[tuple[object, int]]:
@@ -484,13 +554,20 @@ async def test_ctrl_u_finds_the_oldest_groups_pane_styled(ws, monkeypatch) -> No
         await wait_for(pilot, lambda: not view._paging)
 
 
+@asynccontextmanager
+async def long_pages(workspace):  # type: ignore[no-untyped-def]
+    """80 groups in an app whose pages (12 groups, a frame each) take a while to mount,
+    loaded and focused."""
+    await bulk_groups(workspace, 80)
+    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
+    async with app.run_test(size=SIZE) as pilot:
+        yield app, pilot, await loaded_and_focused(app, pilot, workspace)
+
+
 async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once(
     ws,  # noqa: F811
 ) -> None:
-    await bulk_groups(ws, 80)
-    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
+    async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
@@ -529,10 +606,7 @@ async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_
     """The key comes between a page's mount of a group and that group's layout: the
     layout it owes, the next frame, brings it to the top; the view does not wait for
     the rest of the page (a frame per group) before it moves."""
-    await bulk_groups(ws, 80)
-    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=40)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await loaded_and_focused(app, pilot, ws)
+    async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         block = None
