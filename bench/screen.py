@@ -30,7 +30,11 @@ with a marker word put at the end of each session's last answer.
   click on a line of text in the conversation; `end` goes back between the
   two, after every six), the command palette's field is on screen (ctrl+p; Esc
   closes it, unmeasured). Idle keys wait for 50 ms of quiet first (conversation
-  keys 0.3 s: their effect can take several frames); all keys are 30-90 ms apart. Then the same five
+  keys 0.3 s: their effect can take several frames); all keys are 30-90 ms apart.
+  While keys are timed this process runs no automatic garbage collection and
+  switches threads every 0.5 ms (`stamping`), so that its own pauses (a collection
+  of the emulator's cells, its feeding of a chunk) do not delay the stamp of the
+  next chunk. Then the same five
   while a reply streams: the app's provider is an OpenAI-compatible one pointed
   at tests/fakeserver.py on 127.0.0.1, sending 200 deltas/s of markdown.
 - **memory**: VmHWM (peak resident set) from /proc/PID/status when shown, and
@@ -88,7 +92,7 @@ from pathlib import Path
 
 import _common as c
 import tui
-from _term import Term, click, cpu_seconds, environment, status_kb
+from _term import Term, click, cpu_seconds, environment, stamping, status_kb
 from screen_hello import MARKER as HELLO_MARKER
 
 from tests.fakeserver import FakeLLMServer, Reply
@@ -373,7 +377,8 @@ def measure_start(
         run.rss_shown_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
         run.cpu_shown = cpu_seconds(term.pid)
         if keys and app != "hello":
-            KeyCases(term, run, keys, on_case, only).all()
+            with stamping():
+                KeyCases(term, run, keys, on_case, only).all()
             run.rss_end_mb = (status_kb(term.pid, "VmHWM") or 0) / 1024
     finally:
         term.close()

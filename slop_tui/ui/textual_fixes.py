@@ -34,6 +34,7 @@ Patched by `install()` (name: what it replaces):
 - `removed-lets-go`: `Widget._message_loop_exit`
 - `strips-without-self-cycles`: `Strip.divide`, `Strip.crop_extend`
 - `chops-of-what-shows`: `Compositor._render_chops`
+- `frames-written-at-once`: `WriterThread.write`, `WriterThread.run`
 
 Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
 
@@ -78,6 +79,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from threading import Lock as _Lock
 from types import CodeType, ModuleType
 from typing import Any
 
@@ -91,6 +93,7 @@ from textual.command import CommandPalette
 from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
+from textual.drivers._writer_thread import WriterThread
 from textual.geometry import Offset, Region, Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
@@ -170,6 +173,11 @@ RELIED_ON: dict[str, str] = {
     "textual.widget.Widget._message_loop_exit": "patch removed-lets-go (runs it, then "
     "clears _styles_cache and _box_model_cache)",
     "textual.cache.LRUCache": "removed-lets-go empties the links of its _cache before clear()",
+    "textual.drivers._writer_thread.WriterThread.write": "patch frames-written-at-once",
+    "textual.drivers._writer_thread.WriterThread.run": "patch frames-written-at-once (its "
+    "loop, with bytes written and what was flushed counted)",
+    "textual.drivers._writer_thread.WriterThread.stop": "frames-written-at-once: the "
+    "thread ends at a None on the queue, put there directly, not through write()",
     "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
     "textual.scrollbar.ScrollBar.render": "LineScrollBar (ui/widgets/scrollbar.py) takes "
     "the renderer's values and style from it",
@@ -706,6 +714,97 @@ async def _exit_letting_go(self: Widget) -> None:
         # `clear()` alone leaves them a cycle, with their box models, for the collector.
         link.clear()
     boxes.clear()
+
+
+# A frame goes to the terminal from the thread that drew it when nothing is queued
+# ahead of it. Textual hands every frame to its writer thread; that thread must then
+# be woken and take the interpreter lock, which the event loop holds until it waits or
+# for the switch interval (5 ms), and on a busy machine the frame sat drawn and unsent
+# for 5-50 ms. The write here is non-blocking, on a descriptor of its own for the same
+# terminal: what the terminal does not take at once (a full buffer, a stopped
+# terminal) goes to the writer thread, as does every write while one is queued, so the
+# output keeps its order and the event loop never waits on the terminal.
+
+
+def _direct_fd(self: WriterThread) -> int | None:
+    """A non-blocking descriptor of the writer's terminal (opened once), or None when
+    its file is not a terminal."""
+    fd = self.__dict__.get("_direct_fd", -2)
+    if fd == -2:
+        fd = None
+        try:
+            if os.isatty(self._file.fileno()):
+                name = os.ttyname(self._file.fileno())
+                fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except (OSError, AttributeError, ValueError):
+            fd = None
+        self.__dict__["_direct_fd"] = fd
+    return fd
+
+
+def _writer_state(self: WriterThread) -> dict:
+    state = self.__dict__.get("_direct")
+    if state is None:
+        # queued: items put on the queue (by the writers' side, under the lock);
+        # written: items the writer thread has written and flushed.
+        state = self.__dict__["_direct"] = {"queued": 0, "written": 0, "lock": _Lock()}
+    return state
+
+
+def _write_at_once(self: WriterThread, text: str) -> None:
+    state = _writer_state(self)
+    with state["lock"]:
+        if text and state["queued"] == state["written"] and self.is_alive():
+            fd = _direct_fd(self)
+            if fd is not None:
+                file = self._file
+                data = text.encode(file.encoding or "utf-8", file.errors or "strict")
+                try:
+                    sent = os.write(fd, data)
+                except BlockingIOError:
+                    sent = 0
+                except OSError:
+                    sent = -1
+                if sent == len(data):
+                    return
+                if sent >= 0:
+                    state["queued"] += 1
+                    self._queue.put(data[sent:])
+                    return
+        state["queued"] += 1
+    self._queue.put(text)
+
+
+def _run_counting_written(self: WriterThread) -> None:
+    # Textual's loop (write each text, flush when nothing more is queued) that also
+    # writes bytes (the rest of a frame the terminal did not take at once) and counts
+    # what it has written and flushed.
+    file = self._file
+    write = file.write
+    flush = file.flush
+    get = self._queue.get
+    qsize = self._queue.qsize
+    state = _writer_state(self)
+    unflushed = 0
+    while True:
+        text = get()
+        if text is None:
+            break
+        if isinstance(text, bytes):
+            flush()
+            file.buffer.write(text)
+        else:
+            write(text)
+        unflushed += 1
+        if qsize() == 0:
+            flush()
+            state["written"] += unflushed
+            unflushed = 0
+    flush()
+    fd = self.__dict__.get("_direct_fd")
+    if isinstance(fd, int):
+        self.__dict__["_direct_fd"] = None
+        os.close(fd)
 
 
 _strip_divide = Strip.divide
@@ -1455,6 +1554,12 @@ PATCHES: tuple[Patch, ...] = (
         {"_render_chops": _chops_of_what_shows},
         "0e5596e1d16e:d1ecb92a70db:ba66df0a0946",
         reads=[Compositor.cuts, Compositor.visible_widgets],
+    ),
+    _patch(
+        "frames-written-at-once",
+        WriterThread,
+        {"write": _write_at_once, "run": _run_counting_written},
+        "326102081a92:bce37a62f99c",
     ),
     _patch(
         "removed-lets-go",
