@@ -424,18 +424,18 @@ async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(proj
 
 
 async def test_the_side_panes_read_the_ledger_while_their_widgets_are_mounted(project, monkeypatch):
-    """The group list's rows (a pass over every message of the session) are read on the
-    ledger's thread while the side panes' widgets are composed and laid out, not after."""
-    from slop_tui.ledger import Ledger
+    """The side panes' reads (the tools' declarations, then the group list's rows and the
+    plan) start before their widgets are mounted: the ledger's thread works while this
+    one composes and lays the widgets out, not after."""
     from slop_tui.ui.screens.workspace_sides import SidePanes
 
     groups = await seed(project, n=6)
     events: list[str] = []
-    real_rows, real_mount = Ledger.group_rows, SidePanes.mount
+    real_register, real_mount = Workspace.register_tools, SidePanes.mount
 
-    async def group_rows(self, *args, **kw):
-        events.append("rows asked")
-        return await real_rows(self, *args, **kw)
+    async def register_tools(self):
+        events.append("reads started")
+        return await real_register(self)
 
     async def mount(self):
         first = not self.screen.side_panes_mounted
@@ -443,13 +443,13 @@ async def test_the_side_panes_read_the_ledger_while_their_widgets_are_mounted(pr
         if first:
             events.append("widgets mounted")
 
-    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    monkeypatch.setattr(Workspace, "register_tools", register_tools)
     monkeypatch.setattr(SidePanes, "mount", mount)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
         await wait_for(pilot, lambda: app.screen.side_panes_filled)
-        assert events[:2] == ["rows asked", "widgets mounted"]
+        assert events[:2] == ["reads started", "widgets mounted"]
         assert [g.group_id for g in app.query_one(GroupList).groups] == groups
 
 
