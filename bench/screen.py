@@ -179,6 +179,19 @@ def stream_deltas(n: int) -> list[str]:
     return out
 
 
+def streaming_provider(work: Path) -> tuple[FakeLLMServer, Path]:
+    """The fake provider every app of a run talks to (a reply streamed at STREAM_RATE
+    deltas a second for STREAM_S seconds) and the config file in `work` that points
+    the apps at it; the caller stops the server."""
+    fake = FakeLLMServer().start()
+    fake.default_reply = Reply(
+        text=stream_deltas(int(STREAM_RATE * STREAM_S)), delay=1 / STREAM_RATE, prompt_tokens=5000
+    )
+    config = work / "config.toml"
+    write_config(config, fake.openai_base_url)
+    return fake, config
+
+
 def write_config(path: Path, base_url: str) -> None:
     path.write_text(
         'default_provider = "bench"\n\n'
@@ -950,12 +963,7 @@ def main() -> None:
         p.unlink()
     asyncio.run(tui.build(template, False))
     mark_ledger(template)
-    fake = FakeLLMServer().start()
-    fake.default_reply = Reply(
-        text=stream_deltas(int(STREAM_RATE * STREAM_S)), delay=1 / STREAM_RATE, prompt_tokens=5000
-    )
-    config = work / "config.toml"
-    write_config(config, fake.openai_base_url)
+    fake, config = streaming_provider(work)
     starter = Starter(work, template, config)
     starter.env.update(v.split("=", 1) for v in args.env)
     try:

@@ -40,8 +40,6 @@ from pathlib import Path
 import _common as c
 import screen
 
-from tests.fakeserver import FakeLLMServer, Reply
-
 # Run by each build's own interpreter with its own bench/tui.py: the same ledger,
 # written by that build's code.
 BUILD = """
@@ -119,14 +117,7 @@ def main() -> None:
     sizes = args.sizes.split(",")
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="slop-tui-screen-ab-"))
-    fake = FakeLLMServer().start()
-    fake.default_reply = Reply(
-        text=screen.stream_deltas(int(screen.STREAM_RATE * screen.STREAM_S)),
-        delay=1 / screen.STREAM_RATE,
-        prompt_tokens=5000,
-    )
-    config = work / "config.toml"
-    screen.write_config(config, fake.openai_base_url)
+    fake, config = screen.streaming_provider(work)
     # Each build writes its own ledger with its own code (the same messages): a
     # build with a newer schema would migrate another build's ledger at every start.
     starters = {}

@@ -42,8 +42,6 @@ import screen
 import tui
 from _term import Term
 
-from tests.fakeserver import FakeLLMServer, Reply
-
 SITE = Path(__file__).resolve().parent / "screen_trace_site"
 PARTS = ("input", "cpu", "core", "handoff", "stamp", "gc")
 
@@ -180,14 +178,7 @@ def main() -> None:
     if not template.exists():
         asyncio.run(tui.build(template, False))
         screen.mark_ledger(template)
-    fake = FakeLLMServer().start()
-    fake.default_reply = Reply(
-        text=screen.stream_deltas(int(screen.STREAM_RATE * screen.STREAM_S)),
-        delay=1 / screen.STREAM_RATE,
-        prompt_tokens=5000,
-    )
-    config = work / "config.toml"
-    screen.write_config(config, fake.openai_base_url)
+    fake, config = screen.streaming_provider(work)
     starter = screen.Starter(work, template, config)
     path = os.pathsep.join(p for p in (str(SITE), os.environ.get("PYTHONPATH", "")) if p)
     starter.env.update(PYTHONPATH=path)
