@@ -205,14 +205,11 @@ def _run_trust(args: argparse.Namespace) -> int:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
-    import shutil
-
     from slop_tui.tools import bwrap_probe
 
     # The sandbox's probe is a process: started now, it runs on another core while
     # Textual and the workspace are imported, and the app takes its result.
-    wanted = os.environ.get("SLOP_BWRAP") or "bwrap"
-    bwrap_probe.start_early(shutil.which(wanted, path=os.environ.get("PATH")))
+    bwrap_probe.start_early(bwrap_probe.find(os.environ))
     try:
         return _run_app(args)
     finally:

@@ -15,13 +15,25 @@ Standard library only: it is imported before the workspace's modules.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 
 PROBE_TIMEOUT = 5.0
 
 # bwrap path -> (the probe started for it, when it started).
 _early: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
+
+
+def wanted(env: Mapping[str, str]) -> str:
+    """The bubblewrap command `env` names (`SLOP_BWRAP`, default `bwrap`)."""
+    return env.get("SLOP_BWRAP") or "bwrap"
+
+
+def find(env: Mapping[str, str]) -> str | None:
+    """The path of that command on `env`'s PATH, or None."""
+    return shutil.which(wanted(env), path=env.get("PATH"))
 
 
 def probe_argv(bwrap: str) -> list[str]:

@@ -297,11 +297,12 @@ def detect(
     if mode == "off":
         bwrap_probe.discard_early()
         return Sandbox(None, 'turned off by [tools] sandbox = "off"', network)
-    wanted = env.get("SLOP_BWRAP") or "bwrap"
-    found = shutil.which(wanted, path=env.get("PATH"))
+    found = bwrap_probe.find(env)
     if found is None:
         return Sandbox(
-            None, f"{wanted} is not installed (Debian: apt-get install bubblewrap)", network
+            None,
+            f"{bwrap_probe.wanted(env)} is not installed (Debian: apt-get install bubblewrap)",
+            network,
         )
     why = _probe(found)
     if why is not None:
