@@ -20,6 +20,7 @@ from slop_tui.ui.palette import (
     build_ahead,
     kept_palette,
 )
+from slop_tui.ui.textual_fixes import mount_ahead
 from slop_tui.ui.themes import DEFAULT_THEME
 from tests.fakeserver import wait_for
 from tests.test_app import project, started
@@ -293,3 +294,26 @@ async def test_built_ahead_the_first_opening_lays_nothing_out():
         assert not command_list.visible  # the search is still under way
         SlowDiscovery.released.set()
         await wait_for(pilot, lambda: command_list.visible and command_list.option_count > 0)
+
+
+async def test_a_palette_closed_while_it_mounts_ahead_is_left_alone():
+    """The app shutting down between the palette's mount and its layout: building it
+    ahead stops there, without an error that would fail the app's exit."""
+    app = _KeptApp()
+    async with app.run_test(size=(100, 30)):
+        palette = kept_palette(app)
+        get_screen = app._get_screen
+
+        def closing_after_mount(screen):  # type: ignore[no-untyped-def]
+            got, mounted = get_screen(screen)
+
+            async def mounted_then_closed() -> None:
+                await mounted
+                await got._close_messages()
+
+            return got, mounted_then_closed()
+
+        app._get_screen = closing_after_mount  # type: ignore[method-assign]
+        await mount_ahead(app, palette)
+        assert not palette.is_running
+        assert app._exception is None

@@ -1164,6 +1164,8 @@ async def mount_ahead(app: App, screen: Screen) -> None:
     if not screen.is_running:
         _, mounted = app._get_screen(screen)
         await mounted
+        if not screen.is_running:  # closed meanwhile: the app is shutting down
+            return
         # Children that mount at their next turn (after the screen's own mount) ask for
         # its layout then: once they have, the layout below is the one its first
         # showing would make.
