@@ -317,3 +317,28 @@ async def test_a_palette_closed_while_it_mounts_ahead_is_left_alone():
         await mount_ahead(app, palette)
         assert not palette.is_running
         assert app._exception is None
+
+
+async def test_the_loading_indicator_redraws_only_while_the_palette_is_shown_busy():
+    """Textual's indicator redraws itself 16 times a second from its mount: the kept
+    palette's runs while a slow search shows it, never while the palette is hidden."""
+    from textual.widgets import LoadingIndicator
+
+    app = _KeptApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await build_ahead(app)
+        palette = app.get_screen(PALETTE_SCREEN)
+        await wait_for(pilot, lambda: palette.is_running)
+        await pilot.pause()
+        indicator = palette.query_one(LoadingIndicator)
+        assert indicator.auto_refresh is None  # built ahead, hidden: still
+        await _open_listed(pilot, app)
+        assert indicator.auto_refresh is None  # shown, its search done
+        palette._show_busy = True  # as a search past its busy countdown does
+        await wait_for(pilot, lambda: indicator.auto_refresh is not None)
+        assert indicator.has_class("--visible")
+        await _close(pilot, app)  # hidden while busy
+        await wait_for(pilot, lambda: indicator.auto_refresh is None)
+        assert not palette._show_busy
+        await _open_listed(pilot, app)
+        assert indicator.auto_refresh is None

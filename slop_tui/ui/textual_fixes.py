@@ -1042,6 +1042,23 @@ class KeptCommandPalette(ListedCommandsPalette):
         Widget._on_mount(self, event)
         self._css_update_count = self.app._css_update_count  # styled as it mounted
         self.__dict__["_slop_listed_for"] = None  # what the list was filled for
+        self._animate_busy()
+
+    # Textual's LoadingIndicator redraws itself 16 times a second from its mount on
+    # (`auto_refresh`), shown or not: the palette's runs only while it is shown busy.
+    BUSY_REFRESH = 1 / 16
+
+    async def _watch__show_busy(self) -> None:
+        await super()._watch__show_busy()
+        self._animate_busy()
+
+    def _animate_busy(self) -> None:
+        from textual.widgets import LoadingIndicator
+
+        for indicator in self.query(LoadingIndicator):
+            wanted = self.BUSY_REFRESH if self._show_busy and self.is_current else None
+            if indicator.auto_refresh != wanted:
+                indicator.auto_refresh = wanted
 
     def _on_screen_resume(self, event) -> None:  # type: ignore[no-untyped-def]
         # Runs before Screen's own handler, which marks the whole screen for drawing.
@@ -1116,6 +1133,8 @@ class KeptCommandPalette(ListedCommandsPalette):
         self._cancel_gather_commands()
         self._stop_no_matches_countdown()
         self._stop_busy_countdown()
+        self._show_busy = False  # nothing is searched while hidden
+        self._animate_busy()
         field = self.query_one(CommandInput)
         if field.value:  # emptied now, unseen, so that a key typed at the next showing
             with self.prevent(Input.Changed):  # is never cleared with it
