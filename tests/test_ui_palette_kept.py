@@ -77,6 +77,15 @@ async def _close(pilot, app) -> None:
     await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette))
 
 
+async def _built_ahead(pilot, app) -> SlopPalette:
+    """The app's palette built ahead (`build_ahead`), running and settled, not shown."""
+    await build_ahead(app)
+    palette = app.get_screen(PALETTE_SCREEN)
+    await wait_for(pilot, lambda: palette.is_running)
+    await pilot.pause()
+    return palette
+
+
 def _shows_no_stale_hits(app, command_list: CommandList) -> bool:
     """The list is hidden, or it lists what a search of the empty field lists now."""
     return not command_list.visible or _listed(command_list) == _discovered(app)
@@ -224,9 +233,7 @@ async def test_the_first_frame_of_an_opening_does_not_wait_for_the_search():
 async def test_built_ahead_the_first_opening_shows_the_palette_built():
     app = _KeptApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        await build_ahead(app)
-        palette = app.get_screen(PALETTE_SCREEN)
-        await wait_for(pilot, lambda: palette.is_running)
+        palette = await _built_ahead(pilot, app)
         field = palette.query_one(CommandInput)
         assert not isinstance(app.screen, CommandPalette)  # built, not shown
         assert field.size.width > 0  # and laid out at the app's size
@@ -273,10 +280,7 @@ async def test_built_ahead_the_first_opening_lays_nothing_out():
     app.COMMANDS = {SlowDiscovery}
     SlowDiscovery.released = asyncio.Event()
     async with app.run_test(size=(100, 30)) as pilot:
-        await build_ahead(app)
-        palette = app.get_screen(PALETTE_SCREEN)
-        await wait_for(pilot, lambda: palette.is_running)
-        await pilot.pause()
+        palette = await _built_ahead(pilot, app)
         command_list = palette.query_one(CommandList)
         laid_out: list[bool] = []
         refresh_layout = palette._refresh_layout
@@ -326,10 +330,7 @@ async def test_the_loading_indicator_redraws_only_while_the_palette_is_shown_bus
 
     app = _KeptApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        await build_ahead(app)
-        palette = app.get_screen(PALETTE_SCREEN)
-        await wait_for(pilot, lambda: palette.is_running)
-        await pilot.pause()
+        palette = await _built_ahead(pilot, app)
         indicator = palette.query_one(LoadingIndicator)
         assert indicator.auto_refresh is None  # built ahead, hidden: still
         await _open_listed(pilot, app)
