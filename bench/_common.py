@@ -13,11 +13,13 @@ per group and one usage row per assistant message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import statistics
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,6 +241,22 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
     rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+@contextlib.contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """`processes` programs that only spin the CPU, at the caller's priority, while
+    inside: a machine made as loaded as a shared one, on purpose and alike for every
+    build measured in it."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def machine() -> str:

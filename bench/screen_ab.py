@@ -1,7 +1,7 @@
 """Two builds of slop-tui on the user's clock, side by side in one run.
 
     python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] [--cases WORD,...]
-                              [--log FILE]
+                              [--log FILE] [--busy N]
                               NAME=BIN_DIR NAME=BIN_DIR
 
 Each NAME=BIN_DIR is the `bin` folder of a virtualenv inside a checkout (the
@@ -21,7 +21,9 @@ and of settled (bench/screen.py's two measures), each with its ratio to the
 hello-world app's (and the range of the per-run ratios), the CPU time until
 settled, and with `--keys N`
 each key case's p99 and median over the runs (N keys per case and run) and
-the median (min-max) of each run's p99.
+the median (min-max) of each run's p99. `--busy N` measures with N other
+processes spinning the CPU throughout (the hello-world app under the same load):
+the ratios on a loaded machine.
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ def main() -> None:
         default="",
         help="append each start's figures to this file as a JSON line, as it ends",
     )
+    ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="this many other processes spin the CPU throughout the measured starts",
+    )
     args = ap.parse_args()
     builds = [(n, str(Path(d).resolve())) for n, d in (b.split("=", 1) for b in args.builds)]
     for name, bindir in builds:
@@ -140,31 +148,36 @@ def main() -> None:
         for name, bindir in builds:  # bytecode and page cache; not counted
             screen.SLOP = Path(bindir) / "slop-tui"
             screen.measure_start(starters[name], sizes[0], f"warmup-{name}", keys=0, timeout=60)
-        for i in range(args.runs):
-            for size in sizes:
-                order = builds[i % len(builds) :] + builds[: i % len(builds)]
-                for name, bindir in order:
-                    screen.SLOP = Path(bindir) / "slop-tui"
-                    run = screen.measure_start(
-                        starters[name],
-                        size,
-                        f"{name}-{size}-{i}",
-                        keys=args.keys,
-                        timeout=60,
-                        only=tuple(w for w in args.cases.split(",") if w),
-                    )
-                    results.setdefault((name, size), []).append(run)
-                    if args.log:
-                        _log(args.log, i, name, size, run)
-            hello.append(screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60))
+        with c.busy(args.busy):
+            for i in range(args.runs):
+                for size in sizes:
+                    order = builds[i % len(builds) :] + builds[: i % len(builds)]
+                    for name, bindir in order:
+                        screen.SLOP = Path(bindir) / "slop-tui"
+                        run = screen.measure_start(
+                            starters[name],
+                            size,
+                            f"{name}-{size}-{i}",
+                            keys=args.keys,
+                            timeout=60,
+                            only=tuple(w for w in args.cases.split(",") if w),
+                        )
+                        results.setdefault((name, size), []).append(run)
+                        if args.log:
+                            _log(args.log, i, name, size, run)
+                hello.append(
+                    screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60)
+                )
+            end_load = os.getloadavg()
     finally:
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"# bench/screen_ab.py: {c.machine()}")
+    busy = f", {args.busy} other processes spinning the CPU throughout" if args.busy else ""
     print(
         f"load average at start {' '.join(f'{x:.2f}' for x in load)}, at end "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} run(s), "
+        f"{' '.join(f'{x:.2f}' for x in end_load)}{busy}; {args.runs} run(s), "
         "builds interleaved; median (min–max)\n"
     )
     hello_first = statistics.median(r.first for r in hello if r.first is not None)
