@@ -198,6 +198,23 @@ stamp("import slop_tui.ui.app")
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.screens import workspace as ws_screen
 count(textual_fixes, "_refresh_layout", "layouts (arrange and render)")
+_release = textual_fixes.release_frames
+def release_frames(app):
+    # The first frame's hold ends (the conversation is in its pane): from here, the
+    # wait for the screen's update timer and the frame's own layout and paint.
+    if app.__dict__.get("_slop_frames_held"):
+        stamp("first frame released")
+        app.__dict__["_slop_released"] = True
+    return _release(app)
+textual_fixes.release_frames = release_frames
+from textual.screen import Screen
+_timer_update = Screen._on_timer_update
+def on_timer_update(self, _seen=[False]):  # the frame timer, or a frame run at once
+    if not _seen[0] and not self.app._batch_count and self.app.__dict__.get("_slop_released"):
+        _seen[0] = True
+        stamp("the release's frame begun")
+    return _timer_update(self)
+Screen._on_timer_update = on_timer_update
 at_end(app_module.SlopApp, "__init__", "app made (themes, key router)")
 at_end(app_module.SlopApp, "on_mount", "app mounted (CSS parsed)")
 at_end(ws_screen.WorkspacePanes, "on_mount", "workspace screen composed and styled")
@@ -273,6 +290,8 @@ ORDER = [
     "configuration read",
     "ledger opened (Workspace.open)",
     "conversation loaded",
+    "first frame released",
+    "the release's frame begun",
     "frame 1 written",
     "side panes mounted",
     "side panes filled",
