@@ -114,7 +114,8 @@ count(importlib._bootstrap, "_find_and_load", "imports (every module, summed)")
 program, sys.argv = sys.argv[2], sys.argv[2:]
 if not program.endswith(".py"):
     # What `slop-tui` does first (cli.main, cli._run_tui), in a build that has it: the
-    # collector held, the dataclass code cache read, the sandbox's probe started.
+    # collector held, the dataclass code cache read (and the regular expressions' code),
+    # the sandbox's probe started.
     try:
         from slop_tui.ui.collector import hold_full_collections
     except ImportError:
@@ -129,6 +130,12 @@ if not program.endswith(".py"):
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
         from pathlib import Path
         use_code_cache(Path(cache) / "slop-tui")
+        try:
+            from slop_tui.codecache import keep_compiled_patterns
+        except ImportError:
+            pass
+        else:
+            keep_compiled_patterns(Path(cache) / "slop-tui")
         stamp("dataclass code cache read")
     try:
         from slop_tui.tools import bwrap_probe
