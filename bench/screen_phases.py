@@ -131,7 +131,7 @@ if not program.endswith(".py"):
         from pathlib import Path
         use_code_cache(Path(cache) / "slop-tui")
         try:
-            from slop_tui.codecache import keep_compiled_patterns
+            from slop_tui.cli import keep_compiled_patterns
         except ImportError:
             pass
         else:

@@ -21,9 +21,13 @@ import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slop_tui import __version__
 from slop_tui.codecache import loaded_cache_dir
+
+if TYPE_CHECKING:
+    from slop_tui.codecache import CacheFile
 from slop_tui.safe_text import TerminalWriter, escape_json
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -232,6 +236,27 @@ def _run_app(args: argparse.Namespace) -> int:
     return run_app(db=args.db, session=_session(args))
 
 
+_patterns: CacheFile | None = None  # the regular expressions' kept code
+
+
+def keep_compiled_patterns(folder: Path) -> bool:
+    """Regular expressions made from the code kept in `folder` (the user cache), and
+    the code of those compiled in this run kept there, written with the dataclass
+    code: the context engine's lazy patterns, and every pattern compiled until
+    `slop_tui.context.regex.compile_every_pattern(False)` (the app's first screen
+    filled). False when this Python's `re` does not fit (nothing kept)."""
+    from slop_tui.codecache import CacheFile, keep_with_code_cache
+    from slop_tui.context import regex
+
+    global _patterns
+    if not regex.fits():
+        return False
+    if _patterns is None:  # once per process
+        _patterns = CacheFile(folder / regex.table_name(), regex.valid_key)
+        keep_with_code_cache(_patterns)
+    return regex.keep_compiled(_patterns) and regex.compile_every_pattern()
+
+
 def _use_rank_cache() -> None:
     """Keep the tokenizer's parsed rank file in the user cache (0.2 s less CPU at the
     first count of a run; see slop_tui/context/tokens.py). Only the real commands do
@@ -331,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # first frame). `exec`, `ask` and `trust` leave no file behind.
         cache = loaded_cache_dir()
         if cache is not None:
-            from slop_tui.codecache import keep_compiled_patterns, use_code_cache
+            from slop_tui.codecache import use_code_cache
 
             use_code_cache(cache)
             # Every regular expression's code too, Textual's at its import (~18 ms).

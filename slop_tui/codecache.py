@@ -241,7 +241,6 @@ class CodeCache(CacheFile):
 
 _installed: CodeCache | None = None
 _others: list[CacheFile] = []  # other tables of the start, saved with this one
-_patterns: CacheFile | None = None  # the regular expressions' (`keep_compiled_patterns`)
 
 
 def use_code_cache(folder: Path) -> CodeCache:
@@ -275,23 +274,6 @@ def save_code_cache() -> None:
     for table in [_installed, *_others]:
         if table is not None:
             table.save()
-
-
-def keep_compiled_patterns(folder: Path) -> bool:
-    """Regular expressions made from the code kept in `folder` (the user cache), and
-    the code of those compiled in this run kept there, written with the dataclass
-    code: the context engine's lazy patterns, and every pattern compiled until
-    `slop_tui.context.regex.compile_every_pattern(False)` (the app's first screen
-    filled). False when this Python's `re` does not fit (nothing kept)."""
-    from slop_tui.context import regex
-
-    global _patterns
-    if not regex.fits():
-        return False
-    if _patterns is None:  # once per process
-        _patterns = CacheFile(folder / regex.table_name(), regex.valid_key)
-        keep_with_code_cache(_patterns)
-    return regex.keep_compiled(_patterns) and regex.compile_every_pattern()
 
 
 def installed_stamp(paths: list[str]) -> str | None:

@@ -119,7 +119,7 @@ def test_the_app_keeps_the_patterns_code_in_the_user_cache_for_the_next_start(tm
     use = (
         "import sys, re\n"
         "from pathlib import Path\n"
-        "from slop_tui.codecache import keep_compiled_patterns\n"
+        "from slop_tui.cli import keep_compiled_patterns\n"
         "assert keep_compiled_patterns(Path(sys.argv[1]))\n"
         "from slop_tui.context import summaries\n"
         "if sys.argv[2] == 'again':\n"
@@ -150,7 +150,8 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
     use = (
         "import sys, re\n"
         "from pathlib import Path\n"
-        "from slop_tui.codecache import keep_compiled_patterns, save_code_cache\n"
+        "from slop_tui.cli import keep_compiled_patterns\n"
+        "from slop_tui.codecache import save_code_cache\n"
         "from slop_tui.context import regex\n"
         "assert keep_compiled_patterns(Path(sys.argv[1]))\n"
         "if sys.argv[2] == 'again':\n"

@@ -131,7 +131,8 @@ def compile_every_pattern(on: bool = True) -> bool:
     table is kept or this Python's `re` does not fit."""
     compiler = re._compiler  # type: ignore[attr-defined]
     if not on:
-        compiler.compile = _compile_text
+        if compiler.compile is _compile_kept:
+            compiler.compile = _compile_text
         return True
     if _kept is None or not fits():
         return False

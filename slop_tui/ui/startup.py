@@ -29,7 +29,7 @@ at once, so its screens do not depend on timing.
   (~85 before the first frame, ~18 ms of CPU) and the context engine's that the
   first plan (the side panes' fill) uses (about 40, 20-40 ms): their generated
   code is kept in the user cache beside the dataclass code and read back at the
-  next start (`codecache.keep_compiled_patterns`, slop_tui/context/regex.py).
+  next start (`cli.keep_compiled_patterns`, slop_tui/context/regex.py).
   Every pattern compiled until the first screen is filled goes through it
   (`compile_every_pattern`), the context engine's lazy ones always.
 - **The MCP SDK.** With MCP servers configured, the SDK's import (seconds)
