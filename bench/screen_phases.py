@@ -114,7 +114,8 @@ count(importlib._bootstrap, "_find_and_load", "imports (every module, summed)")
 program, sys.argv = sys.argv[2], sys.argv[2:]
 if not program.endswith(".py"):
     # What `slop-tui` does first (cli.main, cli._run_tui), in a build that has it: the
-    # collector held, the dataclass code cache read, the sandbox's probe started.
+    # collector held, the dataclass code cache read (and the regular expressions' code),
+    # the sandbox's probe started.
     try:
         from slop_tui.ui.collector import hold_full_collections
     except ImportError:
@@ -129,6 +130,12 @@ if not program.endswith(".py"):
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
         from pathlib import Path
         use_code_cache(Path(cache) / "slop-tui")
+        try:
+            from slop_tui.cli import keep_compiled_patterns
+        except ImportError:
+            pass
+        else:
+            keep_compiled_patterns(Path(cache) / "slop-tui")
         stamp("dataclass code cache read")
     try:
         from slop_tui.tools import bwrap_probe
@@ -198,6 +205,23 @@ stamp("import slop_tui.ui.app")
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.screens import workspace as ws_screen
 count(textual_fixes, "_refresh_layout", "layouts (arrange and render)")
+_release = textual_fixes.release_frames
+def release_frames(app):
+    # The first frame's hold ends (the conversation is in its pane): from here, the
+    # wait for the screen's update timer and the frame's own layout and paint.
+    if app.__dict__.get("_slop_frames_held"):
+        stamp("first frame released")
+        app.__dict__["_slop_released"] = True
+    return _release(app)
+textual_fixes.release_frames = release_frames
+from textual.screen import Screen
+_timer_update = Screen._on_timer_update
+def on_timer_update(self, _seen=[False]):  # the frame timer, or a frame run at once
+    if not _seen[0] and not self.app._batch_count and self.app.__dict__.get("_slop_released"):
+        _seen[0] = True
+        stamp("the release's frame begun")
+    return _timer_update(self)
+Screen._on_timer_update = on_timer_update
 at_end(app_module.SlopApp, "__init__", "app made (themes, key router)")
 at_end(app_module.SlopApp, "on_mount", "app mounted (CSS parsed)")
 at_end(ws_screen.WorkspacePanes, "on_mount", "workspace screen composed and styled")
@@ -273,6 +297,8 @@ ORDER = [
     "configuration read",
     "ledger opened (Workspace.open)",
     "conversation loaded",
+    "first frame released",
+    "the release's frame begun",
     "frame 1 written",
     "side panes mounted",
     "side panes filled",

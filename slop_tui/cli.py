@@ -21,9 +21,13 @@ import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slop_tui import __version__
 from slop_tui.codecache import loaded_cache_dir
+
+if TYPE_CHECKING:
+    from slop_tui.codecache import CacheFile
 from slop_tui.safe_text import TerminalWriter, escape_json
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -217,7 +221,7 @@ def _run_tui(args: argparse.Namespace) -> int:
 
 
 def _run_app(args: argparse.Namespace) -> int:
-    from slop_tui.ui.startup import defer_for_first_screen, keep_compiled_patterns
+    from slop_tui.ui.startup import defer_for_first_screen
 
     defer_for_first_screen()  # code highlighting, until the first screen is up
     cache = loaded_cache_dir()
@@ -227,10 +231,30 @@ def _run_app(args: argparse.Namespace) -> int:
 
         keep_parsed_css(cache)  # Textual's CSS parsed once, kept in the user cache
         keep_answer_lines(cache)  # the answers' lines, drawn again without Markdown
-        keep_compiled_patterns(cache)  # the context engine's regular expressions' code
     from slop_tui.ui.app import run_app
 
     return run_app(db=args.db, session=_session(args))
+
+
+_patterns: CacheFile | None = None  # the regular expressions' kept code
+
+
+def keep_compiled_patterns(folder: Path) -> bool:
+    """Regular expressions made from the code kept in `folder` (the user cache), and
+    the code of those compiled in this run kept there, written with the dataclass
+    code: the context engine's lazy patterns, and every pattern compiled until
+    `slop_tui.context.regex.compile_every_pattern(False)` (the app's first screen
+    filled). False when this Python's `re` does not fit (nothing kept)."""
+    from slop_tui.codecache import CacheFile, keep_with_code_cache
+    from slop_tui.context import regex
+
+    global _patterns
+    if not regex.fits():
+        return False
+    if _patterns is None:  # once per process
+        _patterns = CacheFile(folder / regex.table_name(), regex.valid_key)
+        keep_with_code_cache(_patterns)
+    return regex.keep_compiled(_patterns) and regex.compile_every_pattern()
 
 
 def _use_rank_cache() -> None:
@@ -335,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from slop_tui.codecache import use_code_cache
 
             use_code_cache(cache)
+            # Every regular expression's code too, Textual's at its import (~18 ms).
+            keep_compiled_patterns(cache)
     _use_rank_cache()
     try:
         if args.command in ("exec", "ask"):

@@ -119,7 +119,7 @@ def test_the_app_keeps_the_patterns_code_in_the_user_cache_for_the_next_start(tm
     use = (
         "import sys, re\n"
         "from pathlib import Path\n"
-        "from slop_tui.ui.startup import keep_compiled_patterns\n"
+        "from slop_tui.cli import keep_compiled_patterns\n"
         "assert keep_compiled_patterns(Path(sys.argv[1]))\n"
         "from slop_tui.context import summaries\n"
         "if sys.argv[2] == 'again':\n"
@@ -140,3 +140,48 @@ def test_the_app_keeps_the_patterns_code_in_the_user_cache_for_the_next_start(tm
         ).stdout
         assert out == "port 8443\n"
         assert [p.name.startswith("regex-code-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(tmp_path):
+    """The libraries' patterns (compiled as Textual, Rich and the standard library are
+    imported) are kept too: the next start imports Textual without parsing one. Once
+    turned off (the app's first screen filled), a pattern is compiled by `re` again
+    and not kept."""
+    use = (
+        "import sys, re\n"
+        "from pathlib import Path\n"
+        "from slop_tui.cli import keep_compiled_patterns\n"
+        "from slop_tui.codecache import save_code_cache\n"
+        "from slop_tui.context import regex\n"
+        "assert keep_compiled_patterns(Path(sys.argv[1]))\n"
+        "if sys.argv[2] == 'again':\n"
+        "    real = re._parser.parse\n"
+        "    def parse(*a, **k): raise AssertionError('parsed')\n"
+        "    re._parser.parse = parse\n"
+        "import textual.app, textual.css.tokenize\n"
+        "assert re.compile(r'(?P<a>x+)y').match('xxy').group('a') == 'xx'\n"
+        "assert re.compile(rb'\\d+').match(b'12')  # a bytes pattern, as platform's\n"
+        "if sys.argv[2] == 'again':\n"
+        "    re._parser.parse = real\n"
+        "    try:\n"
+        "        re.compile('(unclosed')\n"
+        "    except re.error:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('a bad pattern compiled')\n"
+        "    regex.compile_every_pattern(False)\n"
+        "    assert re.compile('after the first screen').match('after the first screen')\n"
+        "save_code_cache()\n"
+    )
+    for run in ("first", "again"):
+        done = subprocess.run(
+            [sys.executable, "-c", use, str(tmp_path), run], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    import marshal
+
+    (table,) = tmp_path.iterdir()
+    keys = marshal.loads(table.read_bytes())
+    assert len(keys) > 30  # Textual's and the standard library's
+    assert ("(?P<a>x+)y", 0) in keys and (rb"\d+", 0) in keys
+    assert not any(k[0] in ("(unclosed", "after the first screen") for k in keys)

@@ -874,3 +874,55 @@ async def test_after_a_hold_the_layout_and_the_whole_repaint_are_one_render() ->
         assert [p for p in painted if p] == [painted[0]]
         assert tuple(app.screen.region) in painted[0]
         assert app.query_one("#later").region.height == 1  # laid out, and drawn in it
+
+
+async def test_the_frame_of_a_release_is_drawn_without_waiting_for_the_frame_timer(
+    monkeypatch,
+) -> None:
+    """Frames held from the app's mount (as the command's first frame is): the frame
+    of the release is drawn at the loop's next turn, not a period of the screen's frame
+    timer later (a timer first resumed at the release waited a whole period)."""
+    import asyncio
+    import time
+
+    import textual.screen
+    from textual._compositor import Compositor
+    from textual.app import App
+    from textual.widgets import Static
+
+    from slop_tui.ui.textual_fixes import hold_frames, release_frames
+
+    period = 0.5  # the frame timer's period, long enough to tell from the loop's turn
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", period)
+    drawn: list[float] = []
+    real = Compositor.render_update
+
+    def render_update(self, *a, **k):
+        drawn.append(time.monotonic())
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Compositor, "render_update", render_update)
+
+    class Held(App):
+        def compose(self):
+            yield Static("first", id="first")
+
+        def on_mount(self) -> None:
+            hold_frames(self)
+
+    app = Held()
+    # Plain sleeps: the pilot's pauses run the screen's frame at once themselves.
+    async with app.run_test(size=(40, 10)):
+        await asyncio.sleep(period + 0.2)  # the workspace's opening, longer than a period
+        await app.screen.mount(Static("later", id="later"))  # the conversation, filled
+        await asyncio.sleep(0.05)
+        assert drawn == []
+        released = time.monotonic()
+        release_frames(app)
+        for _ in range(40):
+            if drawn:
+                break
+            await asyncio.sleep(0.01)
+        assert drawn, "nothing drawn"
+        assert drawn[0] - released < period / 2, drawn[0] - released
+        assert app.query_one("#later").region.height == 1  # laid out in that frame

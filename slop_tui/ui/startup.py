@@ -25,10 +25,13 @@ at once, so its screens do not depend on timing.
   or one after an upgrade) are written to the user cache `CODE_CACHE_SAVE_AFTER`
   seconds after the first full screen (slop_tui/codecache.py), not only at exit:
   a process that is killed never gets there.
-- **The context engine's patterns.** The first plan (the side panes' fill)
-  compiles about 40 regular expressions (20-40 ms of CPU); their generated code
-  is kept in the user cache beside the dataclass code and read back at the next
-  start (`keep_compiled_patterns`, slop_tui/context/regex.py).
+- **Regular expressions.** The libraries' patterns compiled as they are imported
+  (~85 before the first frame, ~18 ms of CPU) and the context engine's that the
+  first plan (the side panes' fill) uses (about 40, 20-40 ms): their generated
+  code is kept in the user cache beside the dataclass code and read back at the
+  next start (`cli.keep_compiled_patterns`, slop_tui/context/regex.py).
+  Every pattern compiled until the first screen is filled goes through it
+  (`compile_every_pattern`), the context engine's lazy ones always.
 - **The MCP SDK.** With MCP servers configured, the SDK's import (seconds)
   starts in a background thread `MCP_PRELOAD_AFTER` seconds after the first
   full screen (`Workspace.preload_mcp`), so the first turn that needs a
@@ -49,7 +52,6 @@ at once, so its screens do not depend on timing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from slop_tui.ui.widgets import blocks
@@ -72,20 +74,6 @@ def defer_for_first_screen() -> None:
     global _hold_first_frame
     blocks.hold_code_highlighting()
     _hold_first_frame = True
-
-
-def keep_compiled_patterns(folder: Path) -> bool:
-    """The context engine's patterns made from the code kept in `folder` (the user
-    cache), and the code of those compiled in this run kept there, written with the
-    dataclass code cache; False when this Python's `re` does not fit (nothing kept)."""
-    from slop_tui.codecache import CacheFile, keep_with_code_cache
-    from slop_tui.context import regex
-
-    if not regex.fits():
-        return False
-    table = CacheFile(folder / regex.table_name(), regex.valid_key)
-    keep_with_code_cache(table)
-    return regex.keep_compiled(table)
 
 
 def hold_first_frame(app: Any) -> None:

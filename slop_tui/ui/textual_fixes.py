@@ -128,7 +128,8 @@ RELIED_ON: dict[str, str] = {
     "textual.widget.Widget._scroll_update": "scroll_update() calls it (ScrollView's)",
     "textual.screen.Screen._compositor_refresh": "patch held-frames",
     "textual.screen.Screen._on_screen_resume": "patch first-resume-unstyled",
-    "textual.screen.Screen._on_timer_update": "next_frame_now() calls it; "
+    "textual.screen.Screen._on_timer_update": "next_frame_now() and release_frames() "
+    "call it; "
     "held-frames relies on its _repaint_required (a layout's render skipped when the "
     "whole-screen repaint follows) and on its screen in _dirty_widgets for that repaint, "
     "hold_paint() on its update_widgets before _compositor_refresh",
@@ -380,9 +381,23 @@ def hold_frames(app) -> None:  # type: ignore[no-untyped-def]
 
 
 def release_frames(app) -> None:  # type: ignore[no-untyped-def]
-    """Leave a `hold_frames`; the screen is laid out and drawn once, as it is now."""
+    """Leave a `hold_frames`; the screen is laid out and drawn once, as it is now.
+
+    The frame is drawn at the screen's next turn (after the messages it has waiting),
+    not at its frame timer's next tick: a timer first resumed waits a whole period
+    (`Timer._run` counts from the resume), and the screen the hold began with, held
+    since it mounted, has never run its timer (1/60 s of an idle loop before the
+    command's first frame)."""
     if app.__dict__.pop("_slop_frames_held", False):
         app._end_batch()
+        if app.screen_stack:
+            screen = app.screen_stack[-1]
+            screen.call_later(_frame_after_the_hold, screen)
+
+
+def _frame_after_the_hold(screen: Screen) -> None:
+    if drawing_allowed(screen.app, screen):
+        screen._on_timer_update()  # nothing to draw (drawn already): nothing done
 
 
 def hold_paint(app) -> None:  # type: ignore[no-untyped-def]
