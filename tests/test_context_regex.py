@@ -146,7 +146,8 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
     """The libraries' patterns (compiled as Textual, Rich and the standard library are
     imported) are kept too: the next start imports Textual without parsing one. Once
     turned off (the app's first screen filled), a pattern is compiled by `re` again
-    and not kept."""
+    and not kept; one compiled in another thread (the repository map's ignore rules,
+    from the project) is never kept."""
     use = (
         "import sys, re\n"
         "from pathlib import Path\n"
@@ -161,6 +162,9 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
         "import textual.app, textual.css.tokenize\n"
         "assert re.compile(r'(?P<a>x+)y').match('xxy').group('a') == 'xx'\n"
         "assert re.compile(rb'\\d+').match(b'12')  # a bytes pattern, as platform's\n"
+        "import threading\n"
+        "t = threading.Thread(target=re.compile, args=('in another thread',))\n"
+        "t.start(); t.join()\n"
         "if sys.argv[2] == 'again':\n"
         "    re._parser.parse = real\n"
         "    try:\n"
@@ -184,4 +188,6 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
     keys = marshal.loads(table.read_bytes())
     assert len(keys) > 30  # Textual's and the standard library's
     assert ("(?P<a>x+)y", 0) in keys and (rb"\d+", 0) in keys
-    assert not any(k[0] in ("(unclosed", "after the first screen") for k in keys)
+    assert not any(
+        k[0] in ("(unclosed", "after the first screen", "in another thread") for k in keys
+    )

@@ -26,6 +26,7 @@ import _sre
 import marshal
 import re
 import sys
+import threading
 from typing import Any, Protocol, cast
 
 
@@ -109,7 +110,12 @@ def _compile_kept(pattern: Any, flags: int = 0) -> Any:
     """`re._compiler.compile` with a pattern's code from the kept table (a text or bytes
     pattern; a parsed one, a DEBUG one and one `re` refuses compiled as before)."""
     table = _kept
-    if table is not None and type(pattern) in (str, bytes) and not flags & re.DEBUG:
+    if (
+        table is not None
+        and type(pattern) in (str, bytes)
+        and not flags & re.DEBUG
+        and threading.get_ident() == _keeping_thread
+    ):
         made = _made(table, pattern, int(flags))
         if made is not None:
             return made
@@ -117,6 +123,7 @@ def _compile_kept(pattern: Any, flags: int = 0) -> Any:
 
 
 _compile_text = re._compiler.compile  # type: ignore[attr-defined]
+_keeping_thread: int | None = None  # the thread whose patterns `compile_every_pattern` keeps
 
 
 def compile_every_pattern(on: bool = True) -> bool:
@@ -127,8 +134,11 @@ def compile_every_pattern(on: bool = True) -> bool:
     the standard library's argparse, json, tomllib...): ~85 patterns and ~18 ms of CPU
     before the app's first frame, made from the table in well under a millisecond.
     The app turns it on before Textual's import and off once its first screen is
-    filled: patterns compiled later (a search's, a tool's) are not kept. False when no
-    table is kept or this Python's `re` does not fit."""
+    filled: patterns compiled later (a search's, a tool's) are not kept, nor those
+    compiled meanwhile in other threads (the repository map's ignore rules, which
+    come from the project: the table is the user's, shared by every project). False
+    when no table is kept or this Python's `re` does not fit."""
+    global _keeping_thread
     compiler = re._compiler  # type: ignore[attr-defined]
     if not on:
         if compiler.compile is _compile_kept:
@@ -136,6 +146,7 @@ def compile_every_pattern(on: bool = True) -> bool:
         return True
     if _kept is None or not fits():
         return False
+    _keeping_thread = threading.get_ident()
     compiler.compile = _compile_kept
     return True
 
