@@ -673,3 +673,31 @@ async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_la
         changed = {bar.y + y for y, row in enumerate(rows_after) if row != rows_before[y]}
         assert changed
         assert {y for y, x1, x2 in drawn[0].spans if x1 <= bar.x < x2} >= changed
+
+
+async def test_preparing_the_next_pages_reads_no_map_of_the_screen(
+    ws,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """The width the next pages are rendered at comes from the answers' last layout: a
+    map a layout left to be rebuilt is not rebuilt by the preparation, between frames."""
+    await bulk_groups(ws, 40)
+    app = PanedConvApp(initial_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await loaded_and_focused(app, pilot, ws)
+        answer = next(a for b in view._blocks.values() for a in b.answers())
+        width = answer.content_size.width
+        assert width > 0
+        compositor = app.screen._compositor
+        rebuilt: list[int] = []
+        full_map = textual_fixes._full_map
+
+        def counting(self):  # type: ignore[no-untyped-def]
+            if self._full_map_invalidated:
+                rebuilt.append(1)
+            return full_map.fget(self)
+
+        monkeypatch.setattr(textual_fixes, "_full_map", property(counting))
+        compositor._full_map_invalidated = True  # as a frame's layout leaves it
+        assert view._answer_width() == width
+        assert not rebuilt

@@ -549,10 +549,14 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self._prepare_older()
 
     def _answer_width(self) -> int:
-        """The content width of a settled answer block here (0 if none is laid out)."""
+        """The content width of a settled answer block here (0 if none is laid out).
+
+        From the size its last layout gave it, not from the screen's map of widgets
+        (`content_size`): after a layout that map is rebuilt whole at its next read,
+        which a page's preparation must not cause between two frames."""
         for block in self._blocks.values():
             for answer in block.answers():
-                width = answer.content_size.width
+                width = answer.outer_size.width - answer.styles.gutter.width
                 if width and not answer.has_class(f"-{STATUS_INTERRUPTED}"):
                     return width
         return 0
