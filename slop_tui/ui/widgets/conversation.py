@@ -880,10 +880,15 @@ class GroupPager(GroupBlocks):
         top = self._tops.get(block)
         if top is None:
             # Just mounted (a page under way, or the groups End mounted), not laid out
-            # yet: the layout its mount owes, the next frame, puts it at the top. Left
-            # alone, the view stayed put until the queued page started, after the page
-            # under way was all mounted (a frame per group).
+            # yet: the layout its mount owes puts it at the top. Left alone, the view
+            # stayed put until the queued page started, after the page under way was
+            # all mounted (a frame per group). That layout is drawn now, not at the
+            # frame timer's next tick: while a reply streams, the chunks and the
+            # page's next mount queued ahead of that tick held the key's change back.
             self._hold(block, at_top=True)
+            screen = self.screen
+            if textual_fixes.drawing_allowed(self.app, screen):
+                textual_fixes.next_frame_now(screen)
             return
         if top >= round(self.scroll_y):
             return  # on screen below the top: the page's layout moves it
