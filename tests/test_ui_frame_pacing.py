@@ -600,22 +600,24 @@ async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once
         assert len(held) > 1 and all(held)
 
 
-async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_next_frame(
+async def test_ctrl_u_right_after_a_group_is_mounted_draws_it_at_the_top_at_once(
     ws,  # noqa: F811
 ) -> None:
-    """The key comes between a page's mount of a group and that group's layout: the
-    layout it owes, the next frame, brings it to the top; the view does not wait for
-    the rest of the page (a frame per group) before it moves."""
+    """The key comes between a page's mount of a group (its batch closed) and that
+    group's layout: the key draws that layout itself, the group at the top, before
+    anything queued after it (a streamed chunk, the page's next mount) runs, and
+    without waiting for the rest of the page (a frame per group)."""
     async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         block = None
         end = time.monotonic() + 10
-        while time.monotonic() < end:  # until a group of it is mounted, not laid out yet
+        while time.monotonic() < end:  # a group of it mounted, not laid out, no batch open
             oldest = view._oldest_block()
             if view._paging and view._lo < lo - 1 and oldest not in view._tops:
-                block = oldest
-                break
+                if not app._batch_count:
+                    block = oldest
+                    break
             await asyncio.sleep(0)
         assert block is not None and view._paging
         tops: list[int | None] = []  # each frame: the group's top, from the view's top
@@ -629,50 +631,10 @@ async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_
             ),
         )
         view.action_load_older()
-        await wait_for(pilot, lambda: bool(tops), timeout=10)
-        assert tops[0] == 0, tops
+        assert tops[:1] == [0], tops  # drawn by the key, before it returned
         # Held there while the rest of the page is mounted above it.
         await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
         assert view._lo < lo - 12
-
-
-async def test_ctrl_u_right_after_a_group_is_mounted_draws_it_at_the_top_at_once(
-    ws,  # noqa: F811
-) -> None:
-    """The key comes between a group's mount (its batch closed) and its layout: the key
-    draws that layout itself, the group at the top, before anything queued after it
-    (a streamed chunk, the page's next mount) runs; the frame timer's next tick is not
-    waited for."""
-    async with long_pages(ws) as (app, pilot, view):
-        lo = view._lo
-        view.action_load_older()  # a page of 12, a group per frame
-        block = None
-        end = time.monotonic() + 10
-        while time.monotonic() < end:  # a group of it mounted, not laid out, no batch open
-            oldest = view._oldest_block()
-            if (
-                view._paging
-                and view._lo < lo - 1
-                and oldest not in view._tops
-                and not app._batch_count
-            ):
-                block = oldest
-                break
-            await asyncio.sleep(0)
-        assert block is not None
-        tops: list[int | None] = []
-        on_each_frame(
-            app,
-            lambda frame: (
-                frame is not None
-                and tops.append(
-                    None if block not in view._tops else view._tops[block] - view.scroll_y
-                )
-            ),
-        )
-        view.action_load_older()
-        assert tops[:1] == [0], tops  # drawn by the key, before it returned
-        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
 
 
 async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(
