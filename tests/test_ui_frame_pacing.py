@@ -637,6 +637,42 @@ async def test_ctrl_u_right_after_a_group_is_mounted_draws_it_at_the_top_at_once
         assert view._lo < lo - 12
 
 
+async def test_ctrl_u_while_a_mount_holds_the_batch_draws_its_scroll_when_it_closes(
+    ws,  # noqa: F811
+) -> None:
+    """The key comes while a page's mount holds a batch open (no frame may be drawn):
+    its scroll is drawn as the batch closes, before the layout the mount asks for, not
+    in the frame timer's next frame with that whole layout."""
+    async with long_pages(ws) as (app, pilot, view):
+        lo = view._lo
+        view.action_load_older()  # a page of 12, a group per frame
+        await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
+        mount = view.mount
+        reflows = count_reflows(app)
+        pressed: list[tuple[GroupBlock, int]] = []  # the group, the reflows before the key
+
+        def mount_with_a_key(*widgets, **kw):  # type: ignore[no-untyped-def]
+            if not pressed and app._batch_count:
+                block = view._oldest_block()
+                if block in view._tops and view._tops[block] < view.scroll_y:
+                    pressed.append((block, len(reflows)))
+                    view.action_load_older()  # inside the mount's batch: cannot draw
+            return mount(*widgets, **kw)
+
+        view.mount = mount_with_a_key  # type: ignore[method-assign]
+        frames: list[tuple[int, bool]] = []  # each frame after the key: reflows, at the top
+
+        def record(frame) -> None:  # type: ignore[no-untyped-def]
+            if frame is not None and pressed:
+                block, before = pressed[0]
+                frames.append((len(reflows) - before, view._tops.get(block) == view.scroll_y))
+
+        on_each_frame(app, record)
+        await wait_for(pilot, lambda: bool(frames), timeout=10)
+        assert frames[0] == (0, True), frames
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
+
+
 async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(
     ws,  # noqa: F811
 ) -> None:

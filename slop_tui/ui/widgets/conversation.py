@@ -828,6 +828,10 @@ class GroupPager(GroupBlocks):
                     self._label_if_plan_moved([block], plan)
                     trimmed = self._hi - self._lo > self.max_blocks
                     await self._trim(from_bottom=older)
+                if self._key_frame_owed and textual_fixes.scroll_frame_now(self):
+                    # A page key came while the batch was open and could not draw: its
+                    # scroll now, before the layout the mount asks for (next frame).
+                    self._key_frame_owed = False
                 mounted += 1
                 if trimmed and older:
                     self.anchor(False)  # the newest groups are no longer mounted
