@@ -828,13 +828,13 @@ class GroupPager(GroupBlocks):
                     self._label_if_plan_moved([block], plan)
                     trimmed = self._hi - self._lo > self.max_blocks
                     await self._trim(from_bottom=older)
+                mounted += 1
+                if trimmed and older:
+                    self.anchor(False)  # the newest groups are no longer mounted
                 if self._key_frame_owed and textual_fixes.scroll_frame_now(self):
                     # A page key came while the batch was open and could not draw: its
                     # scroll now, before the layout the mount asks for (next frame).
                     self._key_frame_owed = False
-                mounted += 1
-                if trimmed and older:
-                    self.anchor(False)  # the newest groups are no longer mounted
             # After the frame: refreshing a marker off screen before it makes Textual
             # arrange the whole screen once more just to find it.
             self.call_after_refresh(self._update_markers)
