@@ -170,6 +170,9 @@ def main() -> None:
     ap.add_argument("--env", action="append", default=[], metavar="VAR=VALUE")
     ap.add_argument("--keep", default="", help="work (and leave the traces) in this folder")
     ap.add_argument("--show", action="store_true", help="every slow press and what ran in it")
+    ap.add_argument(
+        "--dump", default="", help="write every press, its parts and the events around it (JSON)"
+    )
     args = ap.parse_args()
     recorder = Recorder()
     work = Path(args.keep or tempfile.mkdtemp(prefix="slop-tui-screen-trace-"))
@@ -185,6 +188,7 @@ def main() -> None:
     starter.env.update(v.split("=", 1) for v in args.env)
     only = tuple(w for w in args.cases.split(",") if w)
     rows: dict[str, list[dict]] = defaultdict(list)
+    dumped: list[dict] = []
     try:
         screen.measure_start(starter, args.app, "warmup", keys=0, timeout=60)
         for i in range(args.runs):
@@ -203,11 +207,16 @@ def main() -> None:
             events.sort(key=lambda e: e[1])
             for p in recorder.presses:
                 rows[p["case"]].append({"ms": p["ms"], **parts_of(p, events)})
+                if args.dump:
+                    near = [e for e in events if p["ts"] - 0.6 <= e[1] <= p["ts"] + 0.6]
+                    dumped.append({**p, "run": i, **rows[p["case"]][-1], "events": near})
             print(f"run {i + 1} of {args.runs}: {len(recorder.presses)} presses", file=sys.stderr)
     finally:
         fake.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(dumped))
     print(f"# {args.app}, {args.runs} start(s), {args.presses} presses a case and start")
     report(rows, args.show)
 

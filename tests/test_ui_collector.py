@@ -260,3 +260,30 @@ async def test_a_workspace_that_fails_to_open_gives_the_collector_back(tmp_path)
         gc.enable()
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_keys_that_keep_coming_get_small_paced_collections_often(pacing) -> None:
+    """Paging makes many objects: the collection that walks them comes after a couple
+    of young collections, between keys, not after ten (one walk of 10-60 ms that a key
+    coming meanwhile waited for)."""
+    pace, clock = pacing
+    pace.start()
+    ref = orphan_cycle()
+    pend_young_collections(2)
+    pace.note_input()
+    clock.now += collector.KEY_FRAME_S  # keys 0.1-0.4 s apart: never an idle pause
+    assert pace.tick(busy=False) == "young-full"
+    assert ref() is None
+
+
+def test_a_paced_collection_waits_for_a_keys_frame_when_idle_too(pacing) -> None:
+    pace, clock = pacing
+    pace.start()
+    ref = orphan_cycle()
+    pend_young_collections(collector.FORCE_AFTER)
+    pace.note_input()  # a key: its frame may be on its way
+    assert pace.tick(busy=False) is None
+    assert ref() is not None
+    clock.now += collector.KEY_FRAME_S
+    assert pace.tick(busy=False) == "young-full"
+    assert ref() is None

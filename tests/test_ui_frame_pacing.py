@@ -600,22 +600,24 @@ async def test_ctrl_u_while_a_page_is_mounted_brings_its_oldest_group_up_at_once
         assert len(held) > 1 and all(held)
 
 
-async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_next_frame(
+async def test_ctrl_u_right_after_a_group_is_mounted_draws_it_at_the_top_at_once(
     ws,  # noqa: F811
 ) -> None:
-    """The key comes between a page's mount of a group and that group's layout: the
-    layout it owes, the next frame, brings it to the top; the view does not wait for
-    the rest of the page (a frame per group) before it moves."""
+    """The key comes between a page's mount of a group (its batch closed) and that
+    group's layout: the key draws that layout itself, the group at the top, before
+    anything queued after it (a streamed chunk, the page's next mount) runs, and
+    without waiting for the rest of the page (a frame per group)."""
     async with long_pages(ws) as (app, pilot, view):
         lo = view._lo
         view.action_load_older()  # a page of 12, a group per frame
         block = None
         end = time.monotonic() + 10
-        while time.monotonic() < end:  # until a group of it is mounted, not laid out yet
+        while time.monotonic() < end:  # a group of it mounted, not laid out, no batch open
             oldest = view._oldest_block()
             if view._paging and view._lo < lo - 1 and oldest not in view._tops:
-                block = oldest
-                break
+                if not app._batch_count:
+                    block = oldest
+                    break
             await asyncio.sleep(0)
         assert block is not None and view._paging
         tops: list[int | None] = []  # each frame: the group's top, from the view's top
@@ -629,11 +631,46 @@ async def test_ctrl_u_right_after_a_group_is_mounted_shows_it_at_the_top_in_the_
             ),
         )
         view.action_load_older()
-        await wait_for(pilot, lambda: bool(tops), timeout=10)
-        assert tops[0] == 0, tops
+        assert tops[:1] == [0], tops  # drawn by the key, before it returned
         # Held there while the rest of the page is mounted above it.
         await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
         assert view._lo < lo - 12
+
+
+async def test_ctrl_u_while_a_mount_holds_the_batch_draws_its_scroll_when_it_closes(
+    ws,  # noqa: F811
+) -> None:
+    """The key comes while a page's mount holds a batch open (no frame may be drawn):
+    its scroll is drawn as the batch closes, before the layout the mount asks for, not
+    in the frame timer's next frame with that whole layout."""
+    async with long_pages(ws) as (app, pilot, view):
+        lo = view._lo
+        view.action_load_older()  # a page of 12, a group per frame
+        await wait_for(pilot, lambda: view._lo <= lo - 2 and view._paging, timeout=10)
+        mount = view.mount
+        reflows = count_reflows(app)
+        pressed: list[tuple[GroupBlock, int]] = []  # the group, the reflows before the key
+
+        def mount_with_a_key(*widgets, **kw):  # type: ignore[no-untyped-def]
+            if not pressed and app._batch_count:
+                block = view._oldest_block()
+                if block in view._tops and view._tops[block] < view.scroll_y:
+                    pressed.append((block, len(reflows)))
+                    view.action_load_older()  # inside the mount's batch: cannot draw
+            return mount(*widgets, **kw)
+
+        view.mount = mount_with_a_key  # type: ignore[method-assign]
+        frames: list[tuple[int, bool]] = []  # each frame after the key: reflows, at the top
+
+        def record(frame) -> None:  # type: ignore[no-untyped-def]
+            if frame is not None and pressed:
+                block, before = pressed[0]
+                frames.append((len(reflows) - before, view._tops.get(block) == view.scroll_y))
+
+        on_each_frame(app, record)
+        await wait_for(pilot, lambda: bool(frames), timeout=10)
+        assert frames[0] == (0, True), frames
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
 
 
 async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(

@@ -145,6 +145,8 @@ if _OUT:
                 return done
 
             mod.install = _install
+        elif name == "slop_tui.ui.widgets.conversation":
+            _trace_pager(mod)
         elif name == "textual.app":
             display = mod.App._display
 
@@ -221,7 +223,110 @@ if _OUT:
             _write._traced = True
             WriterThread.write = _write
 
+    _styled = [0]  # lines styled (StylesCache.render_line calls)
+    _in_key: list = [None]  # while ctrl+u's frame runs: the widgets it styled
+
+    def _trace_pager(mod) -> None:
+        """`pager` events: ctrl+u's own frame (with the view's state at the key: a page
+        under way, a layout pending, a batch open), the page's mounts, the preparation
+        of the next pages and the styling ahead."""
+        pager, styler = mod.GroupPager, mod.PageStyler
+
+        def timed(owner, attr, state=None):
+            real = getattr(owner, attr)
+
+            def wrapper(self, *a, **k):
+                info = state(self) if state else None
+                if info is not None:
+                    _in_key[0] = [None]
+                t, c, styled = pc(), tt(), _styled[0]
+                try:
+                    return real(self, *a, **k)
+                finally:
+                    if info is not None:
+                        info["styled"] = _styled[0] - styled
+                        info["widgets"] = _in_key[0][1:]
+                        _in_key[0] = None
+                    add(("pager", t, (pc() - t) * 1e3, attr, (tt() - c) * 1e3, info))
+
+            setattr(owner, attr, wrapper)
+
+        def atimed(owner, attr):
+            real = getattr(owner, attr)
+
+            async def wrapper(self, *a, **k):
+                t = pc()
+                try:
+                    return await real(self, *a, **k)
+                finally:
+                    add(("pager", t, (pc() - t) * 1e3, attr, 0.0, None))
+
+            setattr(owner, attr, wrapper)
+
+        from textual._styles_cache import StylesCache
+
+        render_line = StylesCache.render_line
+
+        def counted(self, *a, **k):
+            _styled[0] += 1
+            return render_line(self, *a, **k)
+
+        StylesCache.render_line = counted
+        render_widget = StylesCache.render_widget
+
+        def render_widget_noted(self, widget, crop):
+            before = _styled[0]
+            try:
+                return render_widget(self, widget, crop)
+            finally:
+                if _styled[0] != before and _in_key[0]:
+                    _in_key[0].append(
+                        (type(widget).__name__, _styled[0] - before, widget.region.y, crop.y)
+                    )
+
+        StylesCache.render_widget = render_widget_noted
+
+        def key_state(view) -> dict:
+            screen = view.screen
+            return {
+                "queue": len(view.styler.queue),
+                "waiting": view.styler._waiting,
+                "paging": view._paging,
+                "layout": bool(screen._layout_required),
+                "batch": view.app._batch_count,
+                "lo": view._lo,
+                "top": view._tops.get(view._oldest_block()),
+                "y": round(view.scroll_y),
+            }
+
+        timed(pager, "_oldest_to_the_top", key_state)
+        if os.environ.get("SCREEN_TRACE_PROFILE"):  # ctrl+u's frame under cProfile, pooled
+            import cProfile
+
+            prof = cProfile.Profile()
+            real = pager._oldest_to_the_top
+
+            def profiled(self):
+                prof.enable()
+                try:
+                    return real(self)
+                finally:
+                    prof.disable()
+
+            pager._oldest_to_the_top = profiled
+            dump = _dump
+
+            def _dump_with_profile(*a) -> None:
+                dump(*a)
+                prof.dump_stats(f"{os.environ['SCREEN_TRACE_PROFILE']}.{os.getpid()}")
+
+            signal.signal(signal.SIGUSR2, _dump_with_profile)
+        timed(styler, "_slice")
+        atimed(pager, "_prepare")
+        atimed(pager, "_page")
+
     _WANTED = {
+        "slop_tui.ui.widgets.conversation",
         "textual.message_pump",
         "textual.timer",
         "slop_tui.ui.textual_fixes",

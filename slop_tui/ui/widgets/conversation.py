@@ -835,6 +835,10 @@ class GroupPager(GroupBlocks):
                 mounted += 1
                 if trimmed and older:
                     self.anchor(False)  # the newest groups are no longer mounted
+                if self._key_frame_owed and textual_fixes.scroll_frame_now(self):
+                    # A page key came while the batch was open and could not draw: its
+                    # scroll now, before the layout the mount asks for (next frame).
+                    self._key_frame_owed = False
             # After the frame: refreshing a marker off screen before it makes Textual
             # arrange the whole screen once more just to find it.
             self.call_after_refresh(self._update_markers)
@@ -884,10 +888,15 @@ class GroupPager(GroupBlocks):
         top = self._tops.get(block)
         if top is None:
             # Just mounted (a page under way, or the groups End mounted), not laid out
-            # yet: the layout its mount owes, the next frame, puts it at the top. Left
-            # alone, the view stayed put until the queued page started, after the page
-            # under way was all mounted (a frame per group).
+            # yet: the layout its mount owes puts it at the top. Left alone, the view
+            # stayed put until the queued page started, after the page under way was
+            # all mounted (a frame per group). That layout is drawn now, not at the
+            # frame timer's next tick: while a reply streams, the chunks and the
+            # page's next mount queued ahead of that tick held the key's change back.
             self._hold(block, at_top=True)
+            screen = self.screen
+            if textual_fixes.drawing_allowed(self.app, screen):
+                textual_fixes.next_frame_now(screen)
             return
         if top >= round(self.scroll_y):
             return  # on screen below the top: the page's layout moves it
