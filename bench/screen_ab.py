@@ -168,6 +168,8 @@ def main() -> None:
                 hello.append(
                     screen.measure_start(starter, "hello", f"hello-{i}", keys=0, timeout=60)
                 )
+                if args.log:
+                    _log(args.log, i, "hello-world", "", hello[-1])
             end_load = os.getloadavg()
     finally:
         fake.stop()
