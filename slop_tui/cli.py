@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from slop_tui import __version__
 from slop_tui.codecache import loaded_cache_dir
+from slop_tui.safe_text import TerminalWriter, escape_json
 
 if TYPE_CHECKING:
     from slop_tui.codecache import CacheFile
-from slop_tui.safe_text import TerminalWriter, escape_json
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -231,8 +231,12 @@ def _run_app(args: argparse.Namespace) -> int:
 
         keep_parsed_css(cache)  # Textual's CSS parsed once, kept in the user cache
         keep_answer_lines(cache)  # the answers' lines, drawn again without Markdown
+    from slop_tui.context.regex import stop_keeping_every_pattern
     from slop_tui.ui.app import run_app
 
+    # The app's code is imported: patterns compiled from here on may be made from the
+    # user's text or the project's, and are not kept in the user's shared table.
+    stop_keeping_every_pattern()
     return run_app(db=args.db, session=_session(args))
 
 
@@ -242,9 +246,9 @@ _patterns: CacheFile | None = None  # the regular expressions' kept code
 def keep_compiled_patterns(folder: Path) -> bool:
     """Regular expressions made from the code kept in `folder` (the user cache), and
     the code of those compiled in this run kept there, written with the dataclass
-    code: the context engine's lazy patterns, and every pattern compiled until
-    `slop_tui.context.regex.compile_every_pattern(False)` (the app's first screen
-    filled). False when this Python's `re` does not fit (nothing kept)."""
+    code: the context engine's lazy patterns, and every pattern this thread compiles
+    until `slop_tui.context.regex.stop_keeping_every_pattern` (the app's code
+    imported). False when this Python's `re` does not fit (nothing kept)."""
     from slop_tui.codecache import CacheFile, keep_with_code_cache
     from slop_tui.context import regex
 
@@ -254,7 +258,7 @@ def keep_compiled_patterns(folder: Path) -> bool:
     if _patterns is None:  # once per process
         _patterns = CacheFile(folder / regex.table_name(), regex.valid_key)
         keep_with_code_cache(_patterns)
-    return regex.keep_compiled(_patterns) and regex.compile_every_pattern()
+    return regex.keep_compiled(_patterns) and regex.keep_every_pattern()
 
 
 def _use_rank_cache() -> None:

@@ -79,7 +79,7 @@ def test_a_kept_pattern_is_made_from_its_code_and_equals_the_compiled_one(kept, 
     source = r"(?P<key>[a-z]+)=(?P<value>\d+)|(x)"
     first = compiled(source, re.IGNORECASE)
     assert first == re.compile(source, re.IGNORECASE)
-    assert list(kept) == [(source, int(re.IGNORECASE))]
+    assert list(kept) == [(source, int(re.IGNORECASE), False)]
     _no_parsing(monkeypatch)
     again = compiled(source, re.IGNORECASE)  # from the table now
     assert again == re.compile(source, re.IGNORECASE)
@@ -100,7 +100,7 @@ def test_an_entry_that_does_not_make_a_pattern_is_compiled_again_and_replaced(ke
     from slop_tui.context.regex import compiled
 
     source = r"^\s*(?:[-*]\s+)?[A-Za-z][A-Za-z ]{0,30}:\s*"
-    key = (source, 0)
+    key = (source, 0, False)
     kept[key] = marshal.dumps((0, [1, 2, 3])) if damage == "wrong shape" else damage
     assert compiled(source) == re.compile(source)
     assert kept[key] != damage and marshal.loads(kept[key])[1]  # the generated code again
@@ -173,7 +173,7 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
         "        pass\n"
         "    else:\n"
         "        raise AssertionError('a bad pattern compiled')\n"
-        "    regex.compile_every_pattern(False)\n"
+        "    regex.stop_keeping_every_pattern()\n"
         "    assert re.compile('after the first screen').match('after the first screen')\n"
         "save_code_cache()\n"
     )
@@ -187,7 +187,19 @@ def test_until_turned_off_every_pattern_re_compiles_is_made_from_the_kept_code(t
     (table,) = tmp_path.iterdir()
     keys = marshal.loads(table.read_bytes())
     assert len(keys) > 30  # Textual's and the standard library's
-    assert ("(?P<a>x+)y", 0) in keys and (rb"\d+", 0) in keys
+    assert ("(?P<a>x+)y", 0, False) in keys and (rb"\d+", 0, True) in keys
     assert not any(
         k[0] in ("(unclosed", "after the first screen", "in another thread") for k in keys
     )
+
+
+def test_a_text_pattern_and_its_bytes_twin_are_kept_apart(kept):
+    """ "x" and b"x" hash alike: keyed by text and flags only, one was looked up with
+    the other (a BytesWarning under `python -bb`, and the wrong type made)."""
+    from slop_tui.context.regex import compiled, valid_key
+
+    text, data = compiled("ab+c"), compiled(b"ab+c")  # type: ignore[arg-type]
+    assert text.pattern == "ab+c" and data.pattern == b"ab+c"
+    assert set(kept) == {("ab+c", 0, False), (b"ab+c", 0, True)}
+    assert valid_key(("ab+c", 0, False)) and valid_key((b"ab+c", 0, True))
+    assert not valid_key(("ab+c", 0, True)) and not valid_key(("ab+c", 0))

@@ -89,6 +89,8 @@ PINNED = {
     "textual.screen.Screen._on_mount": "cb1b86109ec4e884",
     "textual.widget.Widget._on_mount": "cac7d1e505b26a11",
     "textual.app.App._get_screen": "e253c005c0065e23",
+    "textual.command.CommandPalette._watch__show_busy": "20c16f13ec9c5629",
+    "textual.widgets._loading_indicator.LoadingIndicator._on_mount": "fd9eceb436842df2",
     "textual.app.App.refresh_css": "ecfa14bd0d19dba0",
     "textual._compositor.Compositor._render_chops": "ca8c3359d7afd017",
     "textual._compositor.Compositor.cuts": "205385a66fdabffe",

@@ -264,8 +264,8 @@ async def test_a_workspace_that_fails_to_open_gives_the_collector_back(tmp_path)
 
 def test_keys_that_keep_coming_get_small_paced_collections_often(pacing) -> None:
     """Paging makes many objects: the collection that walks them comes after a couple
-    of young collections, between keys, not after ten (one walk of 10-60 ms that a key
-    coming meanwhile waited for)."""
+    of young collections, between keys, each walking only what those made (one walk
+    of many pages' objects is what a key coming meanwhile waits for)."""
     pace, clock = pacing
     pace.start()
     ref = orphan_cycle()

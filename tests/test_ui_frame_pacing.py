@@ -13,6 +13,7 @@ from textual._compositor import ChopsUpdate, LayoutUpdate
 from textual._styles_cache import StylesCache
 from textual.app import App
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.timer import EventTargetGone, Timer
 from textual.widget import Widget
@@ -738,3 +739,7 @@ async def test_preparing_the_next_pages_reads_no_map_of_the_screen(
         compositor._full_map_invalidated = True  # as a frame's layout leaves it
         assert view._answer_width() == width
         assert not rebuilt
+        # An answer mounted and not laid out yet (no size) is passed over: its width
+        # less its padding is no width to render at.
+        monkeypatch.setattr(answer, "_size", Size(0, 0))
+        assert view._answer_width() == width

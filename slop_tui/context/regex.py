@@ -54,19 +54,21 @@ def fits() -> bool:
 
 def table_name() -> str:
     """The kept table's file name: per interpreter and `_sre` code version, and per
-    layout of the table (`2`: bytes patterns too, which an older build's reading
-    refuses, dropping the whole table)."""
+    layout of the table (`2`: bytes patterns too, each key with its pattern's type,
+    which an older build's reading refuses, dropping the whole table)."""
     tag = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-{_sre.MAGIC}"
     return f"regex-code-2-{tag}.marshal"
 
 
 def valid_key(key: object) -> bool:
-    """A key of the table read back: a pattern's text (or bytes) and its flags."""
+    """A key of the table read back: a pattern's text (or bytes), its flags, and
+    whether it is bytes."""
     return (
         type(key) is tuple
-        and len(key) == 2
+        and len(key) == 3
         and type(key[0]) in (str, bytes)
         and type(key[1]) is int
+        and key[2] is (type(key[0]) is bytes)
     )
 
 
@@ -92,7 +94,7 @@ def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
 def _made(table: Table, pattern: Any, flags: int) -> Any:
     """The pattern made from its code in `table` (generated and put there first if it
     is not); None for a pattern `re` refuses."""
-    key = (pattern, flags)
+    key = (pattern, flags, type(pattern) is bytes)  # "x" and b"x" are equal keys otherwise
     data = table.get(key)
     if data is not None:
         try:
@@ -119,36 +121,39 @@ def _compile_kept(pattern: Any, flags: int = 0) -> Any:
         made = _made(table, pattern, int(flags))
         if made is not None:
             return made
-    return _compile_text(pattern, flags)
+    return _re_compile(pattern, flags)
 
 
-_compile_text = re._compiler.compile  # type: ignore[attr-defined]
-_keeping_thread: int | None = None  # the thread whose patterns `compile_every_pattern` keeps
+_re_compile = re._compiler.compile  # type: ignore[attr-defined]
+_keeping_thread: int | None = None  # whose patterns `keep_every_pattern` keeps
 
 
-def compile_every_pattern(on: bool = True) -> bool:
-    """Every pattern `re` compiles from text or bytes in this process (`re.compile`, `re.match`
-    and the others, on a miss of `re`'s own cache) made through the kept table
-    (`keep_compiled`), not only the lazy ones; `on=False` gives `re` its compiler back.
-    The libraries compile theirs as they are imported (Textual's CSS tokenizer, Rich,
-    the standard library's argparse, json, tomllib...): ~85 patterns and ~18 ms of CPU
-    before the app's first frame, made from the table in well under a millisecond.
-    The app turns it on before Textual's import and off once its first screen is
-    filled: patterns compiled later (a search's, a tool's) are not kept, nor those
-    compiled meanwhile in other threads (the repository map's ignore rules, which
-    come from the project: the table is the user's, shared by every project). False
-    when no table is kept or this Python's `re` does not fit."""
+def keep_every_pattern() -> bool:
+    """Every pattern this thread has `re` compile from text or bytes (`re.compile`,
+    `re.match` and the others, on a miss of `re`'s own cache) made through the kept
+    table (`keep_compiled`), not only the lazy ones, until
+    `stop_keeping_every_pattern`. The libraries compile theirs as they are imported
+    (Textual's CSS tokenizer, Rich, the standard library's argparse, json, tomllib...):
+    ~85 patterns and ~18 ms of CPU before the app's first frame, made from the table
+    in well under a millisecond. The workspace command keeps them from before
+    Textual's import until the app's code is imported, before any project or session
+    data is read: a pattern made from the user's text (a lane's name) or from the
+    project (the repository map's ignore rules, in another thread) never reaches the
+    table, which every project shares. False when no table is kept or this Python's
+    `re` does not fit."""
     global _keeping_thread
-    compiler = re._compiler  # type: ignore[attr-defined]
-    if not on:
-        if compiler.compile is _compile_kept:
-            compiler.compile = _compile_text
-        return True
     if _kept is None or not fits():
         return False
     _keeping_thread = threading.get_ident()
-    compiler.compile = _compile_kept
+    re._compiler.compile = _compile_kept  # type: ignore[attr-defined]
     return True
+
+
+def stop_keeping_every_pattern() -> None:
+    """`re` has its own compiler back (if `keep_every_pattern` had replaced it)."""
+    compiler = re._compiler  # type: ignore[attr-defined]
+    if compiler.compile is _compile_kept:
+        compiler.compile = _re_compile
 
 
 def _generated(pattern: str, flags: int) -> tuple | None:

@@ -29,7 +29,6 @@ from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
-from slop_tui.context.regex import compile_every_pattern
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing, release_held_collections
 from slop_tui.ui.keyroute import KeyRouter
@@ -222,8 +221,6 @@ class SlopApp(App):
             # The collector, off since the command started (`hold_full_collections`),
             # back on over what start-up made, frozen.
             release_held_collections()
-            # Patterns compiled from here on (a search's, a tool's) are not kept.
-            compile_every_pattern(False)
             self.keys.panes_filled()  # the keys typed before the side panes, in order
         # What start-up built (Textual, the widgets, the first screen: ~1M objects) lives
         # as long as the app: frozen, no collection walks it again. From here on the

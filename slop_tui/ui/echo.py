@@ -44,10 +44,12 @@ def frame_now(widget: Widget) -> None:
     """Draw the screen's next frame now, a scroll of `widget` included, instead of at
     the next tick of the frame timer (after the widget's own scroll update, which
     reaches the screen only once the widget is idle, has come round)."""
-    widget.call_later(_frame, widget)
+    widget.call_later(frame_at_once, widget)
 
 
-def _frame(widget: Widget) -> None:
+def frame_at_once(widget: Widget) -> None:
+    """`frame_now` without waiting for `widget`'s turn: the frame drawn in this call
+    (nothing, when no draw may happen now: the frame timer draws it)."""
     if not widget.is_attached:
         return
     screen = widget.screen

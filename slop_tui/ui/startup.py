@@ -30,10 +30,10 @@ at once, so its screens do not depend on timing.
   first plan (the side panes' fill) uses (about 40, 20-40 ms): their generated
   code is kept in the user cache beside the dataclass code and read back at the
   next start (`cli.keep_compiled_patterns`, slop_tui/context/regex.py).
-  Every pattern the main thread compiles until the first screen is filled goes
-  through it (`compile_every_pattern`; other threads', such as the repository
-  map's ignore rules from the project, do not), the context engine's lazy ones
-  always.
+  Every pattern the main thread compiles until the app's code is imported goes
+  through it (`keep_every_pattern`), the context engine's lazy ones always; none
+  made from the user's or the project's text (a lane's name, the repository
+  map's ignore rules) is kept.
 - **The MCP SDK.** With MCP servers configured, the SDK's import (seconds)
   starts in a background thread `MCP_PRELOAD_AFTER` seconds after the first
   full screen (`Workspace.preload_mcp`), so the first turn that needs a

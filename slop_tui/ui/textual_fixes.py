@@ -216,6 +216,10 @@ RELIED_ON: dict[str, str] = {
     "prevents CommandPalette's)",
     "textual.widget.Widget._on_mount": "KeptCommandPalette calls it (as above)",
     "textual.app.App._get_screen": "mount_ahead() mounts an installed screen with it",
+    "textual.command.CommandPalette._watch__show_busy": "KeptCommandPalette extends it and "
+    "sets _show_busy; the indicator redraws only while the palette is shown busy",
+    "textual.widgets._loading_indicator.LoadingIndicator._on_mount": "KeptCommandPalette "
+    "turns off the auto_refresh it starts (the palette's mount runs after its children's)",
     "textual.app.App.refresh_css": "KeptCommandPalette: it keeps _css_update_count of the "
     "screens in the stack, and a screen out of it is restyled at its showing",
     "textual.css.stylesheet.Stylesheet._parse_rules": "patch kept-css (what it parses "
@@ -397,7 +401,8 @@ def release_frames(app) -> None:  # type: ignore[no-untyped-def]
 
 def _frame_after_the_hold(screen: Screen) -> None:
     if drawing_allowed(screen.app, screen):
-        screen._on_timer_update()  # nothing to draw (drawn already): nothing done
+        # Draws what the hold kept back; a frame already drawn since leaves it nothing.
+        screen._on_timer_update()
 
 
 def hold_paint(app) -> None:  # type: ignore[no-untyped-def]
@@ -1059,10 +1064,9 @@ class KeptCommandPalette(ListedCommandsPalette):
         self.__dict__["_slop_listed_for"] = None  # what the list was filled for
         self._animate_busy()
 
-    # Textual's LoadingIndicator redraws itself 16 times a second from its mount on
-    # (`auto_refresh`), shown or not: the palette's runs only while it is shown busy.
-    BUSY_REFRESH = 1 / 16
-
+    # Textual's LoadingIndicator redraws itself at a rate it sets at its mount
+    # (`auto_refresh`, 1/16 s), shown or not: the palette's runs only while it is shown
+    # busy, at that rate.
     async def _watch__show_busy(self) -> None:
         await super()._watch__show_busy()
         self._animate_busy()
@@ -1071,7 +1075,10 @@ class KeptCommandPalette(ListedCommandsPalette):
         from textual.widgets import LoadingIndicator
 
         for indicator in self.query(LoadingIndicator):
-            wanted = self.BUSY_REFRESH if self._show_busy and self.is_current else None
+            if indicator.auto_refresh is not None:  # its own rate, as its mount set it
+                indicator.__dict__["_slop_busy_refresh"] = indicator.auto_refresh
+            rate = indicator.__dict__.get("_slop_busy_refresh", 1 / 16)
+            wanted = rate if self._show_busy and self.is_current else None
             if indicator.auto_refresh != wanted:
                 indicator.auto_refresh = wanted
 

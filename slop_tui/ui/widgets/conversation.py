@@ -557,7 +557,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         for block in self._blocks.values():
             for answer in block.answers():
                 width = answer.outer_size.width - answer.styles.gutter.width
-                if width and not answer.has_class(f"-{STATUS_INTERRUPTED}"):
+                if width > 0 and not answer.has_class(f"-{STATUS_INTERRUPTED}"):
                     return width
         return 0
 
@@ -894,9 +894,7 @@ class GroupPager(GroupBlocks):
             # frame timer's next tick: while a reply streams, the chunks and the
             # page's next mount queued ahead of that tick held the key's change back.
             self._hold(block, at_top=True)
-            screen = self.screen
-            if textual_fixes.drawing_allowed(self.app, screen):
-                textual_fixes.next_frame_now(screen)
+            echo.frame_at_once(self)
             return
         if top >= round(self.scroll_y):
             return  # on screen below the top: the page's layout moves it
