@@ -91,14 +91,19 @@ def test_an_idle_pause_collects_and_a_busy_one_waits(pacing) -> None:
     assert pace.tick(busy=False) is None  # nothing pending any more
 
 
-def test_too_many_pending_collections_collect_even_while_busy(pacing) -> None:
+@pytest.mark.parametrize("busy", [True, False], ids=["a turn running", "keys coming"])
+def test_a_couple_of_pending_collections_collect_between_keys(pacing, busy) -> None:
+    """Paging makes many objects: the collection that walks them comes after a couple
+    of young collections, between keys, a turn running or not, each walking only what
+    those made (one walk of many pages' objects is what a key coming meanwhile waits
+    for)."""
     pace, clock = pacing
     pace.start()
     ref = orphan_cycle()
-    pend_young_collections(collector.FORCE_AFTER)
+    pend_young_collections(2)
     pace.note_input()
-    clock.now += collector.KEY_FRAME_S  # typing, but not this very moment
-    assert pace.tick(busy=True) == "young-full"
+    clock.now += collector.KEY_FRAME_S  # keys 0.1-0.4 s apart: never an idle pause
+    assert pace.tick(busy=busy) == "young-full"
     assert ref() is None
 
 
@@ -260,20 +265,6 @@ async def test_a_workspace_that_fails_to_open_gives_the_collector_back(tmp_path)
         gc.enable()
         gc.unfreeze()
         gc.set_threshold(*threshold)
-
-
-def test_keys_that_keep_coming_get_small_paced_collections_often(pacing) -> None:
-    """Paging makes many objects: the collection that walks them comes after a couple
-    of young collections, between keys, each walking only what those made (one walk
-    of many pages' objects is what a key coming meanwhile waits for)."""
-    pace, clock = pacing
-    pace.start()
-    ref = orphan_cycle()
-    pend_young_collections(2)
-    pace.note_input()
-    clock.now += collector.KEY_FRAME_S  # keys 0.1-0.4 s apart: never an idle pause
-    assert pace.tick(busy=False) == "young-full"
-    assert ref() is None
 
 
 def test_a_paced_collection_waits_for_a_keys_frame_when_idle_too(pacing) -> None:

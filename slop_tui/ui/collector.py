@@ -12,8 +12,8 @@ their own: they only scan recent objects) and does it itself:
   runs. It collects what is not frozen and then freezes the survivors, so the
   next one only walks what was made since. Each object is walked once by such a
   collection however often they come, so they come often, after `FORCE_AFTER`
-  (two) young collections: each walks a few pages' worth of objects (2-15 ms), where
-  one after ten walked 10-60 ms that a key coming meanwhile waited for.
+  (two) young collections: each walks a few pages' worth of objects (2-15 ms), short
+  enough for a key that comes meanwhile to wait for.
 - *deep*: unfreeze everything and collect it all. Frozen objects that became
   cyclic garbage later (unmounted group blocks, a closed dialog) are only freed
   here. It runs after `DEEP_IDLE_S` without input once `DEEP_EVERY_S` have

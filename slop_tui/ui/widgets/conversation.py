@@ -888,11 +888,11 @@ class GroupPager(GroupBlocks):
         top = self._tops.get(block)
         if top is None:
             # Just mounted (a page under way, or the groups End mounted), not laid out
-            # yet: the layout its mount owes puts it at the top. Left alone, the view
-            # stayed put until the queued page started, after the page under way was
-            # all mounted (a frame per group). That layout is drawn now, not at the
-            # frame timer's next tick: while a reply streams, the chunks and the
-            # page's next mount queued ahead of that tick held the key's change back.
+            # yet: the layout its mount owes puts it at the top, so the key moves the
+            # view now rather than after the page under way is all mounted (a frame
+            # per group). That layout is drawn at once, not at the frame timer's next
+            # tick: while a reply streams, the chunks and the page's next mount queued
+            # ahead of that tick would hold the key's change back.
             self._hold(block, at_top=True)
             echo.frame_at_once(self)
             return
