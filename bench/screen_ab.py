@@ -85,6 +85,7 @@ def _log(path: str, i: int, name: str, size: str, run: screen.Run) -> None:
         "session": size,
         "first": run.first,
         "shown": run.shown,
+        "cpu_shown": run.cpu_shown,
         "keys": run.keys,
         "missed": run.missed,
         "note": run.note,

@@ -270,6 +270,10 @@ def side_counts():
     count(preview.ContextPreview, "set_prompt", "context preview set")
     count(anchors.StatePane, "set_state", "STATE set")
     count(conversation.ConversationView, "set_plan", "conversation's tier labels set")
+    from textual._text_area_theme import TextAreaTheme
+    count(TextAreaTheme, "apply_css", "text areas' themes styled (each render)")
+    from textual.widgets import TextArea
+    count(TextArea, "render_lines", "text areas drawn")
 if "sides_module" in globals():  # a build with `SidePanes`
     _mount = sides_module.SidePanes.mount
     @functools.wraps(_mount)
