@@ -3,6 +3,7 @@
     python bench/screen_ab.py [--runs N] [--sizes 2k,20k] [--keys N] [--cases WORD,...]
                               [--log FILE] [--busy N]
                               NAME=BIN_DIR NAME=BIN_DIR
+    python bench/screen_ab.py --report LOG [LOG ...]
 
 Each NAME=BIN_DIR is the `bin` folder of a virtualenv inside a checkout (the
 ledger is written by that checkout's bench/tui.py and code, so each build
@@ -18,12 +19,16 @@ fake provider), started for every build and size in turn, in every run, with
 the hello-world app once per run: the machine's noise falls on every build
 alike. Prints, per build and size, the median (min-max) of the first useful frame
 and of settled (bench/screen.py's two measures), each with its ratio to the
-hello-world app's (and the range of the per-run ratios), the CPU time until
+hello-world app's: the medians' ratio and the geometric means' ratio, each with
+its standard deviation over bootstrap resamples of the starts (the machine runs a
+process at one of two speeds, so a median of a few starts can land in either:
+docs/performance.md), and the range of the per-run ratios; the CPU time until
 settled, and with `--keys N`
 each key case's p99 and median over the runs (N keys per case and run) and
 the median (min-max) of each run's p99. `--busy N` measures with N other
 processes spinning the CPU throughout (the hello-world app under the same load):
-the ratios on a loaded machine.
+the ratios on a loaded machine. `--report LOG...` measures nothing and prints the
+tables of `--log` files, their starts pooled.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -41,6 +47,8 @@ from pathlib import Path
 
 import _common as c
 import screen
+
+RESAMPLES = 1000  # bootstrap resamples for a ratio's standard deviation
 
 # Run by each build's own interpreter with its own bench/tui.py: the same ledger,
 # written by that build's code.
@@ -57,11 +65,27 @@ def _spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
     return f"{statistics.median(values):.3f} {unit} ({min(values):.3f}–{max(values):.3f})"
 
 
-def _ratios(runs, hello, key: str, hello_median: float) -> str:
-    """The median's ratio to the hello-world app's median, and the range of the per-run
-    ratios (each start against the hello-world start of the same run)."""
+def _resampled_sd(values: list[float], hello: list[float], estimate) -> float:
+    """The standard deviation of `estimate(values) / estimate(hello)` over bootstrap
+    resamples of both (seeded): how far the ratio would move with other starts of the
+    same builds. The machine runs each process at one of two speeds, so a median of
+    15 starts can land in either mode (docs/performance.md)."""
+    rnd = random.Random(0)
+    ratios = [
+        estimate(rnd.choices(values, k=len(values))) / estimate(rnd.choices(hello, k=len(hello)))
+        for _ in range(RESAMPLES)
+    ]
+    return statistics.stdev(ratios)
+
+
+def _ratios(runs, hello, key: str) -> str:
+    """The median's ratio to the hello-world app's median with its resampled standard
+    deviation, the geometric means' ratio (steadier against the two speeds) with its
+    own, and the range of the per-run ratios (each start against the hello-world start
+    of the same run)."""
     values = [getattr(r, key) for r in runs if getattr(r, key)]
-    if not values:
+    base = [getattr(h, key) for h in hello if getattr(h, key)]
+    if not values or not base:
         return ""
     pairs = [
         getattr(a, key) / getattr(b, key)
@@ -69,7 +93,13 @@ def _ratios(runs, hello, key: str, hello_median: float) -> str:
         if getattr(a, key) and getattr(b, key)
     ]
     spread = f" ({min(pairs):.2f}–{max(pairs):.2f})" if len(pairs) > 1 else ""
-    return f"{statistics.median(values) / hello_median:.2f}×{spread}"
+    median = statistics.median(values) / statistics.median(base)
+    geo = statistics.geometric_mean(values) / statistics.geometric_mean(base)
+    if len(values) < 3 or len(base) < 3:
+        return f"{median:.2f}×{spread}"
+    sd_median = _resampled_sd(values, base, statistics.median)
+    sd_geo = _resampled_sd(values, base, statistics.geometric_mean)
+    return f"{median:.2f}× ±{sd_median:.2f}; geo {geo:.2f}× ±{sd_geo:.2f}{spread}"
 
 
 def _p99(values: list[float]) -> float:
@@ -86,6 +116,7 @@ def _log(path: str, i: int, name: str, size: str, run: screen.Run) -> None:
         "first": run.first,
         "shown": run.shown,
         "cpu_shown": run.cpu_shown,
+        "rss_shown_mb": run.rss_shown_mb,
         "keys": run.keys,
         "missed": run.missed,
         "note": run.note,
@@ -98,7 +129,7 @@ def _log(path: str, i: int, name: str, size: str, run: screen.Run) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("builds", nargs="+", metavar="NAME=BIN_DIR")
+    ap.add_argument("builds", nargs="*", metavar="NAME=BIN_DIR")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="2k,20k", help="of empty, 2k, 20k")
     ap.add_argument("--keys", type=int, default=0, help="keys per case and run (0: none)")
@@ -118,7 +149,21 @@ def main() -> None:
         default=0,
         help="this many other processes spin the CPU throughout the measured starts",
     )
+    ap.add_argument(
+        "--report",
+        nargs="+",
+        metavar="LOG",
+        help="measure nothing: print the tables of these `--log` files, their starts pooled",
+    )
     args = ap.parse_args()
+    if args.report:
+        results, hello = _read_logs(args.report)
+        print(f"# bench/screen_ab.py --report {' '.join(args.report)}")
+        print(f"{len(hello)} run(s) read from the logs; median (min–max)\n")
+        _tables(results, hello, keys=any(r.keys for rs in results.values() for r in rs))
+        return
+    if len(args.builds) < 1:
+        ap.error("name at least one build: NAME=BIN_DIR")
     builds = [(n, str(Path(d).resolve())) for n, d in (b.split("=", 1) for b in args.builds)]
     for name, bindir in builds:
         if not (Path(bindir) / "slop-tui").exists():
@@ -183,8 +228,42 @@ def main() -> None:
         f"{' '.join(f'{x:.2f}' for x in end_load)}{busy}; {args.runs} run(s), "
         "builds interleaved; median (min–max)\n"
     )
-    hello_first = statistics.median(r.first for r in hello if r.first is not None)
-    hello_shown = statistics.median(r.shown for r in hello if r.shown is not None)
+    _tables(results, hello, keys=bool(args.keys))
+
+
+def _read_logs(
+    paths: list[str],
+) -> tuple[dict[tuple[str, str], list[screen.Run]], list[screen.Run]]:
+    """The starts of `--log` files as runs, per build and size, and the hello-world
+    app's; a start's run number is made unique across the files (its pairing with the
+    hello-world start of the same run is kept)."""
+    results: dict[tuple[str, str], list[screen.Run]] = {}
+    hello: list[screen.Run] = []
+    for n, path in enumerate(paths):
+        with open(path) as f:
+            for line in f:
+                d = json.loads(line)
+                run = screen.Run(
+                    "hello" if d["build"] == "hello-world" else d["session"],
+                    shown=d.get("shown"),
+                    first=d.get("first"),
+                    cpu_shown=d.get("cpu_shown"),
+                    rss_shown_mb=d.get("rss_shown_mb"),
+                    keys=d.get("keys") or {},
+                    missed=d.get("missed") or {},
+                    note=d.get("note", ""),
+                    start=f"{n}-{d['run']}",
+                )
+                if d["build"] == "hello-world":
+                    hello.append(run)
+                else:
+                    results.setdefault((d["build"], d["session"]), []).append(run)
+    return results, hello
+
+
+def _tables(
+    results: dict[tuple[str, str], list[screen.Run]], hello: list[screen.Run], *, keys: bool
+) -> None:
     hello_mb = [r.rss_shown_mb for r in hello if r.rss_shown_mb]
     rows = [
         [
@@ -208,9 +287,9 @@ def main() -> None:
                 name,
                 size,
                 _spread(first) if first else "not shown",
-                _ratios(runs, hello, "first", hello_first),
+                _ratios(runs, hello, "first"),
                 _spread(shown) if shown else "not shown",
-                _ratios(runs, hello, "shown", hello_shown),
+                _ratios(runs, hello, "shown"),
                 _spread(cpu) if cpu else "",
                 f"{statistics.median(mb):.0f} MB ({min(mb):.0f}–{max(mb):.0f})" if mb else "",
             ]
@@ -226,7 +305,7 @@ def main() -> None:
         "VmHWM settled",
     ]
     print(c.table(headers, rows))
-    if args.keys:
+    if keys:
         cases = sorted({k for runs in results.values() for r in runs for k in r.keys})
         rows = []
         for case in cases:
