@@ -4,6 +4,7 @@ how bench/screen.py tells a key's effect from the rest of the screen."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from pathlib import Path
@@ -143,3 +144,38 @@ def test_the_log_keeps_each_case_as_it_ends_and_logs_pool_into_one_table(
     # Each start is paired with the hello-world app of its own invocation and run.
     ratio = next(line for line in out.splitlines() if "first useful frame ÷" in line)
     assert "2.00–2.80 per run" in ratio
+
+
+def test_screen_ab_reports_logged_starts_with_the_ratio_and_its_spread(
+    tmp_path, capsys, monkeypatch
+):
+    """`screen_ab.py --report`: the logged starts of a build at twice the hello-world
+    app's times read 2.00× by medians and by geometric means; a build whose starts
+    fall in two speeds has a wider resampled spread than one whose starts do not."""
+    monkeypatch.syspath_prepend(str(BENCH))  # screen_ab imports _common and screen
+    screen_ab = _load("screen_ab")
+    log = tmp_path / "ab.jsonl"
+    lines = []
+    for i in range(9):
+        hello = 0.3 + 0.01 * (i % 3)
+        two_speeds = 1.4 if i % 2 else 1.0
+        lines += [
+            {"run": i, "build": "hello-world", "session": "", "first": hello, "shown": hello},
+            {"run": i, "build": "steady", "session": "2k", "first": 2 * hello, "shown": 1.0},
+            {"run": i, "build": "bimodal", "session": "2k", "first": 2 * hello * two_speeds},
+        ]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    results, hello = screen_ab._read_logs([str(log)])
+    assert len(hello) == 9 and len(results[("steady", "2k")]) == 9
+    steady = screen_ab._ratios(results[("steady", "2k")], hello, "first")
+    assert steady.startswith("2.00× ±") and "geo 2.00× ±" in steady
+    bimodal = screen_ab._ratios(results[("bimodal", "2k")], hello, "first")
+
+    def spread(text: str) -> float:
+        return float(text.split("±", 1)[1].split(";")[0])
+
+    assert spread(bimodal) > spread(steady)
+    monkeypatch.setattr(sys, "argv", ["screen_ab.py", "--report", str(log)])
+    screen_ab.main()
+    out = capsys.readouterr().out
+    assert "9 run(s) read from the logs" in out and " bimodal | " in out
