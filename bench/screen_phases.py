@@ -14,7 +14,7 @@ widgets imported and mounted, the plan of the next request read for them (with
 the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
 prices and MCP start paths, every import, dataclass and regular expression made,
-the ledger's reads that grow with the session, the garbage collector's passes), summed until the first frame and over the whole start. The hello-world app
+the ledger's reads that grow with the session, the garbage collector's passes), summed until the first frame and over the whole start, and the wall time the main thread's event loop waited with nothing to run between the first frame and the panes' frame (for a read on the ledger's thread, or a timer). The hello-world app
 (bench/screen_hello.py) is stamped the same way up to its first frame. With two
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
@@ -149,11 +149,13 @@ import textual.app
 stamp("import textual.app")
 from textual.drivers.linux_driver import LinuxDriver
 _write = LinuxDriver.write
+BETWEEN = [False]  # from the first frame written to the side panes' frame written
 def write(self, data, _seen=[0]):
     # The first screenful; a second one before the side panes are filled (a build that
     # drew the first frame twice); the first one after they are filled.
     if len(data) > 2000 and FILLED[0]:
         FILLED[0] = False
+        BETWEEN[0] = False
         r = _write(self, data)
         stamp("side panes' frame written")
         return r
@@ -161,9 +163,23 @@ def write(self, data, _seen=[0]):
         _seen[0] += 1
         stamp("frame %d written" % _seen[0])
         if _seen[0] == 1:
+            BETWEEN[0] = True
             log.write(json.dumps(["spent at frame 1", dict(spent)]) + "\n")
     return _write(self, data)
 LinuxDriver.write = write
+import selectors, threading
+_select = selectors.EpollSelector.select
+IDLE = "the main thread idle from the first frame to the panes' (wall ms, not CPU)"
+def select(self, timeout=None):
+    # The event loop's waits between the two frames: for the ledger's thread, a timer.
+    if not BETWEEN[0] or threading.current_thread() is not threading.main_thread():
+        return _select(self, timeout)
+    t = time.time()
+    try:
+        return _select(self, timeout)
+    finally:
+        spent[IDLE] = spent.get(IDLE, 0.0) + time.time() - t
+selectors.EpollSelector.select = select
 def at_start(owner, name, label):
     f = getattr(owner, name)
     @functools.wraps(f)

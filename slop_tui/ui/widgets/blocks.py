@@ -880,6 +880,18 @@ class LiveAnswer(RenderedLines):
         self.post_message(CopyRequested(self.text, "message"))
 
 
+def update_in_place(text: Static, content: str | Content) -> None:
+    """`text.update(content)`, laid out again only when the new text takes another
+    number of lines at its width. A group's header and a tool's title change when the
+    plan's marks and tier labels arrive (the side panes' frame): a label that still
+    fits on the lines the text had repaints the line; a layout would arrange the
+    whole conversation again (and every group in it) for the same heights."""
+    size = text.size
+    text.update(content, layout=False)
+    if not size.width or text.visual.get_height(text.styles, size.width) != size.height:
+        text.refresh(layout=True)
+
+
 class ToolTitle(Static):
     DEFAULT_CSS = """
     ToolTitle { color: $text-muted; padding: 0 1; }
@@ -995,7 +1007,7 @@ class ToolBlock(Vertical, can_focus=True):
         return " · ".join(parts)
 
     def _render_title(self) -> None:
-        self._title.update(Content(self.title))
+        update_in_place(self._title, Content(self.title))
 
     # -- actions ------------------------------------------------------------
 
@@ -1227,7 +1239,7 @@ class GroupBlock(Vertical, can_focus=True):
             parts.append(mark)
         if self.usage:
             parts.append(self.usage)
-        self._header.update(" · ".join(parts))
+        update_in_place(self._header, " · ".join(parts))
 
     def set_mark(self, mark: str) -> None:
         if mark != self.mark:
