@@ -531,6 +531,14 @@ async def test_a_workspace_that_fails_to_open_shows_its_error(project, held, mon
         assert "malformed" in str(banner.render()) and app._batch_count == 0
 
 
+async def every_prompt_read(pilot) -> GroupList:
+    """The started app's group list, once every line carries its prompt."""
+    await started(pilot)
+    group_list = pilot.app.query_one(GroupList)
+    await wait_for(pilot, lambda: all(g.prompt for g in group_list.groups))
+    return group_list
+
+
 async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(project, monkeypatch):
     """At start only the newest groups' prompts are read with the list; the older ones
     follow in a second read, and every line ends up with its snippet."""
@@ -556,9 +564,7 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
     monkeypatch.setattr(Ledger, "group_prompts", group_prompts)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
-        await started(pilot)
-        group_list = app.query_one(GroupList)
-        await wait_for(pilot, lambda: all(g.prompt for g in group_list.groups))
+        group_list = await every_prompt_read(pilot)
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
         gids = [g.group_id for g in group_list.groups]
         assert calls == [("rows", 2), ("prompts", gids[2] + 1)]  # below the newest 2
@@ -950,3 +956,53 @@ async def test_the_frame_of_a_release_is_drawn_without_waiting_for_the_frame_tim
         assert drawn, "nothing drawn"
         assert drawn[0] - released < period / 2, drawn[0] - released
         assert app.query_one("#later").region.height == 1  # laid out in that frame
+
+
+@pytest.mark.parametrize("newest_first", [30, 2])
+async def test_the_older_prompts_redraw_only_the_lines_on_screen_that_gained_one(
+    project, monkeypatch, newest_first
+):
+    """The older groups' prompts arrive after the panes' frame. The list opens at its
+    end: with every line on screen already carrying its prompt (30 read first) nothing
+    is drawn again; with some of them waiting (2 read first) only those lines are. Every
+    line shows its prompt when scrolled to."""
+    from textual.geometry import Region
+
+    from slop_tui.ui.screens import workspace_sides
+    from slop_tui.ui.widgets.groups import GroupLines
+
+    await seed(project, n=40)
+    monkeypatch.setattr(workspace_sides, "PROMPTS_FIRST", newest_first)
+    repaints: list[Region | None] = []
+    real_fill = GroupLines._fill_prompts
+
+    async def fill_prompts(self, *a, **k):
+        real_refresh = self.refresh
+
+        def refresh(*regions, **kw):
+            repaints.append(regions[0] if regions else None)
+            return real_refresh(*regions, **kw)
+
+        self.refresh = refresh
+        try:
+            return await real_fill(self, *a, **k)
+        finally:
+            del self.refresh
+
+    monkeypatch.setattr(GroupLines, "_fill_prompts", fill_prompts)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        group_list = await every_prompt_read(pilot)
+        height = group_list.scrollable_content_region.height
+        top = group_list.scroll_offset.y
+        assert 0 < height < 40 and top + height == 40  # the list opens at its end
+        waiting = [i for i in range(top, 40) if i < 40 - newest_first]
+        if not waiting:
+            assert repaints == []
+        else:
+            assert len(repaints) == 1 and repaints[0] is not None
+            assert repaints[0].y == waiting[0] - top and repaints[0].height == len(waiting)
+        group_list.scroll_to(y=0, animate=False)
+        await pilot.pause()
+        assert "question 0" in group_list.render_line(0).text
+        assert "question 39" not in group_list.render_line(0).text

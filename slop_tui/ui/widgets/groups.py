@@ -170,9 +170,23 @@ class GroupLines(LineScrollBars, ScrollView):
 
     async def _fill_prompts(self, history: HistoryReader, below: int) -> None:
         self._prompts.update(await history.group_prompts(below, SNIPPET_SOURCE))
-        if any(row[_PROMPT] is None and row[_GID] in self._prompts for row in self._rows):
+        prompts = self._prompts
+        filled = [
+            index
+            for index, row in enumerate(self._rows)
+            if row[_PROMPT] is None and row[_GID] in prompts
+        ]
+        if filled:
             self._rows = self._with_prompts(self._rows)
-            self.refresh()
+            # Only the lines on screen that gained their prompt are drawn again: the
+            # older groups are mostly above the view (the list opens at its end), and
+            # a whole-list repaint that changes no cell costs a key typed meanwhile
+            # the list's paint. The others are drawn with theirs when scrolled to.
+            top = self.scroll_offset.y
+            bottom = top + self.scrollable_content_region.height
+            shown = [index for index in filled if top <= index < bottom]
+            if shown:
+                self.refresh_lines(shown[0], shown[-1] - shown[0] + 1)
 
     def _with_prompts(self, rows: Sequence[GroupRow]) -> list[GroupRow]:
         """`rows` with the prompts read before in place of the ones left out; the
