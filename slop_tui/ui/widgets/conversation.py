@@ -824,9 +824,16 @@ class GroupPager(GroupBlocks):
                 with self.app.batch_update():
                     if older:
                         await self.mount(block, after=self._older)
-                        self._lo -= 1
                     else:
                         await self.mount(block, before=self._newer)
+                    if generation != self._generation:
+                        # The slice was replaced while the group was being mounted (End
+                        # or a new turn mounted the newest groups): it is not part of it.
+                        await block.remove()
+                        break
+                    if older:
+                        self._lo -= 1
+                    else:
                         self._hi += 1
                     self._blocks[gid] = block
                     self._label_if_plan_moved([block], plan)
@@ -987,6 +994,11 @@ class GroupPager(GroupBlocks):
 
         async def grow() -> None:
             try:
+                # A page stopped by the jump (`_drop_pages`) ends at its next group.
+                for _ in range(PAGE_WAITS):
+                    if not self._paging or not self.is_mounted:
+                        break
+                    await self._next_frame()
                 if newer and not self._paging and self._hi < len(self._gids):
                     await self._page(
                         self._newer, min(len(self._gids), self._hi + newer), hold=False
