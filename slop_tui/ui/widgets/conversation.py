@@ -555,8 +555,8 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         groups a ctrl+u page trims, the slice End or a jump replaces): the next build of
         those groups (End, ctrl+d, paging back) takes them instead of rendering again.
         Rendering is Rich in a thread, 5-80 ms an answer, and a key handled meanwhile
-        waits for the interpreter lock; End rebuilt a page of groups and the next two
-        pages ahead, ~15 groups, right where the next ctrl+u comes. The
+        waits for the interpreter lock; End builds a page of groups and the next two
+        pages ahead, ~15 groups, just before the next ctrl+u comes. The
         `KEPT_ANSWERS` most recent are kept."""
         kept = self._kept_lines
         for block in blocks:
