@@ -164,6 +164,43 @@ async def test_ctrl_u_mounts_a_page_a_group_per_frame_from_prepared_blocks(ws) -
         assert view.block(first).region.y == view.region.y
 
 
+async def test_end_after_ctrl_u_pages_mounts_the_newest_groups_without_rendering_them_again(
+    ws, monkeypatch
+) -> None:
+    """The newest groups a ctrl+u page unmounts keep their answers' rendered lines in the
+    view: End builds them again without rendering (Rich, in a thread, where the next
+    key would wait for the interpreter lock)."""
+    await bulk_groups(ws, 60)
+    app = ConvApp(initial_blocks=15, page_size=5, max_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        view.focus()
+        await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=30)
+        n = len(view.group_ids)
+        for _ in range(2):
+            view.action_load_older()
+            await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=30)
+        assert view._hi <= n - 10  # the newest groups unmounted by the pages
+        rendered: list[str] = []
+        render = blocks.answer_lines
+
+        def counted(look, source, width):  # type: ignore[no-untyped-def]
+            rendered.append(source)
+            return render(look, source, width)
+
+        monkeypatch.setattr(blocks, "answer_lines", counted)
+        await view.action_newest()
+        await wait_for(
+            pilot, lambda: not view._paging and view._lo <= n - view.page_size, timeout=30
+        )
+        await pilot.pause()
+        answers = [a for g in view.mounted_group_ids for a in view.block(g).answers()]
+        assert len(answers) >= view.page_size
+        assert all(a.is_mounted and a.region.height > 0 for a in answers)
+        assert not {a.shown + a._note() for a in answers} & set(rendered)
+
+
 async def test_the_pages_a_key_shows_are_styled_ahead_in_slices_a_scroll_drops(
     ws, monkeypatch
 ) -> None:

@@ -25,7 +25,7 @@ from slop_tui.ui.widgets import blocks
 from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
-from tests.test_ui_conversation import SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
+from tests.test_ui_conversation import LOADED, SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
 from tests.test_ui_conversation_frames import first_words_streamed
 
 INTERVAL = 0.1
@@ -103,6 +103,20 @@ def on_each_frame(app: App, record) -> None:  # type: ignore[no-untyped-def]
         display(screen, renderable)
 
     app._display = recording  # type: ignore[method-assign]
+
+
+def tops_in_each_frame(app: App, view: ConversationView, block: Widget) -> list[int | None]:
+    """`block`'s top from the view's top in every frame the app writes from now on (None:
+    not laid out)."""
+    tops: list[int | None] = []
+    on_each_frame(
+        app,
+        lambda frame: (
+            frame is not None
+            and tops.append(None if block not in view._tops else view._tops[block] - view.scroll_y)
+        ),
+    )
+    return tops
 
 
 async def loaded_and_focused(app: App, pilot, workspace) -> ConversationView:  # type: ignore[no-untyped-def]
@@ -621,16 +635,7 @@ async def test_ctrl_u_right_after_a_group_is_mounted_draws_it_at_the_top_at_once
                     break
             await asyncio.sleep(0)
         assert block is not None and view._paging
-        tops: list[int | None] = []  # each frame: the group's top, from the view's top
-        on_each_frame(
-            app,
-            lambda frame: (
-                frame is not None
-                and tops.append(
-                    None if block not in view._tops else view._tops[block] - view.scroll_y
-                )
-            ),
-        )
+        tops = tops_in_each_frame(app, view, block)
         view.action_load_older()
         assert tops[:1] == [0], tops  # drawn by the key, before it returned
         # Held there while the rest of the page is mounted above it.
@@ -672,6 +677,81 @@ async def test_ctrl_u_while_a_mount_holds_the_batch_draws_its_scroll_when_it_clo
         await wait_for(pilot, lambda: bool(frames), timeout=10)
         assert frames[0] == (0, True), frames
         await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=20)
+
+
+def blocks_in_order(view: ConversationView) -> list[int | None]:
+    """The settled groups mounted in the view, top to bottom, by group id."""
+    return [b.group_id for b in view.children if isinstance(b, GroupBlock) and not b.live]
+
+
+async def test_end_while_a_page_mounts_a_group_then_ctrl_u_shows_the_oldest_group_at_once(
+    ws,  # noqa: F811
+) -> None:
+    """End (the newest groups mounted anew) comes while a ctrl+u page is mounting one of
+    its groups, a reply streaming: the group that page was mounting does not join the
+    new slice (the slice, the blocks and the screen agree), and the next ctrl+u brings
+    the oldest group of the new slice to the top in its own frame."""
+    await bulk_groups(ws, 80)
+    app = ConvApp(initial_blocks=15, page_size=12, max_blocks=15)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await first_words_streamed(pilot, view, ws)
+        view.focus()
+        await wait_for(pilot, lambda: not view._paging, timeout=LOADED)  # the shedding
+        mount = view.mount
+        ended: list[asyncio.Task[None]] = []
+
+        def mount_while_end_runs(*widgets, **kw):  # type: ignore[no-untyped-def]
+            mounting = mount(*widgets, **kw)
+            paging = kw.get("after") is view._older and view._paging
+            if ended or not paging or view._hi == len(view.group_ids):
+                return mounting
+            # End, handled while this group of the page is being mounted (the newest
+            # groups trimmed by the page): its own slice is mounted before this group's
+            # mount completes.
+            ended.append(asyncio.ensure_future(view.action_newest()))
+
+            async def after_end() -> None:
+                await ended[0]
+                await mounting
+
+            return after_end()
+
+        view.mount = mount_while_end_runs  # type: ignore[method-assign]
+        view.action_load_older()  # a page of 12, a group per frame
+        await wait_for(pilot, lambda: bool(ended) and ended[0].done(), timeout=LOADED)
+        view.mount = mount  # type: ignore[method-assign]
+        n = len(view.group_ids)
+        # The page stops; End's own page of older groups follows it.
+        await wait_for(
+            pilot,
+            lambda: (
+                not view._paging
+                and (
+                    view._lo <= n - view.page_size
+                    or blocks_in_order(view) != view.mounted_group_ids
+                )
+            ),
+            timeout=LOADED,
+        )
+        await pilot.pause(0.2)
+        # The slice is the newest groups, every one of them mounted, in order, and nothing
+        # else: the page's group mounted meanwhile is not in it.
+        assert view._hi == n
+        assert blocks_in_order(view) == view.mounted_group_ids
+        assert all(view.block(g) is not None for g in view.mounted_group_ids)
+        # ctrl+u: the oldest mounted group at the top in the key's own frame.
+        oldest = view._oldest_block()
+        assert oldest is not None
+        tops = tops_in_each_frame(app, view, oldest)
+        view.action_load_older()
+        for _ in range(20):
+            if tops:
+                break
+            await asyncio.sleep(0)
+        assert tops[:1] == [0], tops
+        await wait_for(pilot, lambda: not view._paging and not view._queued[True], timeout=LOADED)
+        assert blocks_in_order(view) == view.mounted_group_ids
 
 
 async def test_a_page_key_draws_its_scroll_and_scrollbar_in_one_frame_and_one_layout(

@@ -470,6 +470,20 @@ class AnswerBlock(RenderedLines, can_focus=True):
         super().forget_rendered()
         self._lines = None
 
+    def rendered_lines(self) -> tuple[str, int, str, list[Strip]] | None:
+        """What was rendered (the text, the width, the look, the lines), for a block built
+        again later for the same message (`reuse_lines`); None when nothing was."""
+        if self._lines is None:
+            return None
+        return (self.shown + self._note(), *self._lines)
+
+    def reuse_lines(self, rendered: tuple[str, int, str, list[Strip]]) -> None:
+        """Take lines another block of the same message rendered (`rendered_lines`), if
+        they are of the same text and nothing was rendered here yet."""
+        source, width, look, lines = rendered
+        if self._lines is None and source == self.shown + self._note():
+            self._lines = (width, look, lines)
+
     def rendered(self, width: int) -> list[Strip]:
         """The answer's lines at `width` cells (rendered once per width and theme)."""
         look = markdown_look(self.app)

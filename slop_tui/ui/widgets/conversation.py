@@ -62,6 +62,8 @@ PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
 # show are styled ahead (`PageStyler`).
 STYLE_AHEAD_DELAY = 0.15
+# Answers whose rendered lines the view keeps after their group is unmounted (`_keep_lines`).
+KEPT_ANSWERS = 64
 # The styling ahead runs in slices this long at most, this far apart.
 STYLE_AHEAD_SLICE_S = 0.004
 STYLE_AHEAD_SLICE_GAP = 0.001
@@ -298,6 +300,9 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
         self.styler = PageStyler(self)  # the lines a page key shows, styled ahead
+        # The rendered lines of answers of groups unmounted lately, by message id (the
+        # most recent last): see `_keep_lines`.
+        self._kept_lines: dict[int, tuple[str, int, str, list]] = {}
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
@@ -493,8 +498,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
                 block.group_id = gid
                 _snapshot(block, snapshots.get(gid))
                 await self._show_images(block, rows)
-                for answer in block.answers():
-                    await answer.render_ahead(width)
+                await self._render_ahead(block, width)
             self._label(block)
             blocks.append(block)
         return blocks
@@ -534,9 +538,35 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             block.group_id = gid
             _snapshot(block, snapshots.get(gid))
             await self._show_images(block, rows)
-            for answer in block.answers():
-                await answer.render_ahead(width)
+            await self._render_ahead(block, width)
             self._prepared[gid] = block
+
+    async def _render_ahead(self, block: GroupBlock, width: int) -> None:
+        """Render the answers of a block just built, in a thread, unless the view kept
+        their lines when an earlier block of the same group was unmounted."""
+        for answer in block.answers():
+            kept = self._kept_lines.pop(answer.message_id, None)
+            if kept is not None:
+                answer.reuse_lines(kept)
+            await answer.render_ahead(width)
+
+    def _keep_lines(self, blocks: Iterable[GroupBlock]) -> None:
+        """Keep the rendered lines of the answers of `blocks`, being unmounted (the newest
+        groups a ctrl+u page trims, the slice End or a jump replaces): the next build of
+        those groups (End, ctrl+d, paging back) takes them instead of rendering again.
+        Rendering is Rich in a thread, 5-80 ms an answer, and a key handled meanwhile
+        waits for the interpreter lock; End builds a page of groups and the next two
+        pages ahead, ~15 groups, just before the next ctrl+u comes. The
+        `KEPT_ANSWERS` most recent are kept."""
+        kept = self._kept_lines
+        for block in blocks:
+            for answer in block.answers():
+                rendered = answer.rendered_lines()
+                if rendered is not None and answer.message_id:
+                    kept.pop(answer.message_id, None)
+                    kept[answer.message_id] = rendered
+        for message_id in list(kept)[: max(0, len(kept) - KEPT_ANSWERS)]:
+            del kept[message_id]
 
     async def render_again(self) -> None:
         """Render the answers again in the current look (the theme, code highlighting),
@@ -588,6 +618,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             self._label_if_plan_moved(blocks, plan)
             self._lo, self._hi = lo, hi
             if old:
+                self._keep_lines(old)
                 await self.remove_children(old)
             if blocks:
                 await self.mount_all(blocks, before=self._newer)
@@ -614,6 +645,8 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             if block is not None:
                 gone.append(block)
         if gone:
+            if from_bottom:  # a page of older groups: End or ctrl+d brings them back
+                self._keep_lines(gone)
             await self.remove_children(gone)
 
     async def refresh_group(self, group_id: int) -> None:
@@ -824,9 +857,16 @@ class GroupPager(GroupBlocks):
                 with self.app.batch_update():
                     if older:
                         await self.mount(block, after=self._older)
-                        self._lo -= 1
                     else:
                         await self.mount(block, before=self._newer)
+                    if generation != self._generation:
+                        # The slice was replaced while the group was being mounted (End
+                        # or a new turn mounted the newest groups): it is not part of it.
+                        await block.remove()
+                        break
+                    if older:
+                        self._lo -= 1
+                    else:
                         self._hi += 1
                     self._blocks[gid] = block
                     self._label_if_plan_moved([block], plan)
@@ -987,6 +1027,11 @@ class GroupPager(GroupBlocks):
 
         async def grow() -> None:
             try:
+                # A page stopped by the jump (`_drop_pages`) ends at its next group.
+                for _ in range(PAGE_WAITS):
+                    if not self._paging or not self.is_mounted:
+                        break
+                    await self._next_frame()
                 if newer and not self._paging and self._hi < len(self._gids):
                     await self._page(
                         self._newer, min(len(self._gids), self._hi + newer), hold=False
