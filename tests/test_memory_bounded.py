@@ -354,3 +354,28 @@ def test_rows_read_once_for_a_summary_stay_out_of_the_parsers_caches():
     for fn in (message_parser._calls_of, message_parser._loads):
         assert fn.cache_info().maxsize == message_parser.PAYLOADS_KEPT
         assert lru_bounded(fn)
+
+
+def test_the_lines_kept_for_unmounted_answers_stay_within_their_bound():
+    """The view keeps the rendered lines of answers whose groups a page or End
+    unmounted, for the next build of those groups: the most recent
+    `UNMOUNTED_ANSWERS_KEPT` only, a message kept again moving to the newest place."""
+    from types import SimpleNamespace
+
+    from slop_tui.ui.widgets import conversation
+
+    bound = conversation.UNMOUNTED_ANSWERS_KEPT
+
+    def block(message_id: int):
+        lines = (f"answer {message_id}", 80, "look", [Strip.blank(80)])
+        answer = SimpleNamespace(message_id=message_id, rendered_lines=lambda: lines)
+        return SimpleNamespace(answers=lambda: [answer])
+
+    view = SimpleNamespace(_unmounted_lines={})
+    keep = conversation.GroupBlocks._keep_unmounted_lines
+    keep(view, [block(i) for i in range(1, bound + 1)])
+    keep(view, [block(1)])  # unmounted again: now the most recent
+    keep(view, [block(i) for i in range(bound + 1, 2 * bound)])
+    kept = view._unmounted_lines
+    assert len(kept) == bound
+    assert list(kept) == [1, *range(bound + 1, 2 * bound)]  # 2 .. bound went first
