@@ -7,9 +7,10 @@ work (a loop of multiplications, ~10 ms each on a fast core) with its own CPU cl
 Prints, per process, the median of its chunks, and over the processes the median,
 the range, the fastest and slowest quarter's medians and their ratio. On a machine
 that runs every process at one speed the ratio is near 1.0; on the project's machine
-the host runs a process at one of two speeds (~1.4× apart), which is why a start-up
-figure there needs many interleaved starts (docs/performance.md, "The host runs each
-process at one of two speeds"). `--chunks` shows the speed switching inside one process.
+the host at times runs a process at one of two speeds (~1.35-1.45× apart), which is
+why a start-up figure there needs many interleaved starts (docs/performance.md, "At
+times the host runs each process at one of two speeds"). The last column shows the
+speed switching inside one process.
 """
 
 from __future__ import annotations
