@@ -367,15 +367,15 @@ def test_the_lines_kept_for_unmounted_answers_stay_within_their_bound():
     bound = conversation.UNMOUNTED_ANSWERS_KEPT
 
     def block(message_id: int):
-        lines = (f"answer {message_id}", 80, "look", [Strip.blank(80)])
-        answer = SimpleNamespace(message_id=message_id, rendered_lines=lambda: lines)
+        rendered = (f"answer {message_id}", 80, "look", [Strip.blank(80)])
+        answer = SimpleNamespace(message_id=message_id, rendered_lines=lambda: rendered)
         return SimpleNamespace(answers=lambda: [answer])
 
-    view = SimpleNamespace(_unmounted_lines={})
-    keep = conversation.GroupBlocks._keep_unmounted_lines
-    keep(view, [block(i) for i in range(1, bound + 1)])
-    keep(view, [block(1)])  # unmounted again: now the most recent
-    keep(view, [block(i) for i in range(bound + 1, 2 * bound)])
-    kept = view._unmounted_lines
+    lines = conversation.UnmountedAnswerLines()
+    keep = lines.keep
+    keep([block(i) for i in range(1, bound + 1)])
+    keep([block(1)])  # unmounted again: now the most recent
+    keep([block(i) for i in range(bound + 1, 2 * bound)])
+    kept = lines.by_message
     assert len(kept) == bound
     assert list(kept) == [1, *range(bound + 1, 2 * bound)]  # 2 .. bound went first

@@ -5,6 +5,8 @@ lays it out, so nothing below it is drawn over."""
 
 from __future__ import annotations
 
+import contextlib
+
 from textual import widget as textual_widget
 from textual.app import App
 from textual.containers import Vertical
@@ -35,12 +37,18 @@ def counting_arrangements(monkeypatch) -> list[object]:
     return arranged
 
 
+@contextlib.asynccontextmanager
+async def group_block_shown():
+    """The app with its group block laid out: (the pilot, the block)."""
+    async with Blocks().run_test(size=(60, 12)) as pilot:
+        await pilot.pause()
+        yield pilot, pilot.app.query_one(GroupBlock)
+
+
 async def test_a_mark_that_fits_its_header_repaints_it_without_a_layout(monkeypatch) -> None:
     arranged = counting_arrangements(monkeypatch)
-    app = Blocks()
-    async with app.run_test(size=(60, 12)) as pilot:
-        await pilot.pause()
-        block = app.query_one(GroupBlock)
+    async with group_block_shown() as (pilot, block):
+        app = pilot.app
         header = block.query_one(".group-header")
         assert header.size.height == 1
         arranged.clear()
@@ -53,10 +61,7 @@ async def test_a_mark_that_fits_its_header_repaints_it_without_a_layout(monkeypa
 
 async def test_a_label_that_wraps_lays_the_block_out_again(monkeypatch) -> None:
     arranged = counting_arrangements(monkeypatch)
-    app = Blocks()
-    async with app.run_test(size=(60, 12)) as pilot:
-        await pilot.pause()
-        block = app.query_one(GroupBlock)
+    async with group_block_shown() as (pilot, block):
         tool = ToolBlock("read_file")
         tool.ok, tool.line_count = True, 3  # as a stored result sets them
         await block.mount(tool)

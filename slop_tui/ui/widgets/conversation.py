@@ -63,7 +63,7 @@ PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # show are styled ahead (`PageStyler`).
 STYLE_AHEAD_DELAY = 0.15
 # Answers whose rendered lines the view keeps after their group is unmounted
-# (`_keep_unmounted_lines`); not the answers' lines kept between starts (blocks.py).
+# (`UnmountedAnswerLines`); not the answers' lines kept between starts (blocks.py).
 UNMOUNTED_ANSWERS_KEPT = 64
 # The styling ahead runs in slices this long at most, this far apart.
 STYLE_AHEAD_SLICE_S = 0.004
@@ -240,6 +240,40 @@ class PageStyler:
         return styled
 
 
+class UnmountedAnswerLines:
+    """The rendered lines of the answers of groups the view unmounted lately (the newest
+    groups a ctrl+u page trims, the slice End or a jump replaces), by message id, the
+    most recent last: the next build of those groups (End, ctrl+d, paging back) takes
+    them instead of rendering again. Rendering is Rich in a thread, 5-80 ms an answer,
+    and a key handled meanwhile waits for the interpreter lock; End builds a page of
+    groups and the next two pages ahead, ~15 groups, just before the next ctrl+u comes.
+    The `UNMOUNTED_ANSWERS_KEPT` most recent are kept."""
+
+    def __init__(self) -> None:
+        self.by_message: dict[int, tuple[str, int, str, list]] = {}
+
+    def keep(self, blocks: Iterable[GroupBlock]) -> None:
+        """Keep the rendered lines of the answers of `blocks`, being unmounted."""
+        kept = self.by_message
+        for block in blocks:
+            for answer in block.answers():
+                rendered = answer.rendered_lines()
+                if rendered is not None and answer.message_id:
+                    kept.pop(answer.message_id, None)
+                    kept[answer.message_id] = rendered
+        for message_id in list(kept)[: max(0, len(kept) - UNMOUNTED_ANSWERS_KEPT)]:
+            del kept[message_id]
+
+    async def render_ahead(self, block: GroupBlock, width: int) -> None:
+        """Render the answers of a block just built, in a thread, unless their lines
+        were kept when an earlier block of the same group was unmounted."""
+        for answer in block.answers():
+            kept = self.by_message.pop(answer.message_id, None)
+            if kept is not None:
+                answer.reuse_lines(kept)
+            await answer.render_ahead(width)
+
+
 class GroupBlocks(LineScrollBars, VerticalScroll):
     """The conversation's group blocks: at most `max_blocks` of a session's groups
     mounted (a slice of them, oldest first, between two page markers), built from the
@@ -301,9 +335,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self._following = False
         self._placing = False  # the view is scrolling itself to follow
         self.styler = PageStyler(self)  # the lines a page key shows, styled ahead
-        # The rendered lines of answers of groups unmounted lately, by message id (the
-        # most recent last): see `_keep_unmounted_lines`.
-        self._unmounted_lines: dict[int, tuple[str, int, str, list]] = {}
+        self.unmounted_lines = UnmountedAnswerLines()
         self._key_frame_owed = False  # a page key's scroll is not drawn yet
 
     def compose(self):
@@ -499,7 +531,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
                 block.group_id = gid
                 _snapshot(block, snapshots.get(gid))
                 await self._show_images(block, rows)
-                await self._render_ahead(block, width)
+                await self.unmounted_lines.render_ahead(block, width)
             self._label(block)
             blocks.append(block)
         return blocks
@@ -539,35 +571,8 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             block.group_id = gid
             _snapshot(block, snapshots.get(gid))
             await self._show_images(block, rows)
-            await self._render_ahead(block, width)
+            await self.unmounted_lines.render_ahead(block, width)
             self._prepared[gid] = block
-
-    async def _render_ahead(self, block: GroupBlock, width: int) -> None:
-        """Render the answers of a block just built, in a thread, unless the view kept
-        their lines when an earlier block of the same group was unmounted."""
-        for answer in block.answers():
-            kept = self._unmounted_lines.pop(answer.message_id, None)
-            if kept is not None:
-                answer.reuse_lines(kept)
-            await answer.render_ahead(width)
-
-    def _keep_unmounted_lines(self, blocks: Iterable[GroupBlock]) -> None:
-        """Keep the rendered lines of the answers of `blocks`, being unmounted (the newest
-        groups a ctrl+u page trims, the slice End or a jump replaces): the next build of
-        those groups (End, ctrl+d, paging back) takes them instead of rendering again.
-        Rendering is Rich in a thread, 5-80 ms an answer, and a key handled meanwhile
-        waits for the interpreter lock; End builds a page of groups and the next two
-        pages ahead, ~15 groups, just before the next ctrl+u comes. The
-        `UNMOUNTED_ANSWERS_KEPT` most recent are kept."""
-        kept = self._unmounted_lines
-        for block in blocks:
-            for answer in block.answers():
-                rendered = answer.rendered_lines()
-                if rendered is not None and answer.message_id:
-                    kept.pop(answer.message_id, None)
-                    kept[answer.message_id] = rendered
-        for message_id in list(kept)[: max(0, len(kept) - UNMOUNTED_ANSWERS_KEPT)]:
-            del kept[message_id]
 
     async def render_again(self) -> None:
         """Render the answers again in the current look (the theme, code highlighting),
@@ -619,7 +624,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             self._label_if_plan_moved(blocks, plan)
             self._lo, self._hi = lo, hi
             if old:
-                self._keep_unmounted_lines(old)
+                self.unmounted_lines.keep(old)
                 await self.remove_children(old)
             if blocks:
                 await self.mount_all(blocks, before=self._newer)
@@ -647,7 +652,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
                 gone.append(block)
         if gone:
             if from_bottom:  # a page of older groups: End or ctrl+d brings them back
-                self._keep_unmounted_lines(gone)
+                self.unmounted_lines.keep(gone)
             await self.remove_children(gone)
 
     async def refresh_group(self, group_id: int) -> None:
