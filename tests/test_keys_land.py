@@ -357,3 +357,62 @@ async def test_keys_typed_before_the_side_panes_are_filled_land_as_they_do_after
         await started(pilot)
         await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
         assert await _outcome(app, pilot) == after
+
+
+# The first-run panel (an empty folder, no provider: the demo's welcome) shows over
+# the prompt; the user did not ask for it, and typing goes on behind it.
+
+
+def first_run_shown(app) -> bool:
+    from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+    return any(isinstance(screen, FirstRunScreen) for screen in app.screen_stack)
+
+
+async def test_a_burst_typed_on_the_first_run_panel_lands_in_the_prompt_whole(project):
+    """Every key of a burst (all queued before the app handles the first) lands in the
+    prompt, in order; the first one closed the panel."""
+    app = make_app(project)  # an empty project, no provider keys: the first-run panel
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ready and first_run_shown(app), timeout=30)
+        await pilot.pause()
+        burst(app, "hello there")
+        await wait_for(pilot, lambda: prompt_text(app) == "hello there", timeout=5)
+        await settle(pilot)
+        assert prompt_text(app) == "hello there"
+        assert not first_run_shown(app) and app.screen is app.workspace_screen
+        assert isinstance(app.focused, PromptArea)  # the next keys go on there
+
+
+async def test_the_first_run_panels_own_keys_keep_their_meaning(project):
+    """Escape closes the panel (typing after it in the same burst lands in the prompt);
+    ↓ scrolls a panel taller than the screen and leaves it up; Enter closes it."""
+    from textual.containers import VerticalScroll
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.ready and first_run_shown(app), timeout=30)
+        await pilot.pause()
+        box = app.screen.query_one(VerticalScroll)
+        await wait_for(pilot, lambda: box.max_scroll_y > 0 and box.scroll_y == 0)
+        app.post_message(events.Key("down", None))
+        await wait_for(pilot, lambda: box.scroll_y > 0)
+        await settle(pilot)
+        assert first_run_shown(app) and prompt_text(app) == ""  # still up, nothing typed
+        app.post_message(events.Key("escape", "\x1b"))
+        burst(app, "hi")
+        await wait_for(pilot, lambda: prompt_text(app) == "hi", timeout=5)
+        assert not first_run_shown(app)
+        assert app.workspace.session is not None and not app.turns.busy  # Escape: no turn
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ready and first_run_shown(app), timeout=30)
+        await pilot.pause()
+        app.post_message(events.Key("enter", "\r"))
+        burst(app, "ok")
+        await wait_for(pilot, lambda: prompt_text(app) == "ok", timeout=5)
+        assert not first_run_shown(app)
+        assert not app.turns.busy and not await app.workspace.ledger.session_messages(
+            app.workspace.session
+        )  # Enter closed the panel; it sent nothing
