@@ -416,3 +416,16 @@ async def test_the_first_run_panels_own_keys_keep_their_meaning(project):
         assert not app.turns.busy and not await app.workspace.ledger.session_messages(
             app.workspace.session
         )  # Enter closed the panel; it sent nothing
+
+
+async def test_a_paste_on_the_first_run_panel_lands_in_the_prompt_with_the_keys_after_it(
+    project,
+):
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ready and first_run_shown(app), timeout=30)
+        await pilot.pause()
+        app.post_message(events.Paste("explain this "))
+        burst(app, "folder")
+        await wait_for(pilot, lambda: prompt_text(app) == "explain this folder", timeout=5)
+        assert not first_run_shown(app)

@@ -286,14 +286,14 @@ class SlopApp(App):
             ),
         ):
             self.collector.note_input()
-            if isinstance(event, events.Key) and not event.is_forwarded:
+            if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
                 if self.keys.kept(event):
                     return  # typed before the side panes are mounted: handled after, in order
-                if self.screen is self.workspace_screen:
-                    if await self.keys.intercept(event):
-                        return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
-                elif self.keys.close_for_typing(event):
-                    return  # typing on the first-run panel: it closes, the text goes on behind
+                if self.screen is not self.workspace_screen:
+                    if self.keys.close_for_typing(event):
+                        return  # typing on the first-run panel: it closes, the text goes on behind
+                elif isinstance(event, events.Key) and await self.keys.intercept(event):
+                    return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
         await super().on_event(event)
 
     def on_key(self, event: events.Key) -> None:

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from textual.await_complete import AwaitComplete
     from textual.timer import Timer
 
+Typed = events.Key | events.Paste  # what the user types: keys, and a bracketed paste
+
 # A pane's letter waits this long for a second key before it acts. Typing runs at
 # 100-300 ms a key and bursts (a paste without bracketed paste, keys queued while
 # the app is busy) at under 1 ms; a lone key press is a lone key.
@@ -60,9 +62,18 @@ def _reads_as_text(run: str) -> bool:
     return any(c.isalnum() or c == " " for c in run)
 
 
-def _edits_text(event: events.Key) -> bool:
-    """A key a text field takes as an edit of its text: a character, or backspace."""
+def _edits_text(event: Typed) -> bool:
+    """What a text field takes as an edit of its text: a character, backspace, a paste."""
+    if isinstance(event, events.Paste):
+        return True
     return is_text(event) or event.key == "backspace"
+
+
+def _typed_again(event: Typed) -> Typed:
+    """A kept key or paste, posted again as the terminal sent it."""
+    if isinstance(event, events.Paste):
+        return events.Paste(event.text)
+    return events.Key(event.key, event.character)
 
 
 def closes_on_typing(screen: object) -> bool:
@@ -109,8 +120,8 @@ class KeyRouter:
         self._typing_target = typing_target  # () -> TextArea | Input | None
         self._held: _Held | None = None
         self._panes_up = False  # the side panes are filled (`panes_filled`)
-        self._kept: list[events.Key] = []  # keys waiting for the panes, in order
-        self._replay: events.Key | None = None  # a kept key posted again, not yet handled
+        self._kept: list[Typed] = []  # keys (and pastes) waiting, in order
+        self._replay: Typed | None = None  # a kept key posted again, not yet handled
         self._closing: AwaitComplete | None = None  # a panel typing closed, being removed
         self._busy = busy  # () -> True while the keys typed now would wait anyway
 
@@ -140,10 +151,10 @@ class KeyRouter:
         self._type(event.character or "")
         return True
 
-    def kept(self, event: events.Key) -> bool:
-        """Every key the app receives, first: True when it is kept for later (the side
-        panes are not filled yet, keys kept before it are still to be handled, or the
-        first-run panel shows: its keys are handled one at a time)."""
+    def kept(self, event: Typed) -> bool:
+        """Every key and paste the app receives, first: True when it is kept for later
+        (the side panes are not filled yet, keys kept before it are still to be
+        handled, or the first-run panel shows: its keys are handled one at a time)."""
         if event is self._replay:
             self._replay = None
             # The next kept key once this one is handled, with what it asked for (a focus
@@ -159,16 +170,19 @@ class KeyRouter:
             self._post_next()  # on the first-run panel: the keys go on at once, in turn
         return True
 
-    def close_for_typing(self, event: events.Key) -> bool:
+    def close_for_typing(self, event: Typed) -> bool:
         """A key of a panel typing closes (`closes_on_typing`), passed on by `kept`; True
-        when it closed the panel: a printable key the panel does not bind. It is kept,
-        first, with the keys behind it, until the panel has gone; then they land in
-        order where they would have without it (the text in the prompt)."""
+        when it closed the panel: a printable key the panel does not bind, or a paste.
+        It is kept, first, with the keys behind it, until the panel has gone; then they
+        land in order where they would have without it (the text in the prompt)."""
         screen = self.app.screen
-        if not closes_on_typing(screen) or not is_text(event):
+        if not closes_on_typing(screen):
             return False
-        if event.key in screen.active_bindings:
-            return False  # a key the panel binds (a `[keymap]` may bind a letter): as bound
+        if isinstance(event, events.Key):
+            if not is_text(event) or event.key in screen.active_bindings:
+                return False  # the panel's own key (a `[keymap]` may bind a letter): as bound
+        elif not event.text:
+            return False
         self._kept.insert(0, event)
         self._closing = screen.dismiss()
         self._post_next()
@@ -192,8 +206,7 @@ class KeyRouter:
         if self._closing is not None or self._busy() or not self._quiet():
             self.app.set_timer(0.01, self._post_next, name="kept-keys")
             return
-        event = self._kept.pop(0)
-        self._replay = events.Key(event.key, event.character)
+        self._replay = _typed_again(self._kept.pop(0))
         self.app.post_message(self._replay)
 
     def _quiet(self) -> bool:
