@@ -175,9 +175,10 @@ class SlopApp(App):
         warnings = list(config.warnings)
         if config.keymap:  # an empty [keymap] changes nothing: skip importing every dialog
             from slop_tui.ui.keymap import apply_keymap
-            from slop_tui.ui.screens import dialogs, help, search, workspace_sides
+            from slop_tui.ui.screens import dialogs, firstrun, help, search, workspace_sides
 
             extra = (
+                firstrun.FirstRunScreen,
                 dialogs.ApprovalScreen,
                 dialogs.ConfirmScreen,
                 dialogs.ProviderScreen,

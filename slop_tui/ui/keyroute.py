@@ -23,13 +23,14 @@ The rule (docs/usage.md, "Where keys go"):
    any other key (an F-key, Enter, ctrl+p, a scroll key), and every key after it,
    is kept and handled in order, one at a time, once the panes are filled
    (`kept`): it lands as it would have a moment later.
-5. The first-run panel (the demo's welcome, which the user did not ask for: a screen
-   with `CLOSES_ON_TYPING`) takes its keys one at a time, each handled before the
-   next is passed on (`kept`), so a key that closes it acts before the keys behind
-   it. A printable key it does not bind closes it (`close_for_typing`): that key
-   and every key after it wait until the panel has gone, then land in order as if
-   it had not been there, the text in the prompt. Its own keys (Escape, Enter, the
-   scroll keys) act as bound.
+5. The first-run panel (the demo's welcome, shown without being asked for: a screen
+   with `CLOSES_ON_TYPING`) is typed through. A printable key it does not bind, or
+   a paste, closes it (`close_for_typing`): that key and every key after it wait
+   until the panel has gone, then land in order as if it had not been there, the
+   text in the prompt. Its own keys (Escape, Enter, the scroll keys) act as bound.
+   Its keys are handled one at a time, each before the next is passed on (`kept`),
+   so the keys behind one that closes it land on the workspace. Other dialogs were
+   asked for: one with a field takes the typing (2), one without drops it.
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ class KeyRouter:
             if self._panes_up or (is_editor(app.focused) and _edits_text(event)):
                 return False
         self._kept.append(event)
-        if self._panes_up:
-            self._post_next()  # on the first-run panel: the keys go on at once, in turn
+        if self._panes_up and len(self._kept) == 1 and self._replay is None:
+            self._post_next()  # the first-run panel's key: it goes on at once, in its turn
         return True
 
     def close_for_typing(self, event: Typed) -> bool:
