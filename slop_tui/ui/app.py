@@ -289,7 +289,7 @@ class SlopApp(App):
             self.collector.note_input()
             if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
                 if self.keys.kept(event):
-                    return  # typed before the side panes are mounted: handled after, in order
+                    return  # before the side panes, or on the first-run panel: handled in order
                 if self.screen is not self.workspace_screen:
                     if self.keys.close_for_typing(event):
                         return  # typing on the first-run panel: it closes, the text goes on behind
