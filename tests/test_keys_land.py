@@ -357,3 +357,92 @@ async def test_keys_typed_before_the_side_panes_are_filled_land_as_they_do_after
         await started(pilot)
         await wait_for(pilot, lambda: app.query_one(GroupList).has_focus)
         assert await _outcome(app, pilot) == after
+
+
+# The first-run panel (an empty folder, no provider: the demo's welcome) shows over
+# the prompt; the user did not ask for it, and typing goes on behind it.
+
+
+def first_run_shown(app) -> bool:
+    from slop_tui.ui.screens.firstrun import FirstRunScreen
+
+    return any(isinstance(screen, FirstRunScreen) for screen in app.screen_stack)
+
+
+async def first_run_panel(pilot) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.ready and first_run_shown(app), timeout=30)
+    await pilot.pause()
+
+
+async def test_a_burst_typed_on_the_first_run_panel_lands_in_the_prompt_whole(project):
+    """Every key of a burst (all queued before the app handles the first) lands in the
+    prompt, in order: the first one closed the panel. The Escape typed after it is
+    the workspace's (nothing to cancel), not the panel's."""
+    app = make_app(project)  # an empty project, no provider keys: the first-run panel
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await first_run_panel(pilot)
+        burst(app, "hello there")
+        app.post_message(events.Key("escape", "\x1b"))
+        await wait_for(pilot, lambda: prompt_text(app) == "hello there", timeout=5)
+        await settle(pilot)
+        assert prompt_text(app) == "hello there"
+        assert not first_run_shown(app) and app.screen is app.workspace_screen
+        assert isinstance(app.focused, PromptArea)  # the next keys go on there
+
+
+async def test_the_first_run_panels_keys_act_and_the_typing_after_them_lands(project):
+    """↓ scrolls a panel taller than the screen and leaves it up; Escape closes it, and
+    the keys typed right behind it (one burst) land in the prompt."""
+    from textual.containers import VerticalScroll
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(80, 24)) as pilot:
+        await first_run_panel(pilot)
+        box = app.screen.query_one(VerticalScroll)
+        await wait_for(pilot, lambda: box.max_scroll_y > 0 and box.scroll_y == 0)
+        app.post_message(events.Key("down", None))
+        await wait_for(pilot, lambda: box.scroll_y > 0)
+        await settle(pilot)
+        assert first_run_shown(app) and prompt_text(app) == ""  # still up, nothing typed
+        app.post_message(events.Key("escape", "\x1b"))
+        burst(app, "hi")
+        await wait_for(pilot, lambda: prompt_text(app) == "hi", timeout=5)
+        assert not first_run_shown(app)
+
+
+async def test_a_letter_the_first_run_panel_binds_acts_as_bound(project):
+    """`[keymap]` may give the panel's close a letter: that letter closes it, as
+    bound (it is not typed); the typing behind it lands in the prompt."""
+    (project / "no-config.toml").write_text('[keymap]\nfirstrun_close = "escape,enter,q"\n')
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await first_run_panel(pilot)
+        assert not app._notifications  # the id is known: no warning
+        burst(app, "quick")
+        await wait_for(pilot, lambda: prompt_text(app) == "uick", timeout=5)
+        assert not first_run_shown(app)
+
+
+async def test_enter_on_the_first_run_panel_closes_it_and_sends_nothing(project):
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await first_run_panel(pilot)
+        app.post_message(events.Key("enter", "\r"))
+        burst(app, "ok")
+        await wait_for(pilot, lambda: prompt_text(app) == "ok", timeout=5)
+        assert not first_run_shown(app)
+        ws = app.workspace
+        assert not app.turns.busy and not await ws.ledger.session_messages(ws.session)
+
+
+async def test_a_paste_on_the_first_run_panel_lands_in_the_prompt_with_the_keys_after_it(
+    project,
+):
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await first_run_panel(pilot)
+        app.post_message(events.Paste("explain this "))
+        burst(app, "folder")
+        await wait_for(pilot, lambda: prompt_text(app) == "explain this folder", timeout=5)
+        assert not first_run_shown(app)

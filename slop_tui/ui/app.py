@@ -175,9 +175,10 @@ class SlopApp(App):
         warnings = list(config.warnings)
         if config.keymap:  # an empty [keymap] changes nothing: skip importing every dialog
             from slop_tui.ui.keymap import apply_keymap
-            from slop_tui.ui.screens import dialogs, help, search, workspace_sides
+            from slop_tui.ui.screens import dialogs, firstrun, help, search, workspace_sides
 
             extra = (
+                firstrun.FirstRunScreen,
                 dialogs.ApprovalScreen,
                 dialogs.ConfirmScreen,
                 dialogs.ProviderScreen,
@@ -286,10 +287,13 @@ class SlopApp(App):
             ),
         ):
             self.collector.note_input()
-            if isinstance(event, events.Key) and not event.is_forwarded:
-                if self.keys.kept_until_panes(event):
-                    return  # typed before the side panes are mounted: handled after, in order
-                if self.screen is self.workspace_screen and await self.keys.intercept(event):
+            if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+                if self.keys.kept(event):
+                    return  # before the side panes, or on the first-run panel: handled in order
+                if self.screen is not self.workspace_screen:
+                    if self.keys.close_for_typing(event):
+                        return  # typing on the first-run panel: it closes, the text goes on behind
+                elif isinstance(event, events.Key) and await self.keys.intercept(event):
                     return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
         await super().on_event(event)
 

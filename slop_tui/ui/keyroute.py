@@ -22,7 +22,15 @@ The rule (docs/usage.md, "Where keys go"):
    the prompt; the panes' contents follow), typing into the prompt lands at once;
    any other key (an F-key, Enter, ctrl+p, a scroll key), and every key after it,
    is kept and handled in order, one at a time, once the panes are filled
-   (`kept_until_panes`): it lands as it would have a moment later.
+   (`kept`): it lands as it would have a moment later.
+5. The first-run panel (the demo's welcome, shown without being asked for: a screen
+   with `CLOSES_ON_TYPING`) is typed through. A printable key it does not bind, or
+   a paste, closes it (`close_for_typing`): that key and every key after it wait
+   until the panel has gone, then land in order as if it had not been there, the
+   text in the prompt. Its own keys (Escape, Enter, the scroll keys) act as bound.
+   Its keys are handled one at a time, each before the next is passed on (`kept`),
+   so the keys behind one that closes it land on the workspace. Other dialogs were
+   asked for: one with a field takes the typing (2), one without drops it.
 """
 
 from __future__ import annotations
@@ -35,7 +43,10 @@ from textual.widgets import Input, TextArea
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.await_complete import AwaitComplete
     from textual.timer import Timer
+
+Typed = events.Key | events.Paste  # what the user types: keys, and a bracketed paste
 
 # A pane's letter waits this long for a second key before it acts. Typing runs at
 # 100-300 ms a key and bursts (a paste without bracketed paste, keys queued while
@@ -52,9 +63,23 @@ def _reads_as_text(run: str) -> bool:
     return any(c.isalnum() or c == " " for c in run)
 
 
-def _edits_text(event: events.Key) -> bool:
-    """A key a text field takes as an edit of its text: a character, or backspace."""
+def _edits_text(event: Typed) -> bool:
+    """What a text field takes as an edit of its text: a character, backspace, a paste."""
+    if isinstance(event, events.Paste):
+        return True
     return is_text(event) or event.key == "backspace"
+
+
+def _typed_again(event: Typed) -> Typed:
+    """A kept key or paste, posted again as the terminal sent it."""
+    if isinstance(event, events.Paste):
+        return events.Paste(event.text)
+    return events.Key(event.key, event.character)
+
+
+def closes_on_typing(screen: object) -> bool:
+    """A panel typing goes on behind (the first-run panel): typing closes it."""
+    return bool(getattr(screen, "CLOSES_ON_TYPING", False))
 
 
 def is_editor(widget: object) -> bool:
@@ -96,8 +121,9 @@ class KeyRouter:
         self._typing_target = typing_target  # () -> TextArea | Input | None
         self._held: _Held | None = None
         self._panes_up = False  # the side panes are filled (`panes_filled`)
-        self._kept: list[events.Key] = []  # keys waiting for the panes, in order
-        self._replay: events.Key | None = None  # a kept key posted again, not yet handled
+        self._kept: list[Typed] = []  # keys (and pastes) waiting, in order
+        self._replay: Typed | None = None  # a kept key posted again, not yet handled
+        self._closing: AwaitComplete | None = None  # a panel typing closed, being removed
         self._busy = busy  # () -> True while the keys typed now would wait anyway
 
     @property
@@ -126,19 +152,41 @@ class KeyRouter:
         self._type(event.character or "")
         return True
 
-    def kept_until_panes(self, event: events.Key) -> bool:
-        """Every key the app receives, first: True when it is kept for later (the side
-        panes are not filled yet, or keys kept before it are still to be handled)."""
+    def kept(self, event: Typed) -> bool:
+        """Every key and paste the app receives, first: True when it is kept for later
+        (the side panes are not filled yet, keys kept before it are still to be
+        handled, or the first-run panel shows: its keys are handled one at a time)."""
         if event is self._replay:
             self._replay = None
             # The next kept key once this one is handled, with what it asked for (a focus
             # moved with `focus()`, an action, a line sent): after the next frame.
             self.app.call_after_refresh(self._post_next)
             return False
-        if not self._kept and self._replay is None:
-            if self._panes_up or (is_editor(self.app.focused) and _edits_text(event)):
+        app = self.app
+        if not self._kept and self._replay is None and not closes_on_typing(app.screen):
+            if self._panes_up or (is_editor(app.focused) and _edits_text(event)):
                 return False
         self._kept.append(event)
+        if self._panes_up and len(self._kept) == 1 and self._replay is None:
+            self._post_next()  # the first-run panel's key: it goes on at once, in its turn
+        return True
+
+    def close_for_typing(self, event: Typed) -> bool:
+        """A key of a panel typing closes (`closes_on_typing`), passed on by `kept`; True
+        when it closed the panel: a printable key the panel does not bind, or a paste.
+        It is kept, first, with the keys behind it, until the panel has gone; then they
+        land in order where they would have without it (the text in the prompt)."""
+        screen = self.app.screen
+        if not closes_on_typing(screen):
+            return False
+        if isinstance(event, events.Key):
+            if not is_text(event) or event.key in screen.active_bindings:
+                return False  # the panel's own key (a `[keymap]` may bind a letter): as bound
+        elif not event.text:
+            return False
+        self._kept.insert(0, event)
+        self._closing = screen.dismiss()
+        self._post_next()
         return True
 
     def panes_filled(self) -> None:
@@ -153,11 +201,13 @@ class KeyRouter:
         handled: one at a time, as typed, not as a burst."""
         if not self._kept or self._replay is not None:
             return
-        if self._busy() or not self._quiet():  # the key before is still being handled
+        if self._closing is not None and self._closing.is_done:
+            self._closing = None  # the panel typing closed has gone
+        # The panel is still being removed, or the key before is still being handled.
+        if self._closing is not None or self._busy() or not self._quiet():
             self.app.set_timer(0.01, self._post_next, name="kept-keys")
             return
-        event = self._kept.pop(0)
-        self._replay = events.Key(event.key, event.character)
+        self._replay = _typed_again(self._kept.pop(0))
         self.app.post_message(self._replay)
 
     def _quiet(self) -> bool:

@@ -35,6 +35,9 @@ class FirstRunScreen(ModalScreen[None]):
     """Explains provider set-up and offers the demo."""
 
     HELP_TITLE = "First run"
+    # Shown without being asked for: typing closes it and lands in the prompt behind
+    # it, every key (ui/keyroute.py).
+    CLOSES_ON_TYPING = True
     BINDINGS = [Binding("escape,enter", "dismiss_screen", "Try the demo", id="firstrun_close")]
     DEFAULT_CSS = """
     FirstRunScreen { align: center middle; }
