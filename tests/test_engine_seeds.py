@@ -308,6 +308,8 @@ async def test_undo_and_redo_take_back_and_make_again_each_edit_of_a_value(make,
     assert (await dispatch(ws, "/state set Goal: HAND-GOAL")).ok
     undo = await dispatch(ws, "/undo")
     assert undo.ok and "the STATE set by hand" in undo.text
+    # The way back is named once, by the announcement (the key, or the command).
+    assert undo.announcement().count("/redo") == 1, undo.announcement()
     fake_llm.enqueue(Reply(text="ok"))
     await orch.run_turn("next")
     system = system_of(fake_llm.last)

@@ -833,6 +833,7 @@ async def test_context_drop_and_restore_a_layer(tmp_path: Path) -> None:
         await ws.ledger.append_user(ws.session, "the UserAccount save is slow")
         r = await dispatch(ws, "/context drop map")
         assert r.ok and r.revert == "/context restore repo_map", r.text
+        assert r.announcement().count("/context restore") == 1, r.announcement()
         again = await dispatch(ws, "/context drop repo_map")
         assert again.ok and "already" in again.text
         plan = await ws.plan(count_tokens=rough)

@@ -191,7 +191,7 @@ async def _drop_layer(ws, layer: str, dropped: bool) -> CommandResult:
         )
     if dropped:
         return ok(
-            f"Dropped {title} from the next requests (kept; /context restore {layer}).",
+            f"Dropped {title} from the next requests (kept).",
             changed=Changed.CONTEXT,
             revert=f"/context restore {layer}",
         )
@@ -360,7 +360,7 @@ async def undo(ws, args: str) -> CommandResult:
     edit = await ws.ledger.undo_value_edit(ws.session)
     if edit is not None:
         return ok(
-            f"Took back {describe(edit)} (/redo makes it again).",
+            f"Took back {describe(edit)}.",  # the announcement names the way back
             changed=Changed.HISTORY | Changed.STATE | Changed.SESSION,
             data=edit,
             revert="/redo",
