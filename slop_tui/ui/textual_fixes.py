@@ -35,6 +35,7 @@ Patched by `install()` (name: what it replaces):
 - `strips-without-self-cycles`: `Strip.divide`, `Strip.crop_extend`
 - `chops-of-what-shows`: `Compositor._render_chops`
 - `frames-written-at-once`: `WriterThread.write`, `WriterThread.run`
+- `paste-kept-whole`: `XTermParser.parse` (a paste that holds an ESC)
 
 Patched by `keep_parsed_css()` (the workspace command only), not by `install()`:
 
@@ -84,9 +85,11 @@ from types import CodeType, ModuleType
 from typing import Any
 
 import textual.document._wrapped_document as _wrapped_document
-from textual import _time
+from textual import _time, events
 from textual._compositor import Compositor
+from textual._parser import ParseEOF, ParseError, Read1
 from textual._styles_cache import StylesCache
+from textual._xterm_parser import BRACKETED_PASTE_END, BRACKETED_PASTE_START, XTermParser
 from textual.app import App
 from textual.cache import FIFOCache, LRUCache
 from textual.command import CommandPalette
@@ -179,6 +182,12 @@ RELIED_ON: dict[str, str] = {
     "loop, with bytes written and what was flushed counted)",
     "textual.drivers._writer_thread.WriterThread.stop": "frames-written-at-once: the "
     "thread ends at a None on the queue, put there directly, not through write()",
+    "textual._xterm_parser.XTermParser.parse": "patch paste-kept-whole (wrapped: it reads "
+    "the paste markers as they are, and gives an empty Paste for a paste it saw no text of)",
+    "textual._parser.Parser.__init__": "paste-kept-whole: the parser is made with "
+    "self.parse(callback), then sent one character at a time",
+    "textual._parser.Parser.feed": "paste-kept-whole: each character sent to the parse "
+    "generator, a timeout or the end of the input thrown into it",
     "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
     "textual.scrollbar.ScrollBar.render": "LineScrollBar (ui/widgets/scrollbar.py) takes "
     "the renderer's values and style from it",
@@ -458,6 +467,71 @@ def _drawn_as_they_are(screen: Screen) -> None:
         if widget._repaint_required:
             widget._repaint_required = False
             widget._repaint_regions.clear()
+
+
+_xterm_parse = XTermParser.parse
+
+
+def _parse_keeping_pastes_whole(self: XTermParser, token_callback):  # type: ignore[no-untyped-def]
+    """`XTermParser.parse`, with a bracketed paste kept whole: every character from the
+    terminal's paste start to its paste end is the pasted text, an ESC too.
+
+    Textual's parser takes an ESC inside a paste for the start of a key sequence and
+    gives what follows it as key presses: a pasted coloured log (`ESC[31m`) ended the
+    paste there, its escape codes were typed as `^[` and each line break came as
+    Enter, which sent the prompt. Here every character goes to Textual's parser as
+    before; once it has read a paste start, the characters up to the paste end are
+    read here and given as one `Paste` (NULs taken out, as Textual does), then the
+    paste end goes to Textual's parser, whose own paste is then empty and dropped."""
+    ending = False
+
+    def on_token(token) -> None:  # type: ignore[no-untyped-def]
+        if ending and isinstance(token, events.Paste) and not token.text:
+            return  # Textual's paste of the end marker alone: the text went out whole
+        token_callback(token)
+
+    textual_parse = _xterm_parse(self, on_token)
+    awaiting = next(textual_parse)
+    recent = ""  # the last characters handed to Textual's parser
+    marker = len(BRACKETED_PASTE_START)
+    while True:
+        try:
+            try:
+                character = yield awaiting
+            except ParseError as error:  # a timeout, or the end of the input
+                awaiting = textual_parse.throw(error)
+                continue
+            awaiting = textual_parse.send(character)
+        except StopIteration:
+            return  # Textual's parser has ended (the end of the input)
+        recent = (recent + character)[-marker:]
+        if recent != BRACKETED_PASTE_START:
+            continue
+        recent = ""
+        pasted: list[str] = []
+        ended = True
+        while pasted[-len(BRACKETED_PASTE_END) :] != list(BRACKETED_PASTE_END):
+            try:
+                pasted.append((yield Read1()))
+            except ParseEOF:
+                ended = False
+                break
+        text = "".join(pasted[: -len(BRACKETED_PASTE_END)] if ended else pasted)
+        token_callback(events.Paste(text.replace("\x00", "")))
+        if not ended:
+            try:
+                textual_parse.throw(ParseEOF())
+            except StopIteration:
+                pass
+            return
+        ending = True
+        try:
+            for character in BRACKETED_PASTE_END:
+                awaiting = textual_parse.send(character)
+        except StopIteration:
+            return
+        finally:
+            ending = False
 
 
 def _resumed_without_restyle_at_first(self: Screen, event) -> None:  # type: ignore[no-untyped-def]
@@ -1603,6 +1677,12 @@ PATCHES: tuple[Patch, ...] = (
         WriterThread,
         {"write": _write_at_once, "run": _run_counting_written},
         "326102081a92:bce37a62f99c",
+    ),
+    _patch(
+        "paste-kept-whole",
+        XTermParser,
+        {"parse": _parse_keeping_pastes_whole},
+        "5d0117122cd8",
     ),
     _patch(
         "removed-lets-go",

@@ -1,7 +1,8 @@
 """A `TextArea` that never draws a terminal control sequence.
 
-The scratchpad and the STATE anchor are written by the model, so they can
-hold ESC, C1 controls or bidi overrides. `TextArea` draws its document as it
+The scratchpad and the STATE anchor are written by the model, and the prompt
+takes whatever is pasted into it (a coloured log), so each can hold ESC, C1
+controls or bidi overrides. `TextArea` draws its document as it
 is; this subclass swaps each unsafe code point for a one-cell visible stand-in
 (␛, U+FFFD) at draw time only. The document — what is saved, copied and sent —
 keeps every character. The line keeps its width (cropped to it): a control

@@ -55,6 +55,7 @@ from textual.widgets.option_list import Option
 from textual.widgets.text_area import Edit, EditResult
 
 from slop_tui.ui import echo
+from slop_tui.ui.widgets.editor import SafeTextArea
 from slop_tui.ui.widgets.image_paste import ImageOffer, Offer, locate, offer_for, with_images
 
 PLACEHOLDER = "Type a prompt or /help · Enter sends · shift+enter or ctrl+j: new line"
@@ -78,7 +79,7 @@ class CommandCompletions(OptionList, can_focus=False):
     """
 
 
-class PromptArea(TextArea):
+class PromptArea(SafeTextArea):
     """The editor inside `PromptInput`; keys that are not editing go to its parent."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
