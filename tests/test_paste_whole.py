@@ -132,3 +132,25 @@ def test_a_pasted_coloured_log_lands_in_the_prompt_and_sends_nothing(tmp_path, f
     assert fake_llm.requests == []  # nothing reached the model
     with sqlite3.connect(project / ".slop" / "slop.db") as db:
         assert db.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
+
+
+async def test_a_paste_into_a_dialog_s_field_never_draws_its_terminal_codes(tmp_path, monkeypatch):
+    """Textual's `Input` draws its value as it is: a pasted ESC is kept there as ␛."""
+    from textual.widgets import Input
+
+    from tests.fakeserver import wait_for
+    from tests.test_app import started
+    from tests.test_app_actions import make_app
+
+    monkeypatch.setenv("SLOP_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        app.action_search()  # a worker: the search screen opens
+        await wait_for(pilot, lambda: isinstance(app.focused, Input))
+        field = app.focused
+        app.post_message(events.Paste("deploy \x1b[31mFAILED\x1b[0m\rnext line"))
+        await wait_for(pilot, lambda: "deploy" in field.value)
+        assert field.value == "deploy ␛[31mFAILED␛[0m"  # the first line, its codes inert
+        assert not any("\x1b" in segment.text for segment in field.render_line(0))

@@ -31,7 +31,7 @@ from textual.widgets import Input, TextArea
 
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing, release_held_collections
-from slop_tui.ui.keyroute import KeyRouter
+from slop_tui.ui.keyroute import KeyRouter, for_an_input
 from slop_tui.ui.palette import SlopCommands, build_palette_later
 from slop_tui.ui.screens.workspace import WorkspaceScreen
 from slop_tui.ui.text import neutralise
@@ -295,6 +295,10 @@ class SlopApp(App):
                         return  # typing on the first-run panel: it closes, the text goes on behind
                 elif isinstance(event, events.Key) and await self.keys.intercept(event):
                     return  # typed into the prompt, or a pane's letter waiting (ui/keyroute.py)
+        if isinstance(event, events.Paste) and isinstance(self.focused, Input):
+            safe = for_an_input(event.text)
+            if safe != event.text:
+                event = events.Paste(safe)  # a field draws what it holds as it is
         await super().on_event(event)
 
     def on_key(self, event: events.Key) -> None:

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 from textual import events
 from textual.widgets import Input, TextArea
 
+from slop_tui.ui.text import has_unsafe, neutralise_cells
+
 if TYPE_CHECKING:
     from textual.app import App
     from textual.await_complete import AwaitComplete
@@ -89,13 +91,23 @@ def is_editor(widget: object) -> bool:
     return isinstance(widget, Input)
 
 
+def for_an_input(text: str) -> str:
+    """`text` as an `Input` may hold it: Textual's `Input` draws its value as it is, so
+    a terminal code in a paste (a coloured log's ESC) is kept as its one-cell visible
+    stand-in (␛); line breaks stay (the field takes the first line, as before). The
+    prompt and the editors draw their text safely themselves (`SafeTextArea`)."""
+    if not has_unsafe(text):
+        return text
+    return "\n".join(neutralise_cells(line) for line in text.splitlines())
+
+
 def type_into(target: TextArea | Input, text: str) -> None:
     """Focus a text field and insert `text` at its cursor, as if typed there. The focus
     moves now (`Screen.set_focus`), not after the keys already queued (`focus()`
     waits for them): the rest of a burst goes to the field, not the pane it left."""
     target.screen.set_focus(target)
     if isinstance(target, Input):
-        target.insert_text_at_cursor(text)
+        target.insert_text_at_cursor(for_an_input(text))
     else:
         start, end = target.selection
         target.move_cursor(target.replace(text, start, end).end_location)
