@@ -510,11 +510,15 @@ def _parse_keeping_pastes_whole(self: XTermParser, token_callback):  # type: ign
         recent = ""
         pasted: list[str] = []
         ended = True
-        while pasted[-len(BRACKETED_PASTE_END) :] != list(BRACKETED_PASTE_END):
+        last = BRACKETED_PASTE_END[-1]
+        while True:
             try:
-                pasted.append((yield Read1()))
+                character = yield Read1()
             except ParseEOF:
                 ended = False
+                break
+            pasted.append(character)
+            if character == last and "".join(pasted[-marker:]) == BRACKETED_PASTE_END:
                 break
         text = "".join(pasted[: -len(BRACKETED_PASTE_END)] if ended else pasted)
         token_callback(events.Paste(text.replace("\x00", "")))
