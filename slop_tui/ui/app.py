@@ -33,7 +33,7 @@ from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing, release_held_collections
 from slop_tui.ui.keyroute import KeyRouter, for_an_input
 from slop_tui.ui.palette import SlopCommands, build_palette_later
-from slop_tui.ui.screens.workspace import WorkspaceScreen
+from slop_tui.ui.screens.workspace import KEY_PROMPT_DRAFT, KEY_PROMPT_HISTORY, WorkspaceScreen
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
     DEFAULT_THEME,
@@ -261,10 +261,13 @@ class SlopApp(App):
         # No tokenizer here: building it costs ~0.4 s of CPU and ~46 MB. The panes
         # count with stored and cached counts; the encoding is built for a submit
         # (`TurnController.exact_counts`) and released when the app is idle.
-        history = await ws.ledger.get_setting("prompt_history")
+        history = await ws.ledger.get_setting(KEY_PROMPT_HISTORY)
+        draft = await ws.ledger.get_setting(KEY_PROMPT_DRAFT)
         ws.use_sandbox(await probe)  # the header says whether the tools are sandboxed
         # The conversation first: its frame is drawn before the side panes are built.
-        await self.workspace_screen.show_conversation(json.loads(history) if history else [])
+        await self.workspace_screen.show_conversation(
+            json.loads(history) if history else [], draft or ""
+        )
         from slop_tui.ui.startup import release_first_frame
 
         release_first_frame(self)
@@ -530,7 +533,9 @@ class SlopApp(App):
     # -- the end -----------------------------------------------------------------
 
     async def action_quit(self) -> None:
-        await self.workspace_screen.save_scratchpad()
+        screen = self.workspace_screen
+        await screen.save_scratchpad()
+        await screen.save_prompt_draft()
         self.exit()
 
     async def on_unmount(self) -> None:

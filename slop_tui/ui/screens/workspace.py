@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from slop_tui.ui.widgets.sideswitch import SideSwitch
 
 # How often the screen asks SQLite whether another process wrote to the ledger.
+# The prompt's text when the app quit unsent (app_state): the next start shows it again.
+KEY_PROMPT_DRAFT = "prompt_draft"
+KEY_PROMPT_HISTORY = "prompt_history"
 LEDGER_POLL = 0.5
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see on_group_list_selected).
@@ -71,6 +74,7 @@ class WorkspacePanes(Screen):
         self._status_of = None  # the (provider choice, session) the header last showed
         self._drawn_title = ""
         self._data_version: int | None = None  # the ledger's, as the panes show it
+        self._draft_shown = False  # the prompt shows the text kept at the last quit
         self.side_panes_filled = False  # shown (`SidePanes.reveal`)
         self.side_panes_mounted = False  # their widgets mounted (`SidePanes.mount`)
         self.sides = SidePanes(self)
@@ -170,15 +174,20 @@ class WorkspacePanes(Screen):
             if self.app.is_running:
                 raise
 
-    async def show_conversation(self, prompt_history: list[str]) -> None:
+    async def show_conversation(self, prompt_history: list[str], draft: str = "") -> None:
         """The first screen of the workspace just opened: the conversation's newest
-        groups, the header and the prompt (with its history); the side panes are empty
-        containers at their widths. Their widgets are mounted and filled after this
-        frame (`show_side_panes`): neither they nor the plan of the next request they
-        show (the repository map, the file tree, the counts) are on the first frame's
+        groups, the header and the prompt (with its history, and the text it held
+        unsent when the app last quit, `draft`); the side panes are empty containers
+        at their widths. Their widgets are mounted and filled after this frame
+        (`show_side_panes`): neither they nor the plan of the next request they show
+        (the repository map, the file tree, the counts) are on the first frame's
         path."""
+        prompt = self.query_one(PromptInput)
         if prompt_history:
-            self.query_one(PromptInput).set_history(prompt_history)
+            prompt.set_history(prompt_history)
+        if draft and not prompt.text:  # typed at start-up: what the user typed wins
+            prompt.restore(draft)
+        self._draft_shown = bool(draft)
         ws = self.workspace
         with self.unless_closing():
             # What another process writes from here on shows: the ledger poll, started
@@ -567,7 +576,10 @@ class WorkspaceScreen(WorkspacePanes):
         prompt.clear()
         history = [h for h in prompt.history if h != text][-199:] + [text]
         prompt.set_history(history)
-        await ws.ledger.set_setting("prompt_history", json.dumps(history))
+        await ws.ledger.set_setting(KEY_PROMPT_HISTORY, json.dumps(history))
+        if self._draft_shown:  # the draft kept at the last quit is taken: not shown again
+            self._draft_shown = False
+            await ws.ledger.set_setting(KEY_PROMPT_DRAFT, "")
         result = await self.run_command(text)
         if result is not None and result.error_kind == "busy" and not prompt.text.strip():
             # A turn began between the key and the line's run: the text comes back
@@ -656,6 +668,16 @@ class WorkspaceScreen(WorkspacePanes):
         elif "[REDACTED]" in result.text:  # shown, not a silent change
             self.notify(result.text, severity="warning", timeout=10)
         await self.refresh_context()
+
+    async def save_prompt_draft(self) -> None:
+        """Never lose a keystroke: the prompt's unsent text is kept for the next start
+        (before exit); an empty prompt leaves none."""
+        ws = self.workspace
+        if ws is None:
+            return
+        text = self.query_one(PromptInput).text
+        if text.strip() or self._draft_shown:
+            await ws.ledger.set_setting(KEY_PROMPT_DRAFT, text if text.strip() else "")
 
     async def save_scratchpad(self) -> None:
         """Never lose a keystroke: unsaved scratchpad edits are written (before exit)."""
