@@ -31,6 +31,13 @@ The rule (docs/usage.md, "Where keys go"):
    Its keys are handled one at a time, each before the next is passed on (`kept`),
    so the keys behind one that closes it land on the workspace. Other dialogs were
    asked for: one with a field takes the typing (2), one without drops it.
+6. A key that opens a dialog (its binding's action is marked `opens_dialog`: F1,
+   F4, F5, F6) makes the keys and pastes behind it the dialog's. They
+   are kept from that key on (`opening_dialog`), as its action runs only once the
+   key has passed the focused widget and the dialog shows later still (its action
+   reads first), and handled in order, one at a time (`kept`), once the dialog is
+   mounted with its field focused (`dialog_shown`). When the action shows none
+   (`no_dialog`) or none is up within `DIALOG_WAIT`, they land as without it.
 """
 
 from __future__ import annotations
