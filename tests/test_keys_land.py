@@ -493,6 +493,23 @@ async def test_text_typed_right_behind_a_dialogs_key_lands_in_its_field(
         assert prompt_text(app) == ""
 
 
+async def test_a_paste_right_behind_f5_lands_in_the_name_field_with_the_keys_after_it(project):
+    from textual.widgets import Input
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        app.post_message(events.Key("f5", None))
+        app.post_message(events.Paste("pasted-"))
+        burst(app, "name")
+        await wait_for(pilot, lambda: up(app, SessionScreen), timeout=5)
+        field = app.screen.query_one("#name", Input)
+        await wait_for(pilot, lambda: field.value == "pasted-name", timeout=5)
+        assert prompt_text(app) == ""
+
+
 async def test_escape_right_behind_f5_closes_the_dialog_once_it_is_up(project, monkeypatch):
     from slop_tui.ui.screens.dialogs import SessionScreen
 
