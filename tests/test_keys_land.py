@@ -12,7 +12,9 @@ never reach the screen behind it.
 from __future__ import annotations
 
 import asyncio
+import importlib
 
+import pytest
 from textual import events
 
 from slop_tui.ui import keyroute
@@ -446,3 +448,138 @@ async def test_a_paste_on_the_first_run_panel_lands_in_the_prompt_with_the_keys_
         burst(app, "folder")
         await wait_for(pilot, lambda: prompt_text(app) == "explain this folder", timeout=5)
         assert not first_run_shown(app)
+
+
+# A key that opens a dialog (F5 the sessions, F6 the search): the keys typed right
+# behind it are the dialog's, though its action reads the ledger before showing it.
+
+
+def press_and_type(app, key: str, text: str) -> None:
+    """`key`, then `text` right behind it: one burst, queued before the app handles one."""
+    app.post_message(events.Key(key, None))
+    burst(app, text)
+
+
+def up(app, dialog: type) -> bool:
+    return isinstance(app.screen, dialog) and app.screen.is_mounted
+
+
+@pytest.mark.parametrize(
+    ("key", "dialog", "field_id", "text"),
+    [
+        ("f5", "slop_tui.ui.screens.dialogs:SessionScreen", "name", "newsess"),
+        ("f6", "slop_tui.ui.screens.search:SearchScreen", "query", "needle"),
+    ],
+)
+async def test_text_typed_right_behind_a_dialogs_key_lands_in_its_field(
+    project, key, dialog, field_id, text
+):
+    """F5 then a name: the sessions dialog's Name field holds it; F6 then a query: the
+    search field (the search runs on it). The prompt behind stays empty."""
+    from textual.widgets import Input
+
+    module, _, name = dialog.partition(":")
+    screen_type = getattr(importlib.import_module(module), name)
+    await seed(project, [("where is the needle", "in the haystack")])
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        press_and_type(app, key, text)
+        await wait_for(pilot, lambda: up(app, screen_type), timeout=5)
+        field = app.screen.query_one(f"#{field_id}", Input)
+        await wait_for(pilot, lambda: field.value == text, timeout=5)
+        await settle(pilot)
+        assert field.value == text and app.focused is field
+        assert prompt_text(app) == ""
+
+
+async def test_a_paste_right_behind_f5_lands_in_the_name_field_with_the_keys_after_it(project):
+    from textual.widgets import Input
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        app.post_message(events.Key("f5", None))
+        app.post_message(events.Paste("pasted-"))
+        burst(app, "name")
+        await wait_for(pilot, lambda: up(app, SessionScreen), timeout=5)
+        field = app.screen.query_one("#name", Input)
+        await wait_for(pilot, lambda: field.value == "pasted-name", timeout=5)
+        assert prompt_text(app) == ""
+
+
+async def test_escape_right_behind_f5_closes_the_dialog_once_it_is_up(project, monkeypatch):
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ws = app.workspace
+        before = await fingerprint(ws)
+        session = ws.session
+        shown = []
+        push = app.push_screen
+        monkeypatch.setattr(
+            app, "push_screen", lambda s, *a, **k: shown.append(s) or push(s, *a, **k)
+        )
+        app.post_message(events.Key("f5", None))
+        app.post_message(events.Key("escape", "\x1b"))
+        await wait_for(pilot, lambda: shown and not shown[0].is_attached, timeout=5)
+        await settle(pilot)
+        assert [type(s) for s in shown] == [SessionScreen]  # it opened, and Escape closed it
+        assert app.screen is app.workspace_screen and prompt_text(app) == ""
+        assert ws.session == session and await fingerprint(ws) == before
+
+
+async def test_keys_behind_an_action_that_shows_no_dialog_land_in_the_prompt(project, monkeypatch):
+    """The MCP dialog with no server configured: `/mcp list` fails and a notice says
+    so instead; the keys kept for the dialog land where they would have, at once (not
+    when the wait for a dialog gives up)."""
+    monkeypatch.setattr(keyroute, "DIALOG_WAIT", 60.0, raising=False)
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        app.action_mcp()
+        burst(app, "still typing")
+        await wait_for(pilot, lambda: prompt_text(app) == "still typing", timeout=5)
+        assert app.screen is app.workspace_screen
+        assert any("no MCP server" in n.message for n in app._notifications)
+
+
+async def test_keys_kept_for_a_dialog_that_never_shows_land_after_a_while(project, monkeypatch):
+    """A dialog that does not show (its read hangs) does not keep the keys forever."""
+    monkeypatch.setattr(keyroute, "DIALOG_WAIT", 0.5, raising=False)
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        never = asyncio.Event()
+
+        async def hangs(*_args, **_kwargs):
+            await never.wait()
+
+        monkeypatch.setattr(app.workspace.ledger, "list_sessions", hangs)
+        press_and_type(app, "f5", "later")
+        await pilot.pause(0.2)
+        assert prompt_text(app) == ""  # kept, for a while
+        await wait_for(pilot, lambda: prompt_text(app) == "later", timeout=5)
+        assert app.screen is app.workspace_screen
+
+
+async def test_keys_right_behind_f1_go_to_the_help_which_ignores_letters(project):
+    """The help has no field: the letters typed behind F1 go to it, not to the prompt
+    behind it."""
+    from slop_tui.ui.screens.help import HelpScreen
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        press_and_type(app, "f1", "hello")
+        await wait_for(pilot, lambda: up(app, HelpScreen), timeout=5)
+        await settle(pilot)
+        assert up(app, HelpScreen) and prompt_text(app) == ""
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.workspace_screen, timeout=5)
+        assert prompt_text(app) == ""

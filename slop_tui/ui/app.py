@@ -21,12 +21,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from functools import partial
+from collections.abc import Awaitable, Callable
+from functools import partial, wraps
 from pathlib import Path
+from typing import Any, TypeVar
 
 from textual import events, work
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import ActiveBinding, Binding
+from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
 from slop_tui.ui import textual_fixes
@@ -49,6 +52,38 @@ from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.prompt import PromptInput
 
 __all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
+
+T = TypeVar("T")
+ShowDialog = Callable[[Screen[T]], Awaitable[T]]
+
+
+def opens_dialog(method: Callable[[SlopApp, ShowDialog], Awaitable[None]]) -> Callable:
+    """An action that shows a dialog: the keys typed behind the key that asked for it
+    go to the dialog. The action runs as a worker (what it reads first does not hold
+    the app); `method` shows its dialog with the `show` it is given, which waits for
+    the answer. From the key (`KeyRouter.kept` marks it as it comes) or from now, the
+    keys wait until the dialog is up, then go to it in order; when `method` ends
+    without showing one (an error, a notice), they land as if it had not been asked."""
+
+    async def run(app: SlopApp, opening) -> None:
+        async def show(dialog: Screen[T]) -> T:
+            answer = app.push_screen(dialog, wait_for_dismiss=True)
+            app.keys.dialog_shown(opening, dialog)
+            return await answer
+
+        try:
+            await method(app, show)
+        finally:
+            app.keys.no_dialog(opening)
+
+    worker = work(run, group="dialogs", name=method.__name__)
+
+    @wraps(method)
+    def action(app: SlopApp) -> None:
+        worker(app, app.keys.opening_dialog())
+
+    action.opens_dialog = True
+    return action
 
 
 def __getattr__(name: str):
@@ -102,6 +137,7 @@ class SlopApp(App):
             panes_screen=lambda: self.workspace_screen,
             typing_target=self._typing_target,
             busy=self._prompt_busy,
+            opens_dialog=self._opens_dialog,
         )
         self._drawn_title = ""
         self.theme_load = load_themes(user_themes_dir() if user_themes else None)
@@ -317,6 +353,13 @@ class SlopApp(App):
         prompts = self.workspace_screen.query(PromptInput)
         return bool(prompts) and prompts.first().held is not None
 
+    def _opens_dialog(self, active: ActiveBinding) -> bool:
+        """The binding runs an action that shows a dialog (`opens_dialog`)."""
+        namespace, _, name = active.binding.action.partition("(")[0].rpartition(".")
+        owner: Any = self if namespace == "app" else active.node if not namespace else None
+        action = getattr(owner, f"action_{name}", None)
+        return bool(getattr(action, "opens_dialog", False))
+
     def _typing_target(self) -> TextArea | Input | None:
         """Where stray typing goes: the prompt, or the first text field of a dialog."""
         screen = self.screen
@@ -438,10 +481,15 @@ class SlopApp(App):
     def action_help(self) -> None:
         from slop_tui.ui.screens.help import HelpScreen, binding_rows
 
-        self.push_screen(HelpScreen(binding_rows(self)))
+        opening = self.keys.opening_dialog()
+        dialog = HelpScreen(binding_rows(self))
+        self.push_screen(dialog)
+        self.keys.dialog_shown(opening, dialog)  # it has no field: it ignores the letters
 
-    @work(group="dialogs")
-    async def action_provider(self) -> None:
+    action_help.opens_dialog = True
+
+    @opens_dialog
+    async def action_provider(self, show: ShowDialog) -> None:
         from slop_tui.ui.screens.dialogs import (
             ProviderScreen,
             keyless_providers,
@@ -451,19 +499,17 @@ class SlopApp(App):
         ws = self.workspace
         choices, current, hidden = await provider_dialog_args(ws)
         keyless = keyless_providers(ws)
-        result = await self.push_screen_wait(ProviderScreen(choices, current, hidden, keyless))
+        result = await show(ProviderScreen(choices, current, hidden, keyless))
         if result:
             await self.run_command(f"/provider {result[0]} {result[1]}")
 
-    @work(group="dialogs")
-    async def action_sessions(self) -> None:
+    @opens_dialog
+    async def action_sessions(self, show: ShowDialog) -> None:
         from slop_tui.ui.screens.dialogs import SessionScreen
         from slop_tui.ui.widgets.anchors import ScratchpadEditor
 
         ws = self.workspace
-        result = await self.push_screen_wait(
-            SessionScreen(await ws.ledger.list_sessions(), ws.session)
-        )
+        result = await show(SessionScreen(await ws.ledger.list_sessions(), ws.session))
         if result:
             action, name = result
             verb = {"switch": "activate", "new": "activate"}.get(action, action)
@@ -473,8 +519,8 @@ class SlopApp(App):
                 self.workspace_screen.query_one(ScratchpadEditor).flush()
             await self.run_command(f"/session {verb} {name}")
 
-    @work(group="dialogs")
-    async def action_mcp(self) -> None:
+    @opens_dialog
+    async def action_mcp(self, show: ShowDialog) -> None:
         """The MCP servers dialog: what `/mcp list` says, and the command it answers with."""
         from slop_tui.commands import dispatch
         from slop_tui.ui.screens.mcp import McpScreen
@@ -486,17 +532,17 @@ class SlopApp(App):
             return
         mcp = ws.mcp
         rows = [(s.name, mcp.status_line(s), s.error or "") for s in listed.data]
-        line = await self.push_screen_wait(McpScreen(rows))
+        line = await show(McpScreen(rows))
         if line:
             await self.run_command(line)
 
-    @work(group="dialogs")
-    async def action_search(self) -> None:
+    @opens_dialog
+    async def action_search(self, show: ShowDialog) -> None:
         from slop_tui.ui.screens.search import SearchScreen
         from slop_tui.ui.widgets.conversation import ConversationView
         from slop_tui.ui.widgets.groups import GroupList
 
-        result = await self.push_screen_wait(SearchScreen(self.workspace))
+        result = await show(SearchScreen(self.workspace))
         if result:
             session, gid = result
             if session != self.workspace.session:

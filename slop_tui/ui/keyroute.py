@@ -31,6 +31,13 @@ The rule (docs/usage.md, "Where keys go"):
    Its keys are handled one at a time, each before the next is passed on (`kept`),
    so the keys behind one that closes it land on the workspace. Other dialogs were
    asked for: one with a field takes the typing (2), one without drops it.
+6. A key that opens a dialog (its binding's action is marked `opens_dialog`: F1,
+   F4, F5, F6) makes the keys and pastes behind it the dialog's. They
+   are kept from that key on (`opening_dialog`), as its action runs only once the
+   key has passed the focused widget and the dialog shows later still (its action
+   reads first), and handled in order, one at a time (`kept`), once the dialog is
+   mounted with its field focused (`dialog_shown`). When the action shows none
+   (`no_dialog`) or none is up within `DIALOG_WAIT`, they land as without it.
 """
 
 from __future__ import annotations
@@ -44,8 +51,12 @@ from textual.widgets import Input, TextArea
 from slop_tui.ui.text import has_unsafe, neutralise_cells
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from textual.app import App
     from textual.await_complete import AwaitComplete
+    from textual.binding import ActiveBinding
+    from textual.screen import Screen
     from textual.timer import Timer
 
 Typed = events.Key | events.Paste  # what the user types: keys, and a bracketed paste
@@ -54,6 +65,11 @@ Typed = events.Key | events.Paste  # what the user types: keys, and a bracketed 
 # 100-300 ms a key and bursts (a paste without bracketed paste, keys queued while
 # the app is busy) at under 1 ms; a lone key press is a lone key.
 TEXT_RUN = 0.3
+
+# The keys typed behind a key that opens a dialog wait this long at most for it to
+# show (it reads the ledger first: milliseconds); then they land as if it had not
+# been asked for.
+DIALOG_WAIT = 5.0
 
 
 def is_text(event: events.Key) -> bool:
@@ -114,6 +130,14 @@ def type_into(target: TextArea | Input, text: str) -> None:
 
 
 @dataclass
+class Opening:
+    """A dialog asked for and not yet up: the keys typed behind its key wait for it."""
+
+    timer: Timer  # gives up on it (`DIALOG_WAIT`)
+    dialog: Screen | None = None  # pushed, mounting: the keys go once it is mounted
+
+
+@dataclass
 class _Held:
     character: str
     action: str
@@ -127,7 +151,15 @@ class KeyRouter:
     so a burst's later keys follow a focus change made for its first ones. `route`
     handles the keys of other screens (dialogs) once the focused widget passed them."""
 
-    def __init__(self, app: App, *, panes_screen, typing_target, busy=lambda: False) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        panes_screen,
+        typing_target,
+        busy=lambda: False,
+        opens_dialog: Callable[[ActiveBinding], bool] = lambda _active: False,
+    ) -> None:
         self.app = app
         self._panes_screen = panes_screen  # () -> the screen whose pane letters wait
         self._typing_target = typing_target  # () -> TextArea | Input | None
@@ -137,6 +169,8 @@ class KeyRouter:
         self._replay: Typed | None = None  # a kept key posted again, not yet handled
         self._closing: AwaitComplete | None = None  # a panel typing closed, being removed
         self._busy = busy  # () -> True while the keys typed now would wait anyway
+        self._opens_dialog = opens_dialog  # (the key's binding) -> True: it shows a dialog
+        self._opening: Opening | None = None  # a dialog a key asked for, not up yet
 
     @property
     def holding(self) -> bool:
@@ -167,21 +201,69 @@ class KeyRouter:
     def kept(self, event: Typed) -> bool:
         """Every key and paste the app receives, first: True when it is kept for later
         (the side panes are not filled yet, keys kept before it are still to be
-        handled, or the first-run panel shows: its keys are handled one at a time)."""
+        handled, a key before it opens a dialog not up yet, or the first-run panel
+        shows: its keys are handled one at a time)."""
         if event is self._replay:
             self._replay = None
             # The next kept key once this one is handled, with what it asked for (a focus
             # moved with `focus()`, an action, a line sent): after the next frame.
             self.app.call_after_refresh(self._post_next)
+            self._note_dialog_key(event)
             return False
         app = self.app
-        if not self._kept and self._replay is None and not closes_on_typing(app.screen):
+        if (
+            not self._kept
+            and self._replay is None
+            and self._opening is None
+            and not closes_on_typing(app.screen)
+        ):
             if self._panes_up or (is_editor(app.focused) and _edits_text(event)):
+                self._note_dialog_key(event)
                 return False
         self._kept.append(event)
         if self._panes_up and len(self._kept) == 1 and self._replay is None:
             self._post_next()  # the first-run panel's key: it goes on at once, in its turn
         return True
+
+    def _note_dialog_key(self, event: Typed) -> None:
+        """A key about to be handled that opens a dialog: the keys behind it are the
+        dialog's. They are kept from now, as the key's action runs later (Textual runs
+        a binding once the key has passed the focused widget, which meanwhile takes
+        the keys behind it) and the dialog shows later still (its action reads first)."""
+        if not isinstance(event, events.Key) or is_text(event):
+            return
+        active = self.app.screen.active_bindings.get(event.key)
+        if active is not None and active.enabled and self._opens_dialog(active):
+            self.opening_dialog()
+
+    def opening_dialog(self) -> Opening:
+        """A dialog is asked for: the keys from now on wait until it is up (`dialog_shown`),
+        then go to it in order; or, if none shows (`no_dialog`, or not within
+        `DIALOG_WAIT`), land where they would have without it."""
+        if self._opening is None:
+            timer = self.app.set_timer(DIALOG_WAIT, self._release, name="dialog-wait")
+            self._opening = Opening(timer)
+        return self._opening
+
+    def dialog_shown(self, opening: Opening, dialog: Screen) -> None:
+        """The dialog `opening` waited for is pushed: the kept keys go once it is mounted
+        (its field focused)."""
+        if self._opening is opening and opening.dialog is None:
+            opening.dialog = dialog
+            self._post_next()
+
+    def no_dialog(self, opening: Opening) -> None:
+        """The action that asked for a dialog ended without one (an error, a notice)."""
+        if self._opening is opening and opening.dialog is None:
+            self._release()
+
+    def _release(self) -> None:
+        """The keys kept for a dialog go on: to it when it is up, else as without it."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.timer.stop()
+        if self._panes_up:
+            self._post_next()
 
     def close_for_typing(self, event: Typed) -> bool:
         """A key of a panel typing closes (`closes_on_typing`), passed on by `kept`; True
@@ -212,6 +294,15 @@ class KeyRouter:
         """The next kept key, as the terminal would send it, once the one before it is
         handled: one at a time, as typed, not as a burst."""
         if not self._kept or self._replay is not None:
+            return
+        opening = self._opening
+        if opening is not None:
+            if opening.dialog is None:
+                return  # the dialog is not pushed yet: `dialog_shown` or `no_dialog` goes on
+            if not opening.dialog.is_mounted:
+                self.app.set_timer(0.01, self._post_next, name="kept-keys")
+                return
+            self._release()  # the dialog is up, its field focused: the keys are its
             return
         if self._closing is not None and self._closing.is_done:
             self._closing = None  # the panel typing closed has gone
