@@ -4,11 +4,7 @@ breaks are never Enter."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
-import time
-from pathlib import Path
 
 import pytest
 from textual import events
@@ -16,6 +12,7 @@ from textual._parser import ParseTimeout
 from textual._xterm_parser import XTermParser
 
 from slop_tui.ui import textual_fixes
+from tests import pty_app
 
 START, END = "\x1b[200~", "\x1b[201~"
 # A coloured log line, a carriage return (what a terminal sends for a pasted line
@@ -82,38 +79,10 @@ def test_a_paste_cut_by_the_end_of_the_input_is_given_as_far_as_it_came():
 # the prompt. Nothing is sent: no request, no message in the ledger; the text is in
 # the prompt, line by line.
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _term_module():
-    pytest.importorskip("pyte")
-    spec = importlib.util.spec_from_file_location("_term", BENCH / "_term.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_term", module)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_a_pasted_coloured_log_lands_in_the_prompt_and_sends_nothing(tmp_path, fake_llm):
-    term_module = _term_module()
-    project = tmp_path / "project"
-    project.mkdir()
-    config = tmp_path / "config.toml"
-    config.write_text(
-        'default_provider = "fake"\n\n[providers.fake]\nkind = "openai"\n'
-        f'base_url = "{fake_llm.base_url}"\nmodel = "fake-model"\napi_key = "sk-test"\n'
-    )
-    env = term_module.environment(
-        SLOP_CONFIG=str(config),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-    )
-    slop = Path(sys.executable).parent / "slop-tui"
-    term = term_module.Term([str(slop)], env=env, cwd=str(project), cols=100, rows=30)
+    term = pty_app.start(tmp_path, fake_llm.base_url)
     try:
-        assert term.pump(lambda t: t.find("Type a prompt") is not None, 60.0) is not None
-        time.sleep(0.5)  # the side panes filled: the prompt takes the paste as it will later
         log = "build \x1b[31mFAILED\x1b[0m at step 3\rnext: \x1b[1mretry\x1b[0m\r"
         term.send(f"{START}{log}{END}")
         assert term.pump(lambda t: t.find("next:") is not None, 20.0) is not None
@@ -123,14 +92,11 @@ def test_a_pasted_coloured_log_lands_in_the_prompt_and_sends_nothing(tmp_path, f
         assert "FAILED" in screen[first] and "at step 3" in screen[first]
         assert "next:" in screen[first + 1] and "retry" in screen[first + 1]
         term.send("\x11")  # ctrl+q
-        deadline = time.monotonic() + 30
-        while term.proc.poll() is None and time.monotonic() < deadline:
-            term.pump(lambda t: False, 0.2)
-        assert term.proc.poll() is not None, "the app did not quit"
+        assert pty_app.wait_for_exit(term) is not None, "the app did not quit"
     finally:
         term.close()
     assert fake_llm.requests == []  # nothing reached the model
-    with sqlite3.connect(project / ".slop" / "slop.db") as db:
+    with sqlite3.connect(tmp_path / "project" / ".slop" / "slop.db") as db:
         assert db.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
 
 

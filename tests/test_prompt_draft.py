@@ -4,10 +4,15 @@ quitting is a keystroke, and it loses nothing typed."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sqlite3
+
+import pytest
 
 from slop_tui.ui.screens.workspace import KEY_PROMPT_DRAFT
 from slop_tui.ui.widgets.prompt import PromptInput
-from tests import test_app
+from tests import pty_app, test_app
 from tests.fakeserver import wait_for
 from tests.test_app import started
 from tests.test_app_actions import make_app
@@ -66,3 +71,36 @@ async def test_an_empty_prompt_at_quit_leaves_no_draft(project):
     await run_until_quit(project, "   ")
     assert await run_until_quit(project) == ""
     assert not await setting(project)
+
+
+# The real command on a terminal that is closed (SIGHUP), or stopped from elsewhere
+# (SIGTERM), with text typed in the prompt and the scratchpad and not sent or saved.
+
+
+@pytest.mark.parametrize("how", ["hangup", "SIGTERM"])
+def test_a_closed_terminal_or_sigterm_keeps_the_prompt_and_the_scratchpad(tmp_path, fake_llm, how):
+    term = pty_app.start(tmp_path, fake_llm.base_url, cols=120, rows=40, controlling=True)
+    try:
+        term.send("a draft the terminal closed on")
+        assert term.pump(lambda t: t.find("closed on") is not None, 10.0) is not None
+        term.send("\x1b[20~")  # F9: the right pane, then its scratchpad
+        term.settle(0.3, 5.0)
+        term.send("\x1b[20~")
+        term.settle(0.3, 5.0)
+        term.send("NOTE-UNSAVED ")
+        assert term.pump(lambda t: t.find("NOTE-UNSAVED") is not None, 10.0) is not None
+        if how == "hangup":
+            os.close(term.master)  # the terminal window closes: the kernel sends SIGHUP
+            code = 128 + signal.SIGHUP
+        else:
+            os.kill(term.proc.pid, signal.SIGTERM)
+            code = 128 + signal.SIGTERM
+        assert pty_app.wait_for_exit(term, 30.0) == code
+    finally:
+        term.close()
+    assert fake_llm.requests == []
+    with sqlite3.connect(tmp_path / "project" / ".slop" / "slop.db") as db:
+        draft = db.execute("SELECT value FROM app_state WHERE key = ?", (KEY_PROMPT_DRAFT,))
+        assert draft.fetchone() == ("a draft the terminal closed on",)
+        (pad,) = db.execute("SELECT scratchpad FROM sessions").fetchone()
+        assert pad.startswith("NOTE-UNSAVED")

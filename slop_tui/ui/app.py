@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from collections.abc import Awaitable, Callable
 from functools import partial, wraps
 from pathlib import Path
@@ -96,6 +97,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# SIGHUP (the terminal closed) and SIGTERM end the workspace as ctrl+q does.
+STOP_SIGNALS = ("SIGHUP", "SIGTERM")
+HANG_UP_S = 10.0  # the most a closed terminal's app takes to keep what was typed
+
+
 class SlopApp(App):
     """The slop-tui workspace."""
 
@@ -109,6 +115,10 @@ class SlopApp(App):
         ),
         Binding("f1", "help", "Help", id="help"),
     ]  # the workspace's own keys (f2-f9, Esc, ctrl+z/y/r) are WorkspaceScreen's
+    # The command's app (`run_app`) quits on STOP_SIGNALS as on ctrl+q; an app a test
+    # runs leaves the process's signals alone.
+    quits_on_signals = False
+    stopped_by: str | None = None  # the signal that quit it
 
     def __init__(
         self,
@@ -198,6 +208,36 @@ class SlopApp(App):
         from slop_tui.ui.startup import hold_first_frame
 
         hold_first_frame(self)  # the command's first frame shows the filled panes
+        if self.quits_on_signals:
+            loop = asyncio.get_running_loop()
+            for name in STOP_SIGNALS:
+                loop.add_signal_handler(getattr(signal, name), self._stopped_by, name)
+
+    def _stopped_by(self, name: str) -> None:
+        """SIGTERM: the app quits as ctrl+q quits it, the scratchpad's edits and the
+        prompt's text kept. SIGHUP (the terminal was closed): the same is kept, a turn
+        running stores what it has, the ledger is closed, and the process ends there:
+        there is no terminal to give back (Textual's shutdown waits on writes to it). A
+        second signal, or SIGHUP's work taking over HANG_UP_S, ends it at once."""
+        code = 128 + getattr(signal, name)
+        if self.stopped_by is not None:
+            os._exit(code)
+        self.stopped_by = name
+        if name != "SIGHUP":
+            self.call_later(self.action_quit)
+            return
+
+        async def keep_and_leave() -> None:
+            try:
+                async with asyncio.timeout(HANG_UP_S):
+                    screen = self.workspace_screen
+                    await screen.save_scratchpad()
+                    await screen.save_prompt_draft()
+                    await self.on_unmount()
+            finally:
+                os._exit(code)
+
+        self.run_worker(keep_and_leave(), group="hang-up", exit_on_error=False)
 
     @work(exclusive=True, group="open")
     async def open_workspace(self) -> None:
@@ -597,5 +637,8 @@ class SlopApp(App):
 def run_app(db: str | None = None, session: str | None = None) -> int:
     textual_fixes.install()
     app = SlopApp(db=db, session=session)
+    app.quits_on_signals = True
     app.run()
+    if app.stopped_by is not None:
+        return 128 + getattr(signal, app.stopped_by)
     return 1 if app.startup_error else 0
