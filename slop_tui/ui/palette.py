@@ -358,13 +358,15 @@ def build_palette_later(app: Any) -> None:
 
     def mount() -> None:
         if not CommandPalette.is_open(app):  # an opening meanwhile built it
-            app.run_worker(mount_ahead(app, kept_palette(app)), group="palette-ahead")
+            app.run_worker(partial(mount_ahead, app, kept_palette(app)), group="palette-ahead")
 
     async def build() -> None:
         await _import_commands()
         when_user_pauses(app, mount, QUIET_S)
 
-    app.set_timer(BUILD_AFTER, lambda: app.run_worker(build(), group="palette-ahead"))
+    # The coroutine is made when the worker runs: a timer that fires as the app
+    # closes starts no worker, and leaves no coroutine never awaited behind.
+    app.set_timer(BUILD_AFTER, lambda: app.run_worker(build, group="palette-ahead"))
 
 
 async def _import_commands() -> None:

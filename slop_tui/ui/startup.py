@@ -54,6 +54,7 @@ at once, so its screens do not depend on timing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from slop_tui.ui.widgets import blocks
@@ -128,11 +129,11 @@ def _after_then_paused(app: Any, delay: float, work: Callable[[], object]) -> No
 
 
 def _preload_provider(app: Any, ws: Any) -> None:
-    app.run_worker(ws.preload_provider(), group="startup", exit_on_error=False)
+    app.run_worker(ws.preload_provider, group="startup", exit_on_error=False)
 
 
 def _start_highlighting(app: Any) -> None:
-    app.run_worker(_highlight(app), group="startup")
+    app.run_worker(partial(_highlight, app), group="startup")
 
 
 async def _highlight(app: Any) -> None:
