@@ -123,6 +123,17 @@ async def test_a_bad_stored_count_table_is_ignored(tmp_path, cold):
         await ws.close()
 
 
+def record_calls(monkeypatch, calls: list[str], owner, name: str, label: str) -> None:
+    """`owner.name` (a coroutine method) appends `label` to `calls` as it starts."""
+    real = getattr(owner, name)
+
+    async def recorded(self, *args, **kw):
+        calls.append(label)
+        return await real(self, *args, **kw)
+
+    monkeypatch.setattr(owner, name, recorded)
+
+
 def app_for(root) -> SlopApp:
     return SlopApp(db=str(root / ".slop" / "slop.db"), user_themes=False, blink=False)
 
@@ -159,25 +170,9 @@ async def test_the_group_list_and_the_conversation_share_one_read(project, cold,
     from slop_tui.ledger import Ledger
 
     reads: list[str] = []
-    real_list, real_rows = Ledger.list_groups, Ledger.group_rows
-    real_plan = Workspace.display_plan
-
-    async def display_plan(self, *a, **k):
-        reads.append("plan")
-        return await real_plan(self, *a, **k)
-
-    monkeypatch.setattr(Workspace, "display_plan", display_plan)
-
-    async def list_groups(self, *a, **k):
-        reads.append("list_groups")
-        return await real_list(self, *a, **k)
-
-    async def group_rows(self, *a, **k):
-        reads.append("group_rows")
-        return await real_rows(self, *a, **k)
-
-    monkeypatch.setattr(Ledger, "list_groups", list_groups)
-    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    record_calls(monkeypatch, reads, Workspace, "display_plan", "plan")
+    record_calls(monkeypatch, reads, Ledger, "list_groups", "list_groups")
+    record_calls(monkeypatch, reads, Ledger, "group_rows", "group_rows")
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
@@ -450,6 +445,35 @@ async def test_the_side_panes_read_the_ledger_while_their_widgets_are_mounted(pr
         await started(pilot)
         await wait_for(pilot, lambda: app.screen.side_panes_filled)
         assert events[:2] == ["reads started", "widgets mounted"]
+        assert [g.group_id for g in app.query_one(GroupList).groups] == groups
+
+
+async def test_the_group_list_s_rows_are_read_before_the_side_panes_widgets_are_made(
+    project, monkeypatch
+):
+    """The group list's rows (the panes' longest read: a pass over every message of the
+    session) are queued on the ledger's thread before the side panes' widgets are
+    imported and made, and before the other reads: the mount's own work (60-150 ms
+    on the main thread) hides them, and the panes do not wait for them after it."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens import workspace_sides
+
+    groups = await seed(project, n=6)
+    events: list[str] = []
+    record_calls(monkeypatch, events, Ledger, "group_rows", "rows read")
+    record_calls(monkeypatch, events, Workspace, "register_tools", "tools read")
+    real_left = workspace_sides.left_pane
+
+    def left_pane():
+        events.append("widgets made")
+        return real_left()
+
+    monkeypatch.setattr(workspace_sides, "left_pane", left_pane)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: app.screen.side_panes_filled)
+        assert events[:3] == ["rows read", "tools read", "widgets made"]
         assert [g.group_id for g in app.query_one(GroupList).groups] == groups
 
 
