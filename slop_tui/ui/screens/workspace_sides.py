@@ -169,10 +169,13 @@ class SidePanes:
     @staticmethod
     async def _read(ws: Workspace, rows: asyncio.Future[list[tuple]]) -> Snapshot:
         """What the side panes show first (`rows`: the group list's, being read), with
-        the writes `Workspace.open(defer_writes=True)` left for now."""
+        the writes `Workspace.open(defer_writes=True)` left for now. Not the session's
+        spend: the conversation's first frame has just read it, and a call another
+        process records after that moves the ledger's data version, which reloads
+        every pane, the header's cost with them (`WorkspacePanes._check_ledger`)."""
         await ws.register_tools()
         ws.check_settings()  # as well (the context engine's modules load here)
-        return await ws.snapshot(Changed.ALL, rows_read=rows)
+        return await ws.snapshot(Changed.ALL, rows_read=rows, spend=False)
 
     async def reveal(self) -> None:
         """The side panes are drawn from now on, in one frame: filled, or empty when the
