@@ -572,6 +572,34 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
 
 
+async def test_the_older_prompts_are_read_after_the_group_list_is_drawn(project, monkeypatch):
+    """The older groups' prompts (a pass over the session's prompts) are read once the
+    frame that shows the group list is drawn, not beside its layout and paint."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens import workspace_sides
+
+    await seed(project, n=5)
+    monkeypatch.setattr(workspace_sides, "PROMPTS_FIRST", 2)
+    events: list[str] = []
+    real_prompts, real_line = Ledger.group_prompts, GroupList.render_line
+
+    async def group_prompts(self, *a, **k):
+        events.append("prompts read")
+        return await real_prompts(self, *a, **k)
+
+    def render_line(self, y):
+        if not events or events[-1] != "list drawn":
+            events.append("list drawn")
+        return real_line(self, y)
+
+    monkeypatch.setattr(Ledger, "group_prompts", group_prompts)
+    monkeypatch.setattr(GroupList, "render_line", render_line)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await every_prompt_read(pilot)
+        assert events[:2] == ["list drawn", "prompts read"]
+
+
 # Run in a child process: the app started as the command starts it (its first frame
 # held for the conversation), the modules loaded when that frame is drawn.
 FIRST_FRAME_MODULES = first_frame_probe(
@@ -762,6 +790,15 @@ def test_the_start_s_background_work_waits_for_the_user_to_pause() -> None:
     assert stopped.timers == [] and ran == ["work", "at once"]
 
 
+async def call_from_another_process(project, gid: int) -> None:
+    """A provider call with no price, recorded by a second workspace on the ledger."""
+    other = await open_workspace(project)
+    try:
+        await other.ledger.record_usage(other.session, gid, "openai", "house-model-7", 950, 45)
+    finally:
+        await other.close()
+
+
 async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monkeypatch):
     """The spend is a sum over every call of the session (milliseconds at 10,000
     calls): the first frame reads it once for the header's cost, and the side panes'
@@ -797,13 +834,7 @@ async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monk
         assert reads == ["first frame"]
         assert "1 call price unknown" in app.sub_title
         # Another process's call: the ledger poll reloads the panes, the header with them.
-        other = await open_workspace(project)
-        try:
-            await other.ledger.record_usage(
-                other.session, gids[-1], "openai", "house-model-7", 950, 45
-            )
-        finally:
-            await other.close()
+        await call_from_another_process(project, gids[-1])
         await wait_for(pilot, lambda: "2 calls price unknown" in app.sub_title, timeout=10)
 
 
@@ -818,13 +849,7 @@ async def test_a_call_recorded_while_the_side_panes_fill_reaches_the_header(proj
 
     async def show_conversation(self, *a, **k):
         await real_show(self, *a, **k)
-        other = await open_workspace(project)
-        try:
-            await other.ledger.record_usage(
-                other.session, gids[-1], "openai", "house-model-7", 950, 45
-            )
-        finally:
-            await other.close()
+        await call_from_another_process(project, gids[-1])
 
     monkeypatch.setattr(WorkspacePanes, "show_conversation", show_conversation)
     app = app_for(project)
