@@ -110,10 +110,6 @@ def _group_rows(*columns: list) -> list[tuple]:
     return list(zip(*columns[:-1], map(float, columns[-1]), strict=True))
 
 
-def _same(values: list) -> list:
-    return values
-
-
 def _by_id(ids: list[int], texts: list[str]) -> dict[int, str]:
     return dict(zip(ids, texts, strict=True))
 
@@ -692,7 +688,7 @@ class HistoryMixin(LedgerBase):
             "SELECT json_group_array(group_id) FROM (SELECT DISTINCT group_id FROM messages "
             "WHERE session_id = ? AND group_id IS NOT NULL ORDER BY group_id)",
             (session,),
-            _same,
+            list,
         )
 
     async def group_prompts(
