@@ -377,14 +377,21 @@ class Workspace:
         *,
         rows_prompt_chars: int = 240,
         prompts_for_newest: int | None = None,
+        rows_read: Awaitable[list[tuple]] | None = None,
+        spend: bool = True,
     ) -> Snapshot:
         """One read of what the panes show after `changed`: the plan of the next request
         always (with the provider, the session and the token figures), the group
-        list's rows, the sessions and STATE only when the change touches them."""
+        list's rows, the sessions and STATE only when the change touches them.
+        `rows_read`: the group list's rows, read already (`Ledger.group_rows` of this
+        session, started earlier by the caller). `spend` False: the session's spend is
+        not read again (`current`), the caller has just read it."""
         choice = await self.provider_choice()
-        sess = await self.current()
+        sess = await (self.current() if spend else self._settings())
         sessions = state = failed = rows = None
-        if changed & _READS_ROWS:
+        if rows_read is not None:
+            rows = await rows_read
+        elif changed & _READS_ROWS:
             rows = await self.ledger.group_rows(
                 self.session, rows_prompt_chars, prompts_for_newest=prompts_for_newest
             )

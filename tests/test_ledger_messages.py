@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from slop_tui.context.window import groups_in, select_window
 from slop_tui.ledger import Ledger
-from slop_tui.records import Message, NewMessage
+from slop_tui.records import GroupSummary, Message, NewMessage, Spend, UsageCost
 
 
 @pytest.fixture
@@ -614,6 +616,82 @@ async def test_group_ids_are_the_group_rows_ids_read_from_an_index(ledger):
         "WHERE session_id = 's' AND group_id IS NOT NULL ORDER BY group_id"
     )
     assert any("COVERING INDEX" in row["detail"] for row in plan)
+
+
+# Prompts JSON text cannot carry as they are: quotes, backslashes, every control
+# character, the line and paragraph separators, JSON written out, emoji (a joined one
+# too), a combining mark, the last plane's characters.
+AWKWARD_PROMPTS = [
+    'say "hi" \\ and \\"quoted\\" \\u0041 \\n',
+    "lines\nand\ttabs\r\n" + "".join(map(chr, range(1, 32))) + "\x7f",
+    "\u2028\u2029 \ufeff \U0010fffd",
+    "\U0001f642\U0001f469\u200d\U0001f4bb e\u0301",
+    '[1, 2] {"a": null} null',
+]
+# Times whose float needs all 17 digits (JSON's own numbers in SQLite keep 15).
+AWKWARD_TIMES = [1764514621.1234567, 0.1, 1e-7, 123456789012.34567, 1764514621.0 + 2**-20]
+
+
+async def test_the_group_reads_give_back_awkward_prompts_and_times_exactly(ledger):
+    """The group list's reads come as one row of JSON arrays: each prompt reads back as
+    stored (its first `prompt_chars` characters), each time to the float's last bit,
+    the rows as `list_groups` reads them one by one."""
+    gids = [await _group(ledger, "s", text) for text in AWKWARD_PROMPTS]
+    for gid, t in zip(gids, AWKWARD_TIMES, strict=True):
+        await ledger._db.execute("UPDATE messages SET created_at = ? WHERE group_id = ?", (t, gid))
+    await ledger._db.commit()
+    rows = await ledger.group_rows("s", 500)
+    assert [r[2] for r in rows] == AWKWARD_PROMPTS
+    assert [r[6] for r in rows] == AWKWARD_TIMES
+    assert [GroupSummary(*r) for r in rows] == (await ledger.list_groups("s"))[::-1]
+    assert all(type(v) is type(w) for r in rows for v, w in zip(r, rows[0], strict=True))
+    short = await ledger.group_rows("s", 3, prompts_for_newest=2)
+    assert [r[2] for r in short] == [None] * 3 + [t[:3] for t in AWKWARD_PROMPTS[3:]]
+    prompts = await ledger.group_prompts("s", below=gids[-1] + 1, prompt_chars=500)
+    assert prompts == dict(zip(gids, AWKWARD_PROMPTS, strict=True))
+    assert await ledger.group_prompts("s", below=gids[0]) == {}
+    assert await ledger.group_rows("nobody") == []
+
+
+async def test_the_spend_is_every_call_and_its_background_calls_apart(ledger):
+    """The session's spend and the day's: known cost and saving summed, the calls with
+    no price and those with no usage counted, each for every call and for the
+    background calls apart; another session's calls stay out of the session's."""
+
+    def cost(total: float, saved: float) -> UsageCost:
+        return UsageCost(total / 2, 0.0, total / 2, 0.0, saved, "test")
+
+    calls = [  # (session, purpose, reported, cost): sums exact in binary
+        ("s", "turn", True, cost(0.25, 0.125)),
+        ("s", "turn", True, None),  # no price
+        ("s", "turn", False, None),  # no usage reported
+        ("s", "summary", True, cost(0.5, 0.0)),
+        ("s", "compaction", True, None),
+        ("s", "boundary", False, None),
+        ("s", "rebuild", False, cost(0.0625, 0.03125)),  # no usage, priced all the same
+        ("other", "turn", True, cost(4.0, 1.0)),
+    ]
+    for session, purpose, reported, c in calls:
+        await ledger.record_usage(
+            session, None, "openai", "m", 10, 5, purpose=purpose, reported=reported, cost=c
+        )
+
+    def spend(rows: list) -> Spend:
+        return Spend(
+            len(rows),
+            sum(c.total for *_, c in rows if c is not None),
+            sum(c.saved for *_, c in rows if c is not None),
+            sum(1 for *_, reported, c in rows if reported and c is None),
+            sum(1 for *_, reported, _c in rows if not reported),
+        )
+
+    def expected(rows: list) -> Spend:
+        return replace(spend(rows), background=spend([r for r in rows if r[1] != "turn"]))
+
+    assert await ledger.spend("s") == expected(calls[:-1])
+    assert await ledger.spend_since(0) == expected(calls)
+    assert await ledger.spend("nobody") == Spend(background=Spend())
+    assert await ledger.spend_since(time.time() + 60) == Spend(background=Spend())
 
 
 async def test_the_group_list_read_never_reads_the_message_rows(ledger):

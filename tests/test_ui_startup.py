@@ -123,6 +123,17 @@ async def test_a_bad_stored_count_table_is_ignored(tmp_path, cold):
         await ws.close()
 
 
+def record_calls(monkeypatch, calls: list[str], owner, name: str, label: str) -> None:
+    """`owner.name` (a coroutine method) appends `label` to `calls` as it starts."""
+    real = getattr(owner, name)
+
+    async def recorded(self, *args, **kw):
+        calls.append(label)
+        return await real(self, *args, **kw)
+
+    monkeypatch.setattr(owner, name, recorded)
+
+
 def app_for(root) -> SlopApp:
     return SlopApp(db=str(root / ".slop" / "slop.db"), user_themes=False, blink=False)
 
@@ -159,25 +170,9 @@ async def test_the_group_list_and_the_conversation_share_one_read(project, cold,
     from slop_tui.ledger import Ledger
 
     reads: list[str] = []
-    real_list, real_rows = Ledger.list_groups, Ledger.group_rows
-    real_plan = Workspace.display_plan
-
-    async def display_plan(self, *a, **k):
-        reads.append("plan")
-        return await real_plan(self, *a, **k)
-
-    monkeypatch.setattr(Workspace, "display_plan", display_plan)
-
-    async def list_groups(self, *a, **k):
-        reads.append("list_groups")
-        return await real_list(self, *a, **k)
-
-    async def group_rows(self, *a, **k):
-        reads.append("group_rows")
-        return await real_rows(self, *a, **k)
-
-    monkeypatch.setattr(Ledger, "list_groups", list_groups)
-    monkeypatch.setattr(Ledger, "group_rows", group_rows)
+    record_calls(monkeypatch, reads, Workspace, "display_plan", "plan")
+    record_calls(monkeypatch, reads, Ledger, "list_groups", "list_groups")
+    record_calls(monkeypatch, reads, Ledger, "group_rows", "group_rows")
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
@@ -453,6 +448,35 @@ async def test_the_side_panes_read_the_ledger_while_their_widgets_are_mounted(pr
         assert [g.group_id for g in app.query_one(GroupList).groups] == groups
 
 
+async def test_the_group_list_s_rows_are_read_before_the_side_panes_widgets_are_made(
+    project, monkeypatch
+):
+    """The group list's rows (the panes' longest read: a pass over every message of the
+    session) are queued on the ledger's thread before the side panes' widgets are
+    imported and made, and before the other reads: the mount's own work (60-150 ms
+    on the main thread) hides them, and the panes do not wait for them after it."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens import workspace_sides
+
+    groups = await seed(project, n=6)
+    events: list[str] = []
+    record_calls(monkeypatch, events, Ledger, "group_rows", "rows read")
+    record_calls(monkeypatch, events, Workspace, "register_tools", "tools read")
+    real_left = workspace_sides.left_pane
+
+    def left_pane():
+        events.append("widgets made")
+        return real_left()
+
+    monkeypatch.setattr(workspace_sides, "left_pane", left_pane)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: app.screen.side_panes_filled)
+        assert events[:3] == ["rows read", "tools read", "widgets made"]
+        assert [g.group_id for g in app.query_one(GroupList).groups] == groups
+
+
 async def test_side_panes_whose_first_read_fails_show_its_error_and_paint_again(
     project, monkeypatch
 ):
@@ -546,6 +570,34 @@ async def test_the_group_list_reads_the_newest_prompts_first_then_the_rest(proje
         assert calls == [("rows", 2), ("prompts", gids[2] + 1)]  # below the newest 2
         await group_list.refresh_from(app.workspace.history())  # a reload keeps the prompts read
         assert [g.prompt for g in group_list.groups] == [f"question {i}" for i in range(5)]
+
+
+async def test_the_older_prompts_are_read_after_the_group_list_is_drawn(project, monkeypatch):
+    """The older groups' prompts (a pass over the session's prompts) are read once the
+    frame that shows the group list is drawn, not beside its layout and paint."""
+    from slop_tui.ledger import Ledger
+    from slop_tui.ui.screens import workspace_sides
+
+    await seed(project, n=5)
+    monkeypatch.setattr(workspace_sides, "PROMPTS_FIRST", 2)
+    events: list[str] = []
+    real_prompts, real_line = Ledger.group_prompts, GroupList.render_line
+
+    async def group_prompts(self, *a, **k):
+        events.append("prompts read")
+        return await real_prompts(self, *a, **k)
+
+    def render_line(self, y):
+        if not events or events[-1] != "list drawn":
+            events.append("list drawn")
+        return real_line(self, y)
+
+    monkeypatch.setattr(Ledger, "group_prompts", group_prompts)
+    monkeypatch.setattr(GroupList, "render_line", render_line)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await every_prompt_read(pilot)
+        assert events[:2] == ["list drawn", "prompts read"]
 
 
 # Run in a child process: the app started as the command starts it (its first frame
@@ -738,11 +790,20 @@ def test_the_start_s_background_work_waits_for_the_user_to_pause() -> None:
     assert stopped.timers == [] and ran == ["work", "at once"]
 
 
+async def call_from_another_process(project, gid: int) -> None:
+    """A provider call with no price, recorded by a second workspace on the ledger."""
+    other = await open_workspace(project)
+    try:
+        await other.ledger.record_usage(other.session, gid, "openai", "house-model-7", 950, 45)
+    finally:
+        await other.close()
+
+
 async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monkeypatch):
     """The spend is a sum over every call of the session (milliseconds at 10,000
-    calls): the first frame reads it once for the header's cost, the side panes'
-    read once more; the provider choice and the plan read only the settings. The
-    header still shows the cost the ledger holds, also after another process's call."""
+    calls): the first frame reads it once for the header's cost, and the side panes'
+    read, the provider choice and the plan read only the settings. The header still
+    shows the cost the ledger holds, also after another process's call."""
     gids = await seed(project, n=2)
     ws = await open_workspace(project)
     try:
@@ -770,17 +831,31 @@ async def test_the_start_reads_the_session_s_spend_once_per_screen(project, monk
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
-        assert reads == ["first frame", "side panes"]
+        assert reads == ["first frame"]
         assert "1 call price unknown" in app.sub_title
         # Another process's call: the ledger poll reloads the panes, the header with them.
-        other = await open_workspace(project)
-        try:
-            await other.ledger.record_usage(
-                other.session, gids[-1], "openai", "house-model-7", 950, 45
-            )
-        finally:
-            await other.close()
+        await call_from_another_process(project, gids[-1])
         await wait_for(pilot, lambda: "2 calls price unknown" in app.sub_title, timeout=10)
+
+
+async def test_a_call_recorded_while_the_side_panes_fill_reaches_the_header(project, monkeypatch):
+    """The side panes' read does not read the spend again: a call another process
+    records after the first frame's read still reaches the header's cost, through the
+    ledger poll (its data version is read before the first frame's reads)."""
+    gids = await seed(project, n=2)
+    from slop_tui.ui.screens.workspace import WorkspacePanes
+
+    real_show = WorkspacePanes.show_conversation
+
+    async def show_conversation(self, *a, **k):
+        await real_show(self, *a, **k)
+        await call_from_another_process(project, gids[-1])
+
+    monkeypatch.setattr(WorkspacePanes, "show_conversation", show_conversation)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: "1 call price unknown" in app.sub_title, timeout=10)
 
 
 async def test_the_plan_and_the_provider_choice_read_no_spend(tmp_path, monkeypatch):

@@ -129,13 +129,25 @@ class SidePanes:
         await frame_drawn(screen.app, timeout=1.0)  # the conversation's frame is out first
         ws = screen.workspace
         reading: asyncio.Task[Snapshot] | None = None
+        rows: asyncio.Task[list[tuple]] | None = None
         try:
             if ws is not None and screen.app.is_running:
                 # The panes' reads start before their widgets are mounted: SQLite's part
-                # of them (the group list's rows are a pass over every message of the
-                # session) runs on the ledger's thread while this one composes, styles
-                # and lays out the widgets.
-                reading = asyncio.ensure_future(self._read(ws))
+                # of them runs on the ledger's thread while this one imports, composes,
+                # styles and lays out the widgets. The group list's rows (a pass over
+                # every message of the session, ~17 ms at 20,000 messages) go first
+                # and reach the ledger's thread now: a read queued behind others goes
+                # out only at this thread's next turn, which the mount's imports and
+                # composition hold off for 60-150 ms. They come as one row
+                # (`Ledger.group_rows`), so reading them beside the mount takes the
+                # interpreter lock from it once, not once a group.
+                rows = asyncio.ensure_future(
+                    ws.ledger.group_rows(
+                        ws.session, SNIPPET_SOURCE, prompts_for_newest=PROMPTS_FIRST
+                    )
+                )
+                reading = asyncio.ensure_future(self._read(ws, rows))
+                await asyncio.sleep(0)  # both queue their first read now
             await self.mount()
             if reading is not None:
                 with screen.unless_closing():
@@ -145,24 +157,25 @@ class SidePanes:
                     self.show(snap)
             await self.reveal()
         finally:
-            if reading is not None:  # the mount failed: the reads are not awaited
-                if not reading.done():
-                    reading.cancel()
-                elif not reading.cancelled():
-                    reading.exception()  # their failure is the mount's, not a lost one
+            for read in (reading, rows):  # the mount failed: the reads are not awaited
+                if read is None:
+                    continue
+                if not read.done():
+                    read.cancel()
+                elif not read.cancelled():
+                    read.exception()  # their failure is the mount's, not a lost one
             release_paint(screen.app)  # painted again even if the fill failed
 
     @staticmethod
-    async def _read(ws: Workspace) -> Snapshot:
-        """What the side panes show first, with the writes `Workspace.open(defer_writes=True)`
-        left for now."""
+    async def _read(ws: Workspace, rows: asyncio.Future[list[tuple]]) -> Snapshot:
+        """What the side panes show first (`rows`: the group list's, being read), with
+        the writes `Workspace.open(defer_writes=True)` left for now. Not the session's
+        spend: the conversation's first frame has just read it, and a call another
+        process records after that moves the ledger's data version, which reloads
+        every pane, the header's cost with them (`WorkspacePanes._check_ledger`)."""
         await ws.register_tools()
         ws.check_settings()  # as well (the context engine's modules load here)
-        return await ws.snapshot(
-            Changed.ALL,
-            rows_prompt_chars=SNIPPET_SOURCE,
-            prompts_for_newest=PROMPTS_FIRST,
-        )
+        return await ws.snapshot(Changed.ALL, rows_read=rows, spend=False)
 
     async def reveal(self) -> None:
         """The side panes are drawn from now on, in one frame: filled, or empty when the
