@@ -237,7 +237,7 @@ class SlopApp(App):
             finally:
                 os._exit(code)
 
-        self.run_worker(keep_and_leave(), group="hang-up", exit_on_error=False)
+        self.run_worker(keep_and_leave, group="hang-up", exit_on_error=False)
 
     @work(exclusive=True, group="open")
     async def open_workspace(self) -> None:
