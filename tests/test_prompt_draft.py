@@ -104,3 +104,19 @@ def test_a_closed_terminal_or_sigterm_keeps_the_prompt_and_the_scratchpad(tmp_pa
         assert draft.fetchone() == ("a draft the terminal closed on",)
         (pad,) = db.execute("SELECT scratchpad FROM sessions").fetchone()
         assert pad.startswith("NOTE-UNSAVED")
+
+
+async def test_text_typed_before_the_draft_shows_goes_on_after_it(project):
+    """Typing at start-up can reach the prompt before the kept draft is put in it:
+    both stay, the draft first, and neither is lost at the next quit."""
+    await run_until_quit(project, DRAFT)
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        prompt = prompt_of(app)
+        prompt.text = "typed at start-up"
+        await app.workspace_screen.show_conversation([], DRAFT)  # as the start calls it
+        assert prompt.text == f"{DRAFT}\ntyped at start-up"
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: not app.is_running, timeout=10)
+    assert await setting(project) == f"{DRAFT}\ntyped at start-up"

@@ -230,9 +230,7 @@ class SlopApp(App):
         async def keep_and_leave() -> None:
             try:
                 async with asyncio.timeout(HANG_UP_S):
-                    screen = self.workspace_screen
-                    await screen.save_scratchpad()
-                    await screen.save_prompt_draft()
+                    await self.workspace_screen.keep_what_was_typed()
                     await self.on_unmount()
             finally:
                 os._exit(code)
@@ -619,9 +617,7 @@ class SlopApp(App):
     # -- the end -----------------------------------------------------------------
 
     async def action_quit(self) -> None:
-        screen = self.workspace_screen
-        await screen.save_scratchpad()
-        await screen.save_prompt_draft()
+        await self.workspace_screen.keep_what_was_typed()
         self.exit()
 
     async def on_unmount(self) -> None:

@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from slop_tui.ui.widgets.preview import ContextPreview
     from slop_tui.ui.widgets.sideswitch import SideSwitch
 
-# How often the screen asks SQLite whether another process wrote to the ledger.
 # The prompt's text when the app quit unsent (app_state): the next start shows it again.
 KEY_PROMPT_DRAFT = "prompt_draft"
 KEY_PROMPT_HISTORY = "prompt_history"
+# How often the screen asks SQLite whether another process wrote to the ledger.
 LEDGER_POLL = 0.5
 # Seconds the group list's highlight must rest before the gauge shows what dropping
 # the group would save (see on_group_list_selected).
@@ -185,9 +185,10 @@ class WorkspacePanes(Screen):
         prompt = self.query_one(PromptInput)
         if prompt_history:
             prompt.set_history(prompt_history)
-        if draft and not prompt.text:  # typed at start-up: what the user typed wins
-            prompt.restore(draft)
-        self._draft_shown = bool(draft)
+        if draft:  # what was typed at start-up goes on after it, on a line of its own
+            typed = prompt.text
+            prompt.restore(f"{draft}\n{typed}" if typed else draft)
+            self._draft_shown = True
         ws = self.workspace
         with self.unless_closing():
             # What another process writes from here on shows: the ledger poll, started
@@ -668,6 +669,11 @@ class WorkspaceScreen(WorkspacePanes):
         elif "[REDACTED]" in result.text:  # shown, not a silent change
             self.notify(result.text, severity="warning", timeout=10)
         await self.refresh_context()
+
+    async def keep_what_was_typed(self) -> None:
+        """Before the app ends: the scratchpad's unsaved edits and the prompt's text."""
+        await self.save_scratchpad()
+        await self.save_prompt_draft()
 
     async def save_prompt_draft(self) -> None:
         """Never lose a keystroke: the prompt's unsent text is kept for the next start
