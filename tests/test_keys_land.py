@@ -493,6 +493,38 @@ async def test_text_typed_right_behind_a_dialogs_key_lands_in_its_field(
         assert prompt_text(app) == ""
 
 
+async def test_keys_kept_for_a_dialog_land_while_messages_keep_coming(project):
+    """Something that keeps a message queued for the app all the time (here a callback
+    that queues the next one before it yields) does not hold the kept keys back: each
+    goes behind what is queued when it is due, not once every queue is empty."""
+    from textual.widgets import Input
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ticks = {"on": True, "count": 0}
+
+        async def tick() -> None:
+            if ticks["on"]:
+                ticks["count"] += 1
+                app.call_later(tick)
+                await asyncio.sleep(0.005)
+
+        app.call_later(tick)
+        press_and_type(app, "f5", "newsess")
+        await wait_for(pilot, lambda: up(app, SessionScreen), timeout=10)
+        field = app.screen.query_one("#name", Input)
+        await wait_for(pilot, lambda: field.value == "newsess", timeout=10)
+        assert app.message_queue_size > 0  # the app's queue was never empty meanwhile
+        ticks["on"] = False
+        await settle(pilot)
+        assert field.value == "newsess" and prompt_text(app) == ""
+        assert ticks["count"] > 20
+
+
 async def test_a_paste_right_behind_f5_lands_in_the_name_field_with_the_keys_after_it(project):
     from textual.widgets import Input
 

@@ -71,6 +71,11 @@ TEXT_RUN = 0.3
 # been asked for.
 DIALOG_WAIT = 5.0
 
+# A kept key waits behind the messages queued for where the key before it went, then
+# looks again, this many times at most: what a key asks for settles within two or
+# three (a focus moved posts its Blur and Focus as the app handles it).
+QUEUED_ROUNDS = 8
+
 
 def is_text(event: events.Key) -> bool:
     """A key that types a character (space included; Tab and Enter are not text)."""
@@ -171,6 +176,7 @@ class KeyRouter:
         self._busy = busy  # () -> True while the keys typed now would wait anyway
         self._opens_dialog = opens_dialog  # (the key's binding) -> True: it shows a dialog
         self._opening: Opening | None = None  # a dialog a key asked for, not up yet
+        self._rounds = 0  # waits behind queued messages for the next kept key
 
     @property
     def holding(self) -> bool:
@@ -295,6 +301,8 @@ class KeyRouter:
         handled: one at a time, as typed, not as a burst."""
         if not self._kept or self._replay is not None:
             return
+        if not self.app.is_running or not self.app.screen_stack:
+            return  # the app is closing: its screens are gone
         opening = self._opening
         if opening is not None:
             if opening.dialog is None:
@@ -307,19 +315,43 @@ class KeyRouter:
         if self._closing is not None and self._closing.is_done:
             self._closing = None  # the panel typing closed has gone
         # The panel is still being removed, or the key before is still being handled.
-        if self._closing is not None or self._busy() or not self._quiet():
+        if self._closing is not None or self._busy():
             self.app.set_timer(0.01, self._post_next, name="kept-keys")
+            return
+        if self._waits_behind_queued():
             return
         self._replay = _typed_again(self._kept.pop(0))
         self.app.post_message(self._replay)
 
-    def _quiet(self) -> bool:
-        """No message waits for the app, its screen or the focused widget's chain (where
-        the key before went, with what it asked for)."""
+    def _waits_behind_queued(self) -> bool:
+        """True when messages wait for the app, its screen or the focused widget's chain
+        (where the key before went, with what it asked for): the next key goes once
+        they are handled. It waits behind the messages queued now, not for empty
+        queues, so a steady stream of new messages cannot hold the keys back; it looks
+        again after each wait (what those messages asked for), `QUEUED_ROUNDS` times."""
         app = self.app
         focused = app.focused
         chain = [app, app.screen, *(focused.ancestors_with_self if focused else ())]
-        return all(node.message_queue_size == 0 for node in chain)
+        queued = [node for node in chain if node.message_queue_size]
+        if not queued or self._rounds >= QUEUED_ROUNDS:
+            self._rounds = 0
+            return False
+        self._rounds += 1
+        waiting = len(queued)
+
+        def handled() -> None:
+            nonlocal waiting
+            waiting -= 1
+            if waiting == 0:
+                # From the app, as a key from the terminal comes: a key made while a
+                # widget handles a message counts that widget as its sender and
+                # stops bubbling there (the screen's bindings would not see it).
+                app.call_later(self._post_next)
+
+        for node in queued:
+            if not node.call_later(handled):  # a node closing takes no more messages
+                handled()
+        return True
 
     def route(self, event: events.Key) -> None:
         """A key of another screen that its focused widget did not take: a printable key
