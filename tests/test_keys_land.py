@@ -615,3 +615,45 @@ async def test_keys_right_behind_f1_go_to_the_help_which_ignores_letters(project
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is app.workspace_screen, timeout=5)
         assert prompt_text(app) == ""
+
+
+async def open_and_settle(pilot, key: str, dialog: type):
+    """The app started, `dialog` opened by `key` and at rest: the dialog."""
+    app = pilot.app
+    await started(pilot)
+    app.post_message(events.Key(key, None))
+    await wait_for(pilot, lambda: up(app, dialog), timeout=5)
+    await settle(pilot)
+    return app.screen
+
+
+async def test_text_typed_right_behind_escape_on_the_help_lands_in_the_prompt(project):
+    """Escape closes the help; "hi" typed right behind it (one burst) is the prompt's,
+    not dropped by the help on its way out."""
+    from slop_tui.ui.screens.help import HelpScreen
+
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await open_and_settle(pilot, "f1", HelpScreen)
+        press_and_type(app, "escape", "hi")
+        await wait_for(pilot, lambda: prompt_text(app) == "hi", timeout=5)
+        assert app.screen is app.workspace_screen and isinstance(app.focused, PromptArea)
+
+
+async def test_text_typed_behind_a_dialogs_key_that_leaves_it_up_stays_in_the_dialog(project):
+    """ctrl+n on the sessions dialog with no name leaves it up (it asks for a name):
+    the name typed right behind the key lands in its field, after the key acted."""
+    from textual.widgets import Input, Static
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        dialog = await open_and_settle(pilot, "f5", SessionScreen)
+        field = dialog.query_one("#name", Input)
+        press_and_type(app, "ctrl+n", "fresh")
+        await wait_for(pilot, lambda: field.value == "fresh", timeout=5)
+        await settle(pilot)
+        assert app.screen is dialog and field.value == "fresh" and prompt_text(app) == ""
+        assert "Type a name" in str(dialog.query_one("#error", Static).render())

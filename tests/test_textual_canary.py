@@ -60,6 +60,8 @@ PINNED = {
     "textual._styles_cache.StylesCache": "d4cd25645aa07b66",
     "textual._styles_cache.StylesCache.get_inner_outer": "d2509f3e796680df",
     "textual.widgets._header.HeaderTitle": "f544742d8f4ba44f",
+    "textual.message.Message.stop": "512563a145741aea",
+    "textual.message_pump.MessagePump._on_message": "12c0b6eb18e5ca10",
     "textual.command.CommandPalette._refresh_command_list": "09d737ad428bd8aa",
     "textual.command.CommandPalette.compose": "055ae3b84d55b382",
     "textual.widget.Widget._message_loop_exit": "f11bec54df4efd84",

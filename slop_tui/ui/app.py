@@ -382,6 +382,7 @@ class SlopApp(App):
         """On a dialog, a printable key nothing binds is typed into its field. Runs after
         the focused widget's own handlers, before the focus chain's bindings."""
         self.keys.route(event)
+        self.keys.handled(event)
 
     def on_paste(self, event: events.Paste) -> None:
         self.keys.route_paste(event)

@@ -38,10 +38,15 @@ The rule (docs/usage.md, "Where keys go"):
    reads first), and handled in order, one at a time (`kept`), once the dialog is
    mounted with its field focused (`dialog_shown`). When the action shows none
    (`no_dialog`) or none is up within `DIALOG_WAIT`, they land as without it.
+7. A key a dialog binds (Escape, a button's letter) may close it: the keys behind it
+   are kept until it has reached the dialog's bindings (`handled`; or a widget
+   stopped it on the way, or `HANDLING_WAIT` passed), then land where it left the
+   focus: the prompt when it closed the dialog, the dialog's field when it did not.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +54,7 @@ from textual import events
 from textual.widgets import Input, TextArea
 
 from slop_tui.ui.text import has_unsafe, neutralise_cells
+from slop_tui.ui.textual_fixes import was_stopped
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -75,6 +81,10 @@ DIALOG_WAIT = 5.0
 # looks again, this many times at most: what a key asks for settles within two or
 # three (a focus moved posts its Blur and Focus as the app handles it).
 QUEUED_ROUNDS = 8
+
+# A kept key a dialog binds is waited for this long at most on its way to the dialog's
+# bindings (it takes a few messages; a key that never gets there must not hold the rest).
+HANDLING_WAIT = 1.0
 
 
 def is_text(event: events.Key) -> bool:
@@ -177,6 +187,10 @@ class KeyRouter:
         self._opens_dialog = opens_dialog  # (the key's binding) -> True: it shows a dialog
         self._opening: Opening | None = None  # a dialog a key asked for, not up yet
         self._rounds = 0  # waits behind queued messages for the next kept key
+        # A kept key a dialog binds, posted again and not yet through the dialog's
+        # bindings (`handled`): the next waits for it, as its action may close the dialog.
+        self._handling: events.Key | None = None
+        self._handling_since = 0.0
 
     @property
     def holding(self) -> bool:
@@ -211,6 +225,9 @@ class KeyRouter:
         shows: its keys are handled one at a time)."""
         if event is self._replay:
             self._replay = None
+            if self._answers_a_dialog(event):
+                self._handling = event  # type: ignore[assignment]
+                self._handling_since = time.monotonic()
             # The next kept key once this one is handled, with what it asked for (a focus
             # moved with `focus()`, an action, a line sent): after the next frame.
             self.app.call_after_refresh(self._post_next)
@@ -222,14 +239,43 @@ class KeyRouter:
             and self._replay is None
             and self._opening is None
             and not closes_on_typing(app.screen)
+            and not self._answers_a_dialog(event)
         ):
             if self._panes_up or (is_editor(app.focused) and _edits_text(event)):
                 self._note_dialog_key(event)
                 return False
         self._kept.append(event)
         if self._panes_up and len(self._kept) == 1 and self._replay is None:
-            self._post_next()  # the first-run panel's key: it goes on at once, in its turn
+            self._post_next()  # a panel's or a dialog's key: it goes on at once, in its turn
         return True
+
+    def handled(self, event: events.Key) -> None:
+        """A key reached the app after the focused widget and its containers had it (the
+        app's bindings act next): if it is the kept key being handled, the next kept
+        key goes once this one's action has run."""
+        if event is self._handling:
+            self._handling = None
+            self.app.call_later(self._post_next)
+
+    def _still_handling(self) -> bool:
+        """The kept key a dialog binds has not reached its bindings yet (a widget that
+        took it stopped it on the way: then it is done)."""
+        key = self._handling
+        if key is None:
+            return False
+        if was_stopped(key) or time.monotonic() - self._handling_since > HANDLING_WAIT:
+            self._handling = None
+            return False
+        return True
+
+    def _answers_a_dialog(self, event: Typed) -> bool:
+        """A key a dialog binds (Escape, a button's letter, F1 on the help): it may close
+        the dialog, so the keys typed behind it wait until it is handled, then land
+        where it left the focus (the prompt, when it closed the dialog)."""
+        if not isinstance(event, events.Key) or self.app.screen is self._panes_screen():
+            return False
+        active = self.app.screen.active_bindings.get(event.key)
+        return active is not None and active.enabled
 
     def _note_dialog_key(self, event: Typed) -> None:
         """A key about to be handled that opens a dialog: the keys behind it are the
@@ -315,7 +361,7 @@ class KeyRouter:
         if self._closing is not None and self._closing.is_done:
             self._closing = None  # the panel typing closed has gone
         # The panel is still being removed, or the key before is still being handled.
-        if self._closing is not None or self._busy():
+        if self._closing is not None or self._busy() or self._still_handling():
             self.app.set_timer(0.01, self._post_next, name="kept-keys")
             return
         if self._waits_behind_queued():

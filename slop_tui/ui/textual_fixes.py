@@ -50,6 +50,7 @@ drawn before a pending layout),
 `Widget._scroll_required` and `Widget._repaint_required` (`scroll_frame_now`; with
 `Widget._repaint_regions`, `held-frames` after a whole-screen repaint),
 `Widget._vertical_scrollbar` and `App._start_widget` (`vertical_scrollbar_of`),
+`Message._stop_propagation` (`was_stopped`),
 `Screen._layout_required` (`mount_ahead`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
@@ -98,6 +99,7 @@ from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.drivers._writer_thread import WriterThread
 from textual.geometry import Offset, Region, Size
+from textual.message import Message
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollBar
@@ -189,6 +191,9 @@ RELIED_ON: dict[str, str] = {
     "textual._parser.Parser.feed": "paste-kept-whole: each character sent to the parse "
     "generator, a timeout or the end of the input thrown into it",
     "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
+    "textual.message.Message.stop": "was_stopped() reads the flag it sets",
+    "textual.message_pump.MessagePump._on_message": "was_stopped(): a message whose flag "
+    "is set bubbles no further (a key stopped by a widget never reaches the app's bindings)",
     "textual.scrollbar.ScrollBar.render": "LineScrollBar (ui/widgets/scrollbar.py) takes "
     "the renderer's values and style from it",
     "textual.scrollbar.ScrollBarRender.__rich_console__": "LineScrollBar calls render_bar "
@@ -1084,6 +1089,12 @@ def _scroll_frame_before_the_layout(screen: Screen) -> None:
         screen.check_idle()
 
 
+def was_stopped(message: Message) -> bool:
+    """A message a handler stopped (`Message.stop`): it bubbles no further; Textual keeps
+    this in a private flag and has no public way to read it."""
+    return bool(message._stop_propagation)
+
+
 def vertical_scrollbar_of(widget: Widget, make: Callable[[], ScrollBar]) -> ScrollBar:
     """`widget`'s vertical scrollbar, made by `make()` the first time it is asked for,
     as Textual's `Widget.vertical_scrollbar` makes its own (hidden until the widget
@@ -1341,6 +1352,7 @@ __all__ = [
     "style_ahead",
     "uninstall",
     "vertical_scrollbar_of",
+    "was_stopped",
 ]
 
 
