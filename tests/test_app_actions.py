@@ -149,6 +149,14 @@ async def submit(pilot, text: str) -> None:
 async def palette(pilot, text: str) -> None:
     """Open the command palette (ctrl+p), search `text` and run the best hit."""
     app = pilot.app
+    await palette_at(pilot, text)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette))
+
+
+async def palette_at(pilot, text: str) -> None:
+    """The command palette open (ctrl+p), searched for `text`, its best hit highlighted."""
+    app = pilot.app
     await pilot.press("ctrl+p")
     await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette))
     app.screen.query_one(CommandInput).value = text
@@ -161,8 +169,6 @@ async def palette(pilot, text: str) -> None:
             and text.lower() in str(commands.get_option_at_index(0).prompt).lower()
         ),
     )
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette))
 
 
 def click_offset(widget, row: int) -> tuple[int, int]:

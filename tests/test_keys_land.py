@@ -30,7 +30,7 @@ from slop_tui.ui.widgets.prompt import PromptArea
 from tests import test_app
 from tests.fakeserver import Reply, wait_for
 from tests.test_app import started
-from tests.test_app_actions import SIZE, click_offset, make_app, openai_env, seed
+from tests.test_app_actions import SIZE, click_offset, make_app, openai_env, palette_at, seed
 from tests.test_commands_edits import fingerprint, live_groups
 
 project = test_app.project  # the fixture: a temporary project folder, no provider keys
@@ -657,3 +657,33 @@ async def test_text_typed_behind_a_dialogs_key_that_leaves_it_up_stays_in_the_di
         await settle(pilot)
         assert app.screen is dialog and field.value == "fresh" and prompt_text(app) == ""
         assert "Type a name" in str(dialog.query_one("#error", Static).render())
+
+
+async def test_text_typed_right_behind_enter_in_the_palette_lands_where_the_command_left_it(
+    project,
+):
+    """Enter runs the highlighted command and closes the palette; the keys typed right
+    behind it land in the prompt (an action: the left pane hidden) or in the dialog
+    the command opens (the sessions dialog's Name field), none in the closing palette."""
+    from textual.widgets import Input
+
+    from slop_tui.ui.screens.dialogs import SessionScreen
+
+    await seed(project, [("question", "answer")])
+    app = make_app(project)
+    async with asyncio.timeout(60), app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await palette_at(pilot, "Toggle the left pane")
+        await settle(pilot)
+        press_and_type(app, "enter", "abc")
+        await wait_for(pilot, lambda: prompt_text(app) == "abc", timeout=5)
+        assert app.screen is app.workspace_screen and not app.query_one("#left").display
+
+        await palette_at(pilot, "Sessions…")
+        await settle(pilot)
+        press_and_type(app, "enter", "newsess")
+        await wait_for(pilot, lambda: up(app, SessionScreen), timeout=5)
+        field = app.screen.query_one("#name", Input)
+        await wait_for(pilot, lambda: field.value == "newsess", timeout=5)
+        await settle(pilot)
+        assert field.value == "newsess" and prompt_text(app) == "abc"

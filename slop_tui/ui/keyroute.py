@@ -371,13 +371,20 @@ class KeyRouter:
 
     def _waits_behind_queued(self) -> bool:
         """True when messages wait for the app, its screen or the focused widget's chain
-        (where the key before went, with what it asked for): the next key goes once
+        (where the key before went, with what it asked for; on a dialog, any of its
+        widgets): the next key goes once
         they are handled. It waits behind the messages queued now, not for empty
         queues, so a steady stream of new messages cannot hold the keys back; it looks
         again after each wait (what those messages asked for), `QUEUED_ROUNDS` times."""
         app = self.app
-        focused = app.focused
-        chain = [app, app.screen, *(focused.ancestors_with_self if focused else ())]
+        screen = app.screen
+        if screen is self._panes_screen():
+            focused = app.focused
+            chain = [app, screen, *(focused.ancestors_with_self if focused else ())]
+        else:
+            # A dialog (a few widgets): what its key asked for may pass through any of
+            # them (the palette's Enter goes from its field to its list, then closes it).
+            chain = [app, screen, *screen.walk_children()]
         queued = [node for node in chain if node.message_queue_size]
         if not queued or self._rounds >= QUEUED_ROUNDS:
             self._rounds = 0
