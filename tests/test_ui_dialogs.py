@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
 from rich.text import Text
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
@@ -506,3 +508,41 @@ async def test_search_without_hits_and_escape(ws):
         await pilot.press("escape")
         await pilot.pause()
     assert app.results == [None]
+
+
+@pytest.mark.parametrize(
+    ("make", "key", "hint", "answered"),
+    [
+        (lambda: confirm(arm_delay=0.2), "y", "#confirm-hint", True),
+        (lambda: ApprovalScreen("bash", "ls", arm_delay=0.2), "a", "#approval-hint", "allow"),
+    ],
+)
+async def test_an_answer_key_typed_before_it_was_readable_is_ignored_when_handled_later(
+    make, key, hint, answered
+):
+    """A key typed as the dialog appeared and handled only after its delay (kept while
+    the app was busy, then passed on: it keeps the time it was typed) does not answer;
+    the same key typed now does."""
+    app = Host(make)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        typed_early = events.Key(key, key)  # stamped now, before the dialog is readable
+        arming = app.screen.arming
+        await wait_for(pilot, lambda: time.monotonic() >= arming.at + 0.05)
+        app.post_message(typed_early)
+        await pilot.pause()
+        assert app.results == [] and "ignored" in text_of(app.screen.query_one(hint, Static))
+        await pilot.press(key)
+        await pilot.pause()
+    assert app.results == [answered]
+
+
+def test_a_kept_key_posted_again_keeps_the_time_it_was_typed():
+    from slop_tui.ui.keyroute import _typed_again
+
+    key = events.Key("y", "y")
+    key.time -= 5.0
+    paste = events.Paste("text")
+    paste.time -= 5.0
+    assert _typed_again(key).time == key.time and _typed_again(key) is not key
+    assert _typed_again(paste).time == paste.time

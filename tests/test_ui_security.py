@@ -40,7 +40,7 @@ async def test_an_untrusted_project_config_is_shown_and_trusted_by_a_visible_act
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         dialog = " ".join(str(s.render()) for s in app.screen.query(Static))
         assert "[providers.local] base_url" in dialog and "keys" in dialog
-        armed = app.screen._armed_at
+        armed = app.screen.arming.at
         await wait_for(pilot, lambda: time.monotonic() >= armed)  # `y` works once readable
         await pilot.press("y")
         await wait_for(pilot, lambda: ws.config.approve == "all")

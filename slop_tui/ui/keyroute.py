@@ -104,10 +104,14 @@ def _edits_text(event: Typed) -> bool:
 
 
 def _typed_again(event: Typed) -> Typed:
-    """A kept key or paste, posted again as the terminal sent it."""
-    if isinstance(event, events.Paste):
-        return events.Paste(event.text)
-    return events.Key(event.key, event.character)
+    """A kept key or paste, posted again as the terminal sent it, with the time it was
+    typed (a dialog's answer keys compare it: screens/base.py, `Arming`)."""
+    again = events.Paste(event.text) if isinstance(event, events.Paste) else None
+    if again is None:
+        assert isinstance(event, events.Key)
+        again = events.Key(event.key, event.character)
+    again.time = event.time
+    return again
 
 
 def closes_on_typing(screen: object) -> bool:

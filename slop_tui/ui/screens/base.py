@@ -7,6 +7,7 @@ argument cannot restyle, hide or reorder part of the dialog showing it.
 
 from __future__ import annotations
 
+import time
 from typing import TypeVar
 
 from rich.text import Text
@@ -90,4 +91,34 @@ class Dialog(ModalScreen[T]):
         self.set_class(event.size.height < SHORT_DIALOG, "-short")
 
 
-__all__ = ["Dialog", "DialogBox", "PickList", "neutralise", "option_row", "plain"]
+class Arming:
+    """When a dialog that opens while the user may be typing (an approval, a yes/no
+    question) reads its answer keys: `delay` seconds after it appears, both by the
+    clock when the key is handled and by the key's own time. A key typed ahead and
+    kept while the app was busy is handled later but keeps the time it was typed
+    (ui/keyroute.py), so it cannot answer a question that was not yet readable."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.at = float("inf")  # time.monotonic() from which keys answer (set when shown)
+        self._at_event_clock = float("inf")  # the same, on the clock events are stamped by
+        self._key_time: float | None = None
+
+    def shown(self, mount: events.Mount) -> None:
+        self.at = time.monotonic() + self.delay
+        self._at_event_clock = mount.time + self.delay
+
+    def key(self, event: events.Key) -> None:
+        """A key reached the dialog (before its bindings act on it)."""
+        self._key_time = event.time
+
+    def ready(self) -> bool:
+        """An answer key acts now: the dialog was readable, and so it was when the key was
+        typed."""
+        typed, self._key_time = self._key_time, None
+        if time.monotonic() < self.at:
+            return False
+        return typed is None or typed >= self._at_event_clock
+
+
+__all__ = ["Arming", "Dialog", "DialogBox", "PickList", "neutralise", "option_row", "plain"]

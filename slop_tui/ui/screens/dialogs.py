@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -22,7 +22,15 @@ from textual.widgets.option_list import Option
 
 from slop_tui.context.plan import LABEL_OTHER_PROVIDER
 from slop_tui.records import SessionSummary
-from slop_tui.ui.screens.base import Dialog, DialogBox, PickList, neutralise, option_row, plain
+from slop_tui.ui.screens.base import (
+    Arming,
+    Dialog,
+    DialogBox,
+    PickList,
+    neutralise,
+    option_row,
+    plain,
+)
 
 # name, kind, model, endpoint
 ProviderRow = tuple[str, str, str, str]
@@ -83,9 +91,8 @@ class ApprovalScreen(Dialog[str]):
         super().__init__()
         self.tool_name = tool_name
         self.arguments_text = arguments_text
-        self.arm_delay = arm_delay
+        self.arming = Arming(arm_delay)
         self.session_option = session_option
-        self._armed_at = float("inf")  # set when shown
 
     def compose(self) -> ComposeResult:
         with DialogBox(id="dialog"):
@@ -107,15 +114,18 @@ class ApprovalScreen(Dialog[str]):
             return self.session_option
         return True
 
-    def on_mount(self) -> None:
-        self._armed_at = time.monotonic() + self.arm_delay
+    def on_mount(self, event: events.Mount) -> None:
+        self.arming.shown(event)
+
+    def on_key(self, event: events.Key) -> None:
+        self.arming.key(event)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self._finish(event.button.id or "deny")
 
     def action_choose(self, answer: str) -> None:
-        if answer != "deny" and time.monotonic() < self._armed_at:
+        if answer != "deny" and not self.arming.ready():
             self.query_one("#approval-hint", Static).update(
                 "That key came before the dialog was readable and was ignored; press it again."
             )
@@ -164,8 +174,7 @@ class ConfirmScreen(Dialog[bool]):
         self.body = body
         self.yes_label = yes
         self.no_label = no
-        self.arm_delay = arm_delay
-        self._armed_at = float("inf")  # set when shown
+        self.arming = Arming(arm_delay)
 
     def compose(self) -> ComposeResult:
         with DialogBox(id="dialog"):
@@ -177,15 +186,18 @@ class ConfirmScreen(Dialog[bool]):
                 yield Button(f"{self.yes_label} (y)", id="yes", variant="error")
                 yield Button(f"{self.no_label} (n)", id="no")
 
-    def on_mount(self) -> None:
-        self._armed_at = time.monotonic() + self.arm_delay
+    def on_mount(self, event: events.Mount) -> None:
+        self.arming.shown(event)
+
+    def on_key(self, event: events.Key) -> None:
+        self.arming.key(event)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
 
     def action_answer(self, yes: bool) -> None:
-        if yes and time.monotonic() < self._armed_at:
+        if yes and not self.arming.ready():
             self.query_one("#confirm-hint", Static).update(
                 "That key came before the question was readable and was ignored; press it again."
             )
