@@ -106,9 +106,10 @@ def _edits_text(event: Typed) -> bool:
 def _typed_again(event: Typed) -> Typed:
     """A kept key or paste, posted again as the terminal sent it, with the time it was
     typed (a dialog's answer keys compare it: screens/base.py, `Arming`)."""
-    again = events.Paste(event.text) if isinstance(event, events.Paste) else None
-    if again is None:
-        assert isinstance(event, events.Key)
+    again: Typed
+    if isinstance(event, events.Paste):
+        again = events.Paste(event.text)
+    else:
         again = events.Key(event.key, event.character)
     again.time = event.time
     return again
@@ -229,8 +230,8 @@ class KeyRouter:
         shows: its keys are handled one at a time)."""
         if event is self._replay:
             self._replay = None
-            if self._answers_a_dialog(event):
-                self._handling = event  # type: ignore[assignment]
+            if isinstance(event, events.Key) and self._answers_a_dialog(event):
+                self._handling = event
                 self._handling_since = time.monotonic()
             # The next kept key once this one is handled, with what it asked for (a focus
             # moved with `focus()`, an action, a line sent): after the next frame.
@@ -376,10 +377,10 @@ class KeyRouter:
     def _waits_behind_queued(self) -> bool:
         """True when messages wait for the app, its screen or the focused widget's chain
         (where the key before went, with what it asked for; on a dialog, any of its
-        widgets): the next key goes once
-        they are handled. It waits behind the messages queued now, not for empty
-        queues, so a steady stream of new messages cannot hold the keys back; it looks
-        again after each wait (what those messages asked for), `QUEUED_ROUNDS` times."""
+        widgets): the next key goes once they are handled. It waits behind the
+        messages queued now, not for empty queues, so a steady stream of new messages
+        cannot hold the keys back; it looks again after each wait (what those messages
+        asked for), `QUEUED_ROUNDS` times."""
         app = self.app
         screen = app.screen
         if screen is self._panes_screen():
