@@ -77,9 +77,13 @@ async def test_an_empty_prompt_at_quit_leaves_no_draft(project):
 # (SIGTERM), with text typed in the prompt and the scratchpad and not sent or saved.
 
 
-@pytest.mark.parametrize("how", ["hangup", "SIGTERM"])
+@pytest.mark.parametrize("how", ["hangup", "closed", "SIGTERM"])
 def test_a_closed_terminal_or_sigterm_keeps_the_prompt_and_the_scratchpad(tmp_path, fake_llm, how):
-    term = pty_app.start(tmp_path, fake_llm.base_url, cols=120, rows=40, controlling=True)
+    """`closed`: the terminal goes away without a hang-up reaching the app (it is not
+    the terminal's controlling process): it notices, and ends as on SIGHUP."""
+    term = pty_app.start(
+        tmp_path, fake_llm.base_url, cols=120, rows=40, controlling=how != "closed"
+    )
     try:
         term.send("a draft the terminal closed on")
         assert term.pump(lambda t: t.find("closed on") is not None, 10.0) is not None
@@ -89,8 +93,8 @@ def test_a_closed_terminal_or_sigterm_keeps_the_prompt_and_the_scratchpad(tmp_pa
         term.settle(0.3, 5.0)
         term.send("NOTE-UNSAVED ")
         assert term.pump(lambda t: t.find("NOTE-UNSAVED") is not None, 10.0) is not None
-        if how == "hangup":
-            os.close(term.master)  # the terminal window closes: the kernel sends SIGHUP
+        if how in ("hangup", "closed"):
+            os.close(term.master)  # the terminal window closes
             code = 128 + signal.SIGHUP
         else:
             os.kill(term.proc.pid, signal.SIGTERM)

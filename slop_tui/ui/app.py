@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial, wraps
 from pathlib import Path
@@ -100,6 +102,18 @@ def __getattr__(name: str):
 # SIGHUP (the terminal closed) and SIGTERM end the workspace as ctrl+q does.
 STOP_SIGNALS = ("SIGHUP", "SIGTERM")
 HANG_UP_S = 10.0  # the most a closed terminal's app takes to keep what was typed
+# How often the command's app looks whether its terminal is still there: one closed
+# without a hang-up reaching the app (it was not the terminal's controlling process)
+# ends it as SIGHUP does, instead of leaving it running on nothing.
+TERMINAL_CHECK_S = 1.0
+
+
+def terminal_gone(fd: int) -> bool:
+    """The terminal on `fd` was closed (the other end of its pty is gone)."""
+    poller = select.poll()
+    poller.register(fd, 0)  # no event asked for: a hang-up and an error are always told
+    gone = select.POLLHUP | select.POLLERR | select.POLLNVAL
+    return any(mask & gone for _fd, mask in poller.poll(0))
 
 
 class SlopApp(App):
@@ -212,6 +226,15 @@ class SlopApp(App):
             loop = asyncio.get_running_loop()
             for name in STOP_SIGNALS:
                 loop.add_signal_handler(getattr(signal, name), self._stopped_by, name)
+            stdin = sys.__stdin__
+            if stdin is not None and hasattr(select, "poll") and stdin.isatty():
+                self.set_interval(
+                    TERMINAL_CHECK_S, partial(self._check_terminal, stdin.fileno()), name="tty"
+                )
+
+    def _check_terminal(self, fd: int) -> None:
+        if self.stopped_by is None and terminal_gone(fd):
+            self._stopped_by("SIGHUP")  # as if the hang-up had come
 
     def _stopped_by(self, name: str) -> None:
         """SIGTERM: the app quits as ctrl+q quits it, the scratchpad's edits and the
