@@ -526,7 +526,8 @@ async def test_an_answer_key_typed_before_it_was_readable_is_ignored_when_handle
     app = Host(make)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        typed_early = events.Key(key, key)  # stamped now, before the dialog is readable
+        typed_early = events.Key(key, key)
+        typed_early.time -= 5.0  # typed before the dialog could be read
         arming = app.screen.arming
         await wait_for(pilot, lambda: time.monotonic() >= arming.at + 0.05)
         app.post_message(typed_early)

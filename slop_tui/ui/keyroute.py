@@ -196,6 +196,9 @@ class KeyRouter:
         # bindings (`handled`): the next waits for it, as its action may close the dialog.
         self._handling: events.Key | None = None
         self._handling_since = 0.0
+        # The palette closed on a command that has not run yet (`command_chosen`): the
+        # keys typed behind it wait for it (it may open a dialog, which takes them).
+        self._command_pending = False
 
     @property
     def holding(self) -> bool:
@@ -243,6 +246,7 @@ class KeyRouter:
             not self._kept
             and self._replay is None
             and self._opening is None
+            and not self._command_pending
             and not closes_on_typing(app.screen)
             and not self._answers_a_dialog(event)
         ):
@@ -253,6 +257,19 @@ class KeyRouter:
         if self._panes_up and len(self._kept) == 1 and self._replay is None:
             self._post_next()  # a panel's or a dialog's key: it goes on at once, in its turn
         return True
+
+    def command_chosen(self) -> None:
+        """The palette is closing on a command, which the app runs next (Textual queues
+        it right behind the palette's dismissal): the keys typed behind it wait until
+        it has run, as it may ask for a dialog (`opening_dialog`) that takes them."""
+        app = self.app
+        self._command_pending = True
+        # Two turns: the palette queues its command after this call returns.
+        app.call_later(lambda: app.call_later(self._command_ran))
+
+    def _command_ran(self) -> None:
+        self._command_pending = False
+        self._post_next()
 
     def handled(self, event: events.Key) -> None:
         """A key reached the app after the focused widget and its containers had it (the
@@ -354,6 +371,8 @@ class KeyRouter:
             return
         if not self.app.is_running or not self.app.screen_stack:
             return  # the app is closing: its screens are gone
+        if self._command_pending:
+            return  # `_command_ran` goes on
         opening = self._opening
         if opening is not None:
             if opening.dialog is None:

@@ -305,6 +305,14 @@ class SlopPalette(KeptCommandPalette):
     SlopPalette > Vertical#--container { display: block; }
     """
 
+    def dismiss(self, result=None):  # type: ignore[no-untyped-def]
+        # Textual's palette closes, then queues the chosen command: the keys typed
+        # behind its Enter wait for the command (ui/keyroute.py, `command_chosen`).
+        keys = getattr(self.app, "keys", None)
+        if keys is not None:
+            keys.command_chosen()
+        return super().dismiss(result)
+
     def listed_now(self) -> list[str] | None:
         """The text of each option that a search of the empty field would list now (a
         command's title and help), when every provider is a `SlopCommands`."""
