@@ -33,6 +33,7 @@ from slop_tui.records import (
     STATUS_COMPLETED,
     STATUS_INTERRUPTED,
     STATUS_TOOL_CALL,
+    Message,
     NewMessage,
 )
 from slop_tui.ui.widgets.blocks import TOOL_VIEW_CHARS
@@ -204,6 +205,70 @@ async def test_short_groups_on_a_tall_screen_are_filled_from_above_at_the_bottom
         assert view.mounted_group_ids == gids[-len(view.mounted_group_ids) :]
         assert view.scroll_y == view.max_scroll_y  # still at the bottom, following
         assert visible(view, view.block(gids[-1]))
+
+
+async def test_a_load_mounts_only_the_newest_groups_that_fill_two_screens(ws) -> None:
+    """Long groups: the load mounts the newest ones until their text is two screens
+    tall, not the whole `initial_blocks`; the pane still shows the newest group's end,
+    can scroll up a screen, and ctrl+u pages the older groups in."""
+    answer = "\n\n".join(f"paragraph {i} of a long answer" for i in range(30))  # 59 rows
+    gids = []
+    for i in range(10):
+        u = await ws.ledger.append_user(ws.session, f"q{i}")
+        await ws.ledger.append(ws.session, u.group_id, [NewMessage("assistant", answer)])
+        gids.append(u.group_id)
+    app = ConvApp(max_blocks=15, page_size=3, initial_blocks=6)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(ConversationView)
+        await view.load(ws.history())
+        assert view.mounted_group_ids == gids[-2:]  # 2 x 60 rows >= 2 x 40
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert view.mounted_group_ids == gids[-2:]  # it scrolls: nothing more is mounted
+        assert view.scroll_y == view.max_scroll_y > SIZE[1]
+        assert visible(view, view.block(gids[-1]))
+        view.focus()
+        await pilot.press("ctrl+u")
+        await wait_for(pilot, lambda: view.mounted_group_ids[0] == gids[-5], timeout=LOADED)
+
+
+async def test_a_load_reads_each_group_once_to_decide_what_to_mount(ws, monkeypatch) -> None:
+    """The rows read to measure the newest groups build their blocks: none is read twice."""
+    answer = "\n\n".join(f"line {i}" for i in range(20))  # 39 rows
+    for i in range(8):
+        u = await ws.ledger.append_user(ws.session, f"q{i}")
+        await ws.ledger.append(ws.session, u.group_id, [NewMessage("assistant", answer)])
+    history = ws.history()
+    reads: list[int] = []
+    read = history.group_messages
+
+    async def counted(gid):  # type: ignore[no-untyped-def]
+        reads.append(gid)
+        return await read(gid)
+
+    monkeypatch.setattr(history, "group_messages", counted)
+    app = ConvApp(max_blocks=15, page_size=3, initial_blocks=6)
+    async with app.run_test(size=SIZE):
+        view = app.query_one(ConversationView)
+        await view.load(history)
+        mounted = view.mounted_group_ids
+        assert len(mounted) == 2  # 40 rows a group with its prompt: two fill two screens
+        assert reads == mounted[::-1]  # newest first, once each
+
+
+def test_a_group_s_rows_about_count_wrapped_lines_and_one_a_tool_block() -> None:
+    def row(i: int, role: str, content: str, **kw) -> Message:  # type: ignore[no-untyped-def]
+        return Message(id=i, session="s", group_id=1, lane="main", role=role, content=content, **kw)
+
+    rows = [
+        row(1, "user", "x" * 25),
+        row(2, "assistant", "short\n\n" + "y" * 30),
+        row(3, "tool", "z" * 500, tool_call_id="c1", tool_name="read_file"),
+    ]
+    # 25 characters at 10 columns: 3 rows; two paragraphs, "short" and 30 characters,
+    # with a blank row between: 1 + 1 + 3; a tool: 1
+    assert GroupBlock.rows_about(rows, 10) == 3 + 5 + 1
+    assert GroupBlock.rows_about(rows, 0) == 0
 
 
 async def test_a_session_that_fits_the_pane_shows_no_scrollbar(ws) -> None:

@@ -171,10 +171,13 @@ async def test_end_after_ctrl_u_pages_mounts_the_newest_groups_without_rendering
     view: End builds them again without rendering (Rich, in a thread, where the next
     key would wait for the interpreter lock)."""
     await bulk_groups(ws, 60)
+    # The whole bound mounted at the load (not just the groups that fill two screens).
+    monkeypatch.setattr(conversation, "FILL_SCREENS", 100)
     app = ConvApp(initial_blocks=15, page_size=5, max_blocks=15)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ConversationView)
         await view.load(ws.history())
+        assert len(view.mounted_group_ids) == 15
         view.focus()
         await wait_for(pilot, lambda: len(view._prepared) == 10, timeout=30)
         n = len(view.group_ids)

@@ -49,6 +49,23 @@ async def seed(root, n: int = 3, window: int = 2) -> list[int]:
         await ws.close()
 
 
+async def seed_long(root, n: int = 6) -> list[int]:
+    """`n` groups whose answers are 30 paragraphs (about 60 rows): longer than a screen."""
+    ws = await open_workspace(root)
+    try:
+        gids = []
+        for i in range(n):
+            user = await ws.ledger.append_user(ws.session, f"question {i}", strategy="openai")
+            answer = "\n\n".join(f"paragraph {k} of answer {i}" for k in range(30))
+            await ws.ledger.append(
+                ws.session, user.group_id, [NewMessage("assistant", answer, strategy="openai")]
+            )
+            gids.append(user.group_id)
+        return gids
+    finally:
+        await ws.close()
+
+
 @pytest.fixture
 def cold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The tokenizer not built and no counts cached; returns the list of builds."""
@@ -387,6 +404,25 @@ async def test_the_first_frame_shows_the_conversation_and_the_panes_follow_compl
         assert seen and all(rows == 3 for rows in seen)
         assert app._batch_count == 0
         assert app.query_one(PromptInput).text == "early"
+
+
+async def test_the_first_screen_mounts_only_the_newest_groups_that_fill_it(project, held):
+    """Long groups: the first load mounts the newest groups whose text fills two screens
+    at the width the conversation will have (known from the side panes' sizes before
+    any layout), not four; nothing is mounted after the first frame to fill the pane."""
+    from slop_tui.ui.widgets.conversation import ConversationView
+
+    gids = await seed_long(project)
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        view = app.query_one(ConversationView)
+        assert view.expected_width == 140 - 35 - 39  # the side panes' shares (ui/layout.py)
+        assert view.mounted_group_ids == gids[-2:]  # 60 rows each at most 66 columns
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        assert view.mounted_group_ids == gids[-2:]
+        assert view.max_scroll_y > 44
 
 
 async def test_the_side_panes_are_filled_at_their_size_before_they_are_seen(project, held):
@@ -892,16 +928,7 @@ async def test_the_first_frame_is_drawn_once_and_the_conversation_not_again_with
 
     # Groups longer than the screen: the first frame's groups fill the conversation
     # (no older group is mounted to fill it while the panes are filled).
-    ws = await open_workspace(project)
-    try:
-        for i in range(6):
-            user = await ws.ledger.append_user(ws.session, f"question {i}", strategy="openai")
-            answer = "\n\n".join(f"paragraph {k} of answer {i}" for k in range(30))
-            await ws.ledger.append(
-                ws.session, user.group_id, [NewMessage("assistant", answer, strategy="openai")]
-            )
-    finally:
-        await ws.close()
+    await seed_long(project)
     renders: list[tuple[set, bool]] = []  # (the regions painted, the panes still unseen)
     real = Compositor.render_update
     app = app_for(project)

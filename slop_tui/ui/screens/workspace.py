@@ -148,6 +148,9 @@ class WorkspacePanes(Screen):
             pane = self.query_one(f"#{name}")
             pane.set_class(not self.layout_state.shown[name], "-hidden")
             pane.styles.width = widths[name]
+        self.conversation.expected_width = width - sum(
+            widths[name] for name in widths if self.layout_state.shown[name]
+        )
         self.app.refresh_bindings()  # the footer names the key of a hidden pane first
 
     def footer_rank(self, binding) -> float:

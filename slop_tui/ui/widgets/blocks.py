@@ -1181,6 +1181,30 @@ class GroupBlock(Vertical, can_focus=True):
         block.messages = [replace(m, content="") for m in messages]
         return block
 
+    @staticmethod
+    def rows_about(messages: Sequence[Message], width: int) -> int:
+        """About the fewest rows the group's text takes at `width` columns, read from
+        its ledger rows before any widget is built: a prompt's lines (as clipped) each
+        wrapped at `width`; an answer's paragraphs (Markdown joins a paragraph's lines)
+        packed `width` characters to a row, a blank row between two; a tool block one
+        row. Its header, borders and spacing are not counted, nor are the extra rows of
+        lists and code blocks (Markdown's own marks, dropped when drawn, aside)."""
+        if width <= 0:
+            return 0
+        rows = 0
+        for m in messages:
+            if m.role == "tool":
+                rows += 1
+            elif m.role == "user":
+                lines = m.content[:PROMPT_CHARS].split("\n")
+                rows += sum(max(1, -(-len(line) // width)) for line in lines)
+            elif m.role == "assistant":
+                text = message_parser.assistant_text(m)[:ANSWER_CHARS]
+                paragraphs = [p for p in text.split("\n\n") if p.strip()]
+                rows += len(paragraphs) - 1 if paragraphs else 0
+                rows += sum(-(-(len(p) - p.count("\n")) // width) for p in paragraphs)
+        return rows
+
     def _widgets_for(self, m: Message, fetch: Fetch | None) -> list[Widget]:
         out: list[Widget] = []
         if m.role == "tool":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 # Seconds after a slice is mounted before the next page is built ahead (`_prepare_older`).
 PREPARE_DELAY = 1.0
 FILL_TRIES = 20  # frames _fill_viewport waits or pages before it gives up
+# A load mounts the newest groups until their text is about this many screens tall (a page
+# above the first one for PageUp; paging mounts the rest).
+FILL_SCREENS = 2
 PAGE_WAITS = 200  # frames or pages a queue of page keys is served for, at most
 # Seconds without a scroll or a layout of the view before the lines a page key would
 # show are styled ahead (`PageStyler`).
@@ -306,6 +309,9 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         # A first screen needs a few groups, not the whole bound: each mounted
         # block costs layout time, and older ones come a page at a time.
         self.initial_blocks = max(1, min(initial_blocks, self.max_blocks))
+        # The columns the view will have, before its first layout (the workspace screen
+        # sets it as it sizes the side panes); 0: unknown, `initial_blocks` are mounted.
+        self.expected_width = 0
         self.history: HistoryReader | None = None
         self.session: str | None = None
         self.plan: ContextPlan | None = None  # the next request: marks and tier labels
@@ -517,8 +523,12 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
             return None
         return await self.history.message_text(message_id)
 
-    async def _build(self, gids: Sequence[int]) -> list[GroupBlock]:
+    async def _build(
+        self, gids: Sequence[int], read: Mapping[int, list[Message]] | None = None
+    ) -> list[GroupBlock]:
+        """The groups' blocks, from those built ahead, the rows already `read`, or the ledger."""
         assert self.history is not None and self.session is not None
+        read = read or {}
         prepared = self._prepared if self._prepared_session == self.session else {}
         width = self._answer_width()
         blocks = []
@@ -526,7 +536,7 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         for gid in gids:
             block = prepared.pop(gid, None)
             if block is None:
-                rows = await self.history.group_messages(gid)
+                rows = read[gid] if gid in read else await self.history.group_messages(gid)
                 block = GroupBlock.build(rows, self._fetch_text)
                 block.group_id = gid
                 _snapshot(block, snapshots.get(gid))
@@ -614,10 +624,12 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         for chip in block.image_chips:
             chip.set_strategy(plan.request.strategy)
 
-    async def _mount_slice(self, lo: int, hi: int) -> None:
+    async def _mount_slice(
+        self, lo: int, hi: int, read: Mapping[int, list[Message]] | None = None
+    ) -> None:
         self._generation += 1
         plan = self.plan
-        blocks = await self._build(self._gids[lo:hi])
+        blocks = await self._build(self._gids[lo:hi], read)
         with self.app.batch_update():
             old = list(self._blocks.values())
             self._blocks = {b.group_id: b for b in blocks if b.group_id is not None}
@@ -777,7 +789,8 @@ class GroupPager(GroupBlocks):
         if plan is not None:
             self.set_plan(plan, relabel=False)
         n = len(self._gids)
-        await self._mount_slice(max(0, n - self.initial_blocks), n)
+        lo, read = await self._newest_to_fill(n)
+        await self._mount_slice(lo, n, read)
         if self._lo > 0:
             # Older groups than those mounted: the pane will scroll. Shown now, its
             # scrollbar is placed by the first layout instead of asking for a second
@@ -785,6 +798,27 @@ class GroupPager(GroupBlocks):
             self.set_reactive(Widget.show_vertical_scrollbar, True)
         self.anchor()
         self.run_worker(self._fill_viewport, group="conversation-fill", exclusive=True)
+
+    async def _newest_to_fill(self, n: int) -> tuple[int, dict[int, list[Message]]]:
+        """Where the slice a load mounts starts, and the groups' rows read to decide it:
+        the newest groups until their text fills `FILL_SCREENS` screens at the view's
+        width (`GroupBlock.rows_about`), at most `initial_blocks`. A long group is more
+        than a screen: mounting the three before it too cost the first frame their
+        composition, styling and layout, for rows nobody sees before paging, which
+        mounts them then."""
+        lo = max(0, n - self.initial_blocks)
+        width, height = self.size.width or self.expected_width, self.app.size.height
+        read: dict[int, list[Message]] = {}
+        if self.history is None or width <= 0 or height <= 0:
+            return lo, read
+        rows = 0
+        for i in range(n - 1, lo, -1):
+            gid = self._gids[i]
+            read[gid] = await self.history.group_messages(gid)
+            rows += GroupBlock.rows_about(read[gid], width)
+            if rows >= FILL_SCREENS * height:
+                return i, read
+        return lo, read
 
     async def _fill_viewport(self) -> None:
         """Short groups may not fill the screen; then nobody could scroll up to page.
