@@ -7,6 +7,7 @@ import asyncio
 import time
 from contextlib import asynccontextmanager
 
+import pytest
 from rich.segment import Segment
 from textual import _time
 from textual._compositor import ChopsUpdate, LayoutUpdate
@@ -21,12 +22,20 @@ from textual.widgets import Static
 
 from slop_tui.events import TextChunk
 from slop_tui.ui import textual_fixes
-from slop_tui.ui.widgets import blocks
+from slop_tui.ui.widgets import blocks, conversation
 from slop_tui.ui.widgets.blocks import GroupBlock
 from slop_tui.ui.widgets.conversation import ConversationView
 from tests.fakeserver import wait_for
 from tests.test_ui_conversation import LOADED, SIZE, ConvApp, bulk_groups, ws  # noqa: F401 -- fixture
 from tests.test_ui_conversation_frames import first_words_streamed
+
+
+@pytest.fixture(autouse=True)
+def whole_slices(monkeypatch):
+    """These tests page through a slice of `initial_blocks` groups: a load mounts all of
+    them, not only those that fill two screens."""
+    monkeypatch.setattr(conversation, "FILL_SCREENS", 100)
+
 
 INTERVAL = 0.1
 
