@@ -307,7 +307,8 @@ class GroupBlocks(LineScrollBars, VerticalScroll):
         self.max_blocks = max(2, max_blocks)
         self.page_size = max(1, min(page_size, self.max_blocks))
         # A first screen needs a few groups, not the whole bound: each mounted
-        # block costs layout time, and older ones come a page at a time.
+        # block costs layout time, and older ones come a page at a time. At most this
+        # many: long groups fill the screen with fewer (`_newest_to_fill`).
         self.initial_blocks = max(1, min(initial_blocks, self.max_blocks))
         # The columns the view will have, before its first layout (the workspace screen
         # sets it as it sizes the side panes); 0: unknown, `initial_blocks` are mounted.
