@@ -804,9 +804,8 @@ class GroupPager(GroupBlocks):
         """Where the slice a load mounts starts, and the groups' rows read to decide it:
         the newest groups until their text fills `FILL_SCREENS` screens at the view's
         width (`GroupBlock.rows_about`), at most `initial_blocks`. A long group is more
-        than a screen: mounting the three before it too cost the first frame their
-        composition, styling and layout, for rows nobody sees before paging, which
-        mounts them then."""
+        than a screen: the groups before it would be composed, styled and laid out for
+        the first frame for rows nobody sees before paging, which mounts them then."""
         lo = max(0, n - self.initial_blocks)
         width, height = self.size.width or self.expected_width, self.app.size.height
         read: dict[int, list[Message]] = {}
