@@ -121,4 +121,26 @@ class Arming:
         return typed is None or typed >= self._at_event_clock
 
 
-__all__ = ["Arming", "Dialog", "DialogBox", "PickList", "neutralise", "option_row", "plain"]
+class ArmedDialog(Dialog[T]):
+    """A dialog whose answer keys wait for its `arming` (made in the subclass's
+    `__init__`): shown as it mounts, told of each key that reaches it."""
+
+    arming: Arming
+
+    def on_mount(self, event: events.Mount) -> None:
+        self.arming.shown(event)
+
+    def on_key(self, event: events.Key) -> None:
+        self.arming.key(event)
+
+
+__all__ = [
+    "ArmedDialog",
+    "Arming",
+    "Dialog",
+    "DialogBox",
+    "PickList",
+    "neutralise",
+    "option_row",
+    "plain",
+]

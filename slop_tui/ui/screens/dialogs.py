@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from rich.text import Text
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from slop_tui.context.plan import LABEL_OTHER_PROVIDER
 from slop_tui.records import SessionSummary
 from slop_tui.ui.screens.base import (
+    ArmedDialog,
     Arming,
     Dialog,
     DialogBox,
@@ -55,7 +56,7 @@ NO_SESSION_OPTION = (
 )
 
 
-class ApprovalScreen(Dialog[str]):
+class ApprovalScreen(ArmedDialog[str]):
     """Allow once / always for this session / deny, for a writing tool or the shell.
 
     Dismisses with "allow", "allow_session" or "deny" (d and Escape deny).
@@ -114,12 +115,6 @@ class ApprovalScreen(Dialog[str]):
             return self.session_option
         return True
 
-    def on_mount(self, event: events.Mount) -> None:
-        self.arming.shown(event)
-
-    def on_key(self, event: events.Key) -> None:
-        self.arming.key(event)
-
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self._finish(event.button.id or "deny")
@@ -141,7 +136,7 @@ class ApprovalScreen(Dialog[str]):
 # -- confirm ----------------------------------------------------------------------
 
 
-class ConfirmScreen(Dialog[bool]):
+class ConfirmScreen(ArmedDialog[bool]):
     """A yes/no question; True only for Yes (y). No (n) and Escape give False.
 
     Like the approval dialog, `y` only works `arm_delay` seconds after the dialog
@@ -185,12 +180,6 @@ class ConfirmScreen(Dialog[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes_label} (y)", id="yes", variant="error")
                 yield Button(f"{self.no_label} (n)", id="no")
-
-    def on_mount(self, event: events.Mount) -> None:
-        self.arming.shown(event)
-
-    def on_key(self, event: events.Key) -> None:
-        self.arming.key(event)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
