@@ -259,9 +259,10 @@ class KeyRouter:
         return True
 
     def command_chosen(self) -> None:
-        """The palette is closing on a command, which the app runs next (Textual queues
-        it right behind the palette's dismissal): the keys typed behind it wait until
-        it has run, as it may ask for a dialog (`opening_dialog`) that takes them."""
+        """The palette is closing, on a command the app runs next (Textual queues it
+        right behind the palette's dismissal) or on none (Escape): the keys typed
+        behind it wait two turns of the loop, until such a command has run, as it may
+        ask for a dialog (`opening_dialog`) that takes them."""
         app = self.app
         self._command_pending = True
         # Two turns: the palette queues its command after this call returns.

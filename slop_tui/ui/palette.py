@@ -308,6 +308,7 @@ class SlopPalette(KeptCommandPalette):
     def dismiss(self, result=None):  # type: ignore[no-untyped-def]
         # Textual's palette closes, then queues the chosen command: the keys typed
         # behind its Enter wait for the command (ui/keyroute.py, `command_chosen`).
+        # Closed with Escape, none is queued: they wait the same two turns for nothing.
         keys = getattr(self.app, "keys", None)
         if keys is not None:
             keys.command_chosen()
