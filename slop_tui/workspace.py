@@ -190,6 +190,8 @@ class Workspace:
     # `open(count_tokens=...)` was given: every count goes through it, shown ones too.
     _own_count: bool = field(default=False, repr=False)
     _sandbox: Sandbox | None = field(default=None, repr=False)
+    # Whether the sandbox can run, known before it is built (`use_sandbox_verdict`).
+    _sandbox_verdict: bool | None = field(default=None, repr=False)
     # The MCP servers of `[mcp.servers]`, built on first use (`mcp`).
     _mcp: McpManager | None = field(default=None, repr=False)
     # `open` was given a session other than the stored one and has not stored it yet.
@@ -433,6 +435,7 @@ class Workspace:
         MCP servers follow the new `[mcp.servers]` (the project's join)."""
         self.config = config
         self._sandbox = None
+        self._sandbox_verdict = None
         self._reprice_due = True
         if self._mcp is not None:
             from slop_tui.mcpclient import parse_servers
@@ -742,16 +745,31 @@ class Workspace:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The OS sandbox shell commands run in (probed once per workspace, or ahead
-        by the caller of `open`: `use_sandbox`)."""
+        """The OS sandbox shell commands run in (built once per workspace on first use,
+        or ahead by the caller of `open`: `use_sandbox`; the app builds it in a thread
+        once its first screen is up)."""
         if self._sandbox is None:
             self._sandbox = detect_sandbox(self.config, self.env)
         return self._sandbox
 
     def use_sandbox(self, sandbox: Sandbox) -> None:
-        """The sandbox `detect_sandbox` found for this workspace's config and environment,
-        probed while the ledger opened (the app's start: the probe starts a process)."""
+        """The sandbox `detect_sandbox` found for this workspace's config and environment
+        (built off the event loop: the app does it once its first screen is up)."""
         self._sandbox = sandbox
+
+    def use_sandbox_verdict(self, available: bool) -> None:
+        """`sandbox_can_run`'s answer for this workspace's config and environment,
+        probed while the ledger opened: `sandboxed` says it until the sandbox is built."""
+        self._sandbox_verdict = available
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether shell commands run in the OS sandbox (what the header says): the
+        sandbox's own answer once built, before that the probe's verdict, which the
+        sandbox is built on."""
+        if self._sandbox is None and self._sandbox_verdict is not None:
+            return self._sandbox_verdict
+        return self.sandbox.available
 
     def secret_env_names(self) -> frozenset[str]:
         """Variables named by a provider's `api_key_env`: the shell never gets them."""
@@ -1358,6 +1376,15 @@ class Snapshot:
     sessions: list[SessionSummary] | None = None
     state: StateVersion | None = None
     failed_prompts: list[int] | None = None  # the prompts marked ! (newest first)
+
+
+def sandbox_can_run(config: Config, env: Mapping[str, str]) -> bool:
+    """Whether the sandbox `detect_sandbox` builds for `config` and `env` is available:
+    the same answer (`bwrap_probe.unavailable`), without importing or building the
+    sandbox. Waits for bwrap's probe (a process) the first time: call it in a thread."""
+    from slop_tui.tools import bwrap_probe
+
+    return bwrap_probe.unavailable(config.sandbox_mode, env)[0] is not None
 
 
 def detect_sandbox(config: Config, env: Mapping[str, str]) -> Sandbox:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from slop_tui.tools import bwrap_probe
-from slop_tui.tools.sandbox import _probe, detect
+from slop_tui.tools.sandbox import detect
 
 
 def fake_bwrap(tmp_path: Path, body: str, name: str = "bwrap") -> str:
@@ -27,7 +27,7 @@ def fake_bwrap(tmp_path: Path, body: str, name: str = "bwrap") -> str:
 def no_probe_left():
     yield
     bwrap_probe.discard_early()
-    _probe.cache_clear()
+    bwrap_probe.verdict.cache_clear()
 
 
 def test_the_early_probe_s_result_is_the_one_a_probe_of_its_own_gives(
@@ -107,3 +107,39 @@ def test_the_workspace_command_probes_before_its_imports_and_leaves_no_process(
     assert cli._run_tui(cli.build_parser().parse_args(["--db", str(tmp_path / "x.db")])) == 0
     assert len(seen) == 1 and seen[0].args[0] == bwrap  # running while the app starts
     assert seen[0].returncode is not None and bwrap_probe._early == {}  # not taken: reaped
+
+
+@pytest.mark.parametrize(
+    ("body", "available"),
+    [("exit 0", True), ('echo "bwrap: no user namespaces" >&2; exit 1', False)],
+)
+def test_the_header_s_answer_and_the_sandbox_built_later_agree_on_one_probe(
+    tmp_path, monkeypatch, body, available
+) -> None:
+    """The app's header says whether the sandbox can run before the sandbox is built
+    (`unavailable`); the sandbox built later takes the same probe's verdict."""
+    bwrap = fake_bwrap(tmp_path, body)
+    env = {"SLOP_BWRAP": bwrap, "PATH": os.environ.get("PATH", "")}
+    runs: list[object] = []
+    real_run = subprocess.run
+
+    def counted_run(*args, **kw):
+        runs.append(args)
+        return real_run(*args, **kw)
+
+    monkeypatch.setattr(subprocess, "run", counted_run)
+    found, why = bwrap_probe.unavailable("auto", env)
+    box = detect(env=env)
+    assert (found is not None) is available is box.available and len(runs) == 1
+    assert box.reason == ("bubblewrap" if available else why) and (why is None) is available
+
+
+def test_the_sandbox_turned_off_or_missing_needs_no_probe(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("probed"))
+    env = {"SLOP_BWRAP": str(tmp_path / "no-such-bwrap"), "PATH": ""}
+    assert bwrap_probe.unavailable("auto", env) == (
+        None,
+        f"{tmp_path / 'no-such-bwrap'} is not installed (Debian: apt-get install bubblewrap)",
+    )
+    assert bwrap_probe.unavailable("off", env)[0] is None
+    assert not detect("off", env).available and "turned off" in detect("off", env).reason

@@ -646,8 +646,11 @@ FIRST_FRAME_MODULES = first_frame_probe(
 
 # What the first frame (the header, the conversation, the prompt) does not need, and
 # each is loaded after it: the context engine (the side panes' plan), the side panes'
-# widgets, the tools, the providers' adapters.
+# widgets, the tools and the shell's sandbox (the header needs only whether it can
+# run), the providers' adapters.
 NOT_BEFORE_THE_FIRST_FRAME = (
+    "slop_tui.tools.sandbox",
+    "slop_tui.tools.gitdirs",
     "slop_tui.context.assemble",
     "slop_tui.context.budget",
     "slop_tui.context.guards",
@@ -698,22 +701,33 @@ async def test_the_app_saves_the_dataclass_code_cache_once_its_first_screen_is_u
         assert saves == [True]  # once: later compiles are written at exit
 
 
-async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch) -> None:
-    """Probing bwrap starts a process: it runs beside `Workspace.open`, once, and the
-    workspace takes its result (the header says whether the tools are sandboxed)."""
+@pytest.mark.parametrize("can_run", [True, False])
+async def test_the_sandbox_is_probed_while_the_ledger_opens_and_built_after_the_first_screen(
+    project, monkeypatch, can_run
+) -> None:
+    """Probing bwrap waits on a process: it runs beside `Workspace.open`, once, and the
+    header says from the first screen whether the tools are sandboxed. The sandbox
+    itself (its modules, the paths it hides) is built after the first screen, in a
+    thread, on the same verdict."""
     import asyncio
     import threading
 
     from slop_tui import workspace as workspace_module
+    from slop_tui.tools.sandbox import Sandbox
+    from slop_tui.ui import startup
 
     probing = threading.Event()
-    probes: list[object] = []
-    real_detect = workspace_module.detect_sandbox
+    probes: list[bool] = []
+    built: list[Sandbox] = []
+
+    def can_run_here(config, env):
+        probing.set()
+        probes.append(can_run)
+        return can_run
 
     def detect(config, env):
-        probing.set()
-        probes.append(real_detect(config, env))
-        return probes[-1]
+        built.append(Sandbox("/usr/bin/bwrap" if can_run else None, "test", False))
+        return built[-1]
 
     real_open = Workspace.open.__func__
     overlapped: list[bool] = []
@@ -722,15 +736,77 @@ async def test_the_sandbox_is_probed_while_the_ledger_opens(project, monkeypatch
         overlapped.append(await asyncio.to_thread(probing.wait, 10))
         return await real_open(cls, *args, **kw)
 
+    monkeypatch.setattr(workspace_module, "sandbox_can_run", can_run_here)
     monkeypatch.setattr(workspace_module, "detect_sandbox", detect)
     monkeypatch.setattr(Workspace, "open", classmethod(open_once_probing))
+    monkeypatch.setattr(startup, "SANDBOX_AFTER", 0.05)
+    monkeypatch.setattr(startup, "USER_PAUSE_S", 0.05)
     app = app_for(project)
     async with app.run_test(size=(140, 44)) as pilot:
         await started(pilot)
         assert overlapped == [True]  # the probe had started before the ledger opened
-        assert len(probes) == 1 and app.workspace.sandbox is probes[0]
         mark = "shell: NO SANDBOX"
-        assert (mark in app.sub_title) == (not probes[0].available)
+        assert probes == [can_run] and (mark in app.sub_title) == (not can_run)
+        await wait_for(pilot, lambda: built, timeout=10)
+        await pilot.pause(0.1)
+        assert len(built) == 1 and app.workspace.sandbox is built[0]
+        assert app.workspace.sandboxed is can_run and (mark in app.sub_title) == (not can_run)
+
+
+async def test_the_ledger_opens_while_the_first_screen_is_composed(project, monkeypatch) -> None:
+    """The app starts opening the workspace as it runs (`on_load`), before its first
+    screen is mounted: the open's reads on the ledger's thread overlap the screen's
+    composition, and the screen takes the workspace once it is mounted."""
+    await seed(project, n=2)
+    real_open = Workspace.open.__func__
+    app = app_for(project)
+    screen_up_at_open: list[bool] = []
+
+    async def recording_open(cls, *args, **kw):
+        screen_up_at_open.append(app.workspace_screen.is_mounted)
+        return await real_open(cls, *args, **kw)
+
+    monkeypatch.setattr(Workspace, "open", classmethod(recording_open))
+    async with app.run_test(size=(140, 44)) as pilot:
+        await started(pilot)
+        assert screen_up_at_open == [False]  # one open, begun before the screen was up
+        assert app._opening is None and app.workspace is not None
+
+
+async def test_an_open_the_screen_never_took_is_closed_when_the_app_ends(
+    project, monkeypatch
+) -> None:
+    """The app ends before its screen takes the workspace opened at load: the ledger is
+    closed as the app unmounts (its thread ends; none is left running the process)."""
+    monkeypatch.setattr(SlopApp, "open_workspace", lambda self: None)  # never taken
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        opening = app._opening.task
+        await wait_for(pilot, opening.done)
+    workspace, _probe = opening.result()
+    thread = workspace.ledger._db._thread
+    thread.join(5)
+    assert not thread.is_alive() and app._opening is None and app.workspace is None
+
+
+async def test_an_open_still_waiting_when_the_app_ends_is_cancelled(project, monkeypatch):
+    """The app ends while the open begun at load still waits (a locked or slow ledger):
+    the open is cancelled with the screen's worker waiting on it, not left pending
+    behind a closed app."""
+    import asyncio
+
+    waiting: list[asyncio.Task] = []
+
+    async def never_open(cls, *args, **kw):
+        waiting.append(asyncio.current_task())
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(Workspace, "open", classmethod(never_open))
+    app = app_for(project)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: waiting)
+        assert app._opening is None and not waiting[0].done()  # taken by the screen
+    assert waiting[0].cancelled() and app.workspace is None
 
 
 def one_static_app():  # type: ignore[no-untyped-def]

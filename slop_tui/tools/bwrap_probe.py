@@ -2,12 +2,14 @@
 
 The probe is a process (~10 ms here, tens of ms on a loaded machine). The
 workspace command starts it before its own imports (`start_early`, cli.py), so
-it runs on another core while Textual is imported, and the app's sandbox
-detection (`slop_tui/tools/sandbox.py`, beside the ledger's open) takes its
+it runs on another core while Textual is imported, and the app's check of
+whether the sandbox can run (`unavailable`, beside the ledger's open) takes its
 result instead of starting and waiting for a second one. The result is the
 same either way: the same command, the same timeout counted from its start,
-the same sentences. A probe nobody takes (the sandbox turned off, another
-bwrap found) is let finish and reaped by `discard_early`.
+the same sentences; it is kept for the process (`verdict`), so the sandbox
+built later (`slop_tui/tools/sandbox.py`'s `detect`) stands on the same answer
+as the header. A probe nobody takes (the sandbox turned off, another bwrap
+found) is let finish and reaped by `discard_early`.
 
 Standard library only: it is imported before the workspace's modules.
 """
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 
 PROBE_TIMEOUT = 5.0
 
@@ -57,6 +60,27 @@ def start_early(bwrap: str | None) -> bool:
         return False  # `probe` runs it again and says why
     _early[bwrap] = (proc, time.monotonic())
     return True
+
+
+def unavailable(mode: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """Whether the sandbox can run here: (bwrap's path, None), or (None, why not, one
+    line) when `[tools] sandbox` is "off", bwrap is not installed or its probe failed.
+    The sandbox (`slop_tui/tools/sandbox.py`'s `detect`) is built on this answer; the
+    app's header shows it before the sandbox is built."""
+    if mode == "off":
+        discard_early()
+        return None, 'turned off by [tools] sandbox = "off"'
+    found = find(env)
+    if found is None:
+        return None, f"{wanted(env)} is not installed (Debian: apt-get install bubblewrap)"
+    why = verdict(found)
+    return (found, None) if why is None else (None, why)
+
+
+@lru_cache(maxsize=8)
+def verdict(bwrap: str) -> str | None:
+    """`probe(bwrap)`, once per process and bwrap path: later askers get its answer."""
+    return probe(bwrap)
 
 
 def probe(bwrap: str) -> str | None:

@@ -49,7 +49,6 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from slop_tui.context.redact import contains_secret
@@ -278,13 +277,6 @@ def hidden_paths(env: Mapping[str, str], secret_files: Iterable[Path] = ()) -> t
     return tuple(dict.fromkeys(found))
 
 
-@lru_cache(maxsize=8)
-def _probe(bwrap: str) -> str | None:
-    """None when `bwrap` can build the sandbox here, else why not (one line); the
-    workspace command's probe started before its imports, if it is this one's."""
-    return bwrap_probe.probe(bwrap)
-
-
 def detect(
     mode: str = "auto",
     env: Mapping[str, str] | None = None,
@@ -292,19 +284,10 @@ def detect(
     network: bool = False,
     secret_files: Iterable[Path] = (),
 ) -> Sandbox:
-    """The sandbox this machine can run (`mode` "off": none, on purpose)."""
+    """The sandbox this machine can run (`mode` "off": none, on purpose), on
+    `bwrap_probe.unavailable`'s answer."""
     env = os.environ if env is None else env
-    if mode == "off":
-        bwrap_probe.discard_early()
-        return Sandbox(None, 'turned off by [tools] sandbox = "off"', network)
-    found = bwrap_probe.find(env)
+    found, why = bwrap_probe.unavailable(mode, env)
     if found is None:
-        return Sandbox(
-            None,
-            f"{bwrap_probe.wanted(env)} is not installed (Debian: apt-get install bubblewrap)",
-            network,
-        )
-    why = _probe(found)
-    if why is not None:
-        return Sandbox(None, why, network)
+        return Sandbox(None, why or "", network)
     return Sandbox(found, "bubblewrap", network, hidden_paths(env, secret_files))

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from functools import partial, wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import events, work
 from textual.app import App
@@ -53,6 +53,9 @@ from slop_tui.ui.themes import (
 )
 from slop_tui.ui.turns import TurnController
 from slop_tui.ui.widgets.prompt import PromptInput
+
+if TYPE_CHECKING:
+    from slop_tui.ui.startup import WorkspaceOpening
 
 __all__ = ["SlopApp", "run_app"]  # and ApprovalScreen, imported on first use
 
@@ -150,6 +153,7 @@ class SlopApp(App):
         self._session_arg = session
         self._cwd = cwd
         self._env = env
+        self._opening: WorkspaceOpening | None = None  # begun as the app runs (`on_load`)
         self.workspace = None
         self.startup_error: str | None = None
         self.turns = TurnController(self)  # commands, turns, approvals (ui/turns.py)
@@ -260,15 +264,28 @@ class SlopApp(App):
 
         self.run_worker(keep_and_leave, group="hang-up", exit_on_error=False)
 
+    def on_load(self) -> None:
+        """The ledger starts opening as soon as the app runs, before its first screen is
+        composed (ui/startup.py's `WorkspaceOpening`); `open_workspace` takes the open
+        workspace once the screen is mounted."""
+        from slop_tui.config import load_config
+        from slop_tui.ui.startup import WorkspaceOpening
+
+        config = load_config(db=self._db, cwd=self._cwd, env=self._env)
+        self._opening = WorkspaceOpening(config, self._session_arg, self._env)
+
     @work(exclusive=True, group="open")
     async def open_workspace(self) -> None:
-        """Open the ledger and fill the workspace screen (its panes are mounted)."""
-        from slop_tui.config import load_config
+        """Take the workspace `on_load` began opening and fill the workspace screen (its
+        panes are mounted)."""
         from slop_tui.ledger import LedgerError
-        from slop_tui.workspace import Workspace, detect_sandbox
 
+        if self._opening is None:  # its open was taken before: open it again
+            self.on_load()
+        opening, self._opening = self._opening, None
+        assert opening is not None
+        config = opening.config
         screen = self.workspace_screen
-        config = load_config(db=self._db, cwd=self._cwd, env=self._env)
         warnings = list(config.warnings)
         if config.keymap:  # an empty [keymap] changes nothing: skip importing every dialog
             from slop_tui.ui.keymap import apply_keymap
@@ -296,14 +313,8 @@ class SlopApp(App):
             self.notify(note, severity="warning", timeout=15)
         from slop_tui.ui.startup import first_screen_shown, release_first_frame
 
-        # Probing bwrap starts a process (~30 ms of waiting): in a thread, while the
-        # ledger opens; the header says whether the tools are sandboxed.
-        env = self._env if self._env is not None else os.environ
-        probe = asyncio.ensure_future(asyncio.to_thread(detect_sandbox, config, env))
         try:
-            self.workspace = await Workspace.open(
-                config, self._session_arg, env=self._env, defer_writes=True
-            )
+            self.workspace, probe = await opening.task
             self.workspace.editor = self._edit_outside
             await self._show_workspace(config, probe)
         except LedgerError as exc:  # e.g. a database with damaged pages: one banner
@@ -324,7 +335,11 @@ class SlopApp(App):
         # as long as the app: frozen, no collection walks it again. From here on the
         # full collections run between the user's keys (ui/collector.py).
         self.collector.start()
-        self.set_interval(0.5, self._pace_collector, name="collector")
+        self.set_interval(
+            0.5,
+            lambda: self.collector.tick(busy=self.turns.busy or bool(self.turns.phase)),
+            name="collector",
+        )
         first_screen_shown(self)  # what the first screen left for later (ui/startup.py)
         build_palette_later(self)  # the command palette, built once the user pauses
         if (await self.workspace.provider_choice()).name == "demo" and not (
@@ -360,7 +375,7 @@ class SlopApp(App):
         # (`TurnController.exact_counts`) and released when the app is idle.
         history = await ws.ledger.get_setting(KEY_PROMPT_HISTORY)
         draft = await ws.ledger.get_setting(KEY_PROMPT_DRAFT)
-        ws.use_sandbox(await probe)  # the header says whether the tools are sandboxed
+        ws.use_sandbox_verdict(await probe)  # the header says whether they are sandboxed
         # The conversation first: its frame is drawn before the side panes are built.
         await self.workspace_screen.show_conversation(
             json.loads(history) if history else [], draft or ""
@@ -369,9 +384,6 @@ class SlopApp(App):
 
         release_first_frame(self)
         await self.workspace_screen.show_side_panes()
-
-    def _pace_collector(self) -> None:
-        self.collector.tick(busy=self.turns.busy or bool(self.turns.phase))
 
     # -- typing ----------------------------------------------------------------
 
@@ -646,6 +658,9 @@ class SlopApp(App):
 
     async def on_unmount(self) -> None:
         self.collector.stop()
+        opening, self._opening = self._opening, None
+        if opening is not None:  # the app ends before its screen took the open
+            await opening.close()
         ws = self.workspace
         if ws is None:
             return

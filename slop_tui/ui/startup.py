@@ -66,6 +66,7 @@ MCP_PRELOAD_AFTER = 2.0  # seconds after the first full screen
 # highlighting at 1 s, the MCP SDK at 2 s), which the import's thread would slow down.
 PROVIDER_PRELOAD_AFTER = 3.0
 CODE_CACHE_SAVE_AFTER = 0.5  # seconds after the first full screen
+SANDBOX_AFTER = 0.5  # seconds after the first full screen
 # Seconds without a key or a click before the deferred work above starts (a reading
 # pause; typing runs at 0.1-0.3 s a key).
 USER_PAUSE_S = 1.0
@@ -77,6 +78,44 @@ def defer_for_first_screen() -> None:
     global _hold_first_frame
     blocks.hold_code_highlighting()
     _hold_first_frame = True
+
+
+class WorkspaceOpening:
+    """The workspace being opened from the moment the app runs, before its first screen
+    is composed: the open's reads wait on the ledger's thread while the screen's widgets
+    are made and styled, and the screen takes the workspace once it is mounted
+    (`SlopApp.open_workspace`). Beside the ledger's open, a thread waits for bwrap's
+    probe: the header says from the first screen whether the tools are sandboxed (the
+    sandbox itself is built after it, `_build_sandbox`)."""
+
+    def __init__(self, config: Any, session: str | None, env: dict[str, str] | None) -> None:
+        import asyncio
+
+        self.config = config
+        # (the workspace, whether its sandbox can run: a future)
+        self.task = asyncio.ensure_future(self._open(config, session, env))
+
+    @staticmethod
+    async def _open(config: Any, session: str | None, env: dict[str, str] | None):
+        import asyncio
+        import os
+
+        from slop_tui.workspace import Workspace, sandbox_can_run
+
+        seen_env = env if env is not None else os.environ
+        probe = asyncio.ensure_future(asyncio.to_thread(sandbox_can_run, config, seen_env))
+        workspace = await Workspace.open(config, session, env=env, defer_writes=True)
+        return workspace, probe
+
+    async def close(self) -> None:
+        """The app ends before its screen took the workspace: the open is cancelled
+        (`Workspace.open` closes what it opened), or the workspace it opened closed."""
+        import asyncio
+
+        self.task.cancel()
+        await asyncio.wait([self.task])
+        if not self.task.cancelled() and self.task.exception() is None:
+            await self.task.result()[0].close()
 
 
 def hold_first_frame(app: Any) -> None:
@@ -106,6 +145,7 @@ def first_screen_shown(app: Any) -> None:
     if (ws := app.workspace) is not None and ws.config.mcp:
         _after_then_paused(app, MCP_PRELOAD_AFTER, ws.preload_mcp)
     if ws is not None:
+        _after_then_paused(app, SANDBOX_AFTER, lambda: _build_sandbox(app, ws))
         _after_then_paused(app, PROVIDER_PRELOAD_AFTER, lambda: _preload_provider(app, ws))
     from slop_tui.codecache import save_code_cache
 
@@ -126,6 +166,18 @@ def when_user_pauses(app: Any, work: Callable[[], object], pause: float = USER_P
 
 def _after_then_paused(app: Any, delay: float, work: Callable[[], object]) -> None:
     app.set_timer(delay, lambda: when_user_pauses(app, work))
+
+
+def _build_sandbox(app: Any, ws: Any) -> None:
+    """The shell's sandbox (its modules, the paths it hides), built in a thread so the
+    first shell command does not wait for it (`Workspace.sandbox` would build it then)."""
+    import asyncio
+
+    async def build() -> None:
+        if ws._sandbox is None:
+            await asyncio.to_thread(lambda: ws.sandbox)
+
+    app.run_worker(build, group="startup", exit_on_error=False)
 
 
 def _preload_provider(app: Any, ws: Any) -> None:

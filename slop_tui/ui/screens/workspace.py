@@ -280,7 +280,7 @@ class WorkspacePanes(Screen):
             ws.session,
             choice,
             sess,
-            sandboxed=ws.sandbox.available,
+            sandboxed=ws.sandboxed,
             width=self.app.size.width,
             # Started in a subfolder: the repository root's ledger is used, say which.
             root="" if ws.config.started_in is None else ws.config.project_root.name,
