@@ -174,8 +174,7 @@ def _build_sandbox(app: Any, ws: Any) -> None:
     import asyncio
 
     async def build() -> None:
-        if ws._sandbox is None:
-            await asyncio.to_thread(lambda: ws.sandbox)
+        await asyncio.to_thread(lambda: ws.sandbox)  # the one built already, if any
 
     app.run_worker(build, group="startup", exit_on_error=False)
 
