@@ -14,11 +14,10 @@ second, and nothing above it draws them).
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
-
-from slop_tui import events as turn_events
 
 if TYPE_CHECKING:
     from slop_tui.commands.base import CommandResult
@@ -116,45 +115,45 @@ class TurnMessage(Message):
         self.event = event
 
 
-# Streamed text comes a few hundred times a second and only the conversation draws
-# it: its messages stop there. A bubbling message is posted again to every container
-# above it, each of which then runs its idle handlers: most of a streamed chunk's cost
-# on the event loop.
-_CONVERSATION_ONLY = (turn_events.TextChunk, turn_events.ThinkingChunk)
+@cache
+def _messages() -> dict[type, type[TurnMessage]]:
+    """The `TurnMessage` subclass of each orchestrator event type, each named like its
+    type so its handler is `on_turn_<snake name>` (`TextChunk` -> `on_turn_text_chunk`).
+    Made at the first turn's first event: the event types' module is not imported
+    before the first frame."""
+    from slop_tui import events as turn_events
 
-
-def _kind_message(event_type: type) -> type[TurnMessage]:
-    """The `TurnMessage` subclass for one event type: named like it, so its handler
-    is `on_turn_<snake name>` (`TextChunk` -> `on_turn_text_chunk`)."""
-    return type(
-        event_type.__name__,
-        (TurnMessage,),
-        {},
-        namespace="turn",
-        bubble=event_type not in _CONVERSATION_ONLY,
-    )
-
-
-_MESSAGES: dict[type, type[TurnMessage]] = {
-    event_type: _kind_message(event_type)
-    for event_type in (
-        turn_events.TurnStarted,
-        turn_events.TextChunk,
-        turn_events.ThinkingChunk,
-        turn_events.ToolCallEvent,
-        turn_events.ToolResultEvent,
-        turn_events.UsageEvent,
-        turn_events.Notice,
-        turn_events.ErrorEvent,
-        turn_events.BudgetWarning,
-        turn_events.Compaction,
-        turn_events.TurnFinished,
-        turn_events.PlanSent,
-    )
-}
+    # Streamed text comes a few hundred times a second and only the conversation draws
+    # it: its messages stop there. A bubbling message is posted again to every
+    # container above it, each of which then runs its idle handlers: most of a streamed
+    # chunk's cost on the event loop.
+    conversation_only = (turn_events.TextChunk, turn_events.ThinkingChunk)
+    return {
+        event_type: type(
+            event_type.__name__,
+            (TurnMessage,),
+            {},
+            namespace="turn",
+            bubble=event_type not in conversation_only,
+        )
+        for event_type in (
+            turn_events.TurnStarted,
+            turn_events.TextChunk,
+            turn_events.ThinkingChunk,
+            turn_events.ToolCallEvent,
+            turn_events.ToolResultEvent,
+            turn_events.UsageEvent,
+            turn_events.Notice,
+            turn_events.ErrorEvent,
+            turn_events.BudgetWarning,
+            turn_events.Compaction,
+            turn_events.TurnFinished,
+            turn_events.PlanSent,
+        )
+    }
 
 
 def turn_message(event: Any) -> TurnMessage:
     """The message that carries `event` (a plain `TurnMessage` for a type it does not
     know, which no pane handles)."""
-    return _MESSAGES.get(type(event), TurnMessage)(event)
+    return _messages().get(type(event), TurnMessage)(event)

@@ -51,10 +51,6 @@ from slop_tui import message_parser
 from slop_tui.context.tiers import (
     cut_middle,
 )
-from slop_tui.events import (
-    ToolCallEvent,
-    ToolResultEvent,
-)
 from slop_tui.records import (
     STATUS_COMPLETED,
     STATUS_DROPPED,
@@ -71,7 +67,7 @@ from slop_tui.ui.text import carries_line_numbers, keep_state_lines, neutralise,
 from slop_tui.ui.widgets.image_chip import ImageChip
 
 if TYPE_CHECKING:
-    pass
+    from slop_tui.events import ToolCallEvent, ToolResultEvent
 
 # What one block shows at most; `c` copies the whole text and a tool block's
 # output opens in a (virtualised) TextArea.
