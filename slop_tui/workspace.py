@@ -61,12 +61,6 @@ from slop_tui.context.memos import (
     rank_memos,
 )
 from slop_tui.context.tokens import O200K_SHA256, DisplayCount, TokenCounter, count_cache
-from slop_tui.continuity.handoff import (
-    current_handoff,
-    pending_resume,
-    record_handoff,
-    resume_text,
-)
 from slop_tui.ledger import Ledger, LedgerError, check_session_name, lane_group
 from slop_tui.pricing import (
     BUDGET_OK,
@@ -251,7 +245,7 @@ class Workspace:
             if not defer_writes:
                 await ws.register_tools()
                 await ws.save_session()
-            ws.pending_handoff = await pending_resume(ledger, ws.session)
+            ws.pending_handoff = await ledger.latest_handoff(ws.session, unconsumed_only=True)
             await ws._check_unknown_memos()
             if not defer_writes:
                 ws.check_settings()
@@ -284,6 +278,8 @@ class Workspace:
         session. Git or ledger trouble becomes a warning, never an exception."""
         session = session or self.session
         try:
+            from slop_tui.continuity.handoff import record_handoff
+
             return await record_handoff(
                 self.ledger, session, reason, self.config.project_root, skip_empty=True
             )
@@ -497,7 +493,7 @@ class Workspace:
         self.session = name
         await self.ledger.set_setting(KEY_SESSION, self.session)
         if name != old:
-            self.pending_handoff = await pending_resume(self.ledger, name)
+            self.pending_handoff = await self.ledger.latest_handoff(name, unconsumed_only=True)
 
     def pending_resume(self) -> Handoff | None:
         """The handoff the next request of this session resumes from (None: none)."""
@@ -1109,6 +1105,8 @@ class Workspace:
         stored = self.pending_resume()
         if stored is None:
             return ""
+        from slop_tui.continuity.handoff import current_handoff, resume_text
+
         return resume_text(current_handoff(stored, state, sess.scratchpad))
 
     async def _next_prompt_row(self, sess: Session, strategy: str, text: str) -> Message:

@@ -21,7 +21,6 @@ from slop_tui.continuity.handoff import (
     goal_from_state,
     handoff_markdown,
     parse_porcelain,
-    pending_resume,
     record_handoff,
     resume_text,
     should_checkpoint,
@@ -321,14 +320,14 @@ async def test_record_handoff_and_resume_once(tmp_path: Path) -> None:
         assert h is not None and h.id > 0
         assert (h.reason, h.branch, h.untracked_files) == ("exit", "main", ("y.py",))
         assert h.task == "Add lanes and handoffs to slop-tui"
-        assert await pending_resume(led, "s") == h
+        assert await led.latest_handoff("s", unconsumed_only=True) == h
         assert "**Task**: Add lanes and handoffs to slop-tui" in resume_text(h)
         await led.mark_handoff_consumed(h.id)
-        assert await pending_resume(led, "s") is None
+        assert await led.latest_handoff("s", unconsumed_only=True) is None
 
         no_git = await record_handoff(led, "s", "checkpoint", None)
         assert no_git is not None and no_git.branch is None
-        assert await pending_resume(led, "s") == no_git
+        assert await led.latest_handoff("s", unconsumed_only=True) == no_git
     finally:
         await led.close()
 

@@ -458,11 +458,6 @@ async def record_handoff(
     return await ledger.add_handoff(h)
 
 
-async def pending_resume(ledger: Ledger, session: str) -> Handoff | None:
-    """The handoff to inject as `## Resuming` when a session is resumed (or None)."""
-    return await ledger.latest_handoff(session, unconsumed_only=True)
-
-
 __all__ = [
     "CHECKPOINT_INTERVAL",
     "GitInfo",
@@ -477,7 +472,6 @@ __all__ = [
     "goal_from_state",
     "handoff_markdown",
     "parse_porcelain",
-    "pending_resume",
     "record_handoff",
     "resume_text",
     "should_checkpoint",

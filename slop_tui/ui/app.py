@@ -38,7 +38,6 @@ from textual.widgets import Input, TextArea
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.collector import CollectorPacing, release_held_collections
 from slop_tui.ui.keyroute import KeyRouter, for_an_input
-from slop_tui.ui.palette import SlopCommands, build_palette_later
 from slop_tui.ui.screens.workspace import KEY_PROMPT_DRAFT, KEY_PROMPT_HISTORY, WorkspaceScreen
 from slop_tui.ui.text import neutralise
 from slop_tui.ui.themes import (
@@ -119,12 +118,20 @@ def terminal_gone(fd: int) -> bool:
     return any(mask & gone for _fd, mask in poller.poll(0))
 
 
+def slop_commands() -> type:
+    """The command palette's provider (`App.COMMANDS` takes a callable): its module is
+    imported with the palette, not with the app."""
+    from slop_tui.ui.palette import SlopCommands
+
+    return SlopCommands
+
+
 class SlopApp(App):
     """The slop-tui workspace."""
 
     TITLE = "slop-tui"
     CSS_PATH = "app.tcss"
-    COMMANDS = {SlopCommands}
+    COMMANDS = {slop_commands}
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding(
@@ -341,6 +348,8 @@ class SlopApp(App):
             name="collector",
         )
         first_screen_shown(self)  # what the first screen left for later (ui/startup.py)
+        from slop_tui.ui.palette import build_palette_later
+
         build_palette_later(self)  # the command palette, built once the user pauses
         if (await self.workspace.provider_choice()).name == "demo" and not (
             await self.workspace.ledger.list_sessions()

@@ -48,9 +48,6 @@ from textual.widget import Widget
 from textual.widgets import Static, TextArea
 
 from slop_tui import message_parser
-from slop_tui.context.tiers import (
-    cut_middle,
-)
 from slop_tui.records import (
     STATUS_COMPLETED,
     STATUS_DROPPED,
@@ -1080,6 +1077,8 @@ def shown_output(text: str, limit: int = TOOL_VIEW_CHARS) -> str:
             f"\n… {left_out:,} characters not shown here (c copies the whole output; "
             "query_db reads it by pages) …\n"
         )
+    from slop_tui.context.tiers import cut_middle  # the context engine's: not at start
+
     return cut_middle(text, limit, note)
 
 
