@@ -34,10 +34,11 @@ def test_a_bad_pattern_fails_at_its_first_use():
 
 
 def test_the_context_engine_compiles_no_pattern_at_import():
-    """What the app imports before its first frame compiles none of the engine's
-    patterns (their compilation was ~50 ms of CPU at every start)."""
+    """What the app imports before its first frame, and the modules of the engine's
+    patterns (the secret redaction, the handoffs), compile none of them at import
+    (their compilation was ~50 ms of CPU at every start)."""
     code = (
-        "import gc, slop_tui.workspace\n"
+        "import gc, slop_tui.workspace, slop_tui.context.redact, slop_tui.continuity.handoff\n"
         "from slop_tui.context.regex import LazyPattern\n"
         "found = [o for o in gc.get_objects() if isinstance(o, LazyPattern)]\n"
         "print(len(found), sum('search' in vars(o) for o in found))\n"
