@@ -277,9 +277,9 @@ class Workspace:
         """Record a handoff for `session` (default: the current one); None for an empty
         session. Git or ledger trouble becomes a warning, never an exception."""
         session = session or self.session
-        try:
-            from slop_tui.continuity.handoff import record_handoff
+        from slop_tui.continuity.handoff import record_handoff
 
+        try:
             return await record_handoff(
                 self.ledger, session, reason, self.config.project_root, skip_empty=True
             )
@@ -752,6 +752,20 @@ class Workspace:
         """The sandbox `detect_sandbox` found for this workspace's config and environment
         (built off the event loop: the app does it once its first screen is up)."""
         self._sandbox = sandbox
+
+    async def prepare_sandbox(self) -> None:
+        """Build the sandbox in a thread (its modules, the paths it hides), so the first
+        shell command does not wait for it. It is kept only if the configuration is
+        still the one it was built for: a `reconfigure` meanwhile (a folder just
+        trusted) makes the sandbox be built again for the new one."""
+        if self._sandbox is not None:
+            return
+        import asyncio
+
+        config = self.config
+        sandbox = await asyncio.to_thread(detect_sandbox, config, self.env)
+        if self.config is config and self._sandbox is None:
+            self._sandbox = sandbox
 
     def use_sandbox_verdict(self, available: bool) -> None:
         """`sandbox_can_run`'s answer for this workspace's config and environment,

@@ -220,3 +220,40 @@ def test_instruction_shaped_memos(text: str) -> None:
 )
 def test_notes_are_not_instruction_shaped(text: str) -> None:
     assert instruction_shaped(text) is None
+
+
+async def test_a_sandbox_built_for_a_configuration_replaced_meanwhile_is_not_kept(
+    tmp_path, monkeypatch
+) -> None:
+    """The app builds the sandbox in a thread after its first screen; a folder trusted
+    meanwhile (`reconfigure`, e.g. `shell_network` changed) makes the one being built
+    stale: it is dropped, and the next use builds one for the new configuration."""
+    import asyncio
+    import threading
+
+    from slop_tui import workspace as workspace_module
+    from tests.workspace_fixtures import open_workspace
+
+    release = threading.Event()
+    built_for: list[object] = []
+
+    def slow_detect(config, env):
+        built_for.append(config)
+        if len(built_for) == 1:
+            release.wait(10)
+        return Sandbox(None, f"built for config {len(built_for)}", config.shell_network)
+
+    monkeypatch.setattr(workspace_module, "detect_sandbox", slow_detect)
+    ws = await open_workspace(tmp_path)
+    try:
+        old = ws.config
+        building = asyncio.ensure_future(ws.prepare_sandbox())
+        while not built_for:
+            await asyncio.sleep(0.01)
+        new = load_config(db=str(old.db_path), env={}, cwd=tmp_path)
+        ws.reconfigure(new)
+        release.set()
+        await building
+        assert ws.sandbox.reason == "built for config 2" and built_for == [old, new]
+    finally:
+        await ws.close()

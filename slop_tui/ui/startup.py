@@ -169,14 +169,8 @@ def _after_then_paused(app: Any, delay: float, work: Callable[[], object]) -> No
 
 
 def _build_sandbox(app: Any, ws: Any) -> None:
-    """The shell's sandbox (its modules, the paths it hides), built in a thread so the
-    first shell command does not wait for it (`Workspace.sandbox` would build it then)."""
-    import asyncio
-
-    async def build() -> None:
-        await asyncio.to_thread(lambda: ws.sandbox)  # the one built already, if any
-
-    app.run_worker(build, group="startup", exit_on_error=False)
+    """The shell's sandbox, built in a thread (`Workspace.prepare_sandbox`)."""
+    app.run_worker(ws.prepare_sandbox, group="startup", exit_on_error=False)
 
 
 def _preload_provider(app: Any, ws: Any) -> None:
