@@ -291,6 +291,7 @@ def test_the_app_schedules_the_preload_after_its_first_screen():
             self.workspace = type("Ws", (), {"config": type("C", (), {"mcp": mcp})()})()
             self.workspace.preload_mcp = lambda: self.preloads.append(True)
             self.workspace.preload_provider = lambda: None
+            self.workspace.prepare_sandbox = lambda: None
 
         def set_timer(self, delay, callback) -> None:
             self.timers.append((delay, callback))
