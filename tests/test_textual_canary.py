@@ -42,6 +42,7 @@ PINNED = {
     "textual.screen.Screen._on_idle": "05781131b10da971",
     "textual.screen.Screen._on_layout": "55209a37fad6f883",
     "textual.widget.Widget.refresh": "b1ce3392c9c00870",
+    "textual.widget.Widget._get_box_model": "2af27ebacc60142b",
     "textual.widget.Widget._exchange_repaint_regions": "a2d797888f08a6a7",
     "textual._compositor.Compositor.render_update": "772c6b21953aff0e",
     "textual.screen.Screen._refresh_layout": "889715478130b7e0",

@@ -383,6 +383,40 @@ async def test_a_screen_under_an_opaque_one_is_drawn_again_only_once_it_is_back(
             assert frames  # drawn again once it is on top
 
 
+class _Header(App):
+    CSS = "#group { height: auto; }"
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        from textual.containers import Vertical, VerticalScroll
+
+        with VerticalScroll(), Vertical(id="group"):
+            yield Static("x")
+
+
+async def test_a_header_relabelled_with_its_first_layout_still_pending_takes_its_new_height():
+    """A group's header is built (its text set, a layout asked for) before it is mounted;
+    a reflow measures it before its own request reaches the screen, and the plan's mark
+    arrives then, wrapping the text onto a second line. Textual counted no new layout
+    request (one was pending), so the box model measured for the old text stayed."""
+    from slop_tui.ui.widgets.blocks import update_in_place
+
+    app = _Header()
+    async with app.run_test(size=(60, 10)) as pilot:
+        await pilot.pause(0.1)
+        header = Static("")
+        update_in_place(header, "#3 · id 13 · 2 messages")  # before its mount
+        assert header._layout_required
+        await app.query_one("#group").mount(header, before=0)
+        header._layout_required = True  # its own request not yet seen by the screen
+        app.screen._refresh_layout()  # a reflow measures it meanwhile
+        assert header.size.height == 1
+        update_in_place(
+            header, "#3 · id 13 · 2 messages · ◌ not sent: waiting for a summary · ! error"
+        )
+        await pilot.pause(0.3)
+        assert header.size.height == 2
+
+
 class _Panes(App):
     """Panes side by side with padding, borders and gaps; a scrolling one among them."""
 

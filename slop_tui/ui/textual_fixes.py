@@ -51,6 +51,7 @@ drawn before a pending layout),
 `Widget._repaint_regions`, `held-frames` after a whole-screen repaint),
 `Widget._vertical_scrollbar` and `App._start_widget` (`vertical_scrollbar_of`),
 `Message._stop_propagation` (`was_stopped`),
+`Widget._layout_required` and `Widget._layout_updates` (`lay_out_again`),
 `Screen._layout_required` (`mount_ahead`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
@@ -139,7 +140,8 @@ RELIED_ON: dict[str, str] = {
     "whole-screen repaint follows) and on its screen in _dirty_widgets for that repaint, "
     "hold_paint() on its update_widgets before _compositor_refresh",
     "textual.widget.Widget.refresh": "held-frames (_drawn_as_they_are) clears the "
-    "_repaint_required and _repaint_regions it sets once a whole-screen repaint drew them",
+    "_repaint_required and _repaint_regions it sets once a whole-screen repaint drew them; "
+    "lay_out_again() raises _layout_updates where it does not (a layout already pending)",
     "textual.widget.Widget._exchange_repaint_regions": "_drawn_as_they_are empties the "
     "_repaint_regions it hands out",
     "textual.widget.Widget._check_refresh": "scroll_frame_now() clears the "
@@ -191,6 +193,8 @@ RELIED_ON: dict[str, str] = {
     "textual._parser.Parser.feed": "paste-kept-whole: each character sent to the parse "
     "generator, a timeout or the end of the input thrown into it",
     "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
+    "textual.widget.Widget._get_box_model": "lay_out_again(): its cache is keyed by "
+    "_layout_updates, which refresh(layout=True) raises only when no layout is pending",
     "textual.message.Message.stop": "was_stopped() reads the flag it sets",
     "textual.message_pump.MessagePump._on_message": "was_stopped(): a message whose flag "
     "is set bubbles no further (a key stopped by a widget never reaches the app's bindings)",
@@ -1087,6 +1091,18 @@ def _scroll_frame_before_the_layout(screen: Screen) -> None:
             screen._layout_widgets.setdefault(node, set()).update(widgets)
         screen._layout_required = True
         screen.check_idle()
+
+
+def lay_out_again(widget: Widget) -> None:
+    """`widget.refresh(layout=True)` that is never lost. Textual counts a layout request
+    in `_layout_updates` (part of the key of the widget's cached box model) only when
+    none is pending: a widget whose request was still pending when a reflow measured
+    it (one made while it was not mounted yet, a group's header built before its
+    mount) and whose text then changed kept the box model of the old text, its old
+    height, through every later reflow."""
+    if widget._layout_required:
+        widget._layout_updates += 1
+    widget.refresh(layout=True)
 
 
 def was_stopped(message: Message) -> bool:
