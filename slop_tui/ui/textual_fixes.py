@@ -22,6 +22,7 @@ Patched by `install()` (name: what it replaces):
 - `map-kept-through-repaints`: `Compositor.update_widgets`
 - `opaque-top-alone`: `App._background_screens`
 - `scrollview-size-once`: `ScrollView._size_updated`
+- `every-layout-counted`: `Widget.refresh` (wrapped)
 - `held-frames`: `Screen._compositor_refresh`
 - `first-resume-unstyled`: `Screen._on_screen_resume`
 - `ascii-wrap`: `compute_wrap_offsets`, `get_tab_widths` in
@@ -51,7 +52,6 @@ drawn before a pending layout),
 `Widget._repaint_regions`, `held-frames` after a whole-screen repaint),
 `Widget._vertical_scrollbar` and `App._start_widget` (`vertical_scrollbar_of`),
 `Message._stop_propagation` (`was_stopped`),
-`Widget._layout_required` and `Widget._layout_updates` (`lay_out_again`),
 `Screen._layout_required` (`mount_ahead`),
 `Screen._on_timer_update`, `ScrollView._scroll_update`,
 `Widget._anchor_released`, `Widget._styles_cache` (`StylesCache._cache`,
@@ -141,7 +141,7 @@ RELIED_ON: dict[str, str] = {
     "hold_paint() on its update_widgets before _compositor_refresh",
     "textual.widget.Widget.refresh": "held-frames (_drawn_as_they_are) clears the "
     "_repaint_required and _repaint_regions it sets once a whole-screen repaint drew them; "
-    "lay_out_again() raises _layout_updates where it does not (a layout already pending)",
+    "patch every-layout-counted (wrapped: _layout_updates raised where it does not)",
     "textual.widget.Widget._exchange_repaint_regions": "_drawn_as_they_are empties the "
     "_repaint_regions it hands out",
     "textual.widget.Widget._check_refresh": "scroll_frame_now() clears the "
@@ -193,7 +193,7 @@ RELIED_ON: dict[str, str] = {
     "textual._parser.Parser.feed": "paste-kept-whole: each character sent to the parse "
     "generator, a timeout or the end of the input thrown into it",
     "textual.widget.Widget.vertical_scrollbar": "vertical_scrollbar_of() makes a bar as it does",
-    "textual.widget.Widget._get_box_model": "lay_out_again(): its cache is keyed by "
+    "textual.widget.Widget._get_box_model": "every-layout-counted: its cache is keyed by "
     "_layout_updates, which refresh(layout=True) raises only when no layout is pending",
     "textual.message.Message.stop": "was_stopped() reads the flag it sets",
     "textual.message_pump.MessagePump._on_message": "was_stopped(): a message whose flag "
@@ -261,6 +261,7 @@ _compute_wrap_offsets = _wrapped_document.compute_wrap_offsets
 _WORD_CHUNK = re.compile(r"\S+\s*|\s+")  # textual._wrap's chunks: a word and its spaces
 _refresh_layout = Screen._refresh_layout
 _widget_size_updated = Widget._size_updated
+_widget_refresh = Widget.refresh
 _reflowing = [0]  # > 0 while Screen._refresh_layout runs
 
 
@@ -391,6 +392,24 @@ def _size_updated_if_changed(
         return False  # what _scroll_update would compute is what it computed last time
     self.__dict__["_slop_size_seen"] = seen
     return _size_updated(self, size, virtual_size, container_size, layout)
+
+
+def _refresh_counting_every_layout(
+    self: Widget,
+    *regions: Region,
+    repaint: bool = True,
+    layout: bool = False,
+    recompose: bool = False,
+) -> Widget:
+    # Textual counts a layout request in `_layout_updates` (part of the key of the
+    # widget's cached box model) only when none is pending. A widget that a reflow
+    # measured while its request was still pending (one made before its mount: a
+    # group's header, a tool's title, built with their text) and whose content changed
+    # then kept the box model of the old content, its old height, through every later
+    # reflow. Every request counts here.
+    if layout and self._layout_required:
+        self._layout_updates += 1
+    return _widget_refresh(self, *regions, repaint=repaint, layout=layout, recompose=recompose)
 
 
 def hold_frames(app) -> None:  # type: ignore[no-untyped-def]
@@ -1093,18 +1112,6 @@ def _scroll_frame_before_the_layout(screen: Screen) -> None:
         screen.check_idle()
 
 
-def lay_out_again(widget: Widget) -> None:
-    """`widget.refresh(layout=True)` that is never lost. Textual counts a layout request
-    in `_layout_updates` (part of the key of the widget's cached box model) only when
-    none is pending: a widget whose request was still pending when a reflow measured
-    it (one made while it was not mounted yet, a group's header built before its
-    mount) and whose text then changed kept the box model of the old text, its old
-    height, through every later reflow."""
-    if widget._layout_required:
-        widget._layout_updates += 1
-    widget.refresh(layout=True)
-
-
 def was_stopped(message: Message) -> bool:
     """A message a handler stopped (`Message.stop`): it bubbles no further; Textual keeps
     this in a private flag and has no public way to read it."""
@@ -1670,6 +1677,13 @@ PATCHES: tuple[Patch, ...] = (
         {"_size_updated": _size_updated_in_the_reflow},
         "0842561acf72:66a591359605",
         reads=[Widget._check_anchor],
+    ),
+    _patch(
+        "every-layout-counted",
+        Widget,
+        {"refresh": _refresh_counting_every_layout},
+        "8b0fb8e1679c:7d759487b695",
+        reads=[Widget._get_box_model],
     ),
     _patch(
         "lazy-strip-caches",

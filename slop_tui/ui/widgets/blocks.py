@@ -61,7 +61,6 @@ from slop_tui.records import (
 )
 from slop_tui.ui.numbers import compact_tokens
 from slop_tui.ui.text import carries_line_numbers, keep_state_lines, neutralise, state_lines
-from slop_tui.ui.textual_fixes import lay_out_again
 from slop_tui.ui.widgets.image_chip import ImageChip
 
 if TYPE_CHECKING:
@@ -897,7 +896,7 @@ def update_in_place(text: Static, content: str | Content) -> None:
     size = text.size
     text.update(content, layout=False)
     if not size.width or text.visual.get_height(text.styles, size.width) != size.height:
-        lay_out_again(text)
+        text.refresh(layout=True)
 
 
 class ToolTitle(Static):
