@@ -742,16 +742,11 @@ class Workspace:
     @property
     def sandbox(self) -> Sandbox:
         """The OS sandbox shell commands run in (built once per workspace on first use,
-        or ahead by the caller of `open`: `use_sandbox`; the app builds it in a thread
-        once its first screen is up)."""
+        or ahead in a thread: `prepare_sandbox`, which the app calls once its first
+        screen is up)."""
         if self._sandbox is None:
             self._sandbox = detect_sandbox(self.config, self.env)
         return self._sandbox
-
-    def use_sandbox(self, sandbox: Sandbox) -> None:
-        """The sandbox `detect_sandbox` found for this workspace's config and environment
-        (built off the event loop: the app does it once its first screen is up)."""
-        self._sandbox = sandbox
 
     async def prepare_sandbox(self) -> None:
         """Build the sandbox in a thread (its modules, the paths it hides), so the first
