@@ -145,6 +145,11 @@ if not program.endswith(".py"):
         import shutil
         wanted = os.environ.get("SLOP_BWRAP") or "bwrap"
         bwrap_probe.start_early(shutil.which(wanted, path=os.environ.get("PATH")))
+if not program.endswith(".py"):
+    # As `cli._run_app`: Textual imported through slop-tui's module of its internals,
+    # whose first patch (class-setup-kept, in a build that has it) precedes Textual's
+    # widget classes.
+    import slop_tui.ui.textual_fixes
 import textual.app
 stamp("import textual.app")
 from textual.drivers.linux_driver import LinuxDriver

@@ -221,6 +221,9 @@ def _run_tui(args: argparse.Namespace) -> int:
 
 
 def _run_app(args: argparse.Namespace) -> int:
+    # First of Textual: its patch of class set-up (`class-setup-kept`) is in place
+    # before Textual's widget classes and the app's are made (~14 ms of CPU less).
+    from slop_tui.ui import textual_fixes  # noqa: F401
     from slop_tui.ui.startup import defer_for_first_screen
 
     defer_for_first_screen()  # code highlighting, until the first screen is up

@@ -213,8 +213,9 @@ async def test_an_empty_text_area_with_no_room_draws_its_placeholder_blank():
         assert area.render_line(0).text.startswith("Type a")  # with room, as before
 
 
-def test_importing_the_app_patches_nothing_and_install_does():
-    """The patches are put in place by `install()` (SlopApp() calls it), not by an import."""
+def test_importing_the_app_puts_in_place_only_the_class_set_up_and_install_the_rest():
+    """The patches are put in place by `install()` (SlopApp() calls it); an import puts
+    in place only `class-setup-kept`, which must come before the classes it makes."""
     import os
     import subprocess
     import sys
@@ -223,7 +224,7 @@ def test_importing_the_app_patches_nothing_and_install_does():
         "import slop_tui.ui.app\n"
         "from slop_tui.ui import textual_fixes as f\n"
         "from textual.widgets import TextArea\n"
-        "assert f.installed() == [], f.installed()\n"
+        "assert f.installed() == ['class-setup-kept'], f.installed()\n"
         "assert TextArea.render_line is f.original(TextArea, 'render_line')\n"
         "f.install()\n"
         "print(','.join(f.installed()))\n"
@@ -510,3 +511,126 @@ async def test_the_chops_of_what_shows_write_what_textuals_write():
             ]
         finally:
             Widget.render_lines = render_lines  # type: ignore[method-assign]
+
+
+def _own_set_up(cls: type) -> tuple:
+    """What DOMNode's class set-up gives `cls`, bindings as (key, [binding, ...])."""
+    bindings = sorted(
+        (key, list(kept)) for key, kept in cls._merged_bindings.key_to_bindings.items()
+    )
+    return (cls._reactives, cls._computes, cls._css_type_name, cls._css_type_names, bindings)
+
+
+def _every_widget_class() -> list[type]:
+    from textual.dom import DOMNode
+
+    found, todo = [], [DOMNode]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return found
+
+
+def test_every_class_set_up_by_class_setup_kept_is_what_textuals_own_set_up_gives():
+    """Every widget, screen and app class loaded (Textual's and the app's), set up again
+    by Textual's own `__init_subclass__`: the same reactives, computes, CSS type names
+    and bindings."""
+    import slop_tui.ui.app  # noqa: F401  (the app's widget classes)
+    from slop_tui.ui.screens import workspace_sides  # noqa: F401
+
+    assert fixes.CLASS_SETUP_KEPT.installed()
+    classes = [c for c in _every_widget_class() if c in fixes._OWN_PARTS]
+    assert len(classes) > 60  # Textual's widgets and the app's, made with the patch
+    kept = {cls: _own_set_up(cls) for cls in classes}
+    own_set_up = fixes.original(fixes.DOMNode, "__init_subclass__").__func__
+    fixes.CLASS_SETUP_KEPT.uninstall()
+    try:
+        for cls in classes:
+            own_set_up(
+                cls,
+                inherit_css=vars(cls)["_inherit_css"],
+                inherit_bindings=vars(cls)["_inherit_bindings"],
+                inherit_component_classes=vars(cls)["_inherit_component_classes"],
+            )
+        textuals = {cls: _own_set_up(cls) for cls in classes}
+    finally:
+        fixes.CLASS_SETUP_KEPT.apply()
+    differ = [cls.__qualname__ for cls in classes if kept[cls] != textuals[cls]]
+    assert not differ
+
+
+def test_a_class_made_after_its_base_grew_a_binding_or_a_reactive_sees_them():
+    from textual.binding import Binding
+    from textual.reactive import reactive
+
+    class Base(Widget):
+        BINDINGS = [Binding("x", "one", "One")]
+
+    class First(Base):
+        pass
+
+    Base.BINDINGS.append(Binding("y", "two", "Two"))
+    Base.late = reactive(0)  # a reactive set on the class after it was made
+    Base.compute_late = lambda self: 1
+
+    class Second(Base):
+        pass
+
+    assert set(First._merged_bindings.key_to_bindings) == {"x"}
+    assert set(Second._merged_bindings.key_to_bindings) == {"x", "y"}
+    assert "late" in Second._reactives and "late" not in First._reactives
+    assert "late" in Second._computes
+
+
+def test_classes_made_from_one_base_do_not_share_their_binding_lists():
+    """A binding added to one class's list (as `DOMNode.bind` adds to an instance's
+    copy of it) reaches neither its base's parsed bindings nor a sibling class."""
+    from textual.binding import Binding
+
+    class Base(Widget):
+        BINDINGS = [Binding("x", "one", "One")]
+
+    class Left(Base):
+        pass
+
+    class Right(Base):
+        pass
+
+    Left._merged_bindings.key_to_bindings["x"].append(Binding("x", "other", "Other"))
+
+    class Later(Base):
+        pass
+
+    assert [b.action for b in Right._merged_bindings.key_to_bindings["x"]] == ["one"]
+    assert [b.action for b in Later._merged_bindings.key_to_bindings["x"]] == ["one"]
+
+
+def test_textual_widget_classes_are_made_with_class_setup_kept_when_imported_after_it():
+    """The workspace command imports this module first: Textual's widget classes, made
+    after it, are set up from kept parts; left out by name, Textual keeps its own."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from slop_tui.ui import textual_fixes as f\n"
+        "from textual.dom import DOMNode\n"
+        "from textual.app import App\n"
+        "from textual.widget import Widget\n"
+        "from textual.widgets import TextArea\n"
+        "print(f.CLASS_SETUP_KEPT.installed(), all(c in f._OWN_PARTS for c in (Widget, App, TextArea)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != fixes.PATCHES_OFF_VARIABLE}
+    outputs = []
+    for off in ("", "class-setup-kept"):
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, fixes.PATCHES_OFF_VARIABLE: off},
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.split())
+    assert outputs == [["True", "True"], ["False", "False"]]

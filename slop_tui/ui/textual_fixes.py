@@ -2,9 +2,11 @@
 
 Written for Textual 8.2.8 (pinned exactly in pyproject.toml). No other module
 touches a Textual name that starts with an underscore: they call the helpers
-here. Importing this module changes nothing; `install()` puts the patches in
-place and is called where the app starts (`SlopApp()`, `run_app`, the tests'
-conftest). Each patch first checks that what it replaces has the shape it was
+here. `install()` puts the patches in place and is called where the app starts
+(`SlopApp()`, `run_app`, the tests' conftest); importing this module puts in
+place only `class-setup-kept`, which must precede the widget classes it makes
+cheaper (the workspace command imports this module before any other part of
+Textual but `textual.dom`). Each patch first checks that what it replaces has the shape it was
 written for (the names the original reads and its parameters, `shape_of`);
 if not, it leaves Textual alone and warns. docs/textual-patches.md says, per
 patch, what it fixes, why, how its gain was measured, and for Textual's bugs a
@@ -14,6 +16,8 @@ an upgrade of Textual fails it, naming what to re-check.
 
 Patched by `install()` (name: what it replaces):
 
+- `class-setup-kept`: `DOMNode.__init_subclass__`, `DOMNode._merge_bindings` (at
+  this module's import, and by `install()`)
 - `undo-past-the-end`: `TextArea.scroll_cursor_visible` (a crash)
 - `placeholder-without-room`: `TextArea.render_line` (a crash)
 - `rewrap-on-width`: `TextArea._on_resize`
@@ -85,6 +89,231 @@ from functools import lru_cache
 from threading import Lock as _Lock
 from types import CodeType, ModuleType
 from typing import Any
+from weakref import WeakKeyDictionary
+
+from textual.binding import BindingsMap
+from textual.dom import DOMNode
+from textual.reactive import Reactive
+
+# -- the patches' machinery -------------------------------------------------------------
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global and attribute names `code` reads or sets, nested code included (where
+    Python versions inline comprehensions or not, the union is the same)."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
+
+
+def shape_of(obj: Any) -> str:
+    """A short fingerprint of a function's parameters and the names it uses (or a
+    class's `__slots__`): what a patch assumes of what it replaces or reads."""
+    if isinstance(obj, property):
+        obj = obj.fget
+    if isinstance(obj, type):
+        text = repr(sorted(getattr(obj, "__slots__", ())))
+    else:
+        # A function behind a decorator (functools.lru_cache) has the shape of its own.
+        code: CodeType = getattr(obj, "__code__", None) or obj.__wrapped__.__code__
+        params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        text = repr((params, sorted(_names(code))))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Attributes of Textual replaced together. `shape` fingerprints (`shape_of`)
+    Textual's originals, then each object of `reads` (an attribute of a class or a
+    class), joined with ":"."""
+
+    name: str
+    owner: type | ModuleType
+    replacements: dict[str, Any]
+    reads: tuple[Any, ...]
+    shape: str
+
+    def originals(self) -> dict[str, Any]:
+        return {attr: _ORIGINALS[(self.owner, attr)] for attr in self.replacements}
+
+    def current_shape(self) -> str:
+        found = [
+            shape_of(original) for original in self.originals().values() if original is not _ABSENT
+        ]
+        return ":".join([*found, *(shape_of(read) for read in self.reads)])
+
+    def installed(self) -> bool:
+        return all(vars(self.owner).get(attr) is value for attr, value in self.replacements.items())
+
+    def fits(self) -> bool:
+        """Whether Textual's originals are those the patch was written for."""
+        return self.current_shape() == self.shape
+
+    def apply(self) -> None:
+        for attr, value in self.replacements.items():
+            setattr(self.owner, attr, value)
+
+    def uninstall(self) -> None:
+        for attr, original in self.originals().items():
+            if original is _ABSENT:
+                if attr in vars(self.owner):
+                    delattr(self.owner, attr)
+            else:
+                setattr(self.owner, attr, original)
+
+
+_ABSENT = object()
+_ORIGINALS: dict[tuple[Any, str], Any] = {}
+
+
+def original(owner: type | ModuleType, attr: str) -> Any:
+    """Textual's own `owner.attr`, patched or not."""
+    found = _ORIGINALS.get((owner, attr), _ABSENT)
+    return vars(owner)[attr] if found is _ABSENT else found
+
+
+def _patch(
+    name: str,
+    owner: type | ModuleType,
+    replacements: dict[str, Any],
+    shape: str,
+    reads: Iterable[Any] = (),
+) -> Patch:
+    for attr in replacements:
+        _ORIGINALS[(owner, attr)] = vars(owner).get(attr, _ABSENT)
+    return Patch(name, owner, replacements, tuple(reads), shape)
+
+
+# Names of patches to leave out, comma-separated ("all": every one): for measuring a
+# patch's gain against Textual's own code (docs/textual-patches.md).
+PATCHES_OFF_VARIABLE = "SLOP_TUI_TEXTUAL_PATCHES_OFF"
+
+
+def _left_out() -> set[str]:
+    off = os.environ.get(PATCHES_OFF_VARIABLE, "")
+    return {name.strip() for name in off.split(",") if name.strip()}
+
+
+def _fit(name: str, parts: Iterable[Patch]) -> bool:
+    """Whether every part of patch `name` fits Textual; if not, a warning naming them."""
+    misfits = [p for p in parts if not p.fits()]
+    if misfits:
+        targets = ", ".join(
+            f"{p.owner.__name__}.{attr}" for p in misfits for attr in p.replacements
+        )
+        warnings.warn(
+            f"slop-tui: Textual's {targets} is not what the {name!r} patch was written "
+            "for (Textual 8.2.8): the patch is left out (docs/textual-patches.md)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return not misfits
+
+
+def _install_at_import(patch: Patch) -> None:
+    """`patch` in place now, as `install()` would put it (left out the same ways)."""
+    skip = _left_out()
+    if "all" not in skip and patch.name not in skip and _fit(patch.name, [patch]):
+        patch.apply()
+
+
+# -- class-setup-kept: installed at this module's import ---------------------------------
+#
+# Textual's `DOMNode.__init_subclass__` reads every class of a new widget class's MRO
+# for its reactives and its bindings (each base's BINDINGS parsed anew), and its compute
+# methods with `dir()`: ~250 us a class, ~18 ms of CPU for the 71 classes made before
+# the workspace's first frame. A class's own part is the same each time it is read, so
+# it is kept, by class, and a new class joins its bases' kept parts: the same
+# reactives, computes, CSS names and bindings (each key's list a copy of its own, as
+# Textual's are). A class whose dict or BINDINGS list has grown since is read again.
+# Installed here, before the rest of Textual is imported, so that Textual's own widget
+# classes are made with it too.
+
+_COMPUTE_PREFIXES = ("_compute_", "compute_")
+_OWN_PARTS: WeakKeyDictionary[type, tuple[int, dict[str, Reactive], list[str]]] = (
+    WeakKeyDictionary()
+)
+_OWN_BINDINGS: WeakKeyDictionary[type, tuple[tuple[int, int], BindingsMap]] = WeakKeyDictionary()
+
+
+def _own_parts(base: type) -> tuple[int, dict[str, Reactive], list[str]]:
+    """`base`'s own reactives and the names of its compute methods."""
+    found = vars(base)
+    kept = _OWN_PARTS.get(base)
+    if kept is not None and kept[0] == len(found):
+        return kept
+    kept = (
+        len(found),
+        {name: value for name, value in found.items() if isinstance(value, Reactive)},
+        [name for name in found if name.startswith(_COMPUTE_PREFIXES)],
+    )
+    _OWN_PARTS[base] = kept
+    return kept
+
+
+def _own_bindings(base: type) -> BindingsMap:
+    """`base`'s own BINDINGS, parsed."""
+    listed = vars(base).get("BINDINGS", [])
+    key = (id(listed), len(listed))
+    kept = _OWN_BINDINGS.get(base)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    parsed = BindingsMap(listed)
+    _OWN_BINDINGS[base] = (key, parsed)
+    return parsed
+
+
+def _merge_bindings_kept(cls: type[DOMNode]) -> BindingsMap:
+    bindings: list[BindingsMap] = []
+    for base in reversed(cls.__mro__):
+        if issubclass(base, DOMNode):
+            if not base._inherit_bindings:
+                bindings.clear()
+            bindings.append(_own_bindings(base))
+    keys: dict[str, list] = {}
+    for each in bindings:
+        for key, key_bindings in each.key_to_bindings.items():
+            keys[key] = list(key_bindings)
+    return BindingsMap.from_keys(keys)
+
+
+def _init_subclass_kept(
+    cls: type[DOMNode],
+    inherit_css: bool = True,
+    inherit_bindings: bool = True,
+    inherit_component_classes: bool = True,
+) -> None:
+    super(DOMNode, cls).__init_subclass__()
+    reactives: dict[str, Reactive] = {}
+    computes: set[str] = set()
+    for base in reversed(cls.__mro__):
+        _, own_reactives, own_computes = _own_parts(base)
+        reactives.update(own_reactives)
+        computes.update(own_computes)
+    cls._reactives = reactives
+    cls._inherit_css = inherit_css
+    cls._inherit_bindings = inherit_bindings
+    cls._inherit_component_classes = inherit_component_classes
+    bases = cls._css_bases(cls)
+    cls._css_type_name = bases[0].__name__
+    cls._merged_bindings = cls._merge_bindings()
+    cls._css_type_names = frozenset(base.__name__ for base in bases)
+    cls._computes = frozenset(name.lstrip("_")[8:] for name in computes)
+
+
+CLASS_SETUP_KEPT = _patch(
+    "class-setup-kept",
+    DOMNode,
+    {
+        "__init_subclass__": classmethod(_init_subclass_kept),
+        "_merge_bindings": classmethod(_merge_bindings_kept),
+    },
+    "82046d9cdcf5:effc249a76c6:4e78c3b0cfe8:490bd3735197:7d8fada5be9f",
+    reads=[DOMNode._css_bases, BindingsMap.__init__, BindingsMap.from_keys],
+)
+_install_at_import(CLASS_SETUP_KEPT)
 
 import textual.document._wrapped_document as _wrapped_document
 from textual import _time, events
@@ -114,6 +343,11 @@ from textual.widgets._header import HeaderTitle
 # Every Textual object this module relies on, by its defining module's path, and what
 # depends on it. tests/test_textual_canary.py pins the source of each.
 RELIED_ON: dict[str, str] = {
+    "textual.dom.DOMNode.__init_subclass__": "patch class-setup-kept",
+    "textual.dom.DOMNode._merge_bindings": "patch class-setup-kept",
+    "textual.dom.DOMNode._css_bases": "class-setup-kept calls it",
+    "textual.binding.BindingsMap.__init__": "class-setup-kept parses each base's BINDINGS",
+    "textual.binding.BindingsMap.from_keys": "class-setup-kept builds the merged map",
     "textual.widgets._text_area.TextArea.scroll_cursor_visible": "patch undo-past-the-end",
     "textual.widgets._text_area.TextArea._undo_batch": "undo-past-the-end: the order "
     "(size refreshed, then cursor put back) that makes the crash",
@@ -1497,95 +1731,8 @@ def forget_parsed_css() -> None:
 # -- the patches ----------------------------------------------------------------------
 
 
-def _names(code: CodeType) -> set[str]:
-    """The global and attribute names `code` reads or sets, nested code included (where
-    Python versions inline comprehensions or not, the union is the same)."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            names |= _names(const)
-    return names
-
-
-def shape_of(obj: Any) -> str:
-    """A short fingerprint of a function's parameters and the names it uses (or a
-    class's `__slots__`): what a patch assumes of what it replaces or reads."""
-    if isinstance(obj, property):
-        obj = obj.fget
-    if isinstance(obj, type):
-        text = repr(sorted(getattr(obj, "__slots__", ())))
-    else:
-        # A function behind a decorator (functools.lru_cache) has the shape of its own.
-        code: CodeType = getattr(obj, "__code__", None) or obj.__wrapped__.__code__
-        params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        text = repr((params, sorted(_names(code))))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class Patch:
-    """Attributes of Textual replaced together. `shape` fingerprints (`shape_of`)
-    Textual's originals, then each object of `reads` (an attribute of a class or a
-    class), joined with ":"."""
-
-    name: str
-    owner: type | ModuleType
-    replacements: dict[str, Any]
-    reads: tuple[Any, ...]
-    shape: str
-
-    def originals(self) -> dict[str, Any]:
-        return {attr: _ORIGINALS[(self.owner, attr)] for attr in self.replacements}
-
-    def current_shape(self) -> str:
-        found = [
-            shape_of(original) for original in self.originals().values() if original is not _ABSENT
-        ]
-        return ":".join([*found, *(shape_of(read) for read in self.reads)])
-
-    def installed(self) -> bool:
-        return all(vars(self.owner).get(attr) is value for attr, value in self.replacements.items())
-
-    def fits(self) -> bool:
-        """Whether Textual's originals are those the patch was written for."""
-        return self.current_shape() == self.shape
-
-    def apply(self) -> None:
-        for attr, value in self.replacements.items():
-            setattr(self.owner, attr, value)
-
-    def uninstall(self) -> None:
-        for attr, original in self.originals().items():
-            if original is _ABSENT:
-                if attr in vars(self.owner):
-                    delattr(self.owner, attr)
-            else:
-                setattr(self.owner, attr, original)
-
-
-_ABSENT = object()
-_ORIGINALS: dict[tuple[Any, str], Any] = {}
-
-
-def original(owner: type | ModuleType, attr: str) -> Any:
-    """Textual's own `owner.attr`, patched or not."""
-    found = _ORIGINALS.get((owner, attr), _ABSENT)
-    return vars(owner)[attr] if found is _ABSENT else found
-
-
-def _patch(
-    name: str,
-    owner: type | ModuleType,
-    replacements: dict[str, Any],
-    shape: str,
-    reads: Iterable[Any] = (),
-) -> Patch:
-    for attr in replacements:
-        _ORIGINALS[(owner, attr)] = vars(owner).get(attr, _ABSENT)
-    return Patch(name, owner, replacements, tuple(reads), shape)
-
-
 PATCHES: tuple[Patch, ...] = (
+    CLASS_SETUP_KEPT,
     _patch(
         "undo-past-the-end",
         TextArea,
@@ -1748,10 +1895,6 @@ KEPT_CSS = _patch(
     reads=[Stylesheet.__init__],
 )
 
-# Names of patches to leave out, comma-separated ("all": every one): for measuring a
-# patch's gain against Textual's own code (docs/textual-patches.md).
-PATCHES_OFF_VARIABLE = "SLOP_TUI_TEXTUAL_PATCHES_OFF"
-
 
 def install(skip: Collection[str] | None = None) -> list[str]:
     """Put every patch in place (installing twice changes nothing), except those named
@@ -1759,24 +1902,11 @@ def install(skip: Collection[str] | None = None) -> list[str]:
     whose target is not what they were written for (each warns and leaves Textual
     alone). The names of the patches in place."""
     if skip is None:
-        off = os.environ.get(PATCHES_OFF_VARIABLE, "")
-        skip = {name.strip() for name in off.split(",") if name.strip()}
+        skip = _left_out()
     done: list[str] = []
     for name in dict.fromkeys(p.name for p in PATCHES):
         parts = [p for p in PATCHES if p.name == name and not p.installed()]
-        if "all" in skip or name in skip:
-            continue
-        misfits = [p for p in parts if not p.fits()]
-        if misfits:
-            targets = ", ".join(
-                f"{p.owner.__name__}.{attr}" for p in misfits for attr in p.replacements
-            )
-            warnings.warn(
-                f"slop-tui: Textual's {targets} is not what the {name!r} patch was written "
-                "for (Textual 8.2.8): the patch is left out (docs/textual-patches.md)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        if "all" in skip or name in skip or not _fit(name, parts):
             continue
         for patch in parts:
             patch.apply()
