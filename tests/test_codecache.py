@@ -14,9 +14,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import dataclasses, json, sys
 from pathlib import Path
-from slop_tui.codecache import use_code_cache
+from slop_tui.codecache import EVAL_KEY, use_code_cache
 cache = use_code_cache(Path(sys.argv[1]))
 from slop_tui import events, records
+import collections, typing
+Point = collections.namedtuple("Point", "x y", defaults=[0])
+class Pair(typing.NamedTuple):
+    left: "int"
+    right: "list[str]"
+try:
+    typing.ForwardRef("not an expression (")
+    bad_ref = "accepted"
+except SyntaxError as exc:
+    bad_ref = str(exc)
+other = typing.compile("1 + 1", "elsewhere.py", "eval")
 state = records.StateVersion(1, "main", 2, "text", 3.0)
 try:
     state.content = "changed"
@@ -33,6 +44,13 @@ print(json.dumps({
     "frozen": frozen,
     "init_code": records.StateVersion.__init__.__code__.co_code.hex(),
     "names": sorted(vars(records.StateVersion)),
+    "named_tuples": [repr(Point(1)), repr(Pair(1, ["a"])), Point._fields, Pair._fields],
+    "new_code": Point.__new__.__code__.co_code.hex(),
+    "annotations": repr(typing.get_type_hints(Pair)),
+    "ref_code": typing.ForwardRef("list[str]").__forward_code__.co_code.hex(),
+    "bad_ref": bad_ref,
+    "other": [other.co_filename, eval(other)],
+    "expressions": sum(1 for key in cache.used if key.startswith(EVAL_KEY)),
 }), flush=True)
 if sys.argv[2:] == ["killed"]:  # saved as the app saves it, then no exit handler runs
     import os
@@ -67,10 +85,18 @@ def test_a_second_process_compiles_no_method_the_first_one_compiled(tmp_path: Pa
     assert second["compiled"] == 0
     assert second["used"] == first["used"]
     # The same methods, doing the same: nothing but the compile is saved.
-    for key in ("repr", "equal", "unequal", "hash", "frozen", "init_code", "names"):
+    keys = ("repr", "equal", "unequal", "hash", "frozen", "init_code", "names")
+    for key in (*keys, "named_tuples", "new_code", "annotations", "ref_code", "bad_ref"):
         assert second[key] == first[key], key
     assert first["equal"] and not first["unequal"] and first["hash"]
     assert "cannot assign to field 'content'" in first["frozen"]
+    # Named tuples' lambdas and annotations' texts, from the table too; an annotation
+    # that is no expression is still refused, and any other compile is the builtin's.
+    assert first["named_tuples"][:2] == ["Point(x=1, y=0)", "Pair(left=1, right=['a'])"]
+    assert first["annotations"] == "{'left': <class 'int'>, 'right': list[str]}"
+    assert "Forward reference must be an expression" in first["bad_ref"]
+    assert first["other"] == second["other"] == ["elsewhere.py", 2]
+    assert first["expressions"] == second["expressions"] >= 4  # Point, Pair, their texts
     assert cache_file(tmp_path).read_bytes() == written  # nothing new: not written again
 
 
