@@ -172,18 +172,24 @@ def write(self, data, _seen=[0]):
             log.write(json.dumps(["spent at frame 1", dict(spent)]) + "\n")
     return _write(self, data)
 LinuxDriver.write = write
+FRAMES_SEEN = write.__defaults__[0]  # the screenfuls `write` has seen
 import selectors, threading
 _select = selectors.EpollSelector.select
 IDLE = "the main thread idle from the first frame to the panes' (wall ms, not CPU)"
+IDLE_FIRST = "the main thread idle until the first frame (wall ms, not CPU)"
 def select(self, timeout=None):
-    # The event loop's waits between the two frames: for the ledger's thread, a timer.
-    if not BETWEEN[0] or threading.current_thread() is not threading.main_thread():
+    # The event loop's waits until the first frame and between the two frames: for the
+    # ledger's thread, a timer.
+    if threading.current_thread() is not threading.main_thread():
+        return _select(self, timeout)
+    label = IDLE if BETWEEN[0] else IDLE_FIRST if not FRAMES_SEEN[0] else None
+    if label is None:
         return _select(self, timeout)
     t = time.time()
     try:
         return _select(self, timeout)
     finally:
-        spent[IDLE] = spent.get(IDLE, 0.0) + time.time() - t
+        spent[label] = spent.get(label, 0.0) + time.time() - t
 selectors.EpollSelector.select = select
 def at_start(owner, name, label):
     f = getattr(owner, name)
