@@ -230,8 +230,9 @@ class CodeCache(CacheFile):
         self.compiled = 0  # texts not in the table: compiled in this process
 
     def code(self, key: str, source: str, mode: str) -> CodeType:
-        """`source` compiled in `mode` as a module without `__future__` imports compiles
-        it (file name `<string>`): from the table under `key`, or compiled and added."""
+        """`source` compiled in `mode` (file name `<string>`, no `__future__` flags: as the
+        standard library's modules compile it), from the table under `key` or compiled
+        and added."""
         data = self.get(key)
         code = None
         if data is not None:
@@ -266,13 +267,8 @@ class CodeCache(CacheFile):
     def compile(self, source, filename, mode, flags=0, dont_inherit=False, optimize=-1, **kw):
         """`compile` as `typing.ForwardRef` calls it (an annotation's text, `'<string>'`,
         `'eval'`); any other call is the builtin's."""
-        if isinstance(source, str) and (filename, mode, flags, optimize, kw) == (
-            "<string>",
-            "eval",
-            0,
-            -1,
-            {},
-        ):
+        as_typing = (filename, mode, flags, optimize) == ("<string>", "eval", 0, -1)
+        if isinstance(source, str) and as_typing and not kw:
             return self.code(EVAL_KEY + source, source, "eval")
         return builtins.compile(source, filename, mode, flags, dont_inherit, optimize, **kw)
 

@@ -6,11 +6,11 @@ here. `install()` puts the patches in place and is called where the app starts
 (`SlopApp()`, `run_app`, the tests' conftest); importing this module puts in
 place only `class-setup-kept`, which must precede the widget classes it makes
 cheaper (the workspace command imports this module before any other part of
-Textual but `textual.dom`). Each patch first checks that what it replaces has the shape it was
-written for (the names the original reads and its parameters, `shape_of`);
-if not, it leaves Textual alone and warns. docs/textual-patches.md says, per
-patch, what it fixes, why, how its gain was measured, and for Textual's bugs a
-minimal reproduction and the change proposed upstream.
+Textual but `textual.dom`). Each patch first checks that what it replaces has
+the shape it was written for (the names the original reads and its parameters,
+`shape_of`); if not, it leaves Textual alone and warns. docs/textual-patches.md
+says, per patch, what it fixes, why, how its gain was measured, and for
+Textual's bugs a minimal reproduction and the change proposed upstream.
 tests/test_textual_canary.py pins the source of every name in `RELIED_ON`:
 an upgrade of Textual fails it, naming what to re-check.
 
@@ -326,7 +326,6 @@ from textual.cache import FIFOCache, LRUCache
 from textual.command import CommandPalette
 from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
-from textual.dom import DOMNode
 from textual.drivers._writer_thread import WriterThread
 from textual.geometry import Offset, Region, Size
 from textual.message import Message
