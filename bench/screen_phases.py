@@ -14,7 +14,7 @@ widgets imported and mounted, the plan of the next request read for them (with
 the repository map and file tree), and the panes' frame. Beside the phases, the CPU time spent inside a few calls
 wherever they ran (CSS parsed, CSS applied, layouts, the tokenizer built, the
 prices and MCP start paths, every import, dataclass and regular expression made,
-the ledger's reads that grow with the session, the garbage collector's passes), summed until the first frame and over the whole start, and the wall time the main thread's event loop waited with nothing to run between the first frame and the panes' frame (for a read on the ledger's thread, or a timer). The hello-world app
+the ledger's reads that grow with the session, the garbage collector's passes), summed until the first frame and over the whole start, and the wall time the main thread's event loop waited with nothing to run until the first frame and between it and the panes' frame (for a read on the ledger's thread, or a timer). The hello-world app
 (bench/screen_hello.py) is stamped the same way up to its first frame. With two
 builds (`--bin NAME=BIN_DIR` twice), their starts are interleaved, beside the
 same hello-world starts.
@@ -229,6 +229,15 @@ if program.endswith(".py"):
     sys.exit(0)
 import slop_tui.ui.app as app_module
 stamp("import slop_tui.ui.app")
+# As `cli._run_app` once the app's code is imported: later patterns and expressions
+# are compiled, not kept (in a build that has these).
+try:
+    from slop_tui.context.regex import stop_keeping_every_pattern
+    stop_keeping_every_pattern()
+    from slop_tui.codecache import stop_keeping_expressions
+    stop_keeping_expressions()
+except ImportError:
+    pass
 from slop_tui.ui import textual_fixes
 from slop_tui.ui.screens import workspace as ws_screen
 count(textual_fixes, "_refresh_layout", "layouts (arrange and render)")

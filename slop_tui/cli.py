@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slop_tui import __version__
-from slop_tui.codecache import loaded_cache_dir
+from slop_tui.codecache import loaded_cache_dir, stop_keeping_expressions
 from slop_tui.safe_text import TerminalWriter, escape_json
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def _run_tui(args: argparse.Namespace) -> int:
 
 def _run_app(args: argparse.Namespace) -> int:
     # First of Textual: its patch of class set-up (`class-setup-kept`) is in place
-    # before Textual's widget classes and the app's are made (~14 ms of CPU less).
+    # before Textual's widget classes and the app's are made (~17 ms of CPU less).
     from slop_tui.ui import textual_fixes  # noqa: F401
     from slop_tui.ui.startup import defer_for_first_screen
 
@@ -237,9 +237,11 @@ def _run_app(args: argparse.Namespace) -> int:
     from slop_tui.context.regex import stop_keeping_every_pattern
     from slop_tui.ui.app import run_app
 
-    # The app's code is imported: patterns compiled from here on may be made from the
-    # user's text or the project's, and are not kept in the user's shared table.
+    # The app's code is imported: patterns, named tuples and annotations compiled from
+    # here on may be made from the user's text or the project's, and are not kept in
+    # the user's shared tables.
     stop_keeping_every_pattern()
+    stop_keeping_expressions()
     return run_app(db=args.db, session=_session(args))
 
 

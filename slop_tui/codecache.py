@@ -20,8 +20,9 @@ inherited `__future__` flags) and added; the table is written back
 same code, same globals, same defaults. The same table serves `collections`'
 `eval` (each `namedtuple`'s `__new__`, a lambda compiled from its fields' names)
 and `typing`'s `compile` (each annotation read as text by `typing.NamedTuple`
-and `ForwardRef`): 137 texts before the first frame (50 named tuples'), most of
-them Textual's and Rich's, ~2 ms of CPU compiled and ~0.2 ms from the table. A
+and `ForwardRef`) until the app's code is imported (`stop_keeping_expressions`):
+137 texts before the first frame (50 named tuples'), most of them Textual's and
+Rich's, ~2 ms of CPU compiled and ~0.2 ms from the table. A
 Python whose `dataclasses`, `collections` or `typing` no longer compiles text
 there simply never asks the table (no speed-up, no change).
 
@@ -289,6 +290,18 @@ def use_code_cache(folder: Path) -> CodeCache:
         typing.compile = _installed.compile  # type: ignore[attr-defined]
         atexit.register(_installed.save)
     return _installed
+
+
+def stop_keeping_expressions() -> None:
+    """`collections` and `typing` compile with the builtins again. The workspace command
+    calls it once the app's code is imported: what they compile from then on (a named
+    tuple or an annotation a library makes at run time) may be made from the user's text
+    or a server's, and is not kept in the user's shared table."""
+    if _installed is None:
+        return
+    for module, name in ((collections, "eval"), (typing, "compile")):
+        if vars(module).get(name) == getattr(_installed, name):
+            delattr(module, name)
 
 
 def keep_with_code_cache(table: CacheFile) -> None:

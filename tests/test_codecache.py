@@ -60,9 +60,9 @@ if sys.argv[2:] == ["killed"]:  # saved as the app saves it, then no exit handle
 """
 
 
-def run_probe(folder: Path, *args: str) -> dict:
+def run_probe(folder: Path, *args: str, code: str = PROBE) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(folder), *args],
+        [sys.executable, "-c", code, str(folder), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -186,3 +186,30 @@ def test_two_processes_saving_one_table_keep_each_others_entries(tmp_path: Path)
     first.put("three", b"3")
     first.save()
     assert marshal.loads(path.read_bytes()) == {"one": b"1", "two": b"2", "three": b"3"}
+
+
+def test_expressions_made_after_the_app_s_code_is_imported_are_not_kept(tmp_path: Path) -> None:
+    """Named tuples and annotations compiled once `stop_keeping_expressions` has run (the
+    app's code imported; later ones may be made from the user's or a server's text) go
+    through the builtins and leave nothing in the table."""
+    code = """
+import collections, json, sys, typing
+from pathlib import Path
+from slop_tui.codecache import EVAL_KEY, save_code_cache, stop_keeping_expressions, use_code_cache
+cache = use_code_cache(Path(sys.argv[1]))
+collections.namedtuple("Before", "kept_field")
+stop_keeping_expressions()
+collections.namedtuple("After", "secret_field")
+typing.ForwardRef("secret_annotation")
+save_code_cache()
+texts = [k for k in cache.used if k.startswith(EVAL_KEY)]
+print(json.dumps({
+    "texts": texts,
+    "shadows": ["eval" in vars(collections), "compile" in vars(typing)],
+}))
+"""
+    found = run_probe(tmp_path, code=code)
+    assert found["shadows"] == [False, False]
+    assert any("kept_field" in text for text in found["texts"])
+    assert not any("secret" in text for text in found["texts"])
+    assert b"secret" not in cache_file(tmp_path).read_bytes()
